@@ -1,0 +1,98 @@
+// Shared plumbing for the ascend.moe custom ops: errors, attribute tables, input views and
+// output shape inference through the raw C API (the 1.21 C++ SetOutputShape wrapper fails on
+// newer runtimes). Knows nothing of any particular op.
+#pragma once
+
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ascend_moe {
+
+inline constexpr const char* kDomain = "ascend.moe";
+inline constexpr const char* kCpuProvider = "CPUExecutionProvider";
+inline constexpr const char* kCannProvider = "CANNExecutionProvider";
+
+// Invalid input or attribute: reaches Python as an ONNXRuntimeError carrying `message`.
+[[noreturn]] inline void Fail(const std::string& message) {
+  throw Ort::Exception(std::string(message), ORT_INVALID_ARGUMENT);
+}
+
+// Formats its arguments with operator<< into one string.
+template <typename... Args>
+std::string Str(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+std::string ShapeStr(const std::vector<int64_t>& shape);
+const char* TypeName(ONNXTensorElementDataType type);
+
+// One attribute of an op: its ONNX name, kind and default. Each op keeps a static table of
+// these; the kernels read attributes through it and the library's manifest
+// (AscendMoeOpsManifest) publishes it so tests can compare it with the ONNX schema.
+struct AttrSpec {
+  enum Kind { kInt, kFloat };
+  const char* name;
+  Kind kind;
+  bool required;
+  double default_value;  // unused when required
+};
+
+int64_t ReadIntAttr(const OrtKernelInfo* info, const AttrSpec& spec);
+float ReadFloatAttr(const OrtKernelInfo* info, const AttrSpec& spec);
+
+// What a kernel sees of one input: absent inputs have present == false.
+struct InputView {
+  bool present = false;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  std::vector<int64_t> shape;
+  int64_t size = 0;
+  const void* data = nullptr;
+};
+InputView GetInputView(Ort::KernelContext& ctx, size_t index);
+int64_t NumElements(const std::vector<int64_t>& shape);
+
+// Describes one op for the manifest.
+struct OpManifestEntry {
+  const char* name;
+  const char* provider;
+  const AttrSpec* attrs;
+  size_t num_attrs;
+};
+void RegisterManifestEntry(const OpManifestEntry& entry);
+// JSON of every registered op: {"domain", "ops": [{"name", "provider", "attributes": [...]}]}.
+std::string ManifestJson();
+
+// Output shape inference through the raw C API. A dim is a value >= 0 or a symbolic name.
+struct InferDim {
+  int64_t value = -1;
+  std::string symbol;  // used when value < 0; empty means unknown
+};
+struct InferredTensor {
+  ONNXTensorElementDataType type;
+  std::vector<InferDim> dims;
+  bool rank_known = true;
+};
+// Input index `i` of a shape-inference context, as type + dims (symbolic names kept).
+// Returns false when the input is absent.
+bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, InferredTensor* out);
+OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i,
+                            const InferredTensor& t);
+OrtStatusPtr InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec,
+                          int64_t* value);
+
+// Runs fn(begin, end) over [0, n) in chunks of at least `grain` on the session's intra-op pool.
+// Exceptions thrown inside a chunk are rethrown on the calling thread (first one wins).
+template <typename Fn>
+void ParallelForRange(Ort::KernelContext& ctx, int64_t n, int64_t grain, Fn&& fn);
+
+}  // namespace ascend_moe
+
+#include "op_utils_inl.h"
