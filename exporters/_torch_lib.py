@@ -1,0 +1,71 @@
+"""Helpers for defining the torch ops: detect existing definitions, dtype names, libraries."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import torch
+
+_TORCH_TO_ONNX_NAME = {
+    torch.float32: "float",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float64: "double",
+    torch.int8: "int8",
+    torch.uint8: "uint8",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.bool: "bool",
+    torch.float8_e4m3fn: "float8e4m3fn",
+    torch.float8_e5m2: "float8e5m2",
+}
+
+_LIBRARIES: dict[str, torch.library.Library] = {}
+
+
+def onnx_type_name(dtype: torch.dtype) -> str:
+    """ONNX-style element type name of a torch dtype ('float', 'bfloat16', ...)."""
+    return _TORCH_TO_ONNX_NAME.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def described(t: torch.Tensor | None):
+    """``(shape, onnx type name)`` of a tensor, or None, for the shared validators."""
+    return None if t is None else (tuple(t.shape), onnx_type_name(t.dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def try_import_torch_npu() -> bool:
+    """Import torch_npu if it is installed and usable (it needs CANN); never raise."""
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    try:
+        import torch_npu  # noqa: F401
+    except (ImportError, RuntimeError, OSError):
+        return False
+    return True
+
+
+def op_defined(namespace: str, name: str) -> bool:
+    """Whether ``torch.ops.<namespace>.<name>`` already exists (e.g. from torch_npu)."""
+    try:
+        getattr(getattr(torch.ops, namespace), name)
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def library(namespace: str) -> torch.library.Library:
+    """The FRAGMENT library this package defines its ops of ``namespace`` in."""
+    if namespace not in _LIBRARIES:
+        _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
+    return _LIBRARIES[namespace]
+
+
+def schema_default(value) -> str:
+    """A Python default value written as it appears in a torch operator schema."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        return str(np.float32(value))  # shortest form of the float32 default, e.g. 1e-20
+    return str(value)

@@ -1,0 +1,334 @@
+"""MoeGatingTopKHash (SPEC §1): ONNX schema, shape inference, validation and NumPy reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx.defs import OpSchema
+from onnx.reference.op_run import OpRun
+
+from ._common import (
+    DOMAIN,
+    FLOAT,
+    INT32,
+    OPSET_VERSION,
+    attribute,
+    attribute_defaults,
+    fail_inference,
+    input_dims,
+    input_type,
+    int_attribute,
+    make_type,
+    resolve_attributes,
+    tensor_input,
+)
+
+OP_TYPE = "MoeGatingTopKHash"
+MAX_K = 64
+MAX_EXPERTS = 2048
+NORM_SOFTMAX, NORM_SIGMOID, NORM_SQRT_SOFTPLUS = 0, 1, 2
+
+INPUT_NAMES = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
+OUTPUT_NAMES = ("y", "expert_idx", "out")
+
+SCHEMA = OpSchema(
+    OP_TYPE,
+    DOMAIN,
+    OPSET_VERSION,
+    doc=(
+        "Fused MoE router: normalise logits (softmax / sigmoid / sqrt-softplus), add a "
+        "selection-only expert bias, restrict to the best expert groups, pick the top-k experts "
+        "(or look them up by token id: hash routing) and return renormalised, scaled weights."
+    ),
+    inputs=[
+        tensor_input("x", "T", "Router logits [..., E], rank >= 2."),
+        tensor_input("bias", "T", "Selection-only expert bias [E].", optional=True),
+        tensor_input("input_ids", "TI", "Token ids, x.shape[:-1] or [R] (hash routing).", optional=True),
+        tensor_input("tid2eid", "TE", "Token id -> k expert ids table [n, k].", optional=True),
+        tensor_input("additional_bias", "T", "Bias for rows selected by the mask [E].", optional=True),
+        tensor_input("additional_token_mask", "tensor(bool)", "Rows using additional_bias.", optional=True),
+    ],
+    outputs=[
+        tensor_input("y", "T", "Routing weights [..., k]."),
+        tensor_input("expert_idx", "tensor(int32)", "Expert indices [..., k]."),
+        tensor_input("out", "tensor(float)", "Normalised scores [..., E] when out_flag=1, else [0].", optional=True),
+    ],
+    type_constraints=[
+        ("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Logit and weight type."),
+        ("TI", ["tensor(int32)", "tensor(int64)"], "Token id type."),
+        ("TE", ["tensor(int32)", "tensor(int64)"], "Table entry type."),
+    ],
+    attributes=[
+        attribute("k", None, "Experts per token, 1 <= k <= 64."),
+        attribute("k_group", 1, "Groups kept per token."),
+        attribute("group_count", 1, "Number of consecutive expert groups."),
+        attribute("group_select_mode", 0, "Group score: 0 = max, 1 = sum of the two largest."),
+        attribute("renorm", 0, "1 = renormalise softmax weights too (extension)."),
+        attribute("norm_type", 0, "0 = softmax, 1 = sigmoid, 2 = sqrt(softplus)."),
+        attribute("out_flag", 0, "1 = also return the normalised scores."),
+        attribute("routed_scaling_factor", 1.0, "Multiplies the final weights."),
+        attribute("eps", 1e-20, "Added to the weight sum before renormalisation."),
+    ],
+)
+
+DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+
+
+def _infer(ctx) -> None:
+    x = input_type(ctx, 0)
+    k = int_attribute(ctx, "k", 0)
+    out_flag = int_attribute(ctx, "out_flag", DEFAULTS["out_flag"])
+    if x is None:
+        return
+    dims = input_dims(x)
+    if dims is not None and len(dims) < 2:
+        fail_inference(OP_TYPE, f"input 'x' must have rank >= 2, got rank {len(dims)}")
+    lead = None if dims is None else dims[:-1]
+    ctx.set_output_type(0, make_type(x.tensor_type.elem_type, None if lead is None else lead + [k]))
+    if ctx.get_num_outputs() > 1:
+        ctx.set_output_type(1, make_type(INT32, None if lead is None else lead + [k]))
+    if ctx.get_num_outputs() > 2 and ctx.has_output(2):
+        ctx.set_output_type(2, make_type(FLOAT, dims if out_flag else [0]))
+
+
+SCHEMA.set_type_and_shape_inference_function(_infer)
+
+
+# ---- validation (SPEC §1.3), shared by the NumPy reference and the torch ops ------------------
+
+
+def _err(what: str) -> ValueError:
+    return ValueError(f"{OP_TYPE}: {what}")
+
+
+def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -> None:
+    """Check the attribute rules of SPEC §1.3; ``num_experts`` enables the E-dependent ones."""
+    k, kg, gc = attrs["k"], attrs["k_group"], attrs["group_count"]
+    if not 1 <= k <= MAX_K:
+        raise _err(f"attribute 'k' must be in [1, {MAX_K}], got {k}")
+    if gc < 1:
+        raise _err(f"attribute 'group_count' must be >= 1, got {gc}")
+    if not 1 <= kg <= gc:
+        raise _err(f"attribute 'k_group' must be in [1, group_count ({gc})], got {kg}")
+    for name, allowed in (("group_select_mode", (0, 1)), ("norm_type", (0, 1, 2)),
+                          ("renorm", (0, 1)), ("out_flag", (0, 1))):
+        if attrs[name] not in allowed:
+            raise _err(f"attribute '{name}' must be one of {list(allowed)}, got {attrs[name]}")
+    eps, rsf = float(attrs["eps"]), float(attrs["routed_scaling_factor"])
+    if not (np.isfinite(eps) and eps >= 0):
+        raise _err(f"attribute 'eps' must be finite and >= 0, got {eps}")
+    if not np.isfinite(rsf):
+        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {rsf}")
+    if num_experts is None:
+        return
+    E = num_experts
+    if not 1 <= E <= MAX_EXPERTS:
+        raise _err(f"input 'x' last dimension E must be in [1, {MAX_EXPERTS}], got {E}")
+    if k > E:
+        raise _err(f"attribute 'k' must be <= E ({E}), got {k}")
+    if E % gc != 0:
+        raise _err(f"attribute 'group_count' must divide E ({E}), got {gc}")
+    per_group = E // gc
+    if k > kg * per_group:
+        raise _err(f"attribute 'k' must be <= k_group * E / group_count ({kg * per_group}), got {k}")
+    if attrs["group_select_mode"] == 1 and grouping_effective(attrs) and per_group < 2:
+        raise _err(
+            f"attribute 'group_select_mode' 1 needs E / group_count >= 2, got E / group_count = {per_group}"
+        )
+
+
+def grouping_effective(attrs: dict[str, Any]) -> bool:
+    """Whether group-limited selection applies (SPEC §1.2 step 3)."""
+    return 1 < attrs["group_count"] and attrs["k_group"] < attrs["group_count"]
+
+
+def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
+    """Check shapes and dtypes of SPEC §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
+
+    dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'.
+    """
+    x_shape = tuple(int(d) for d in x_shape)
+    if len(x_shape) < 2:
+        raise _err(f"input 'x' must have rank >= 2, got shape {list(x_shape)}")
+    if x_dtype not in ("float", "float16", "bfloat16"):
+        raise _err(f"input 'x' must be float, float16 or bfloat16, got {x_dtype}")
+    E = x_shape[-1]
+    R = int(np.prod(x_shape[:-1], dtype=np.int64))
+    validate_attributes(attrs, E)
+    for name in ("bias", "additional_bias"):
+        if inputs.get(name) is None:
+            continue
+        shape, dtype = inputs[name]
+        if tuple(shape) != (E,):
+            raise _err(f"input '{name}' must have shape [E] = [{E}], got {list(shape)}")
+        if dtype != x_dtype:
+            raise _err(f"input '{name}' must have the type of x ({x_dtype}), got {dtype}")
+    ids, table = inputs.get("input_ids"), inputs.get("tid2eid")
+    if (ids is None) != (table is None):
+        given, missing = ("input_ids", "tid2eid") if table is None else ("tid2eid", "input_ids")
+        raise _err(f"input '{given}' needs input '{missing}' (hash routing uses both), got only '{given}'")
+    if table is not None:
+        (tshape, tdtype), (ishape, idtype) = table, ids
+        if len(tshape) != 2 or tshape[1] != attrs["k"]:
+            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {list(tshape)}")
+        if tdtype not in ("int32", "int64"):
+            raise _err(f"input 'tid2eid' must be int32 or int64, got {tdtype}")
+        if idtype not in ("int32", "int64"):
+            raise _err(f"input 'input_ids' must be int32 or int64, got {idtype}")
+        if int(np.prod(ishape, dtype=np.int64)) != R:
+            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {list(ishape)}")
+        if grouping_effective(attrs):
+            raise _err(
+                f"hash routing (input 'tid2eid') cannot be combined with group-limited selection, "
+                f"got group_count={attrs['group_count']}, k_group={attrs['k_group']}"
+            )
+    mask = inputs.get("additional_token_mask")
+    if mask is not None:
+        if inputs.get("additional_bias") is None:
+            raise _err("input 'additional_token_mask' needs input 'additional_bias', got the mask alone")
+        mshape, mdtype = mask
+        if mdtype != "bool":
+            raise _err(f"input 'additional_token_mask' must be bool, got {mdtype}")
+        if int(np.prod(mshape, dtype=np.int64)) != R:
+            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {list(mshape)}")
+
+
+def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.ndarray, n: int, E: int) -> None:
+    """Check that the used token ids lie in [0, n) and the used table entries in [0, E).
+
+    ``ids_used`` are the ids of the hash rows (row numbers in ``rows``); ``table_used`` the
+    table rows they select.
+    """
+    bad = np.flatnonzero((ids_used < 0) | (ids_used >= n))
+    if bad.size:
+        i = bad[0]
+        raise _err(f"input 'input_ids' value at row {int(rows[i])} is out of range [0, {n}), got {int(ids_used[i])}")
+    bad_rows, bad_cols = np.nonzero((table_used < 0) | (table_used >= E))
+    if bad_rows.size:
+        r, c = bad_rows[0], bad_cols[0]
+        raise _err(
+            f"input 'tid2eid' entry [{int(ids_used[r])}, {int(c)}] (used by row {int(rows[r])}) is out of "
+            f"range [0, {E}), got {int(table_used[r, c])}"
+        )
+
+
+# ---- NumPy reference (SPEC §1.2) -------------------------------------------------------------
+
+
+def _dtype_name(a: np.ndarray) -> str:
+    name = np.dtype(a.dtype).name
+    return {"float32": "float", "bool_": "bool"}.get(name, name)
+
+
+def _rank_key(b: np.ndarray) -> np.ndarray:
+    """float64 sort key: numbers keep their order, -inf below them, NaN below -inf.
+
+    -inf (float64) itself is left free for experts that are not candidates at all.
+    """
+    key = b.astype(np.float64)
+    key[np.isneginf(b)] = -1e300
+    key[np.isnan(b)] = -1e301
+    return key
+
+
+def normalise(x2: np.ndarray, norm_type: int) -> np.ndarray:
+    """Scores s of SPEC §1.2 step 1, in float32, for rows of float32 logits."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if norm_type == NORM_SOFTMAX:
+            e = np.exp(x2 - x2.max(axis=-1, keepdims=True))
+            return e * (np.float32(1) / e.sum(axis=-1, keepdims=True, dtype=np.float32))
+        if norm_type == NORM_SIGMOID:
+            return np.float32(1) / (np.float32(1) + np.exp(-x2))
+        return np.sqrt(np.maximum(x2, np.float32(0)) + np.log1p(np.exp(-np.abs(x2))))
+
+
+def select_top_k(b: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    """Expert indices of SPEC §1.2 steps 3-4 for rows of selection scores ``b`` [R, E]."""
+    R, E = b.shape
+    key = _rank_key(b)
+    if grouping_effective(attrs) and R:
+        G = attrs["group_count"]
+        P = E // G
+        gkey = key.reshape(R, G, P)
+        order = np.argsort(-gkey, axis=-1, kind="stable")
+        top = np.take_along_axis(b.reshape(R, G, P), order[..., :2], axis=-1)
+        if attrs["group_select_mode"] == 0:
+            score = _rank_key(top[..., 0])
+        else:
+            score = _rank_key(top[..., 0] + top[..., 1])  # float32 sum, as the kernels do
+        kept = np.argsort(-score, axis=-1, kind="stable")[:, : attrs["k_group"]]
+        allowed = np.zeros((R, G), dtype=bool)
+        np.put_along_axis(allowed, kept, True, axis=-1)
+        key[~np.repeat(allowed, P, axis=1)] = -np.inf
+    return np.argsort(-key, axis=-1, kind="stable")[:, : attrs["k"]]
+
+
+def reference(
+    x: np.ndarray,
+    bias: np.ndarray | None = None,
+    input_ids: np.ndarray | None = None,
+    tid2eid: np.ndarray | None = None,
+    additional_bias: np.ndarray | None = None,
+    additional_token_mask: np.ndarray | None = None,
+    **attributes: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Compute ``(y, expert_idx, out)`` of SPEC §1.2 with NumPy (float32 arithmetic)."""
+    attrs = resolve_attributes(SCHEMA, attributes)
+    x = np.asarray(x)
+    given = {
+        "bias": bias, "input_ids": input_ids, "tid2eid": tid2eid,
+        "additional_bias": additional_bias, "additional_token_mask": additional_token_mask,
+    }
+    validate_inputs(
+        x.shape, _dtype_name(x),
+        {n: None if a is None else (np.shape(a), _dtype_name(np.asarray(a))) for n, a in given.items()},
+        attrs,
+    )
+    E, k = x.shape[-1], attrs["k"]
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, E).astype(np.float32)
+    R = x2.shape[0]
+    s = normalise(x2, attrs["norm_type"])
+
+    mask = None
+    if additional_token_mask is not None:
+        mask = np.asarray(additional_token_mask).reshape(R)
+    b = s if bias is None else s + np.asarray(bias).astype(np.float32)
+    if mask is not None:
+        b = np.where(mask[:, None], s + np.asarray(additional_bias).astype(np.float32), b)
+
+    idx = select_top_k(b, attrs)
+    if tid2eid is not None:
+        table = np.asarray(tid2eid)
+        hash_rows = np.ones(R, dtype=bool) if mask is None else ~mask
+        rows = np.flatnonzero(hash_rows)
+        ids = np.asarray(input_ids).reshape(R)[rows].astype(np.int64)
+        in_range = (ids >= 0) & (ids < table.shape[0])
+        table_used = table[np.where(in_range, ids, 0)].astype(np.int64)
+        validate_hash_values(ids, rows, table_used, table.shape[0], E)
+        idx[rows] = table_used
+
+    w = np.take_along_axis(s, idx, axis=-1)
+    if attrs["norm_type"] != NORM_SOFTMAX or attrs["renorm"] == 1:
+        w = w / (w.sum(axis=-1, keepdims=True, dtype=np.float32) + np.float32(attrs["eps"]))
+    w = w * np.float32(attrs["routed_scaling_factor"])
+    y = w.astype(x.dtype).reshape(*lead, k)
+    expert_idx = idx.astype(np.int32).reshape(*lead, k)
+    out = s.reshape(x.shape) if attrs["out_flag"] else np.zeros((0,), np.float32)
+    return y, expert_idx, out.astype(np.float32)
+
+
+class MoeGatingTopKHashRef(OpRun):
+    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeGatingTopKHashRef])."""
+
+    op_domain = DOMAIN
+
+    def _run(self, x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
+             additional_token_mask=None, **kwargs):
+        attrs = {n: kwargs.get(n) for n in DEFAULTS}
+        attrs = {n: v for n, v in attrs.items() if v is not None}
+        return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask, **attrs)
+
+
+MoeGatingTopKHashRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type
