@@ -151,10 +151,11 @@ def _define_torch_ops() -> None:
         torch.library.define("npu::npu_moe_gating_top_k", NPU_SCHEMA, lib=lib)
 
         def npu_cpu(x, k, *, bias=None, **attrs):
-            if attrs["norm_type"] not in (spec.NORM_SOFTMAX, spec.NORM_SIGMOID):
+            norm_type = attrs.get("norm_type", D["norm_type"])
+            if norm_type not in (spec.NORM_SOFTMAX, spec.NORM_SIGMOID):
                 raise ValueError(
                     f"{spec.OP_TYPE}: attribute 'norm_type' of torch.ops.npu.npu_moe_gating_top_k "
-                    f"must be 0 or 1 (use torch.ops.custom.npu_moe_gating_top_k for 2), got {attrs['norm_type']}"
+                    f"must be 0 or 1 (use torch.ops.custom.npu_moe_gating_top_k for 2), got {norm_type}"
                 )
             return gating_top_k(x, bias, k=k, **attrs)
 
