@@ -8,7 +8,7 @@ does, and registers nothing global besides. Use :func:`export` or pass
 
 from __future__ import annotations
 
-from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx
+from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing, moe_re_routing_onnx
 from .export import custom_translation_table, export, register_torchscript_symbolics
 
 __all__ = ["custom_translation_table", "export", "register_torchscript_symbolics", "OPS"]
@@ -19,4 +19,5 @@ OPS = [
      moe_gating_top_k_hash_onnx.custom_gating_symbolic),
     ("npu", "npu_moe_gating_top_k", moe_gating_top_k_hash_onnx.gating_translation,
      moe_gating_top_k_hash_onnx.npu_gating_symbolic),
+    ("npu", "npu_moe_re_routing", moe_re_routing_onnx.re_routing_translation, moe_re_routing_onnx.re_routing_symbolic),
 ]

@@ -9,15 +9,15 @@ import threading
 
 import onnx.defs
 
-from . import moe_gating_top_k_hash
+from . import moe_gating_top_k_hash, moe_re_routing
 from ._common import DOMAIN, OPSET_VERSION, attribute_defaults
 
 # One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
 # DEFAULTS, reference() and an onnx.reference OpRun class.
-OP_MODULES = [moe_gating_top_k_hash]
+OP_MODULES = [moe_gating_top_k_hash, moe_re_routing]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
-REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef]
+REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef, moe_re_routing.MoeReRoutingRef]
 
 _lock = threading.Lock()
 

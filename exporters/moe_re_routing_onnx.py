@@ -1,0 +1,49 @@
+"""ONNX translations of torch.ops.npu.npu_moe_re_routing: dynamo (onnxscript) and TorchScript."""
+
+from __future__ import annotations
+
+from onnxscript import values
+
+from onnx_schemas import moe_re_routing as spec
+
+from .moe_re_routing import ATTR_ORDER
+
+_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
+RE_ROUTING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+
+
+def re_routing_translation(tokens, expert_token_num_per_rank, per_token_scales=None,
+                           expert_token_num_type=spec.DEFAULTS["expert_token_num_type"],
+                           idx_type=spec.DEFAULTS["idx_type"]):
+    """Dynamo translation: one MoeReRouting node carrying both attributes and all 4 outputs."""
+    return RE_ROUTING_OP(
+        tokens, expert_token_num_per_rank, per_token_scales,
+        expert_token_num_type=int(expert_token_num_type), idx_type=int(idx_type), _num_outputs=4,
+    )
+
+
+def re_routing_symbolic(g, tokens, expert_token_num_per_rank, per_token_scales, *attrs):
+    """TorchScript symbolic of torch.ops.npu.npu_moe_re_routing (schema argument order)."""
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    inputs = [tokens, expert_token_num_per_rank]
+    has_scales = per_token_scales is not None and not sh._is_none(per_token_scales)
+    if has_scales:
+        inputs.append(per_token_scales)
+    kw = {f"{name}_i": int(sh._get_const(v, "i", name)) for name, v in zip(ATTR_ORDER, attrs)}
+    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, outputs=4, **kw)
+    # TorchScript cannot infer a custom op's outputs: set them from the inputs' types and shapes.
+    t_type, c_type = tokens.type(), expert_token_num_per_rank.type()
+    t_sizes = t_type.varyingSizes() if t_type.dim() is not None else None
+    c_sizes = c_type.varyingSizes() if c_type.dim() is not None else None
+    if t_sizes is not None:
+        outs[0].setType(t_type)
+        outs[2].setType(t_type.with_sizes(t_sizes[:1]).with_dtype(torch.int32))
+        if has_scales:
+            outs[1].setType(per_token_scales.type())
+        else:
+            outs[1].setType(t_type.with_sizes([0]).with_dtype(torch.float32))
+    if c_sizes is not None:
+        outs[3].setType(c_type.with_sizes(c_sizes[1:]))
+    return tuple(outs)

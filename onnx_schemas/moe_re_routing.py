@@ -1,0 +1,269 @@
+"""MoeReRouting (SPEC §2): ONNX schema, shape inference, validation and NumPy reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx.defs import OpSchema
+from onnx.reference.op_run import OpRun
+
+from ._common import (
+    DOMAIN,
+    FLOAT,
+    INT32,
+    OPSET_VERSION,
+    attribute,
+    attribute_defaults,
+    fail_inference,
+    input_dims,
+    input_type,
+    int_attribute,
+    make_type,
+    tensor_input,
+)
+
+OP_TYPE = "MoeReRouting"
+INPUT_NAMES = ("tokens", "expert_token_num_per_rank", "per_token_scales")
+OUTPUT_NAMES = ("permute_tokens", "permute_per_token_scales", "permute_token_idx", "expert_token_num")
+
+TOKEN_TYPES = ("float", "float16", "bfloat16", "int8", "uint8", "float8e4m3fn", "float8e5m2")
+COUNT_TYPES = ("int32", "int64")
+SCALE_TYPES = ("float", "float16", "bfloat16")
+MAX_TOKENS = 2**31 - 1  # permute_token_idx is int32
+
+# expert_token_num_type / idx_type values
+CUMSUM, COUNT = 0, 1
+GATHER, SCATTER = 0, 1
+
+SCHEMA = OpSchema(
+    OP_TYPE,
+    DOMAIN,
+    OPSET_VERSION,
+    doc=(
+        "Regroups the tokens an expert-parallel rank received (grouped by source rank, then local "
+        "expert) by local expert, then source rank, keeping row order inside each block; also "
+        "permutes the per-token scales and returns the permutation and the per-expert counts."
+    ),
+    inputs=[
+        tensor_input("tokens", "TT", "Received tokens [A, H], grouped by (source rank, expert)."),
+        tensor_input("expert_token_num_per_rank", "TC", "Rows of each (source rank, expert) block [N, E]."),
+        tensor_input("per_token_scales", "TS", "Per-token scales [A] or [A, S].", optional=True),
+    ],
+    outputs=[
+        tensor_input("permute_tokens", "TT", "Tokens grouped by (expert, source rank) [A, H]."),
+        tensor_input("permute_per_token_scales", "TS",
+                     "Scales permuted like the tokens; [0] float when per_token_scales is absent."),
+        tensor_input("permute_token_idx", "tensor(int32)",
+                     "idx_type 0: permute_tokens = tokens[idx]; 1: the inverse permutation [A]."),
+        tensor_input("expert_token_num", "TC", "Tokens per expert (or inclusive prefix sums) [E]."),
+    ],
+    type_constraints=[
+        ("TT", [f"tensor({t})" for t in TOKEN_TYPES], "Token type (moved bit for bit)."),
+        ("TC", [f"tensor({t})" for t in COUNT_TYPES], "Count type."),
+        ("TS", [f"tensor({t})" for t in SCALE_TYPES], "Scale type."),
+    ],
+    attributes=[
+        attribute("expert_token_num_type", COUNT,
+                  "1 = per-expert counts; 0 = inclusive cumulative counts (extension)."),
+        attribute("idx_type", GATHER, "0 = gather index; 1 = scatter index (inverse permutation)."),
+    ],
+)
+
+DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+
+
+def _err(what: str) -> ValueError:
+    return ValueError(f"{OP_TYPE}: {what}")
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _known(d) -> bool:
+    """Whether a dimension is a concrete number (torch fake tensors may pass None for symbols)."""
+    return isinstance(d, (int, np.integer))
+
+
+# ---- validation (SPEC §2.3), shared by the NumPy reference and the torch op -------------------
+# The messages are those of the C++ kernel (ort_custom_ops/src/moe_re_routing_validate.cc).
+
+
+def validate_attributes(attrs: dict[str, Any]) -> None:
+    """Check expert_token_num_type and idx_type (SPEC §2.3)."""
+    if attrs["expert_token_num_type"] not in (CUMSUM, COUNT):
+        raise _err("attribute 'expert_token_num_type' must be 0 (cumulative counts) or "
+                   f"1 (per-expert counts), got {attrs['expert_token_num_type']}")
+    if attrs["idx_type"] not in (GATHER, SCATTER):
+        raise _err(f"attribute 'idx_type' must be 0 (gather index) or 1 (scatter index), "
+                   f"got {attrs['idx_type']}")
+
+
+def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: dict[str, Any]) -> None:
+    """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)`` or None.
+
+    Dims given as None (unknown) are not checked. Count values are checked by :func:`validate_counts`.
+    """
+    validate_attributes(attrs)
+    t_shape, t_type = tokens
+    if t_type not in TOKEN_TYPES:
+        raise _err(f"input 'tokens' must be {', '.join(TOKEN_TYPES[:-1])} or {TOKEN_TYPES[-1]}, "
+                   f"got {t_type}")
+    if len(t_shape) != 2:
+        raise _err(f"input 'tokens' must be 2-D [A, H], got shape {_shape(t_shape)}")
+    A, H = t_shape
+    if _known(H) and H < 1:
+        raise _err(f"input 'tokens' must have H >= 1, got shape {_shape(t_shape)}")
+    if _known(A) and A > MAX_TOKENS:
+        raise _err(f"input 'tokens' must have at most {MAX_TOKENS} rows (permute_token_idx is "
+                   f"int32), got A = {A}")
+    c_shape, c_type = counts
+    if c_type not in COUNT_TYPES:
+        raise _err(f"input 'expert_token_num_per_rank' must be int32 or int64, got {c_type}")
+    if len(c_shape) != 2:
+        raise _err(f"input 'expert_token_num_per_rank' must be 2-D [N, E], got shape {_shape(c_shape)}")
+    if any(_known(d) and d < 1 for d in c_shape):
+        raise _err(f"input 'expert_token_num_per_rank' must have N >= 1 and E >= 1, got shape "
+                   f"{_shape(c_shape)}")
+    if scales is not None:
+        s_shape, s_type = scales
+        if s_type not in SCALE_TYPES:
+            raise _err(f"input 'per_token_scales' must be float, float16 or bfloat16, got {s_type}")
+        if len(s_shape) not in (1, 2):
+            raise _err(f"input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got shape "
+                       f"{_shape(s_shape)}")
+        if _known(A) and _known(s_shape[0]) and s_shape[0] != A:
+            raise _err(f"input 'per_token_scales' must have first dimension A = {A} "
+                       f"(tokens.shape[0]), got shape {_shape(s_shape)}")
+
+
+def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
+    """Check that every count is >= 0 and that they sum exactly (no overflow) to ``num_tokens``."""
+    c = np.asarray(counts)
+    neg = np.argwhere(c < 0)
+    if neg.size:
+        r, e = (int(v) for v in neg[0])
+        raise _err(f"input 'expert_token_num_per_rank' must be non-negative, got {int(c[r, e])} "
+                   f"at [{r}, {e}]")
+    total = sum(int(v) for v in c.reshape(-1).tolist())  # Python ints: exact
+    if total != num_tokens:
+        raise _err(f"input 'expert_token_num_per_rank' must sum to the token count A = {num_tokens} "
+                   f"(tokens.shape[0]), got {total}")
+
+
+# ---- shape inference ---------------------------------------------------------------------------
+
+
+def _infer(ctx) -> None:
+    attrs = {n: int_attribute(ctx, n, DEFAULTS[n]) for n in DEFAULTS}
+    try:
+        validate_attributes(attrs)
+    except ValueError as e:
+        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    tokens = input_type(ctx, 0)
+    counts = input_type(ctx, 1)
+    scales = input_type(ctx, 2)
+    t_dims = input_dims(tokens)
+    c_dims = input_dims(counts)
+    s_dims = input_dims(scales)
+    if t_dims is not None and len(t_dims) != 2:
+        fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [A, H], got rank {len(t_dims)}")
+    if c_dims is not None and len(c_dims) != 2:
+        fail_inference(OP_TYPE, f"input 'expert_token_num_per_rank' must be 2-D [N, E], got rank {len(c_dims)}")
+    if s_dims is not None and len(s_dims) not in (1, 2):
+        fail_inference(OP_TYPE, f"input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got rank {len(s_dims)}")
+    a_dim = None if t_dims is None else t_dims[0]
+    n_out = ctx.get_num_outputs()
+    if tokens is not None:
+        ctx.set_output_type(0, make_type(tokens.tensor_type.elem_type, t_dims))
+    if n_out > 1:
+        if scales is not None:
+            ctx.set_output_type(1, make_type(scales.tensor_type.elem_type, s_dims))
+        elif ctx.get_num_inputs() < 3 or not ctx.has_input(2):
+            ctx.set_output_type(1, make_type(FLOAT, [0]))
+    if n_out > 2:
+        ctx.set_output_type(2, make_type(INT32, None if t_dims is None else [a_dim]))
+    if n_out > 3 and counts is not None:
+        ctx.set_output_type(3, make_type(counts.tensor_type.elem_type, None if c_dims is None else [c_dims[1]]))
+
+
+SCHEMA.set_type_and_shape_inference_function(_infer)
+
+
+# ---- NumPy reference (SPEC §2.2) -------------------------------------------------------------
+
+_NUMPY_TO_ONNX_NAME = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16",
+                       "int8": "int8", "uint8": "uint8", "float8_e4m3fn": "float8e4m3fn",
+                       "float8_e5m2": "float8e5m2", "int32": "int32", "int64": "int64"}
+
+
+def _dtype_name(a: np.ndarray) -> str:
+    name = np.dtype(a.dtype).name
+    return _NUMPY_TO_ONNX_NAME.get(name, {"float64": "double", "bool": "bool"}.get(name, name))
+
+
+def block_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` [N, E] int64: first row of each (rank, expert) block before / after (SPEC §2.2)."""
+    c = np.asarray(counts, dtype=np.int64)
+    flat = c.reshape(-1)
+    src = (np.cumsum(flat) - flat).reshape(c.shape)
+    flat_t = c.T.reshape(-1)
+    dst = (np.cumsum(flat_t) - flat_t).reshape(c.shape[::-1]).T
+    return src, dst
+
+
+def gather_index(counts: np.ndarray) -> np.ndarray:
+    """int64 ``g`` [A] with ``permute_tokens = tokens[g]`` (blocks in expert-major order)."""
+    c = np.asarray(counts, dtype=np.int64)
+    src, dst = block_offsets(c)
+    cnt = c.T.reshape(-1)  # blocks in destination order (e, r)
+    start = src.T.reshape(-1)
+    A = int(cnt.sum())
+    return np.repeat(start - dst.T.reshape(-1), cnt) + np.arange(A, dtype=np.int64)
+
+
+def reference(
+    tokens: np.ndarray,
+    expert_token_num_per_rank: np.ndarray,
+    per_token_scales: np.ndarray | None = None,
+    *,
+    expert_token_num_type: int = DEFAULTS["expert_token_num_type"],
+    idx_type: int = DEFAULTS["idx_type"],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of SPEC §2.2."""
+    attrs = {"expert_token_num_type": int(expert_token_num_type), "idx_type": int(idx_type)}
+    tokens = np.asarray(tokens)
+    counts = np.asarray(expert_token_num_per_rank)
+    scales = None if per_token_scales is None else np.asarray(per_token_scales)
+    validate_inputs(
+        (tokens.shape, _dtype_name(tokens)), (counts.shape, _dtype_name(counts)),
+        None if scales is None else (scales.shape, _dtype_name(scales)), attrs,
+    )
+    A = tokens.shape[0]
+    validate_counts(counts, A)
+    g = gather_index(counts)
+    permute_tokens = tokens[g]
+    permute_scales = np.zeros((0,), np.float32) if scales is None else scales[g]
+    if attrs["idx_type"] == GATHER:
+        idx = g.astype(np.int32)
+    else:
+        idx = np.empty(A, np.int32)
+        idx[g] = np.arange(A, dtype=np.int32)
+    per_expert = counts.astype(np.int64).sum(axis=0)
+    etn = per_expert if attrs["expert_token_num_type"] == COUNT else np.cumsum(per_expert)
+    return permute_tokens, permute_scales, idx, etn.astype(counts.dtype)
+
+
+class MoeReRoutingRef(OpRun):
+    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeReRoutingRef])."""
+
+    op_domain = DOMAIN
+
+    def _run(self, tokens, expert_token_num_per_rank, per_token_scales=None, **kwargs):
+        attrs = {n: kwargs.get(n) for n in DEFAULTS}
+        attrs = {n: v for n, v in attrs.items() if v is not None}
+        return reference(tokens, expert_token_num_per_rank, per_token_scales, **attrs)
+
+
+MoeReRoutingRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

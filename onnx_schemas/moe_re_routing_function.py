@@ -1,0 +1,142 @@
+"""Pure-ONNX function body of MoeReRouting (SPEC §2.2), specialised for one node.
+
+The attributes are baked in and ``per_token_scales`` is referenced only when the node has it, so
+each node gets a small, branch-free graph of standard default-domain ops (opset >= 18). How it
+works: the destination row ``d`` lies in block ``k(d)`` = the number of blocks (in expert-major
+order) whose inclusive end is <= d, found with one ScatterElements(add) + CumSum over A + 1 slots;
+then ``gather_idx[d] = d + src[k] - dst[k]`` and every output is a Gather. A = 0 and zero counts
+need no special case. On counts that break SPEC §2.3 a Gather or ScatterElements index falls out
+of range and the runtime reports an error (the body does not produce a validation message).
+
+Not bit for bit in two respects: ONNX has no Gather for float8 and a function body cannot branch
+on element types, so token rows go through float32 (Cast, Gather, CastLike back). float32 holds
+every value of every token type, but
+- NaNs of float16 / bfloat16 / float8 tokens come back as the runtime's canonical NaN (payload and
+  sign bits are not kept);
+- float8e5m2 +-inf comes back as +-57344 (CastLike saturates float8, and ONNX Runtime refuses
+  ``saturate=0`` on a cast to any other type, so a type-generic body cannot turn it off).
+float32, int8 and uint8 tokens and all scales are copied bit for bit. The C++ kernel moves bytes
+and has neither caveat.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ._common import DOMAIN, resolve_attributes
+from .moe_re_routing import (
+    COUNT,
+    DEFAULTS,
+    GATHER,
+    INPUT_NAMES,
+    OP_TYPE,
+    OUTPUT_NAMES,
+    SCHEMA,
+    validate_attributes,
+)
+
+MIN_OPSET = 18  # ReduceSum takes axes as an input from opset 18 on; ScatterElements has "add" since 16
+
+
+def _present(present_inputs: Sequence[bool]) -> dict[str, bool]:
+    flags = [bool(p) for p in present_inputs]
+    if len(flags) > len(INPUT_NAMES):
+        raise ValueError(
+            f"{OP_TYPE}: present_inputs has {len(flags)} entries, the op has {len(INPUT_NAMES)} inputs"
+        )
+    flags += [False] * (len(INPUT_NAMES) - len(flags))
+    for name, flag in zip(INPUT_NAMES[:2], flags):
+        if not flag:
+            raise ValueError(f"{OP_TYPE}: input '{name}' is required, got present_inputs={flags}")
+    return dict(zip(INPUT_NAMES, flags))
+
+
+def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
+    """Build the ``ascend.moe::MoeReRouting`` body for one node's attributes and present inputs.
+
+    The body uses default-domain ops of ``opset`` (18 or newer) and always produces the 4 outputs.
+    """
+    latest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= latest:
+        raise ValueError(
+            f"{OP_TYPE}: function bodies need a default-domain opset in [{MIN_OPSET}, {latest}], got {opset}"
+        )
+    attrs = resolve_attributes(SCHEMA, dict(attributes))
+    validate_attributes(attrs)
+    has = _present(present_inputs)
+    tokens, counts, scales = INPUT_NAMES
+    out_tokens, out_scales, out_idx, out_etn = OUTPUT_NAMES
+
+    nodes: list[onnx.NodeProto] = []
+    names = iter(range(1 << 30))
+
+    def op(op_type: str, *inputs: str, output: str | None = None, **kw: Any) -> str:
+        out = output or f"{op_type.lower()}_{next(names)}"
+        nodes.append(helper.make_node(op_type, list(inputs), [out], **kw))
+        return out
+
+    def const(value: Any, dtype: Any) -> str:
+        arr = np.asarray(value, dtype=dtype)
+        return op("Constant", value=numpy_helper.from_array(arr, f"c{next(names)}"))
+
+    def filled(shape: str, value: int) -> str:
+        return op("ConstantOfShape", shape, value=numpy_helper.from_array(np.array([value], np.int64)))
+
+    zero, one, minus_one = const(0, np.int64), const(1, np.int64), const([-1], np.int64)
+    axis0 = const([0], np.int64)
+
+    # Block offsets, blocks in destination (expert-major) order k = e * N + r.
+    c64 = op("Cast", counts, to=TensorProto.INT64)  # [N, E]
+    cnt = op("Reshape", op("Transpose", c64, perm=[1, 0]), minus_one)  # [N*E]
+    src_rm = op("CumSum", op("Reshape", c64, minus_one), zero, exclusive=1)  # row-major
+    src = op("Reshape", op("Transpose", op("Reshape", src_rm, op("Shape", c64)), perm=[1, 0]), minus_one)
+    dst = op("CumSum", cnt, zero, exclusive=1)
+    dst_end = op("Add", dst, cnt)
+    delta = op("Sub", src, dst)
+
+    # Block of each destination row: k(d) = #{k : dst_end[k] <= d}.
+    # Rows travel as float32 (see the module docstring); ONNX Runtime has no Shape kernel for
+    # float8 either, so A is read from the float32 copy.
+    tokens_f32 = op("Cast", tokens, to=TensorProto.FLOAT)
+    a_1d = op("Shape", tokens_f32, start=0, end=1)  # [A]
+    marks = op("ScatterElements", filled(op("Add", a_1d, one), 0), dst_end,
+               filled(op("Shape", dst_end), 1), axis=0, reduction="add")  # [A + 1]
+    block = op("Slice", op("CumSum", marks, zero), axis0, a_1d)  # [A]
+    rows = op("Range", zero, op("Squeeze", a_1d, axis0), one)  # [A]: d
+    gather_idx = op("Add", rows, op("Gather", delta, block, axis=0))
+
+    op("CastLike", op("Gather", tokens_f32, gather_idx, axis=0), tokens, output=out_tokens)
+    if has[scales]:
+        op("Gather", scales, gather_idx, axis=0, output=out_scales)
+    else:
+        op("Constant", output=out_scales, value=numpy_helper.from_array(np.zeros(0, np.float32), "empty"))
+    if attrs["idx_type"] == GATHER:
+        op("Cast", gather_idx, to=TensorProto.INT32, output=out_idx)
+    else:  # scatter index: idx[gather_idx[d]] = d
+        inverse = op("ScatterElements", filled(a_1d, 0), gather_idx, rows, axis=0)
+        op("Cast", inverse, to=TensorProto.INT32, output=out_idx)
+    per_expert = op("ReduceSum", c64, axis0, keepdims=0)  # [E]
+    if attrs["expert_token_num_type"] != COUNT:
+        per_expert = op("CumSum", per_expert, zero)
+    op("CastLike", per_expert, counts, output=out_etn)
+
+    present = ",".join(n for n in INPUT_NAMES if has[n])
+    return helper.make_function(
+        DOMAIN,
+        OP_TYPE,
+        list(INPUT_NAMES),
+        list(OUTPUT_NAMES),
+        nodes,
+        [helper.make_opsetid("", opset)],
+        # declared (with the schema defaults) so nodes may carry them or not; the values used
+        # are the baked-in ones
+        attribute_protos=[helper.make_attribute(n, v) for n, v in DEFAULTS.items()],
+        doc_string=(
+            f"{OP_TYPE} specialised for {', '.join(f'{n}={attrs[n]}' for n in attrs)}; "
+            f"inputs present: {present}."
+        ),
+    )

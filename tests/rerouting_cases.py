@@ -1,0 +1,263 @@
+"""Shared MoeReRouting test helpers: element types, random cases, ONNX models, ORT runs with
+every element type (bfloat16 / float8 through OrtValue), torch <-> NumPy bit-exact conversion."""
+
+from __future__ import annotations
+
+import ctypes
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnx import TensorProto, helper
+
+import onnx_schemas
+import ort_custom_ops
+from onnx_schemas import moe_re_routing as spec
+from onnx_schemas.functions import attach_functions
+
+# ONNX type name -> (NumPy dtype, ONNX element type, torch dtype)
+TYPES = {
+    "float": (np.dtype(np.float32), TensorProto.FLOAT, torch.float32),
+    "float16": (np.dtype(np.float16), TensorProto.FLOAT16, torch.float16),
+    "bfloat16": (np.dtype(ml_dtypes.bfloat16), TensorProto.BFLOAT16, torch.bfloat16),
+    "int8": (np.dtype(np.int8), TensorProto.INT8, torch.int8),
+    "uint8": (np.dtype(np.uint8), TensorProto.UINT8, torch.uint8),
+    "float8e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), TensorProto.FLOAT8E4M3FN, torch.float8_e4m3fn),
+    "float8e5m2": (np.dtype(ml_dtypes.float8_e5m2), TensorProto.FLOAT8E5M2, torch.float8_e5m2),
+    "int32": (np.dtype(np.int32), TensorProto.INT32, torch.int32),
+    "int64": (np.dtype(np.int64), TensorProto.INT64, torch.int64),
+    "double": (np.dtype(np.float64), TensorProto.DOUBLE, torch.float64),
+}
+_BY_ONNX = {v[1]: v[0] for v in TYPES.values()}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_RAW = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}  # NumPy types torch can wrap
+_TORCH_UINT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+WORKED_COUNTS = np.array([[1, 0, 2], [2, 1, 0]])  # SPEC §2.2
+WORKED_GATHER = [0, 3, 4, 5, 1, 2]
+WORKED_SCATTER = [0, 4, 5, 1, 2, 3]
+
+
+def random_bits(rng, shape, type_name: str) -> np.ndarray:
+    """Random bit patterns (NaN payloads included) of an element type: rows must move bit for bit."""
+    dtype = TYPES[type_name][0]
+    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def random_counts(rng, n: int, e: int, a: int, dtype=np.int64, skew: bool = False) -> np.ndarray:
+    """[n, e] counts summing to a, with zero blocks; ``skew`` puts most rows in a few blocks."""
+    p = rng.dirichlet(np.full(n * e, 0.2 if skew else 2.0))
+    c = rng.multinomial(a, p).reshape(n, e)
+    if n * e > 2 and a > 0:  # force an empty block and keep the sum
+        i, j = rng.integers(n * e, size=2)
+        if i != j:
+            c.flat[j] += c.flat[i]
+            c.flat[i] = 0
+    return c.astype(dtype)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """The raw bytes of an array (bit-exact comparisons of float types with NaNs)."""
+    a = np.require(a, requirements='C')
+    return a.view(np.uint8) if a.size else a.reshape(-1).view(np.uint8)
+
+
+def assert_same(got, expected, what: str = "") -> None:
+    """Same dtype, shape and bits."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.dtype == expected.dtype, (what, got.dtype, expected.dtype)
+    assert got.shape == expected.shape, (what, got.shape, expected.shape)
+    assert np.array_equal(bits(got), bits(expected)), what
+
+
+def assert_same_up_to_nan_bits(got, expected, what: str = "") -> None:
+    """Same dtype and shape; NaN exactly where expected has NaN, every other element bit for bit."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape, what
+    if got.dtype.kind in "iu":
+        return assert_same(got, expected, what)
+    nan = np.isnan(expected.astype(np.float32))
+    assert np.array_equal(np.isnan(got.astype(np.float32)), nan), what
+    raw = _UINT[got.dtype.itemsize]
+    assert np.array_equal(got.view(raw)[~nan], expected.view(raw)[~nan]), what
+
+
+def function_body_tokens(expected: np.ndarray) -> np.ndarray:
+    """permute_tokens as the function body returns it: float8e5m2 +-inf saturated to +-57344."""
+    if expected.dtype != TYPES["float8e5m2"][0]:
+        return expected
+    inf = np.isinf(expected.astype(np.float32))
+    return np.where(inf, np.sign(expected.astype(np.float32)) * 57344, expected).astype(expected.dtype)
+
+
+def assert_outputs_same(got, expected, what: str = "", function_body: bool = False) -> None:
+    """The 4 outputs agree bit for bit. ``function_body``: permute_tokens may carry canonical NaNs
+    and saturated float8e5m2 infinities (see onnx_schemas.moe_re_routing_function)."""
+    assert len(got) == len(expected) == 4, what
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if i == 0 and function_body:
+            assert_same_up_to_nan_bits(g, function_body_tokens(e), f"{what} output {spec.OUTPUT_NAMES[i]}")
+        else:
+            assert_same(g, e, f"{what} output {spec.OUTPUT_NAMES[i]}")
+
+
+# ---- torch <-> NumPy ---------------------------------------------------------------------------
+
+
+def to_torch(a: np.ndarray | None) -> torch.Tensor | None:
+    """A torch tensor with the same bits (bfloat16 / float8 through an unsigned view)."""
+    if a is None:
+        return None
+    a = np.require(a, requirements='C')
+    name = next(n for n, v in TYPES.items() if v[0] == a.dtype)
+    raw = torch.from_numpy(a.view(_RAW[a.dtype.itemsize]).copy())
+    return raw.view(TYPES[name][2])
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A NumPy array with the same bits and the matching (ml_dtypes) dtype."""
+    name = next(n for n, v in TYPES.items() if v[2] == t.dtype)
+    size = t.element_size()
+    raw = t.contiguous().view(_TORCH_UINT[size]).numpy()
+    return raw.view(TYPES[name][0])
+
+
+def run_torch(tokens, counts, scales=None, **attrs):
+    """torch.ops.npu.npu_moe_re_routing on NumPy inputs, outputs as NumPy."""
+    import exporters  # noqa: F401  (defines the op)
+
+    out = torch.ops.npu.npu_moe_re_routing(to_torch(tokens), to_torch(counts),
+                                           per_token_scales=to_torch(scales), **attrs)
+    return [to_numpy(t) for t in out]
+
+
+# ---- ONNX models and ORT -----------------------------------------------------------------------
+
+
+def make_model(token_type: str = "float", count_type: str = "int64", scale_type: str | None = None,
+               scale_rank: int = 1, attrs: dict | None = None, shapes: bool = True,
+               functions: bool = False, opset: int = 20) -> onnx.ModelProto:
+    """One MoeReRouting node; symbolic input shapes unless ``shapes`` is False (unknown rank)."""
+    def vi(name, type_name, dims):
+        return helper.make_tensor_value_info(name, TYPES[type_name][1], dims if shapes else None)
+
+    inputs = [vi("tokens", token_type, ["A", "H"]), vi("counts", count_type, ["N", "E"])]
+    if scale_type is not None:
+        inputs.append(vi("scales", scale_type, ["A", "S"][:scale_rank]))
+    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in spec.OUTPUT_NAMES]  # left to inference
+    node = helper.make_node(spec.OP_TYPE, [i.name for i in inputs], list(spec.OUTPUT_NAMES),
+                            domain=spec.DOMAIN, **(attrs or {}))
+    model = helper.make_model(
+        helper.make_graph([node], "rerouting", inputs, outputs),
+        opset_imports=[helper.make_opsetid("", opset), onnx_schemas.opset_import()], ir_version=10)
+    return attach_functions(model) if functions else model
+
+
+_SESSIONS: dict = {}
+
+
+def session(model: onnx.ModelProto, library: bool = True, threads: int | None = None):
+    """A (cached) CPU InferenceSession, with or without the custom-op library."""
+    data = model.SerializeToString()
+    key = (data, library, threads)
+    if key not in _SESSIONS:
+        so = ort_custom_ops.session_options(threads) if library else ort.SessionOptions()
+        if not library and threads is not None:
+            so.intra_op_num_threads = threads
+        _SESSIONS[key] = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    return _SESSIONS[key]
+
+
+def _ortvalue(a: np.ndarray) -> ort.OrtValue:
+    a = np.require(a, requirements='C')
+    name = next(n for n, v in TYPES.items() if v[0] == a.dtype)
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(_UINT[a.dtype.itemsize]), TYPES[name][1])
+
+
+def _from_ortvalue(v: ort.OrtValue) -> np.ndarray:
+    dtype = _BY_ONNX[v.element_type()]
+    out = np.empty(v.shape(), dtype=dtype)
+    if out.nbytes:
+        ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
+    return out
+
+
+def run_feeds(sess, feeds: dict) -> list[np.ndarray]:
+    """Run a session on NumPy inputs of any element type (bfloat16 / float8 included)."""
+    values = {name: _ortvalue(a) for name, a in feeds.items()}
+    return [_from_ortvalue(v) for v in sess.run_with_ort_values(None, values)]
+
+
+def run_ort(sess, tokens, counts, scales=None) -> list[np.ndarray]:
+    """Run a session built by make_model."""
+    feeds = {"tokens": tokens, "counts": counts}
+    if scales is not None:
+        feeds["scales"] = scales
+    return run_feeds(sess, feeds)
+
+
+def ort_errors() -> tuple:
+    """The exception types ORT raises for a failing kernel or session creation."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as st
+
+    return (st.InvalidArgument, st.RuntimeException, st.Fail)
+
+
+def type_name(a: np.ndarray) -> str:
+    """ONNX type name of a NumPy array's dtype."""
+    return next(n for n, v in TYPES.items() if v[0] == np.asarray(a).dtype)
+
+
+def bad_cases() -> list:
+    """``(id, tokens, counts, scales, attrs, message)`` breaking each rule of SPEC §2.3 once.
+
+    ``message`` is the exact text every layer (C++, NumPy, torch) reports after "MoeReRouting: ".
+    """
+    f = np.zeros((6, 4), np.float32)
+    c = WORKED_COUNTS.astype(np.int64)
+    big = 2**62
+    cases = [
+        ("tokens_rank", np.zeros(6, np.float32), c, None, {},
+         "input 'tokens' must be 2-D [A, H], got shape [6]"),
+        ("tokens_h0", np.zeros((6, 0), np.float32), c, None, {},
+         "input 'tokens' must have H >= 1, got shape [6, 0]"),
+        ("tokens_type", np.zeros((6, 4)), c, None, {},
+         "input 'tokens' must be float, float16, bfloat16, int8, uint8, float8e4m3fn or float8e5m2, "
+         "got double"),
+        ("counts_type", f, c.astype(np.float32), None, {},
+         "input 'expert_token_num_per_rank' must be int32 or int64, got float"),
+        ("counts_rank", f, np.array([6]), None, {},
+         "input 'expert_token_num_per_rank' must be 2-D [N, E], got shape [1]"),
+        ("counts_no_ranks", np.zeros((0, 4), np.float32), np.zeros((0, 3), np.int64), None, {},
+         "input 'expert_token_num_per_rank' must have N >= 1 and E >= 1, got shape [0, 3]"),
+        ("counts_no_experts", np.zeros((0, 4), np.float32), np.zeros((2, 0), np.int32), None, {},
+         "input 'expert_token_num_per_rank' must have N >= 1 and E >= 1, got shape [2, 0]"),
+        ("counts_negative", f, np.array([[1, -1, 3], [2, 1, 0]]), None, {},
+         "input 'expert_token_num_per_rank' must be non-negative, got -1 at [0, 1]"),
+        ("counts_sum_low", f, np.array([[1, 0, 2], [2, 0, 0]], np.int32), None, {},
+         "input 'expert_token_num_per_rank' must sum to the token count A = 6 (tokens.shape[0]), got 5"),
+        ("counts_sum_high", f, np.array([[1, 0, 2], [2, 1, 1]]), None, {},
+         "input 'expert_token_num_per_rank' must sum to the token count A = 6 (tokens.shape[0]), got 7"),
+        ("counts_sum_overflow", f, np.array([[big, big, big], [big, 0, 0]]), None, {},
+         "input 'expert_token_num_per_rank' must sum to the token count A = 6 (tokens.shape[0]), "
+         "got 18446744073709551616"),
+        ("counts_sum_wraps_to_a", f, np.array([[2**63 - 1, 2**63 - 1, 2], [6, 0, 0]]), None, {},
+         "input 'expert_token_num_per_rank' must sum to the token count A = 6 (tokens.shape[0]), "
+         "got 18446744073709551622"),
+        ("scales_type", f, c, np.zeros(6, np.int8), {},
+         "input 'per_token_scales' must be float, float16 or bfloat16, got int8"),
+        ("scales_rank3", f, c, np.zeros((6, 1, 1), np.float32), {},
+         "input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got shape [6, 1, 1]"),
+        ("scales_rank0", f, c, np.zeros((), np.float32), {},
+         "input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got shape []"),
+        ("scales_first_dim", f, c, np.zeros((5, 2), np.float16), {},
+         "input 'per_token_scales' must have first dimension A = 6 (tokens.shape[0]), got shape [5, 2]"),
+        ("attr_expert_token_num_type", f, c, None, {"expert_token_num_type": 2},
+         "attribute 'expert_token_num_type' must be 0 (cumulative counts) or 1 (per-expert counts), got 2"),
+        ("attr_idx_type", f, c, None, {"idx_type": -1},
+         "attribute 'idx_type' must be 0 (gather index) or 1 (scatter index), got -1"),
+    ]
+    return cases

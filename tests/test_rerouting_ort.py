@@ -1,0 +1,187 @@
+"""MoeReRouting in ONNX Runtime: the C++ kernel of the custom-op library and the pure-ONNX function
+body agree bit for bit with the NumPy reference and the torch op (SPEC §2), and the kernel rejects
+every invalid input of SPEC §2.3 with a message naming the input and the value."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import pytest
+
+from onnx_schemas import moe_re_routing as spec
+from tests.rerouting_cases import (
+    WORKED_COUNTS,
+    WORKED_GATHER,
+    WORKED_SCATTER,
+    assert_outputs_same,
+    bad_cases,
+    make_model,
+    ort_errors,
+    random_bits,
+    random_counts,
+    run_ort,
+    run_torch,
+    session,
+    type_name,
+)
+
+TOKEN_TYPES = spec.TOKEN_TYPES
+BACKENDS = ("library", "function")
+
+
+def _run(backend, tokens, counts, scales=None, threads=None, **attrs):
+    model = make_model(type_name(tokens), type_name(counts),
+                       None if scales is None else type_name(scales),
+                       1 if scales is None else scales.ndim, attrs=attrs,
+                       functions=backend == "function")
+    return run_ort(session(model, library=backend == "library", threads=threads), tokens, counts, scales)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("count_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("idx_type, etn_type", [(0, 1), (1, 1), (0, 0), (1, 0)])
+def test_worked_example(backend, count_dtype, idx_type, etn_type):
+    tokens = np.arange(6 * 3, dtype=np.float32).reshape(6, 3)
+    pt, ps, idx, etn = _run(backend, tokens, WORKED_COUNTS.astype(count_dtype), idx_type=idx_type,
+                            expert_token_num_type=etn_type)
+    assert idx.dtype == np.int32 and idx.tolist() == (WORKED_SCATTER if idx_type else WORKED_GATHER)
+    assert etn.dtype == count_dtype and etn.tolist() == ([3, 1, 2] if etn_type else [3, 4, 6])
+    np.testing.assert_array_equal(pt, tokens[WORKED_GATHER])
+    assert ps.dtype == np.float32 and ps.shape == (0,)
+
+
+@pytest.mark.parametrize("token_type", TOKEN_TYPES)
+@pytest.mark.parametrize("scales", [None, ("float", 1), ("float16", 2), ("bfloat16", 1)],
+                         ids=lambda s: "none" if s is None else f"{s[0]}x{s[1]}")
+def test_every_token_and_scale_type(token_type, scales):
+    rng = np.random.default_rng(1)
+    A = 23
+    tokens = random_bits(rng, (A, 7), token_type)
+    counts = random_counts(rng, 3, 4, A, np.int32)
+    s = None if scales is None else random_bits(rng, (A, 3)[: scales[1]], scales[0])
+    expected = spec.reference(tokens, counts, s)
+    for backend in BACKENDS:
+        assert_outputs_same(_run(backend, tokens, counts, s), expected, f"{backend} {token_type}",
+                            function_body=backend == "function")
+
+
+EDGE_COUNTS = {
+    "A0": np.zeros((3, 2), np.int64),
+    "zero_blocks": np.array([[0, 4, 0], [0, 0, 0], [2, 0, 1]]),
+    "empty_rank": np.array([[0, 0], [3, 2], [0, 0]]),
+    "empty_expert": np.array([[0, 2, 1], [0, 1, 1]]),
+    "N1": np.array([[3, 0, 2, 1]]),
+    "E1": np.array([[2], [0], [3]]),
+    "N1E1": np.array([[5]]),
+    "one_block": np.array([[0, 0], [0, 4]]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", EDGE_COUNTS)
+@pytest.mark.parametrize("idx_type", [0, 1])
+def test_edge_cases(backend, name, idx_type):
+    rng = np.random.default_rng(2)
+    counts = EDGE_COUNTS[name]
+    A = int(counts.sum())
+    tokens = random_bits(rng, (A, 5), "bfloat16")
+    scales = rng.random((A, 2)).astype(np.float32)
+    expected = spec.reference(tokens, counts, scales, idx_type=idx_type, expert_token_num_type=0)
+    got = _run(backend, tokens, counts, scales, idx_type=idx_type, expert_token_num_type=0)
+    assert_outputs_same(got, expected, f"{backend} {name}", function_body=backend == "function")
+
+
+def _random_case(rng):
+    n, e = (int(v) for v in rng.integers(1, 7, 2))
+    A = int(rng.choice([0, 1, int(rng.integers(2, 300))], p=[0.1, 0.1, 0.8]))
+    H = int(rng.integers(1, 40))
+    tokens = random_bits(rng, (A, H), str(rng.choice(TOKEN_TYPES)))
+    counts = random_counts(rng, n, e, A, rng.choice([np.int32, np.int64]), skew=bool(rng.integers(2)))
+    kind = int(rng.integers(3))
+    scales = None
+    if kind:
+        shape = (A,) if kind == 1 else (A, int(rng.integers(1, 4)))
+        scales = random_bits(rng, shape, str(rng.choice(spec.SCALE_TYPES)))
+    attrs = {"idx_type": int(rng.integers(2)), "expert_token_num_type": int(rng.integers(2))}
+    return tokens, counts, scales, attrs
+
+
+def test_randomized_sweep_torch_reference_library_and_function_agree():
+    rng = np.random.default_rng(1234)
+    for case in range(40):
+        tokens, counts, scales, attrs = _random_case(rng)
+        expected = spec.reference(tokens, counts, scales, **attrs)
+        what = f"case {case}: tokens {tokens.dtype}{list(tokens.shape)} counts {counts.tolist()} {attrs}"
+        assert_outputs_same(run_torch(tokens, counts, scales, **attrs), expected, f"torch {what}")
+        for backend in BACKENDS:
+            assert_outputs_same(_run(backend, tokens, counts, scales, **attrs), expected, f"{backend} {what}",
+                                function_body=backend == "function")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parallel_chunks_with_skewed_counts(threads):
+    """Rows spanning many parallel chunks, one huge block among empty and small ones."""
+    rng = np.random.default_rng(3)
+    counts = np.zeros((4, 8), np.int64)
+    counts[1, 5] = 2500
+    counts[0, 0], counts[3, 7], counts[2, 5] = 1, 700, 3
+    A = int(counts.sum())
+    tokens = random_bits(rng, (A, 512), "float")  # 2 KiB rows: several 1 MiB chunks
+    scales = rng.random(A).astype(np.float32)
+    for idx_type in (0, 1):
+        expected = spec.reference(tokens, counts, scales, idx_type=idx_type)
+        got = _run("library", tokens, counts, scales, threads=threads, idx_type=idx_type)
+        assert_outputs_same(got, expected, f"threads={threads} idx_type={idx_type}")
+
+
+def test_index_round_trip():
+    rng = np.random.default_rng(4)
+    A = 97
+    tokens = random_bits(rng, (A, 6), "int8")
+    counts = random_counts(rng, 5, 3, A)
+    pt, _, gather, _ = _run("library", tokens, counts)
+    _, _, scatter, _ = _run("library", tokens, counts, idx_type=1)
+    assert sorted(gather.tolist()) == list(range(A))
+    np.testing.assert_array_equal(tokens[gather], pt)          # gather: permute_tokens = tokens[idx]
+    np.testing.assert_array_equal(pt[scatter], tokens)         # scatter: its inverse
+    np.testing.assert_array_equal(scatter[gather], np.arange(A))
+    np.testing.assert_array_equal(gather[scatter], np.arange(A))
+
+
+@pytest.mark.parametrize("case", bad_cases(), ids=lambda c: c[0])
+def test_library_validation(case):
+    _, tokens, counts, scales, attrs, message = case
+    model = make_model(type_name(tokens), type_name(counts),
+                       None if scales is None else type_name(scales), attrs=attrs, shapes=False)
+    with pytest.raises(ort_errors(), match=re.escape(f"MoeReRouting: {message}")):
+        run_ort(session(model), tokens, counts, scales)
+
+
+def test_ort_shape_inference_of_the_library_kernel():
+    model = make_model("int8", "int32", "bfloat16", 2)
+    outs = {o.name: (o.type, o.shape) for o in session(model).get_outputs()}
+    assert outs == {
+        "permute_tokens": ("tensor(int8)", ["A", "H"]),
+        "permute_per_token_scales": ("tensor(bfloat16)", ["A", "S"]),
+        "permute_token_idx": ("tensor(int32)", ["A"]),
+        "expert_token_num": ("tensor(int32)", ["E"]),
+    }
+    outs = {o.name: (o.type, o.shape) for o in session(make_model("float8e5m2", "int64")).get_outputs()}
+    assert outs["permute_per_token_scales"] == ("tensor(float)", [0])
+    assert outs["expert_token_num"] == ("tensor(int64)", ["E"])
+
+
+def test_library_rejects_a_bad_attribute_at_session_creation():
+    with pytest.raises(ort_errors(), match=re.escape("'idx_type' must be 0 (gather index) or 1 (scatter index), got 7")):
+        session(make_model(attrs={"idx_type": 7}))
+
+
+def test_function_body_alone_has_no_custom_nodes():
+    model = make_model("int8", "int64", "float", 1, functions=True)
+    (func,) = model.functions
+    assert (func.domain, func.name) == ("ascend.moe", "MoeReRouting")
+    assert {n.domain for n in func.node} == {""}
+    onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True), full_check=True)
+

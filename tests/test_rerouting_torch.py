@@ -1,0 +1,114 @@
+"""torch.ops.npu.npu_moe_re_routing: CPU implementation, fake kernel, opcheck and validation."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import exporters  # noqa: F401  (defines the op)
+from exporters import moe_re_routing as rr
+from onnx_schemas import moe_re_routing as spec
+from tests.rerouting_cases import (
+    WORKED_COUNTS,
+    WORKED_GATHER,
+    WORKED_SCATTER,
+    assert_outputs_same,
+    bad_cases,
+    random_bits,
+    random_counts,
+    run_torch,
+    to_torch,
+)
+
+OP = torch.ops.npu.npu_moe_re_routing
+
+
+def test_schema_is_torch_npus():
+    schema = str(OP.default._schema)
+    assert schema.startswith("npu::npu_moe_re_routing(Tensor tokens, Tensor expert_token_num_per_rank, *, "
+                             "Tensor? per_token_scales=None, int expert_token_num_type=1, int idx_type=0)")
+    assert len(OP.default._schema.returns) == 4
+
+
+@pytest.mark.parametrize("count_dtype", [torch.int32, torch.int64])
+def test_worked_example(count_dtype):
+    tokens = torch.arange(12, dtype=torch.bfloat16).reshape(6, 2)
+    counts = torch.tensor(WORKED_COUNTS, dtype=count_dtype)
+    pt, ps, idx, etn = OP(tokens, counts)
+    assert idx.dtype == torch.int32 and idx.tolist() == WORKED_GATHER
+    assert etn.dtype == count_dtype and etn.tolist() == [3, 1, 2]
+    assert torch.equal(pt, tokens[WORKED_GATHER])
+    assert ps.shape == (0,) and ps.dtype == torch.float32
+    _, _, idx, etn = OP(tokens, counts, idx_type=1, expert_token_num_type=0)
+    assert idx.tolist() == WORKED_SCATTER and etn.tolist() == [3, 4, 6]
+
+
+@pytest.mark.parametrize("token_type", spec.TOKEN_TYPES)
+def test_every_token_type_matches_the_reference(token_type):
+    rng = np.random.default_rng(5)
+    A = 31
+    tokens = random_bits(rng, (A, 9), token_type)
+    counts = random_counts(rng, 4, 3, A)
+    scales = random_bits(rng, (A, 2), "bfloat16")
+    for attrs in ({}, {"idx_type": 1, "expert_token_num_type": 0}):
+        assert_outputs_same(run_torch(tokens, counts, scales, **attrs),
+                            spec.reference(tokens, counts, scales, **attrs), token_type)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((torch.randn(6, 4), torch.tensor(WORKED_COUNTS)), {}),
+    ((torch.randn(6, 4, dtype=torch.bfloat16), torch.tensor(WORKED_COUNTS, dtype=torch.int32)),
+     {"per_token_scales": torch.rand(6), "idx_type": 1}),
+    ((torch.randint(-128, 127, (6, 3), dtype=torch.int8), torch.tensor(WORKED_COUNTS)),
+     {"per_token_scales": torch.rand(6, 2, dtype=torch.float16), "expert_token_num_type": 0}),
+    ((torch.zeros(0, 5, dtype=torch.uint8), torch.zeros(3, 2, dtype=torch.int64)),
+     {"per_token_scales": torch.zeros(0)}),
+], ids=["float", "bf16_scales", "int8_scales2d", "empty"])
+def test_opcheck(args, kwargs):
+    # (float8 tokens cannot go through opcheck: its schema check compares with allclose, which
+    # torch does not implement for float8; test_every_token_type covers them.)
+    torch.library.opcheck(OP, args, kwargs)
+
+
+@pytest.mark.parametrize("scales_shape", [None, (7,), (7, 3)])
+def test_fake_kernel_shapes(scales_shape):
+    with FakeTensorMode():
+        tokens = torch.empty(7, 5, dtype=torch.float8_e4m3fn)
+        counts = torch.empty(2, 4, dtype=torch.int32)
+        scales = None if scales_shape is None else torch.empty(scales_shape, dtype=torch.bfloat16)
+        pt, ps, idx, etn = OP(tokens, counts, per_token_scales=scales)
+    assert pt.shape == (7, 5) and pt.dtype == torch.float8_e4m3fn
+    if scales_shape is None:
+        assert ps.shape == (0,) and ps.dtype == torch.float32
+    else:
+        assert ps.shape == scales_shape and ps.dtype == torch.bfloat16
+    assert idx.shape == (7,) and idx.dtype == torch.int32
+    assert etn.shape == (4,) and etn.dtype == torch.int32
+
+
+def test_fake_kernel_checks_ranks_and_types():
+    with FakeTensorMode():
+        with pytest.raises(ValueError, match=re.escape("input 'tokens' must be 2-D [A, H], got shape [7]")):
+            OP(torch.empty(7), torch.empty(2, 4, dtype=torch.int64))
+        with pytest.raises(ValueError, match=re.escape("'expert_token_num_per_rank' must be int32 or int64, got float")):
+            OP(torch.empty(7, 2), torch.empty(2, 4))
+
+
+@pytest.mark.parametrize("case", bad_cases(), ids=lambda c: c[0])
+def test_validation(case):
+    _, tokens, counts, scales, attrs, message = case
+    with pytest.raises(ValueError, match=re.escape(f"MoeReRouting: {message}")):
+        OP(to_torch(tokens), to_torch(counts), per_token_scales=to_torch(scales), **attrs)
+
+
+def test_gather_index_matches_the_reference():
+    rng = np.random.default_rng(6)
+    for _ in range(20):
+        n, e = rng.integers(1, 6, 2)
+        counts = random_counts(rng, int(n), int(e), int(rng.integers(0, 50)), skew=True)
+        np.testing.assert_array_equal(rr.gather_index(torch.from_numpy(counts)).numpy(),
+                                      spec.gather_index(counts))
