@@ -1,0 +1,85 @@
+"""The preset registry: name -> block class, tiny and full configs; ``build`` makes a block.
+
+Full presets keep each model's published sizes (hidden size, expert count, top-k, routing
+attributes, shared experts, expert width). Their weights are random unless ``weights`` is given;
+``intermediate`` overrides the expert width, e.g. to fit a 256-expert layer in memory and under the
+2 GiB ONNX protobuf limit for a router benchmark (see ``weight_bytes``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import deepseek, deepseek_v4, expert_parallel, qwen_mixtral
+from .layers import DTYPES, init_random
+
+PRESETS: dict[str, dict] = {
+    **deepseek.PRESETS,
+    **deepseek_v4.PRESETS,
+    **qwen_mixtral.PRESETS,
+    **expert_parallel.PRESETS,
+}
+SIZES = ("tiny", "full")
+PROTOBUF_LIMIT = 2**31  # bytes: an ONNX model without external data must stay below this
+
+
+class PresetError(ValueError):
+    """Unknown preset, size or dtype (message names the valid choices)."""
+
+
+def preset(name: str) -> dict:
+    """The registry entry of a preset, or a PresetError naming the known ones."""
+    if name not in PRESETS:
+        raise PresetError(f"unknown preset '{name}' (known: {', '.join(PRESETS)})")
+    return PRESETS[name]
+
+
+def default_dtype(name: str) -> str:
+    """The dtype a preset is verified in unless told otherwise."""
+    return preset(name).get("default_dtype", "float32")
+
+
+def config(name: str, size: str = "tiny", intermediate: int | None = None):
+    """The MoEConfig of a preset at a size, with an optional expert-width override."""
+    if size not in SIZES:
+        raise PresetError(f"unknown size '{size}' (known: {', '.join(SIZES)})")
+    cfg = preset(name)[size]
+    return cfg.replace(intermediate=intermediate) if intermediate else cfg
+
+
+def weight_bytes(cfg, dtype: str) -> int:
+    """Approximate size of a block's weights in bytes (router weights counted as float32)."""
+    item = torch.finfo(DTYPES[dtype]).bits // 8
+    experts = 3 * cfg.experts * cfg.hidden * cfg.intermediate + 3 * cfg.shared * cfg.intermediate * cfg.hidden
+    router = 0 if cfg.ranks else cfg.experts * cfg.hidden * 4
+    return experts * item + router + cfg.vocab * cfg.top_k * 8
+
+
+def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
+          intermediate: int | None = None, seed: int = 0) -> torch.nn.Module:
+    """A block of preset ``name``: random seeded weights, or one layer of a checkpoint (``weights``:
+    safetensors file, directory or dict; ``layer``: which MoE layer when there are several)."""
+    entry = preset(name)
+    dtype = dtype or default_dtype(name)
+    if dtype not in DTYPES:
+        raise PresetError(f"unknown dtype '{dtype}' (known: {', '.join(DTYPES)})")
+    cfg = config(name, size, intermediate)
+    tensors = None
+    if weights is not None:
+        from . import weights as w
+
+        tensors, sizes = w.read_layer(weights, layer)
+        cfg = w.configure(cfg, sizes, tensors)
+    block = entry["cls"](cfg, DTYPES[dtype]).eval()
+    if tensors is None:
+        init_random(block, seed)
+    else:
+        from . import weights as w
+
+        w.load_into(block, tensors)
+        if "gate.additional_bias" not in tensors and hasattr(block.gate, "additional_bias"):
+            # Image-token presets need an additional bias; without one in the checkpoint, image
+            # tokens are ranked by the plain scores.
+            block.gate.additional_bias.zero_()
+    block.preset, block.size, block.dtype_name = name, size, dtype
+    return block

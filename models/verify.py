@@ -1,0 +1,303 @@
+"""Export a block, run it in ONNX Runtime next to torch, and compare (used by the CLI and tests).
+
+Paths compared for every token count:
+- ``ort``: ONNX Runtime with the custom-op library (its CPU kernels);
+- ``ort-functions``: plain ONNX Runtime, no library: the attached pure-ONNX function bodies;
+- ``torch``: the block's export path in eager torch (the custom torch ops);
+- ``reference``: the block's plain-torch reference (no custom ops).
+
+Expert indices must agree exactly, except rows where the experts that differ are tied within
+rounding in the selection scores (a *near-tie*; counted and listed, never hidden). Outputs are
+compared on the rows whose experts agree: ``max_rel`` = max |got - ref| / max |ref|, which must stay
+within the dtype's tolerance (``TOLERANCES``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import torch
+
+from . import presets
+
+# Output tolerance on max|err| / max|ref|, per dtype. float32: matmul rounding differences are
+# ~1e-7 relative (tiny) to ~1e-6 (hidden 7168). float16 / bfloat16: one rounding of the output
+# dtype is 2^-11 / 2^-8 relative; a different summation order flips roundings inside the expert
+# (gate/up/act/down/combine), which can reach a few units of the last place.
+TOLERANCES = {"float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2}
+# Near-tie tolerance on the selection scores. Scores from float32 logits differ between runtimes
+# by ~1e-6 at most; logits rounded to float16 / bfloat16 (Qwen3 / Mixtral in those dtypes) can be
+# one unit of the last place apart, so two logits within 2 ulp are a tie.
+TIE_TOLERANCES = {"float32": 1e-5, "float16": 2.0**-9, "bfloat16": 2.0**-6}
+TOKEN_COUNTS = {"tiny": (1, 5, 33, 128), "full": (1, 16, 128)}
+EXPORT_TOKENS = 8
+PATHS = (("ort", "torch"), ("ort", "reference"), ("ort-functions", "torch"))
+
+_EXPORTS: dict[tuple, bytes] = {}  # in-process cache: the CLI and the tests export each block once
+
+
+@dataclass
+class Check:
+    """One comparison (got vs ref) of one block, over all token counts."""
+
+    preset: str
+    dtype: str
+    got: str
+    ref: str
+    tokens: list = field(default_factory=list)
+    agreement: float = 1.0  # fraction of rows with identical expert indices (worst token count)
+    near_ties: list = field(default_factory=list)  # (tokens, row, experts, score spread)
+    mismatches: list = field(default_factory=list)  # rows that differ beyond a near-tie
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    tol: float = 0.0
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """No real index mismatch, output error within tolerance, nothing failed to run."""
+        return not self.mismatches and self.max_rel <= self.tol and not self.note.startswith("error")
+
+
+def tie_tolerance(block) -> float:
+    """Near-tie tolerance of a block: its selection scores' dtype decides."""
+    cfg = block.cfg
+    return TIE_TOLERANCES["float32" if cfg.router_fp32 else block.dtype_name]
+
+
+# ---- export and sessions -----------------------------------------------------------------------
+
+def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None) -> bytes:
+    """Export ``block`` with a dynamic token dimension (example of ``tokens`` >= 2 tokens), attach
+    the function bodies, check it; return the serialized model (also written to ``path``)."""
+    from exporters import export
+
+    if tokens < 2:
+        raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
+    key = None if cache_key is None else (*cache_key, tokens)
+    if key is not None and key in _EXPORTS:
+        data = _EXPORTS[key]
+    else:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*axis name.*")
+            proto = export(block, block.example_inputs(tokens, seed=1234), None,
+                           dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
+                           output_names=list(block.output_names))
+        data = proto.SerializeToString()
+        if key is not None:
+            _EXPORTS[key] = data
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+def _function_gaps(model: onnx.ModelProto) -> list[str]:
+    """ascend.moe op types used by the model that have no attached function body."""
+    from onnx_schemas import DOMAIN
+
+    have = {f.name for f in model.functions if f.domain == DOMAIN}
+    used = {n.op_type for n in model.graph.node if n.domain == DOMAIN}
+    return sorted(used - have)
+
+
+def sessions(data: bytes) -> dict:
+    """ORT CPU sessions: ``ort`` (library registered) and ``ort-functions`` (no library; a string
+    saying why when the model cannot run without it)."""
+    import onnxruntime as ort
+
+    import ort_custom_ops
+
+    out = {"ort": ort.InferenceSession(data, ort_custom_ops.session_options(),
+                                       providers=["CPUExecutionProvider"])}
+    gaps = _function_gaps(onnx.load_from_string(data))
+    if gaps:
+        out["ort-functions"] = f"no function body for {', '.join(gaps)}"
+    else:
+        out["ort-functions"] = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return out
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """torch -> NumPy with the same values (bfloat16 as ml_dtypes.bfloat16)."""
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.contiguous().numpy()
+
+
+def _ort_value(a: np.ndarray):
+    import onnxruntime as ort
+
+    if a.dtype == ml_dtypes.bfloat16:  # ORT's NumPy bridge has no bfloat16: pass the bits
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(a)
+
+
+def run_ort(session, block, inputs: tuple, like: tuple) -> list[np.ndarray]:
+    """Run a session on torch inputs; outputs preallocated like the torch outputs ``like``
+    (io binding: how bfloat16 reaches NumPy)."""
+    binding = session.io_binding()
+    for name, t in zip(block.input_names, inputs):
+        binding.bind_ortvalue_input(name, _ort_value(np.ascontiguousarray(to_numpy(t))))
+    outs = []
+    for name, t in zip(block.output_names, like):
+        buf = np.zeros(tuple(t.shape), to_numpy(t[:0]).dtype)
+        binding.bind_ortvalue_output(name, _ort_value(buf))
+        outs.append(buf)
+    session.run_with_iobinding(binding)
+    return outs
+
+
+def run_torch(block, inputs: tuple) -> dict:
+    """``torch`` (export path) and ``reference`` outputs as NumPy."""
+    with torch.no_grad():
+        got = block(*inputs)
+        ref = block.forward_native(*inputs)
+    return {"torch": [to_numpy(t) for t in got], "reference": [to_numpy(t) for t in ref]}, got
+
+
+def classify_rows(got_idx, ref_idx, scores, tie_tol: float):
+    """Rows whose expert indices differ -> (near-ties, mismatches), each a list of
+    (row, experts, score spread); a near-tie's differing experts are within ``tie_tol`` (relative
+    to max(1, |score|)) of each other."""
+    got, ref = np.asarray(got_idx), np.asarray(ref_idx)
+    ties, bad = [], []
+    for r in np.flatnonzero((got != ref).any(axis=1)):
+        diff = sorted(set(got[r].tolist()) ^ set(ref[r].tolist()))
+        if not diff:  # same experts, different order
+            diff = sorted(set(got[r][got[r] != ref[r]].tolist()))
+        if scores is None:
+            bad.append((int(r), diff, float("nan")))
+            continue
+        vals = scores[r, diff]
+        spread = float(vals.max() - vals.min())
+        (ties if spread <= tie_tol * max(1.0, float(np.abs(vals).max())) else bad).append((int(r), diff, spread))
+    return ties, bad
+
+
+def _compare(check: Check, T: int, got: list, ref: list, scores, tie_tol: float, routed: bool) -> None:
+    out_g, out_r = got[0].astype(np.float64), ref[0].astype(np.float64)
+    rows = np.ones(out_r.shape[0], dtype=bool)
+    if routed:
+        ties, bad = classify_rows(got[1], ref[1], scores, tie_tol)
+        check.near_ties += [(T, *t) for t in ties]
+        check.mismatches += [(T, *m) for m in bad]
+        rows[[t[0] for t in ties + bad]] = False
+        agree = 1.0 - (len(ties) + len(bad)) / max(1, out_r.shape[0])
+    else:  # expert-parallel block: expert_token_num must be identical
+        agree = float(np.array_equal(got[1], ref[1]))
+        if agree < 1:
+            check.mismatches.append((T, "expert_token_num", got[1].tolist(), ref[1].tolist()))
+    check.agreement = min(check.agreement, agree)
+    if out_g.shape != out_r.shape:
+        check.note = f"error: output shape {out_g.shape} != {out_r.shape}"
+        return
+    if rows.any():
+        err = float(np.abs(out_g[rows] - out_r[rows]).max()) if out_r.size else 0.0
+        scale = float(np.abs(out_r).max()) if out_r.size else 0.0
+        check.max_abs = max(check.max_abs, err)
+        check.max_rel = max(check.max_rel, err / scale if scale else err)
+
+
+def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, cache_key=None,
+                 progress=None, path=None) -> list[Check]:
+    """Export ``block``, run every path at each token count, compare; one Check per path pair."""
+    size = getattr(block, "size", "tiny")
+    token_counts = [t for t in (token_counts or TOKEN_COUNTS[size]) if t != export_tokens]
+    name, dtype = block.preset, block.dtype_name
+    checks = [Check(name, dtype, g, r, tol=TOLERANCES[dtype]) for g, r in PATHS]
+    step = progress.set_postfix_str if progress is not None else (lambda s: None)
+    step(f"{name}: export")
+    try:
+        data = export_block(block, export_tokens, path=path, cache_key=cache_key)
+        sess = sessions(data)
+    except Exception as e:  # a failed export/session is one failing row per path, not a traceback
+        for c in checks:
+            c.note = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        return checks
+    if progress is not None:
+        progress.update(1)
+    routed = hasattr(block, "selection_scores")
+    tie_tol = tie_tolerance(block) if routed else 0.0
+    for T in token_counts:
+        step(f"{name}: {T} tokens")
+        inputs = block.example_inputs(T, seed=T)
+        results, like = run_torch(block, inputs)
+        scores = None
+        if routed:
+            with torch.no_grad():
+                scores = block.selection_scores(dict(zip(block.input_names, inputs))).double().numpy()
+        for path_name, s in sess.items():
+            if isinstance(s, str):
+                continue
+            try:
+                results[path_name] = run_ort(s, block, inputs, like)
+            except Exception as e:
+                results[path_name] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        for c in checks:
+            c.tokens.append(T)
+            got = results.get(c.got, sess.get(c.got))
+            if isinstance(got, str):
+                c.note = got if got.startswith("error") else f"skipped: {got}"
+                continue
+            _compare(c, T, got, results[c.ref], scores, tie_tol, routed)
+        if progress is not None:
+            progress.update(1)
+    return checks
+
+
+def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
+                  intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS, token_counts=None,
+                  seed: int = 0, progress=None, path=None) -> list[Check]:
+    """Build a preset's block (random or checkpoint weights) and verify it."""
+    dtype = dtype or presets.default_dtype(name)
+    block = presets.build(name, size, dtype, weights=weights, layer=layer, intermediate=intermediate,
+                          seed=seed)
+    key = None if weights is not None else (name, size, dtype, intermediate, seed)
+    return verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path)
+
+
+def steps(size: str = "tiny", token_counts=None, export_tokens: int = EXPORT_TOKENS) -> int:
+    """Progress steps of one verify_block call (export + each token count)."""
+    return 1 + len([t for t in (token_counts or TOKEN_COUNTS[size]) if t != export_tokens])
+
+
+# ---- table -------------------------------------------------------------------------------------
+
+def format_table(checks: list[Check]) -> str:
+    """A fixed-width table of checks: per block and path, index agreement, errors, tolerance, result."""
+    head = ("block", "dtype", "compared", "index agree", "near-ties", "max abs err", "max rel err",
+            "tolerance", "result")
+    rows = []
+    for c in checks:
+        skipped = c.note.startswith("skipped")
+        result = "skip" if skipped else ("PASS" if c.passed else "FAIL")
+        rows.append((c.preset, c.dtype, f"{c.got} vs {c.ref}",
+                     "-" if skipped else f"{c.agreement:.4f}", str(len(c.near_ties)),
+                     "-" if skipped else f"{c.max_abs:.2e}", "-" if skipped else f"{c.max_rel:.2e}",
+                     f"{c.tol:.0e}", result + (f"  ({c.note})" if c.note else "")))
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head) - 1)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  " + head[-1]]
+    lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 6)
+    for r in rows:
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip(r, widths)) + "  " + r[-1])
+    return "\n".join(lines)
+
+
+def describe_near_ties(checks: list[Check], limit: int = 5) -> list[str]:
+    """One line per check with near-ties (or mismatches), listing the first few rows."""
+    lines = []
+    for c in checks:
+        for label, items in (("near-ties", c.near_ties), ("MISMATCHES", c.mismatches)):
+            if items:
+                shown = "; ".join(f"T={i[0]} row {i[1]} experts {i[2]} spread {i[3]:.2g}"
+                                  if isinstance(i[3], float) else str(i) for i in items[:limit])
+                more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+                lines.append(f"{c.preset} [{c.dtype}] {c.got} vs {c.ref}: {label}: {shown}{more}")
+    return lines

@@ -1,0 +1,206 @@
+"""Load one MoE layer's weights from a Hugging Face-style checkpoint (safetensors file or directory).
+
+Accepted key names, after an optional layer prefix such as ``model.layers.3.`` and a block name
+(``mlp.``, ``block_sparse_moe.`` or ``ffn.``):
+
+- router: ``gate.weight``; ``gate.e_score_correction_bias`` or ``gate.bias``; ``gate.tid2eid``;
+  ``gate.additional_bias``;
+- routed experts: ``experts.{i}.gate_proj|up_proj|down_proj.weight`` or Mixtral / DeepSeek-V4's
+  ``experts.{i}.w1|w3|w2.weight``;
+- shared expert(s): ``shared_experts.`` (or ``shared_expert.``) with the same projection names.
+
+Sizes (hidden, experts, expert width, shared width, table rows) come from the tensor shapes; top-k
+and the routing attributes from the preset, overridden by a ``config.json`` next to the weights.
+Only the chosen layer's tensors are read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from .layers import MoEConfig
+
+BLOCK_NAMES = ("mlp.", "block_sparse_moe.", "ffn.", "")
+PROJ_ALIASES = {"gate_proj": ("gate_proj", "w1"), "up_proj": ("up_proj", "w3"), "down_proj": ("down_proj", "w2")}
+_GATE_RE = re.compile(r"^(?P<base>(?:.*\.)?)gate\.weight$")
+_SCORING = {"softmax": 0, "sigmoid": 1, "sqrtsoftplus": 2}
+
+
+class WeightsError(ValueError):
+    """A checkpoint that cannot be used for the requested preset (message says why)."""
+
+
+class Checkpoint:
+    """Lazy, read-only view of safetensors tensors (file, directory or in-memory dict)."""
+
+    def __init__(self, source):
+        self.config: dict = {}
+        if isinstance(source, dict):
+            self._tensors, self._files = dict(source), {}
+            return
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"weights: no such file or directory: {path}")
+        files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+        if not files:
+            raise WeightsError(f"weights: no .safetensors files in {path}")
+        from safetensors import safe_open
+
+        self._tensors, self._files = {}, {}
+        for f in files:
+            try:
+                with safe_open(str(f), framework="pt") as h:
+                    self._files.update({k: f for k in h.keys()})
+            except Exception as e:  # safetensors raises its own error types
+                raise WeightsError(f"weights: {f} is not a readable safetensors file ({e})") from None
+        cfg_file = (path if path.is_dir() else path.parent) / "config.json"
+        if cfg_file.is_file():
+            cfg = json.loads(cfg_file.read_text())
+            self.config = cfg.get("text_config", cfg) if isinstance(cfg, dict) else {}
+
+    def keys(self) -> list[str]:
+        """All tensor names."""
+        return list(self._tensors) + list(self._files)
+
+    def get(self, key: str) -> torch.Tensor:
+        """Read one tensor."""
+        if key in self._tensors:
+            return self._tensors[key]
+        from safetensors import safe_open
+
+        with safe_open(str(self._files[key]), framework="pt") as h:
+            return h.get_tensor(key)
+
+
+def find_layer(keys, layer: str | None = None) -> str:
+    """The key prefix (layer prefix + block name) of the MoE layer to load, e.g. ``model.layers.3.mlp.``.
+
+    ``layer`` picks one when the checkpoint has several: a layer number or a key prefix.
+    """
+    keyset = set(keys)
+    bases = sorted({m["base"] for k in keys if (m := _GATE_RE.match(k))
+                    and any(s.startswith(m["base"] + "experts.") for s in keyset)})
+    if layer is not None:
+        want = f"layers.{layer}." if str(layer).isdigit() else str(layer)
+        bases = [b for b in bases if b.startswith(want) or f".{want}" in f".{b}"]
+    if not bases:
+        where = f" matching layer '{layer}'" if layer is not None else ""
+        raise WeightsError(f"weights: no MoE layer{where} (looked for '<prefix>gate.weight' with "
+                           "'<prefix>experts.<i>.*')")
+    if len(bases) > 1:
+        shown = ", ".join(bases[:4]) + (", ..." if len(bases) > 4 else "")
+        raise WeightsError(f"weights: {len(bases)} MoE layers ({shown}); choose one with --layer")
+    return bases[0]
+
+
+def _first(ckpt_keys: set, base: str, names) -> str | None:
+    return next((base + n for n in names if base + n in ckpt_keys), None)
+
+
+def _expert_stack(ckpt: Checkpoint, keys: set, prefix: str, count: int, proj: str) -> torch.Tensor:
+    tensors = []
+    for i in range(count):
+        key = _first(keys, f"{prefix}{i}.", [f"{a}.weight" for a in PROJ_ALIASES[proj]])
+        if key is None:
+            raise WeightsError(f"weights: missing '{prefix}{i}.{proj}.weight' (or Mixtral/V4 alias)")
+        tensors.append(ckpt.get(key))
+    return torch.stack(tensors)
+
+
+def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
+    """Read one MoE layer -> (tensors by module key, sizes and routing fields found)."""
+    ckpt = source if isinstance(source, Checkpoint) else Checkpoint(source)
+    keys = set(ckpt.keys())
+    base = find_layer(keys, layer)
+    fused = [k for k in keys if k.startswith(base + "experts.") and not k[len(base) + 8:][:1].isdigit()]
+    if fused:
+        raise WeightsError(f"weights: fused expert tensors ({fused[0]}) are not supported; "
+                           "use per-expert keys experts.<i>.*")
+    quant = [k for k in keys if k.startswith(base) and k.endswith(("scale_inv", ".scale", "qweight"))]
+    if quant:
+        raise WeightsError(f"weights: quantised expert weights ({quant[0]}); dequantise the checkpoint first")
+    gate = ckpt.get(base + "gate.weight")
+    E, H = gate.shape
+    found = {i for k in keys if k.startswith(base + "experts.") and
+             (i := k[len(base) + 8:].split(".")[0]).isdigit()}
+    if len(found) != E:
+        raise WeightsError(f"weights: {base}gate.weight routes to {E} experts but {len(found)} are stored")
+    out = {"gate.weight": gate}
+    for proj in PROJ_ALIASES:
+        out[f"experts.{proj}"] = _expert_stack(ckpt, keys, base + "experts.", E, proj)
+    for name, aliases in (("gate.e_score_correction_bias", ("gate.e_score_correction_bias", "gate.bias")),
+                          ("gate.tid2eid", ("gate.tid2eid", "tid2eid")),
+                          ("gate.additional_bias", ("gate.additional_bias",))):
+        if (key := _first(keys, base, aliases)) is not None:
+            out[name] = ckpt.get(key)
+    shared = next((p for p in ("shared_experts.", "shared_expert.") if f"{base}{p}gate_proj.weight" in keys
+                   or f"{base}{p}w1.weight" in keys), None)
+    if shared:
+        for proj, aliases in PROJ_ALIASES.items():
+            out[f"shared_experts.{proj}"] = ckpt.get(_first(keys, base + shared, [f"{a}.weight" for a in aliases]))
+    sizes = {"hidden": H, "experts": E, "intermediate": out["experts.gate_proj"].shape[1]}
+    if shared:
+        width = out["shared_experts.gate_proj"].shape[0]
+        if width % sizes["intermediate"]:
+            raise WeightsError(f"weights: shared expert width {width} is not a multiple of the expert "
+                               f"width {sizes['intermediate']}")
+        sizes["shared"] = width // sizes["intermediate"]
+    if "gate.tid2eid" in out:
+        sizes["vocab"], sizes["top_k"] = out["gate.tid2eid"].shape
+    sizes.update(_config_fields(ckpt.config))
+    return out, {"base": base, **sizes}
+
+
+def _config_fields(cfg: dict) -> dict:
+    """Routing fields of a Hugging Face config.json (the keys this family of models uses)."""
+    f = {}
+    for key, name in (("num_experts_per_tok", "top_k"), ("n_group", "group_count"),
+                      ("topk_group", "k_group"), ("routed_scaling_factor", "routed_scaling_factor"),
+                      ("swiglu_limit", "swiglu_limit")):
+        if cfg.get(key) is not None:
+            f[name] = cfg[key]
+    if cfg.get("scoring_func") in _SCORING:
+        f["norm_type"] = _SCORING[cfg["scoring_func"]]
+    if cfg.get("norm_topk_prob") is not None:
+        f["norm_topk_prob"] = bool(cfg["norm_topk_prob"])
+    return f
+
+
+def configure(cfg: MoEConfig, sizes: dict, tensors: dict) -> MoEConfig:
+    """The preset's config with the checkpoint's sizes and routing fields; checks they fit the preset."""
+    changes = {k: v for k, v in sizes.items() if k in MoEConfig.__dataclass_fields__}
+    if "norm_type" in changes and changes["norm_type"] != cfg.norm_type:
+        raise WeightsError(f"weights: config.json scoring_func gives norm_type {changes['norm_type']}, "
+                           f"the preset uses {cfg.norm_type}; choose the matching preset")
+    if cfg.norm_type == 0 and "norm_topk_prob" in sizes:
+        changes["renorm"] = int(sizes["norm_topk_prob"])
+    changes["shared"] = sizes.get("shared", 0)
+    if cfg.ranks:  # expert-parallel block: only the experts are used
+        return cfg.replace(**{k: v for k, v in changes.items() if k in ("hidden", "experts", "intermediate")})
+    has_bias, has_table = "gate.e_score_correction_bias" in tensors, "gate.tid2eid" in tensors
+    if has_table != cfg.hash:
+        raise WeightsError(f"weights: layer {sizes['base']} {'is' if has_table else 'is not'} a hash layer "
+                           f"(tid2eid {'present' if has_table else 'absent'}); choose the matching preset")
+    if has_bias != cfg.bias:
+        raise WeightsError(f"weights: layer {sizes['base']} {'has' if has_bias else 'has no'} "
+                           f"e_score_correction_bias; the preset {'has none' if has_bias else 'needs one'}")
+    return cfg.replace(**changes)
+
+
+def load_into(block: torch.nn.Module, tensors: dict) -> None:
+    """Copy the tensors into the block (cast to each parameter's dtype; shapes must match)."""
+    state = block.state_dict()
+    for name, t in tensors.items():
+        if name not in state:
+            if name == "gate.additional_bias":
+                continue  # only image-token presets use it
+            raise WeightsError(f"weights: the block has no tensor '{name}'")
+        if tuple(state[name].shape) != tuple(t.shape):
+            raise WeightsError(f"weights: '{name}' has shape {tuple(t.shape)}, the block expects "
+                               f"{tuple(state[name].shape)}")
+        with torch.no_grad():
+            state[name].copy_(t.to(state[name].dtype))
