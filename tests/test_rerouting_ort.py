@@ -136,6 +136,19 @@ def test_parallel_chunks_with_skewed_counts(threads):
         assert_outputs_same(got, expected, f"threads={threads} idx_type={idx_type}")
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_output_with_streaming_stores(threads):
+    """Above 32 MiB of tokens the kernel writes with non-temporal stores: odd row sizes make every
+    block start at an unaligned destination address."""
+    rng = np.random.default_rng(7)
+    A, H = 4160, 8193  # int8: 34 MB
+    tokens = rng.integers(0, 256, (A, H), dtype=np.uint8).view(np.int8)
+    counts = random_counts(rng, 8, 16, A, skew=True)
+    expected = spec.reference(tokens, counts, idx_type=1)
+    got = _run("library", tokens, counts, threads=threads, idx_type=1)
+    assert_outputs_same(got, expected, f"threads={threads}")
+
+
 def test_index_round_trip():
     rng = np.random.default_rng(4)
     A = 97

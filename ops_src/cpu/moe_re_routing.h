@@ -21,6 +21,10 @@ struct MoeReRoutingParams {
   CountType count_type = CountType::kInt64;  // element type of the counts and of expert_token_num
   int64_t expert_token_num_type = 1;         // 1 = per-expert counts, 0 = inclusive prefix sums
   int64_t idx_type = 0;                      // 0 = gather index, 1 = scatter index
+  // Write the rows with non-temporal (cache-bypassing) stores: faster when the output is much
+  // larger than the caches, since it is not read before it is overwritten. No effect where the
+  // CPU has no such stores (the rows are then copied with memcpy).
+  bool streaming_stores = false;
 };
 
 struct MoeReRoutingBuffers {
