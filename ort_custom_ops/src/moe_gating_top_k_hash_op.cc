@@ -1,6 +1,184 @@
-// Placeholder until the MoeGatingTopKHash kernels land.
+// ascend.moe::MoeGatingTopKHash for ONNX Runtime (SPEC §1): the op definition (inputs, outputs,
+// attributes, shape inference) and the CPU kernel, which validates (moe_gating_top_k_hash_validate)
+// and runs ops_src/cpu over the rows on the session's intra-op thread pool. A kernel for another
+// execution provider registers beside it through MoeGatingOp<ThatKernel>.
+#include <iterator>
+#include <mutex>
+
+#include "moe_gating_top_k_hash_validate.h"
 #include "ops.h"
+#include "ops_src/cpu/moe_gating_top_k_hash.h"
 
 namespace ascend_moe {
-std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() { return {}; }
+
+namespace {
+
+// Status-returning wrapper: exceptions never cross the C API.
+template <typename Fn>
+OrtStatusPtr ToStatus(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Ort::Exception& e) {
+    return Ort::GetApi().CreateStatus(e.GetOrtErrorCode(), e.what());
+  } catch (const std::exception& e) {
+    return Ort::GetApi().CreateStatus(ORT_FAIL, e.what());
+  } catch (...) {
+    return Ort::GetApi().CreateStatus(ORT_FAIL, "MoeGatingTopKHash: unknown error");
+  }
+  return nullptr;
+}
+
+// Output types and shapes (SPEC §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
+// dims in int32, out = x.shape (float) when out_flag = 1, else [0]. Symbolic dims keep their
+// names. Every node must carry all three outputs (ORT 1.21 aborts on a missing one here).
+OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  const OrtApi& api = Ort::GetApi();
+  int64_t k = 0, out_flag = 0;
+  if (OrtStatusPtr s = InferAttrInt(api, ctx, kMoeGatingAttrs[kGtK], &k)) return s;
+  if (OrtStatusPtr s = InferAttrInt(api, ctx, kMoeGatingAttrs[kGtOutFlag], &out_flag)) return s;
+
+  InferredTensor x{};
+  if (!GetInferInput(api, ctx, kGtX, &x)) return nullptr;  // nothing known
+  if (x.dims.size() == 1) {
+    const std::string error = Str(kMoeGatingName, ": input 'x' must have rank >= 2, got rank 1");
+    return api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
+  }
+  // No dims: x's rank is unknown (a rank-0 x is rejected at run time). The C API cannot say
+  // "unknown rank" (it would declare scalars), so the outputs are left to ORT.
+  if (x.dims.empty()) return nullptr;
+  InferredTensor y{x.type, {x.dims.begin(), x.dims.end() - 1}, true};
+  y.dims.push_back(InferDim{k >= 1 ? k : -1, {}});
+  InferredTensor idx = y;
+  idx.type = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+  InferredTensor out{ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {InferDim{0, {}}}, true};
+  if (out_flag == 1) out.dims = x.dims;
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtY, y)) return s;
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtExpertIdx, idx)) return s;
+  return SetInferOutput(api, ctx, kGtOut, out);
+}
+
+// Elements of x per parallel chunk: rows cost about the same, so chunks of ~16K logits keep the
+// scheduling overhead small while giving the threads enough pieces to balance.
+constexpr int64_t kChunkElements = 16384;
+
+// Runs the CPU kernel over all rows; reports the data error of the lowest row, if any.
+void RunMoeGatingCpu(Ort::KernelContext& ctx, const MoeGatingProblem& p,
+                     const cpu::MoeGatingTopKHashInputs& inputs,
+                     const cpu::MoeGatingTopKHashOutputs& outputs) {
+  const cpu::MoeGatingTopKHashParams& params = p.params;
+  std::mutex mu;
+  cpu::MoeGatingTopKHashError first;
+  const int64_t grain = std::max<int64_t>(1, kChunkElements / params.experts);
+  ParallelForRange(ctx, params.rows, grain, [&](int64_t begin, int64_t end) {
+    const cpu::MoeGatingTopKHashError error =
+        cpu::MoeGatingTopKHashRows(params, inputs, outputs, begin, end);
+    if (error.ok()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (first.ok() || error.row < first.row) first = error;
+  });
+  if (!first.ok()) {
+    Fail(cpu::DescribeMoeGatingTopKHashError(first, params, inputs.table_rows));
+  }
+}
+
+struct MoeGatingCpuKernel {
+  static constexpr const char* kProvider = kCpuProvider;
+
+  // Attribute rules that do not depend on the inputs fail here, so session creation fails.
+  explicit MoeGatingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadMoeGatingAttrs(info)) {}
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* context) {
+    return ToStatus([&] { Compute(context); });
+  }
+
+  void Compute(OrtKernelContext* context) {
+    Ort::KernelContext ctx(context);
+    MoeGatingInputViews views;
+    views.x = GetInputView(ctx, kGtX);
+    views.bias = GetInputView(ctx, kGtBias);
+    views.input_ids = GetInputView(ctx, kGtInputIds);
+    views.tid2eid = GetInputView(ctx, kGtTid2eid);
+    views.additional_bias = GetInputView(ctx, kGtAdditionalBias);
+    views.mask = GetInputView(ctx, kGtMask);
+    const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
+
+    cpu::MoeGatingTopKHashInputs inputs;
+    inputs.x_type = p.x_type;
+    inputs.x = views.x.data;
+    inputs.bias = views.bias.present ? views.bias.data : nullptr;
+    if (p.hash) {
+      inputs.ids_type = p.ids_type;
+      inputs.input_ids = views.input_ids.data;
+      inputs.table_type = p.table_type;
+      inputs.tid2eid = views.tid2eid.data;
+      inputs.table_rows = views.tid2eid.shape[0];
+    }
+    if (p.additional) {
+      inputs.additional_bias = views.additional_bias.data;
+      inputs.additional_token_mask = static_cast<const uint8_t*>(views.mask.data);
+    }
+
+    cpu::MoeGatingTopKHashOutputs outputs;
+    outputs.y = ctx.GetOutput(kGtY, p.y_shape).GetTensorMutableRawData();
+    outputs.expert_idx =
+        static_cast<int32_t*>(ctx.GetOutput(kGtExpertIdx, p.y_shape).GetTensorMutableRawData());
+    if (ctx.GetOutputCount() > kGtOut) {
+      void* out = ctx.GetOutput(kGtOut, p.out_shape).GetTensorMutableRawData();
+      if (p.params.out_flag) outputs.out = static_cast<float*>(out);
+    }
+    RunMoeGatingCpu(ctx, p, inputs, outputs);
+  }
+
+ private:
+  MoeGatingAttrs attrs_;
+};
+
+// The op for one execution provider: `Kernel` supplies the provider name and the compute.
+template <typename Kernel>
+struct MoeGatingOp : Ort::CustomOpBase<MoeGatingOp<Kernel>, Kernel, /*WithStatus=*/true> {
+  MoeGatingOp() {
+    OrtCustomOp::InferOutputShapeFn = &InferMoeGatingShapes;
+    RegisterManifestEntry(
+        {kMoeGatingName, Kernel::kProvider, kMoeGatingAttrs, std::size(kMoeGatingAttrs)});
+  }
+
+  OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
+                              void** kernel) const {
+    *kernel = nullptr;
+    return ToStatus([&] { *kernel = new Kernel(info); });
+  }
+
+  const char* GetName() const { return kMoeGatingName; }
+  const char* GetExecutionProviderType() const { return Kernel::kProvider; }
+
+  size_t GetInputTypeCount() const { return kGtNumInputs; }
+  ONNXTensorElementDataType GetInputType(size_t /*index*/) const {
+    return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // several types allowed: checked at run time
+  }
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
+    return index == kGtX ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED
+                         : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL;
+  }
+
+  size_t GetOutputTypeCount() const { return kGtNumOutputs; }
+  ONNXTensorElementDataType GetOutputType(size_t index) const {
+    switch (index) {
+      case kGtExpertIdx: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+      case kGtOut: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+      default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // y: the type of x
+    }
+  }
+  OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t index) const {
+    return index == kGtOut ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
+                           : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
+  }
+};
+
+}  // namespace
+
+std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() {
+  static const MoeGatingOp<MoeGatingCpuKernel> cpu_op;
+  return {&cpu_op};
+}
+
 }  // namespace ascend_moe

@@ -1,5 +1,6 @@
 #include "op_utils.h"
 
+#include <atomic>
 #include <cmath>
 #include <mutex>
 
@@ -161,11 +162,23 @@ OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t
   if (OrtStatus* s = api.CreateTensorTypeAndShapeInfo(&info)) return s;
   OrtStatusPtr status = api.SetTensorElementType(info, t.type);
   if (status == nullptr && t.rank_known) {
+    // The C API turns an unknown dim without a name into dim_value -1 (and ORT then warns on
+    // every run that the shape does not match): give each such dim a fresh name instead.
+    static std::atomic<uint64_t> next_unknown{0};
+    std::vector<std::string> fresh;
+    fresh.reserve(t.dims.size());
     std::vector<int64_t> dims;
     std::vector<const char*> symbols;
     for (const auto& d : t.dims) {
       dims.push_back(d.value >= 0 ? d.value : -1);
-      symbols.push_back(d.value >= 0 ? "" : d.symbol.c_str());
+      if (d.value >= 0) {
+        symbols.push_back("");
+      } else if (!d.symbol.empty()) {
+        symbols.push_back(d.symbol.c_str());
+      } else {
+        fresh.push_back(Str("ascend_moe_unk_", next_unknown.fetch_add(1)));
+        symbols.push_back(fresh.back().c_str());
+      }
     }
     status = api.SetDimensions(info, dims.data(), dims.size());
     if (status == nullptr && !symbols.empty())

@@ -1,0 +1,81 @@
+// CPU kernel of MoeGatingTopKHash (SPEC §1.2): normalise router logits, add the selection bias,
+// restrict to the best expert groups, pick the top-k experts (or look them up in the token-id
+// table) and write renormalised, scaled weights. Plain C++ over raw pointers: no ORT, no Python.
+// The caller validates shapes and attributes (SPEC §1.3); the kernel itself checks the
+// data-dependent rules (token ids and table entries in range) and never reads out of bounds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ascend_moe::cpu {
+
+// Element type of x, bias, additional_bias and y.
+enum class GatingFloatType : int { kFloat32, kFloat16, kBFloat16 };
+// Element type of input_ids and tid2eid.
+enum class GatingIntType : int { kInt32, kInt64 };
+
+// Largest k (experts per token) and E (experts) the kernel supports.
+inline constexpr int64_t kGatingMaxK = 64;
+inline constexpr int64_t kGatingMaxExperts = 2048;
+
+// Sizes and attributes, already validated.
+struct MoeGatingTopKHashParams {
+  int64_t rows = 0;         // R: tokens
+  int64_t experts = 0;      // E
+  int64_t k = 1;            // experts per token, 1..64, <= E
+  int64_t k_group = 1;      // groups kept
+  int64_t group_count = 1;  // groups, divides E
+  int64_t group_select_mode = 0;  // 0 = max, 1 = top-2 sum
+  int64_t renorm = 0;             // 1 = renormalise softmax weights too
+  int64_t norm_type = 0;          // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
+  int64_t out_flag = 0;           // 1 = write the scores to `out`
+  float routed_scaling_factor = 1.0f;
+  float eps = 1e-20f;
+};
+
+// Raw inputs; optional ones are null when absent.
+struct MoeGatingTopKHashInputs {
+  GatingFloatType x_type = GatingFloatType::kFloat32;
+  const void* x = nullptr;                // [R, E], x_type
+  const void* bias = nullptr;             // [E], x_type
+  GatingIntType ids_type = GatingIntType::kInt64;
+  const void* input_ids = nullptr;        // [R], with tid2eid
+  GatingIntType table_type = GatingIntType::kInt32;
+  const void* tid2eid = nullptr;          // [table_rows, k], with input_ids
+  int64_t table_rows = 0;                 // n
+  const void* additional_bias = nullptr;  // [E], x_type
+  const uint8_t* additional_token_mask = nullptr;  // [R] bool bytes; needs additional_bias
+};
+
+// Raw outputs.
+struct MoeGatingTopKHashOutputs {
+  void* y = nullptr;               // [R, k], x_type
+  int32_t* expert_idx = nullptr;   // [R, k]
+  float* out = nullptr;            // [R, E] when out_flag = 1; may be null otherwise
+};
+
+// A data-dependent error found while computing a row.
+struct MoeGatingTopKHashError {
+  enum Kind { kNone, kTokenIdOutOfRange, kTableEntryOutOfRange };
+  Kind kind = kNone;
+  int64_t row = -1;       // row of x
+  int64_t token_id = 0;   // input_ids[row]
+  int64_t column = 0;     // column of tid2eid (kTableEntryOutOfRange)
+  int64_t value = 0;      // the offending id or table entry
+  bool ok() const { return kind == kNone; }
+};
+
+// Computes rows [begin, end). Stops at the first data error and returns it (ok() otherwise);
+// rows before it are written, the rest of the range is left untouched.
+MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& params,
+                                             const MoeGatingTopKHashInputs& inputs,
+                                             const MoeGatingTopKHashOutputs& outputs,
+                                             int64_t begin, int64_t end);
+
+// The error as a message in the project's convention ("MoeGatingTopKHash: input '...' ...").
+std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,
+                                           const MoeGatingTopKHashParams& params,
+                                           int64_t table_rows);
+
+}  // namespace ascend_moe::cpu
