@@ -379,6 +379,11 @@ def test_empty_input():
         assert idx.shape == (*lead, 4) and out.shape == (*lead, 16)
 
 
+ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
+
+
+@pytest.mark.skipif(ORT_VERSION < (1, 32), reason="ORT 1.21 aborts when shape inference sets a "
+                    "missing output (ARCHITECTURE.md); checked on 1.32")
 def test_two_output_node():
     """`out` is optional: a node may emit only y and expert_idx."""
     x = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)

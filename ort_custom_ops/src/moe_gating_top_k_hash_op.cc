@@ -30,7 +30,8 @@ OrtStatusPtr ToStatus(Fn&& fn) {
 
 // Output types and shapes (SPEC §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
 // dims in int32, out = x.shape (float) when out_flag = 1, else [0]. Symbolic dims keep their
-// names. Every node must carry all three outputs (ORT 1.21 aborts on a missing one here).
+// names. The context cannot tell how many outputs the node has, so all three are set: exported
+// nodes must carry all three (ORT 1.21 aborts on a missing one; 1.32 accepts two-output nodes).
 OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   int64_t k = 0, out_flag = 0;
