@@ -248,7 +248,7 @@ class RoutedMoE(torch.nn.Module):
         rows = xc[torch.arange(T * k) // k]  # one row per (token, slot)
         y = self.experts(rows, flat, pos, capacity)
         # Weighted sum over the k slots in float32, rounded once (DeepSeek's moe_infer does the same).
-        routed = (y.float().reshape(T, k, -1) * w.float().reshape(T, k, 1)).sum(1)
+        routed = (y.float().reshape(T, k, x.shape[-1]) * w.float().reshape(T, k, 1)).sum(1)
         out = rounded(routed.to(self.compute), self.dtype)
         if self.shared_experts is not None:
             out = rounded(out + self.shared_experts(xc), self.dtype)

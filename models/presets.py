@@ -21,6 +21,7 @@ PRESETS: dict[str, dict] = {
 }
 SIZES = ("tiny", "full")
 PROTOBUF_LIMIT = 2**31  # bytes: an ONNX model without external data must stay below this
+FULL_WEIGHT_BUDGET = 2**30  # bytes: full presets with random weights shrink their expert width to fit
 
 
 class PresetError(ValueError):
@@ -47,6 +48,15 @@ def config(name: str, size: str = "tiny", intermediate: int | None = None):
     return cfg.replace(intermediate=intermediate) if intermediate else cfg
 
 
+def fit_intermediate(cfg, dtype: str, budget: int = FULL_WEIGHT_BUDGET) -> int:
+    """The largest expert width (the published one, or a power of two below it) whose weights fit
+    in ``budget`` bytes."""
+    width = cfg.intermediate
+    while width > 1 and weight_bytes(cfg.replace(intermediate=width), dtype) > budget:
+        width = 1 << (width.bit_length() - 1) if width & (width - 1) else width // 2
+    return width
+
+
 def weight_bytes(cfg, dtype: str) -> int:
     """Approximate size of a block's weights in bytes (router weights counted as float32)."""
     item = torch.finfo(DTYPES[dtype]).bits // 8
@@ -64,22 +74,34 @@ def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=No
     if dtype not in DTYPES:
         raise PresetError(f"unknown dtype '{dtype}' (known: {', '.join(DTYPES)})")
     cfg = config(name, size, intermediate)
+    note = ""
+    if weights is None and intermediate is None and size == "full":
+        width = fit_intermediate(cfg, dtype)
+        if width != cfg.intermediate:
+            note = (f"expert width {cfg.intermediate} -> {width} so the random weights fit in "
+                    f"{FULL_WEIGHT_BUDGET >> 30} GiB (--intermediate to choose)")
+            cfg = cfg.replace(intermediate=width)
     tensors = None
     if weights is not None:
         from . import weights as w
 
         tensors, sizes = w.read_layer(weights, layer)
         cfg = w.configure(cfg, sizes, tensors)
-    block = entry["cls"](cfg, DTYPES[dtype]).eval()
+        if cfg.ranks:  # expert-parallel block: the layer's experts become the local experts
+            tensors = {k: v for k, v in tensors.items() if k.startswith("experts.")}
+    block = entry["cls"](cfg, DTYPES[dtype]).eval().requires_grad_(False)
     if tensors is None:
         init_random(block, seed)
+        if hasattr(block, "gate"):  # checkpoints store the router weight in the model dtype
+            with torch.no_grad():
+                block.gate.weight.copy_(block.gate.weight.to(DTYPES[dtype]))
     else:
         from . import weights as w
 
         w.load_into(block, tensors)
-        if "gate.additional_bias" not in tensors and hasattr(block.gate, "additional_bias"):
+        if "gate.additional_bias" not in tensors and hasattr(getattr(block, "gate", None), "additional_bias"):
             # Image-token presets need an additional bias; without one in the checkpoint, image
             # tokens are ranked by the plain scores.
             block.gate.additional_bias.zero_()
-    block.preset, block.size, block.dtype_name = name, size, dtype
+    block.preset, block.size, block.dtype_name, block.note = name, size, dtype, note
     return block

@@ -56,7 +56,8 @@ class Check:
     max_abs: float = 0.0
     max_rel: float = 0.0
     tol: float = 0.0
-    note: str = ""
+    note: str = ""  # "error: ..." (fails) or "skipped: ..." (path not available)
+    info: str = ""  # how the block was built (e.g. a shrunk expert width)
 
     @property
     def passed(self) -> bool:
@@ -260,7 +261,10 @@ def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, we
     block = presets.build(name, size, dtype, weights=weights, layer=layer, intermediate=intermediate,
                           seed=seed)
     key = None if weights is not None else (name, size, dtype, intermediate, seed)
-    return verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path)
+    checks = verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path)
+    for c in checks:
+        c.info = block.note
+    return checks
 
 
 def steps(size: str = "tiny", token_counts=None, export_tokens: int = EXPORT_TOKENS) -> int:

@@ -108,6 +108,9 @@ def _expert_stack(ckpt: Checkpoint, keys: set, prefix: str, count: int, proj: st
         if key is None:
             raise WeightsError(f"weights: missing '{prefix}{i}.{proj}.weight' (or Mixtral/V4 alias)")
         tensors.append(ckpt.get(key))
+        if tensors[-1].shape != tensors[0].shape:
+            raise WeightsError(f"weights: '{key}' has shape {tuple(tensors[-1].shape)}, expert 0 has "
+                               f"{tuple(tensors[0].shape)}")
     return torch.stack(tensors)
 
 

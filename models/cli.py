@@ -1,0 +1,218 @@
+"""``moe-onnx``: export, verify and inspect MoE blocks that use the ascend.moe operators.
+
+    moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
+    moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH]
+    moe-onnx info model.onnx
+
+Subcommands live in ``SUBCOMMANDS`` (name -> (help, add_arguments, run)); a new one (e.g. ``bench``)
+is one more entry. Exit codes: 0 success, 1 verification failure, 2 usage or input error (one line
+on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit code 2."""
+
+
+def _progress(total: int, desc: str):
+    from tqdm import tqdm
+
+    # disable=None: a bar on a terminal, nothing in logs and pipes.
+    return tqdm(total=total, desc=desc, unit="step", file=sys.stderr, disable=None, leave=False)
+
+
+# ---- shared options ----------------------------------------------------------------------------
+
+def _add_block_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", default="tiny", choices=("tiny", "full"),
+                   help="tiny (tests, seconds) or full (published sizes)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                   help="activation/weight dtype (default: the preset's, float32 for most)")
+    p.add_argument("--weights", metavar="PATH",
+                   help="safetensors file or directory with a Hugging Face-style MoE layer")
+    p.add_argument("--layer", metavar="N|PREFIX",
+                   help="which MoE layer of --weights (number or key prefix) when it holds several")
+    p.add_argument("--intermediate", type=int, metavar="N",
+                   help="expert FFN width (default: published; full presets shrink it to fit 1 GiB)")
+    p.add_argument("--tokens", type=int, default=8, metavar="N",
+                   help="token count of the export example (>= 2; the token dimension stays dynamic)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+
+
+def _check_block_args(args) -> None:
+    from . import presets
+
+    if args.tokens < 2:
+        raise CLIError(f"--tokens must be >= 2 (a 1-token example fixes the token dimension), got {args.tokens}")
+    if args.intermediate is not None and args.intermediate < 1:
+        raise CLIError(f"--intermediate must be >= 1, got {args.intermediate}")
+    if args.weights is not None and not Path(args.weights).exists():
+        raise CLIError(f"weights: no such file or directory: {args.weights}")
+    for name in getattr(args, "presets", None) or [getattr(args, "preset", None)]:
+        if name is not None:
+            presets.preset(name)
+
+
+# ---- export ------------------------------------------------------------------------------------
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("preset", help="preset name (moe-onnx verify --list shows them)")
+    _add_block_options(p)
+    p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="where to write the model")
+
+
+def _cmd_export(args) -> int:
+    from . import presets, verify
+
+    _check_block_args(args)
+    with _progress(3, f"export {args.preset}") as bar:
+        bar.set_postfix_str("building the block")
+        block = presets.build(args.preset, args.size, args.dtype, weights=args.weights, layer=args.layer,
+                              intermediate=args.intermediate, seed=args.seed)
+        size = presets.weight_bytes(block.cfg, block.dtype_name)
+        if size >= presets.PROTOBUF_LIMIT:
+            raise CLIError(f"the block's weights ({size / 2**30:.1f} GiB) exceed the 2 GiB limit of an ONNX "
+                           "file without external data; pass a smaller --intermediate")
+        bar.update(1)
+        bar.set_postfix_str("torch.onnx.export")
+        out = Path(args.output)
+        if out.parent and not out.parent.exists():
+            raise CLIError(f"output directory does not exist: {out.parent}")
+        data = verify.export_block(block, args.tokens, path=out)
+        bar.update(2)
+    if block.note:
+        print(f"note: {block.note}")
+    print(f"wrote {out} ({len(data) / 2**20:.1f} MiB): preset {args.preset}, size {args.size}, "
+          f"dtype {block.dtype_name}, inputs {', '.join(block.input_names)}, "
+          f"outputs {', '.join(block.output_names)}")
+    return EXIT_OK
+
+
+# ---- verify ------------------------------------------------------------------------------------
+
+def _verify_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("presets", nargs="*", metavar="PRESET", help="presets to verify")
+    p.add_argument("--all", action="store_true", help="verify every preset")
+    p.add_argument("--list", action="store_true", help="list the presets and exit")
+    _add_block_options(p)
+    p.add_argument("--token-counts", metavar="N,N,...",
+                   help="token counts to run (default: 1,5,33,128 tiny; 1,16,128 full)")
+
+
+def _token_counts(text: str | None):
+    if not text:
+        return None
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise CLIError(f"--token-counts must be comma-separated integers, got '{text}'") from None
+    if not counts or any(c < 0 for c in counts):
+        raise CLIError(f"--token-counts must be non-negative integers, got '{text}'")
+    return counts
+
+
+def _cmd_verify(args) -> int:
+    from . import presets, verify
+
+    if args.list:
+        for name, entry in presets.PRESETS.items():
+            print(f"{name:24s} {entry['doc']}")
+        return EXIT_OK
+    names = list(presets.PRESETS) if args.all else args.presets
+    if not names:
+        raise CLIError("verify: name at least one PRESET, or pass --all")
+    if args.weights and len(names) > 1:
+        raise CLIError("verify: --weights needs exactly one PRESET")
+    _check_block_args(args)
+    counts = _token_counts(args.token_counts)
+    started = time.perf_counter()
+    checks, notes = [], []
+    total = len(names) * verify.steps(args.size, counts, args.tokens)
+    with _progress(total, "verify") as bar:
+        for name in names:
+            checks += verify.verify_preset(
+                name, args.size, args.dtype, weights=args.weights, layer=args.layer,
+                intermediate=args.intermediate, export_tokens=args.tokens, token_counts=counts,
+                seed=args.seed, progress=bar)
+            if checks[-1].info:
+                notes.append(f"note: {name}: {checks[-1].info}")
+    print(verify.format_table(checks))
+    for line in verify.describe_near_ties(checks) + notes:
+        print(line)
+    failed = [c for c in checks if not c.passed and not c.note.startswith("skipped")]
+    print(f"{len(checks) - len(failed)}/{len(checks)} checks passed for {len(names)} block(s) in "
+          f"{time.perf_counter() - started:.1f} s")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+# ---- info --------------------------------------------------------------------------------------
+
+def _info_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an ONNX model file")
+
+
+def _cmd_info(args) -> int:
+    from .info import describe, load_model
+
+    try:
+        model = load_model(args.model)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    print(describe(model, args.model))
+    return EXIT_OK
+
+
+# name -> (help, add_arguments, run)
+SUBCOMMANDS = {
+    "export": ("export a preset's MoE block to ONNX", _export_arguments, _cmd_export),
+    "verify": ("export, run in ONNX Runtime next to torch, compare", _verify_arguments, _cmd_verify),
+    "info": ("list a model's ascend.moe nodes and where they would run", _info_arguments, _cmd_info),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one subparser per SUBCOMMANDS entry."""
+    parser = argparse.ArgumentParser(prog="moe-onnx", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (text, add_arguments, run) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=text, description=text)
+        add_arguments(p)
+        p.set_defaults(run=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``moe-onnx`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    # torch.onnx logs one warning per torchvision op it cannot register; irrelevant here.
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
+    from .presets import PresetError
+    from .weights import WeightsError
+
+    try:
+        return args.run(args)
+    except (CLIError, PresetError, WeightsError) as e:
+        message = str(e)
+    except FileNotFoundError as e:
+        message = str(e) if not e.filename else f"no such file: {e.filename}"
+    except KeyboardInterrupt:
+        message = "interrupted"
+    print(f"moe-onnx: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
