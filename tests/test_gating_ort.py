@@ -432,6 +432,20 @@ def test_data_error_names_the_first_bad_row_with_threads():
         run_ort(inputs, dict(k=4), threads=2)
 
 
+def test_bad_token_ids_are_reported_before_bad_table_entries():
+    """As in the NumPy reference: a bad id in a later row wins over a bad entry in an earlier one."""
+    table = np.zeros((10, 2), np.int32)
+    table[3, 1] = 8
+    ids = np.zeros(3000, np.int64)
+    ids[[5, 2500]] = [3, 10]
+    inputs = {"x": np.zeros((3000, 8), np.float32), "input_ids": ids, "tid2eid": table}
+    for threads in (1, 2):
+        with pytest.raises(Exception, match=r"'input_ids' value at row 2500 is out of range \[0, 10\), got 10"):
+            run_ort(inputs, dict(k=2), threads=threads)
+    with pytest.raises(ValueError, match=r"'input_ids' value at row 2500"):
+        reference(**inputs, k=2)
+
+
 _ISA_SCRIPT = """
 import json, sys
 import numpy as np

@@ -66,8 +66,10 @@ struct MoeGatingTopKHashError {
   bool ok() const { return kind == kNone; }
 };
 
-// Computes rows [begin, end). Stops at the first data error and returns it (ok() otherwise);
-// rows before it are written, the rest of the range is left untouched.
+// Computes rows [begin, end). Stops at the first data error (ok() otherwise); rows before it are
+// written, the rest of the range is left untouched. A bad token id anywhere in the range is
+// returned in preference to a bad table entry, as the NumPy reference reports them; callers
+// that split the rows should keep the same preference, then the lowest row.
 MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& params,
                                              const MoeGatingTopKHashInputs& inputs,
                                              const MoeGatingTopKHashOutputs& outputs,

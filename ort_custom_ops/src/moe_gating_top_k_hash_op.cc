@@ -2,8 +2,10 @@
 // attributes, shape inference) and the CPU kernel, which validates (moe_gating_top_k_hash_validate)
 // and runs ops_src/cpu over the rows on the session's intra-op thread pool. A kernel for another
 // execution provider registers beside it through MoeGatingOp<ThatKernel>.
+#include <algorithm>
 #include <iterator>
 #include <mutex>
+#include <utility>
 
 #include "moe_gating_top_k_hash_validate.h"
 #include "ops.h"
@@ -62,7 +64,8 @@ OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInfer
 // scheduling overhead small while giving the threads enough pieces to balance.
 constexpr int64_t kChunkElements = 16384;
 
-// Runs the CPU kernel over all rows; reports the data error of the lowest row, if any.
+// Runs the CPU kernel over all rows; reports the first data error (a bad token id before a bad
+// table entry, then the lowest row), if any.
 void RunMoeGatingCpu(Ort::KernelContext& ctx, const MoeGatingProblem& p,
                      const cpu::MoeGatingTopKHashInputs& inputs,
                      const cpu::MoeGatingTopKHashOutputs& outputs) {
@@ -75,7 +78,11 @@ void RunMoeGatingCpu(Ort::KernelContext& ctx, const MoeGatingProblem& p,
         cpu::MoeGatingTopKHashRows(params, inputs, outputs, begin, end);
     if (error.ok()) return;
     std::lock_guard<std::mutex> lock(mu);
-    if (first.ok() || error.row < first.row) first = error;
+    auto rank = [](const cpu::MoeGatingTopKHashError& e) {
+      return std::make_pair(e.kind == cpu::MoeGatingTopKHashError::kTokenIdOutOfRange ? 0 : 1,
+                            e.row);
+    };
+    if (first.ok() || rank(error) < rank(first)) first = error;
   });
   if (!first.ok()) {
     Fail(cpu::DescribeMoeGatingTopKHashError(first, params, inputs.table_rows));
