@@ -511,6 +511,10 @@ ATTRIBUTE_ERRORS = [  # rejected when the session is created
     (dict(k=2, eps=float("nan")), r"attribute 'eps' must be finite and >= 0, got nan"),
     (dict(k=2, routed_scaling_factor=float("inf")), r"attribute 'routed_scaling_factor' must be finite, got inf"),
     (dict(k=2, routed_scaling_factor=float("nan")), r"attribute 'routed_scaling_factor' must be finite, got nan"),
+    (dict(k=2, routed_scaling_factor=2), r"attribute 'routed_scaling_factor' must be a FLOAT, got an INT"),
+    (dict(k=2, eps=0), r"attribute 'eps' must be a FLOAT, got an INT"),
+    (dict(k=2.0), r"attribute 'k' must be an INT, got a FLOAT"),
+    (dict(k=2, norm_type=1.0), r"attribute 'norm_type' must be an INT, got a FLOAT"),
 ]
 
 

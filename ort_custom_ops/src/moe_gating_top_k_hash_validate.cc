@@ -1,6 +1,7 @@
 #include "moe_gating_top_k_hash_validate.h"
 
 #include <cmath>
+#include <iterator>
 
 namespace ascend_moe {
 
@@ -78,25 +79,41 @@ std::string CheckMoeGatingAttrs(const MoeGatingAttrs& a) {
 }
 
 MoeGatingAttrs ReadMoeGatingAttrs(const OrtKernelInfo* info) {
-  MoeGatingAttrs a;
-  auto read_int = [&](MoeGatingAttrIndex i) {
-    const AttrSpec& spec = kMoeGatingAttrs[i];
-    if (spec.required) {  // say which op misses it
-      int64_t value = 0;
-      OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_int64(info, spec.name, &value);
-      if (status == nullptr) return value;
-      Ort::GetApi().ReleaseStatus(status);
-      Fail(Str(kMoeGatingName, ": attribute '", spec.name, "' is required (INT), got none"));
-    }
-    return ReadIntAttr(info, spec);
+  const OrtApi& api = Ort::GetApi();
+  // Whether the node has the attribute as an INT (FLOAT when `as_int` is false).
+  auto has = [&](const char* name, bool as_int) {
+    int64_t i = 0;
+    float f = 0.f;
+    OrtStatus* status = as_int ? api.KernelInfoGetAttribute_int64(info, name, &i)
+                               : api.KernelInfoGetAttribute_float(info, name, &f);
+    if (status == nullptr) return true;
+    api.ReleaseStatus(status);
+    return false;
   };
-  a.k = read_int(kGtK);
-  a.k_group = read_int(kGtKGroup);
-  a.group_count = read_int(kGtGroupCount);
-  a.group_select_mode = read_int(kGtGroupSelectMode);
-  a.renorm = read_int(kGtRenorm);
-  a.norm_type = read_int(kGtNormType);
-  a.out_flag = read_int(kGtOutFlag);
+  // A value of the wrong kind would otherwise be taken for an absent attribute (the default).
+  auto check_kind = [&](MoeGatingAttrIndex i) {
+    const AttrSpec& spec = kMoeGatingAttrs[i];
+    const bool want_int = spec.kind == AttrSpec::kInt;
+    if (!has(spec.name, want_int) && has(spec.name, !want_int)) {
+      Fail(Str(kMoeGatingName, ": attribute '", spec.name, "' must be ",
+               want_int ? "an INT" : "a FLOAT", ", got ", want_int ? "a FLOAT" : "an INT"));
+    }
+    if (spec.required && !has(spec.name, want_int)) {
+      Fail(Str(kMoeGatingName, ": attribute '", spec.name, "' is required (",
+               want_int ? "INT" : "FLOAT", "), got none"));
+    }
+  };
+  for (size_t i = 0; i < std::size(kMoeGatingAttrs); ++i) {
+    check_kind(static_cast<MoeGatingAttrIndex>(i));
+  }
+  MoeGatingAttrs a;
+  a.k = ReadIntAttr(info, kMoeGatingAttrs[kGtK]);
+  a.k_group = ReadIntAttr(info, kMoeGatingAttrs[kGtKGroup]);
+  a.group_count = ReadIntAttr(info, kMoeGatingAttrs[kGtGroupCount]);
+  a.group_select_mode = ReadIntAttr(info, kMoeGatingAttrs[kGtGroupSelectMode]);
+  a.renorm = ReadIntAttr(info, kMoeGatingAttrs[kGtRenorm]);
+  a.norm_type = ReadIntAttr(info, kMoeGatingAttrs[kGtNormType]);
+  a.out_flag = ReadIntAttr(info, kMoeGatingAttrs[kGtOutFlag]);
   a.routed_scaling_factor = ReadFloatAttr(info, kMoeGatingAttrs[kGtRoutedScalingFactor]);
   a.eps = ReadFloatAttr(info, kMoeGatingAttrs[kGtEps]);
   const std::string error = CheckMoeGatingAttrs(a);
