@@ -185,6 +185,18 @@ def test_selection_sizes(experts, k):
         check_against_reference(inputs, attrs, run_ort(inputs, attrs))
 
 
+@pytest.mark.parametrize("experts,groups,k_group,k", [(160, 8, 3, 6), (96, 3, 2, 8), (384, 8, 4, 8),
+                                                      (2048, 16, 8, 64), (40, 20, 5, 5)])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_group_sizes(experts, groups, k_group, k, mode):
+    """Group sizes that are and are not multiples of the vector width."""
+    attrs = dict(k=k, k_group=k_group, group_count=groups, group_select_mode=mode, norm_type=mode,
+                 routed_scaling_factor=16.0)
+    rng = np.random.default_rng(seed_of(experts, groups, k_group, k, mode))
+    inputs = make_inputs(rng, attrs, "additional", None, "float", (40,), experts=experts)
+    check_against_reference(inputs, attrs, run_ort(inputs, attrs))
+
+
 # ---- worked behaviours ---------------------------------------------------------------------------
 
 
