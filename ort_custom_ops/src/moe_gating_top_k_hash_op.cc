@@ -1,34 +1,20 @@
 // ascend.moe::MoeGatingTopKHash for ONNX Runtime (SPEC §1): the op definition (inputs, outputs,
 // attributes, shape inference) and the CPU kernel, which validates (moe_gating_top_k_hash_validate)
 // and runs ops_src/cpu over the rows on the session's intra-op thread pool. A kernel for another
-// execution provider registers beside it through MoeGatingOp<ThatKernel>.
+// execution provider registers beside it through AscendMoeOp<MoeGatingDef, ThatKernel>.
 #include <algorithm>
 #include <iterator>
 #include <mutex>
 #include <utility>
 
 #include "moe_gating_top_k_hash_validate.h"
+#include "op_base.h"
 #include "ops.h"
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
 namespace ascend_moe {
 
 namespace {
-
-// Status-returning wrapper: exceptions never cross the C API.
-template <typename Fn>
-OrtStatusPtr ToStatus(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Ort::Exception& e) {
-    return Ort::GetApi().CreateStatus(e.GetOrtErrorCode(), e.what());
-  } catch (const std::exception& e) {
-    return Ort::GetApi().CreateStatus(ORT_FAIL, e.what());
-  } catch (...) {
-    return Ort::GetApi().CreateStatus(ORT_FAIL, "MoeGatingTopKHash: unknown error");
-  }
-  return nullptr;
-}
 
 // Output types and shapes (SPEC §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
 // dims in int32, out = x.shape (float) when out_flag = 1, else [0]. Symbolic dims keep their
@@ -95,12 +81,7 @@ struct MoeGatingCpuKernel {
   // Attribute rules that do not depend on the inputs fail here, so session creation fails.
   explicit MoeGatingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadMoeGatingAttrs(info)) {}
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* context) {
-    return ToStatus([&] { Compute(context); });
-  }
-
-  void Compute(OrtKernelContext* context) {
-    Ort::KernelContext ctx(context);
+  void Compute(Ort::KernelContext& ctx) {
     MoeGatingInputViews views;
     views.x = GetInputView(ctx, kGtX);
     views.bias = GetInputView(ctx, kGtBias);
@@ -141,51 +122,29 @@ struct MoeGatingCpuKernel {
   MoeGatingAttrs attrs_;
 };
 
-// The op for one execution provider: `Kernel` supplies the provider name and the compute.
-template <typename Kernel>
-struct MoeGatingOp : Ort::CustomOpBase<MoeGatingOp<Kernel>, Kernel, /*WithStatus=*/true> {
-  MoeGatingOp() {
-    OrtCustomOp::InferOutputShapeFn = &InferMoeGatingShapes;
-    RegisterManifestEntry(
-        {kMoeGatingName, Kernel::kProvider, kMoeGatingAttrs, std::size(kMoeGatingAttrs)});
-  }
-
-  OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
-                              void** kernel) const {
-    *kernel = nullptr;
-    return ToStatus([&] { *kernel = new Kernel(info); });
-  }
-
-  const char* GetName() const { return kMoeGatingName; }
-  const char* GetExecutionProviderType() const { return Kernel::kProvider; }
-
-  size_t GetInputTypeCount() const { return kGtNumInputs; }
-  ONNXTensorElementDataType GetInputType(size_t /*index*/) const {
-    return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // several types allowed: checked at run time
-  }
-  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
-    return index == kGtX ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED
-                         : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL;
-  }
-
-  size_t GetOutputTypeCount() const { return kGtNumOutputs; }
-  ONNXTensorElementDataType GetOutputType(size_t index) const {
+// The op definition, independent of the execution provider (SPEC §1.1).
+struct MoeGatingDef {
+  static constexpr const char* kName = kMoeGatingName;
+  static constexpr const AttrSpec* kAttrs = kMoeGatingAttrs;
+  static constexpr size_t kNumAttrs = std::size(kMoeGatingAttrs);
+  static constexpr size_t kNumInputs = kGtNumInputs;
+  static constexpr size_t kNumOutputs = kGtNumOutputs;
+  static bool InputOptional(size_t index) { return index != kGtX; }
+  static bool OutputOptional(size_t index) { return index == kGtOut; }
+  static ONNXTensorElementDataType OutputType(size_t index) {
     switch (index) {
       case kGtExpertIdx: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
       case kGtOut: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
       default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // y: the type of x
     }
   }
-  OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t index) const {
-    return index == kGtOut ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
-                           : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
-  }
+  static constexpr auto InferShapes = &InferMoeGatingShapes;
 };
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() {
-  static const MoeGatingOp<MoeGatingCpuKernel> cpu_op;
+  static const AscendMoeOp<MoeGatingDef, MoeGatingCpuKernel> cpu_op;
   return {&cpu_op};
 }
 

@@ -3,27 +3,13 @@
 #include <iterator>
 
 #include "moe_re_routing_validate.h"
+#include "op_base.h"
 #include "ops.h"
 #include "ops_src/cpu/moe_re_routing.h"
 
 namespace ascend_moe {
 
 namespace {
-
-// Status-returning wrapper: exceptions never cross the C API.
-template <typename Fn>
-OrtStatusPtr ToStatus(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Ort::Exception& e) {
-    return Ort::GetApi().CreateStatus(e.GetOrtErrorCode(), e.what());
-  } catch (const std::exception& e) {
-    return Ort::GetApi().CreateStatus(ORT_FAIL, e.what());
-  } catch (...) {
-    return Ort::GetApi().CreateStatus(ORT_FAIL, "MoeReRouting: unknown error");
-  }
-  return nullptr;
-}
 
 // Output types and shapes from the input types/shapes (SPEC §2.1); attribute values checked so
 // a bad node fails at session creation.
@@ -72,12 +58,7 @@ struct MoeReRoutingCpuKernel {
 
   explicit MoeReRoutingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadMoeReRoutingAttrs(info)) {}
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* context) {
-    return ToStatus([&] { Compute(context); });
-  }
-
-  void Compute(OrtKernelContext* context) {
-    Ort::KernelContext ctx(context);
+  void Compute(Ort::KernelContext& ctx) {
     const InputView tokens = GetInputView(ctx, kRrTokens);
     const InputView counts = GetInputView(ctx, kRrCounts);
     const InputView scales = GetInputView(ctx, kRrScales);
@@ -114,44 +95,26 @@ struct MoeReRoutingCpuKernel {
   MoeReRoutingAttrs attrs_;
 };
 
-// The op for one execution provider: `Kernel` supplies the provider name and the compute.
-template <typename Kernel>
-struct MoeReRoutingOp : Ort::CustomOpBase<MoeReRoutingOp<Kernel>, Kernel, /*WithStatus=*/true> {
-  MoeReRoutingOp() {
-    OrtCustomOp::InferOutputShapeFn = &InferMoeReRoutingShapes;
-    RegisterManifestEntry(
-        {kMoeReRoutingName, Kernel::kProvider, kMoeReRoutingAttrs, std::size(kMoeReRoutingAttrs)});
-  }
-
-  OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
-                              void** kernel) const {
-    *kernel = nullptr;
-    return ToStatus([&] { *kernel = new Kernel(info); });
-  }
-
-  const char* GetName() const { return kMoeReRoutingName; }
-  const char* GetExecutionProviderType() const { return Kernel::kProvider; }
-
-  size_t GetInputTypeCount() const { return kRrNumInputs; }
-  ONNXTensorElementDataType GetInputType(size_t /*index*/) const {
-    return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // several types allowed: checked at run time
-  }
-  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
-    return index == kRrScales ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
-                              : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
-  }
-
-  size_t GetOutputTypeCount() const { return kRrNumOutputs; }
-  ONNXTensorElementDataType GetOutputType(size_t index) const {
+// The op definition, independent of the execution provider (SPEC §2.1).
+struct MoeReRoutingDef {
+  static constexpr const char* kName = kMoeReRoutingName;
+  static constexpr const AttrSpec* kAttrs = kMoeReRoutingAttrs;
+  static constexpr size_t kNumAttrs = std::size(kMoeReRoutingAttrs);
+  static constexpr size_t kNumInputs = kRrNumInputs;
+  static constexpr size_t kNumOutputs = kRrNumOutputs;
+  static bool InputOptional(size_t index) { return index == kRrScales; }
+  static bool OutputOptional(size_t /*index*/) { return false; }
+  static ONNXTensorElementDataType OutputType(size_t index) {
     return index == kRrPermuteIdx ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32
                                   : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   }
+  static constexpr auto InferShapes = &InferMoeReRoutingShapes;
 };
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeReRoutingOps() {
-  static const MoeReRoutingOp<MoeReRoutingCpuKernel> cpu_op;
+  static const AscendMoeOp<MoeReRoutingDef, MoeReRoutingCpuKernel> cpu_op;
   return {&cpu_op};
 }
 
