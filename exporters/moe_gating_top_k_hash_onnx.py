@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import onnxscript
 from onnxscript import values
 
 from onnx_schemas import moe_gating_top_k_hash as spec

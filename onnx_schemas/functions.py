@@ -19,7 +19,7 @@ from onnx import helper
 from onnx.defs import OpSchema
 
 from ._common import DOMAIN, resolve_attributes
-from .moe_gating_top_k_hash_function import MIN_OPSET
+from ._function_body import MIN_OPSET
 from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
 from .moe_re_routing_function import build_function as build_moe_re_routing
 

@@ -12,71 +12,24 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
-from ._common import DOMAIN, resolve_attributes
+from ._common import resolve_attributes
+from ._function_body import BodyBuilder, check_opset, make_function, present_flags
 from .moe_gating_top_k_hash import (
-    INPUT_NAMES,
     NORM_SIGMOID,
     NORM_SOFTMAX,
     OP_TYPE,
-    OUTPUT_NAMES,
     SCHEMA,
     grouping_effective,
     validate_attributes,
 )
-
-MIN_OPSET = 18  # ReduceMax/ReduceSum take axes as an input from opset 18 on
 
 # float64 selection keys (the NumPy reference's _rank_key): every float32 number maps to itself,
 # -inf and NaN to finite doubles below every float32, and experts of dropped groups to -inf, so a
 # single TopK (ties -> lower index) gives SPEC §1.2 step 4's order.
 _KEY_NEG_INF = -1e300
 _KEY_NAN = -1e301
-
-
-class _Body:
-    """Accumulates the nodes of a function body; each call returns the new output name."""
-
-    def __init__(self) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self._count = 0
-        self._consts: dict[tuple, str] = {}
-
-    def _name(self, hint: str) -> str:
-        self._count += 1
-        return f"{hint}_{self._count}"
-
-    def op(self, op_type: str, *inputs: str, outputs: int | Sequence[str] = 1, **attrs: Any):
-        """Append a node; returns its output name (or a list for several outputs)."""
-        if isinstance(outputs, int):
-            names = [self._name(op_type.lower()) for _ in range(outputs)]
-        else:
-            names = list(outputs)
-        self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
-        return names[0] if len(names) == 1 else names
-
-    def const(self, value: Any, dtype: Any, shape: Sequence[int] | None = None) -> str:
-        """A Constant node holding ``value`` as a tensor of numpy ``dtype`` (one node per distinct value)."""
-        arr = np.asarray(value, dtype=dtype)
-        if shape is not None:
-            arr = arr.reshape(shape)
-        cache_key = (arr.dtype.str, arr.shape, arr.tobytes())
-        if cache_key not in self._consts:
-            self._consts[cache_key] = self.op("Constant", value=numpy_helper.from_array(arr, self._name("const")))
-        return self._consts[cache_key]
-
-
-def _present(present_inputs: Sequence[bool]) -> dict[str, bool]:
-    flags = [bool(p) for p in present_inputs]
-    if len(flags) > len(INPUT_NAMES):
-        raise ValueError(
-            f"{OP_TYPE}: present_inputs has {len(flags)} entries, the op has {len(INPUT_NAMES)} inputs"
-        )
-    flags += [False] * (len(INPUT_NAMES) - len(flags))
-    if not flags[0]:
-        raise ValueError(f"{OP_TYPE}: input 'x' is required, got present_inputs={flags}")
-    return dict(zip(INPUT_NAMES, flags))
 
 
 def _check_presence(has: dict[str, bool], attrs: dict[str, Any]) -> None:
@@ -93,7 +46,7 @@ def _check_presence(has: dict[str, bool], attrs: dict[str, Any]) -> None:
         )
 
 
-def _rank_key(g: _Body, b: str, may_be_neg_inf: bool) -> str:
+def _rank_key(g: BodyBuilder, b: str, may_be_neg_inf: bool) -> str:
     """float64 key of float32 scores ``b``: numbers as is, -inf and NaN just below them."""
     key = g.op("Cast", b, to=TensorProto.DOUBLE)
     if may_be_neg_inf:
@@ -101,7 +54,7 @@ def _rank_key(g: _Body, b: str, may_be_neg_inf: bool) -> str:
     return g.op("Where", g.op("IsNaN", b), g.const([_KEY_NAN], np.float64), key)
 
 
-def _normalise(g: _Body, x2: str, norm_type: int, axis: str) -> str:
+def _normalise(g: BodyBuilder, x2: str, norm_type: int, axis: str) -> str:
     """Scores s of SPEC §1.2 step 1 for float32 rows ``x2``."""
     one = g.const([1.0], np.float32)
     if norm_type == NORM_SOFTMAX:
@@ -121,7 +74,7 @@ def _normalise(g: _Body, x2: str, norm_type: int, axis: str) -> str:
     return g.op("Sqrt", g.op("Add", g.op("Max", x2, zero), log1p))
 
 
-def _group_mask(g: _Body, key: str, b: str, biased: bool, attrs: dict[str, Any], shape_re: str,
+def _group_mask(g: BodyBuilder, key: str, b: str, biased: bool, attrs: dict[str, Any], shape_re: str,
                 e_dim: str, axis: str) -> str:
     """Key with the experts of all but the k_group best groups set to -inf (SPEC §1.2 step 3)."""
     G = attrs["group_count"]
@@ -156,18 +109,16 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     The body uses default-domain ops of ``opset`` (18 or newer) and always produces y, expert_idx, out.
     """
-    latest = onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= opset <= latest:
-        raise ValueError(f"{OP_TYPE}: function bodies need a default-domain opset in [{MIN_OPSET}, {latest}], got {opset}")
+    check_opset(SCHEMA, opset)
     attrs = resolve_attributes(SCHEMA, dict(attributes))
     validate_attributes(attrs)
-    has = _present(present_inputs)
+    has = present_flags(SCHEMA, present_inputs)
     _check_presence(has, attrs)
     hashing = has["tid2eid"]
     masked = has["additional_token_mask"]
     k = int(attrs["k"])
 
-    g = _Body()
+    g = BodyBuilder()
     minus_one = axis = g.const([-1], np.int64)
     k_const = g.const([k], np.int64)
 
@@ -241,20 +192,6 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     if attrs["out_flag"]:
         g.op("Reshape", s, g.op("Shape", "x"), outputs=["out"], allowzero=1)
     else:
-        g.op("Constant", outputs=["out"], value=numpy_helper.from_array(np.zeros(0, np.float32), "empty"))
+        g.empty_float("out")
 
-    present = ",".join(n for n in INPUT_NAMES if has[n])
-    return helper.make_function(
-        DOMAIN,
-        OP_TYPE,
-        list(INPUT_NAMES),
-        list(OUTPUT_NAMES),
-        g.nodes,
-        [helper.make_opsetid("", opset)],
-        # No attributes declared: their values are baked in. (Declaring them without defaults
-        # breaks onnx.reference for nodes that leave an attribute at its default.)
-        doc_string=(
-            f"{OP_TYPE} specialised for {', '.join(f'{n}={attrs[n]}' for n in attrs)}; "
-            f"inputs present: {present}."
-        ),
-    )
+    return make_function(SCHEMA, attrs, has, g, opset)

@@ -25,34 +25,18 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
-from ._common import DOMAIN, resolve_attributes
+from ._common import resolve_attributes
+from ._function_body import BodyBuilder, check_opset, make_function, present_flags
 from .moe_re_routing import (
     COUNT,
-    DEFAULTS,
     GATHER,
     INPUT_NAMES,
-    OP_TYPE,
     OUTPUT_NAMES,
     SCHEMA,
     validate_attributes,
 )
-
-MIN_OPSET = 18  # ReduceSum takes axes as an input from opset 18 on; ScatterElements has "add" since 16
-
-
-def _present(present_inputs: Sequence[bool]) -> dict[str, bool]:
-    flags = [bool(p) for p in present_inputs]
-    if len(flags) > len(INPUT_NAMES):
-        raise ValueError(
-            f"{OP_TYPE}: present_inputs has {len(flags)} entries, the op has {len(INPUT_NAMES)} inputs"
-        )
-    flags += [False] * (len(INPUT_NAMES) - len(flags))
-    for name, flag in zip(INPUT_NAMES[:2], flags):
-        if not flag:
-            raise ValueError(f"{OP_TYPE}: input '{name}' is required, got present_inputs={flags}")
-    return dict(zip(INPUT_NAMES, flags))
 
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
@@ -60,28 +44,19 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     The body uses default-domain ops of ``opset`` (18 or newer) and always produces the 4 outputs.
     """
-    latest = onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= opset <= latest:
-        raise ValueError(
-            f"{OP_TYPE}: function bodies need a default-domain opset in [{MIN_OPSET}, {latest}], got {opset}"
-        )
+    check_opset(SCHEMA, opset)
     attrs = resolve_attributes(SCHEMA, dict(attributes))
     validate_attributes(attrs)
-    has = _present(present_inputs)
+    has = present_flags(SCHEMA, present_inputs)
     tokens, counts, scales = INPUT_NAMES
     out_tokens, out_scales, out_idx, out_etn = OUTPUT_NAMES
 
-    nodes: list[onnx.NodeProto] = []
-    names = iter(range(1 << 30))
+    g = BodyBuilder()
 
     def op(op_type: str, *inputs: str, output: str | None = None, **kw: Any) -> str:
-        out = output or f"{op_type.lower()}_{next(names)}"
-        nodes.append(helper.make_node(op_type, list(inputs), [out], **kw))
-        return out
+        return g.op(op_type, *inputs, outputs=1 if output is None else [output], **kw)
 
-    def const(value: Any, dtype: Any) -> str:
-        arr = np.asarray(value, dtype=dtype)
-        return op("Constant", value=numpy_helper.from_array(arr, f"c{next(names)}"))
+    const = g.const
 
     def filled(shape: str, value: int) -> str:
         return op("ConstantOfShape", shape, value=numpy_helper.from_array(np.array([value], np.int64)))
@@ -113,7 +88,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     if has[scales]:
         op("Gather", scales, gather_idx, axis=0, output=out_scales)
     else:
-        op("Constant", output=out_scales, value=numpy_helper.from_array(np.zeros(0, np.float32), "empty"))
+        g.empty_float(out_scales)
     if attrs["idx_type"] == GATHER:
         op("Cast", gather_idx, to=TensorProto.INT32, output=out_idx)
     else:  # scatter index: idx[gather_idx[d]] = d
@@ -124,19 +99,4 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         per_expert = op("CumSum", per_expert, zero)
     op("CastLike", per_expert, counts, output=out_etn)
 
-    present = ",".join(n for n in INPUT_NAMES if has[n])
-    return helper.make_function(
-        DOMAIN,
-        OP_TYPE,
-        list(INPUT_NAMES),
-        list(OUTPUT_NAMES),
-        nodes,
-        [helper.make_opsetid("", opset)],
-        # declared (with the schema defaults) so nodes may carry them or not; the values used
-        # are the baked-in ones
-        attribute_protos=[helper.make_attribute(n, v) for n, v in DEFAULTS.items()],
-        doc_string=(
-            f"{OP_TYPE} specialised for {', '.join(f'{n}={attrs[n]}' for n in attrs)}; "
-            f"inputs present: {present}."
-        ),
-    )
+    return make_function(SCHEMA, attrs, has, g, opset)

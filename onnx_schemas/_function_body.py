@@ -1,0 +1,99 @@
+"""Shared pieces of the per-node function-body builders (see onnx_schemas.functions)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.defs import OpSchema
+
+from ._common import DOMAIN, attribute_defaults
+
+# ReduceMax/ReduceSum take axes as an input from opset 18 on; ScatterElements has "add" since 16.
+MIN_OPSET = 18
+
+
+class BodyBuilder:
+    """Accumulates the nodes of a function body; each call returns the new output name."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self._count = 0
+        self._consts: dict[tuple, str] = {}
+
+    def _name(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}_{self._count}"
+
+    def op(self, op_type: str, *inputs: str, outputs: int | Sequence[str] = 1, **attrs: Any):
+        """Append a node; returns its output name (or a list for several outputs)."""
+        if isinstance(outputs, int):
+            names = [self._name(op_type.lower()) for _ in range(outputs)]
+        else:
+            names = list(outputs)
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
+        return names[0] if len(names) == 1 else names
+
+    def const(self, value: Any, dtype: Any, shape: Sequence[int] | None = None) -> str:
+        """A Constant node holding ``value`` as a tensor of numpy ``dtype`` (one node per distinct value)."""
+        arr = np.asarray(value, dtype=dtype)
+        if shape is not None:
+            arr = arr.reshape(shape)
+        cache_key = (arr.dtype.str, arr.shape, arr.tobytes())
+        if cache_key not in self._consts:
+            self._consts[cache_key] = self.op("Constant", value=numpy_helper.from_array(arr, self._name("const")))
+        return self._consts[cache_key]
+
+    def empty_float(self, output: str) -> str:
+        """An empty [0] float tensor as ``output`` (an optional output that carries nothing)."""
+        return self.op("Constant", outputs=[output],
+                       value=numpy_helper.from_array(np.zeros(0, np.float32), "empty"))
+
+
+def check_opset(schema: OpSchema, opset: int) -> None:
+    """Reject default-domain opsets the bodies do not support."""
+    latest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= latest:
+        raise ValueError(
+            f"{schema.name}: function bodies need a default-domain opset in [{MIN_OPSET}, {latest}], got {opset}"
+        )
+
+
+def present_flags(schema: OpSchema, present_inputs: Sequence[bool]) -> dict[str, bool]:
+    """``{input name: present}`` for a node, padded with False; required inputs must be present."""
+    names = [p.name for p in schema.inputs]
+    flags = [bool(p) for p in present_inputs]
+    if len(flags) > len(names):
+        raise ValueError(f"{schema.name}: present_inputs has {len(flags)} entries, the op has {len(names)} inputs")
+    flags += [False] * (len(names) - len(flags))
+    for param, flag in zip(schema.inputs, flags):
+        if param.option == OpSchema.FormalParameterOption.Single and not flag:
+            raise ValueError(f"{schema.name}: input '{param.name}' is required, got present_inputs={flags}")
+    return dict(zip(names, flags))
+
+
+def make_function(schema: OpSchema, attrs: dict[str, Any], has: dict[str, bool],
+                  body: BodyBuilder, opset: int) -> onnx.FunctionProto:
+    """The FunctionProto of one specialisation: every formal input and output of ``schema``.
+
+    Attributes are declared as the schema declares them (defaulted ones with their defaults) so
+    nodes may carry them or not; the body uses the baked-in values.
+    """
+    defaults = attribute_defaults(schema)
+    present = ",".join(n for n, p in has.items() if p)
+    return helper.make_function(
+        DOMAIN,
+        schema.name,
+        [p.name for p in schema.inputs],
+        [p.name for p in schema.outputs],
+        body.nodes,
+        [helper.make_opsetid("", opset)],
+        attributes=sorted(n for n, d in defaults.items() if d is None),
+        attribute_protos=[helper.make_attribute(n, d) for n, d in sorted(defaults.items()) if d is not None],
+        doc_string=(
+            f"{schema.name} specialised for {', '.join(f'{n}={attrs[n]}' for n in sorted(attrs))}; "
+            f"inputs present: {present}."
+        ),
+    )
