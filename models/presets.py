@@ -62,7 +62,7 @@ def weight_bytes(cfg, dtype: str) -> int:
     item = torch.finfo(DTYPES[dtype]).bits // 8
     experts = 3 * cfg.experts * cfg.hidden * cfg.intermediate + 3 * cfg.shared * cfg.intermediate * cfg.hidden
     router = 0 if cfg.ranks else cfg.experts * cfg.hidden * 4
-    return experts * item + router + cfg.vocab * cfg.top_k * 8
+    return experts * item + router + (cfg.vocab * cfg.top_k * 8 if cfg.hash else 0)
 
 
 def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
