@@ -211,6 +211,12 @@ class RoutedMoE(torch.nn.Module):
             return F.linear(x.float(), self.gate.weight.float())
         return _mm(x.to(self.compute), self.gate.weight).to(self.dtype)
 
+    def router_logits_native(self, x: torch.Tensor) -> torch.Tensor:
+        """Reference router logits: ``F.linear`` in float32 or natively in the block dtype."""
+        if self.cfg.router_fp32:
+            return F.linear(x.float(), self.gate.weight.float())
+        return F.linear(x, self.gate.weight.to(x.dtype))
+
     def gating_attributes(self) -> dict:
         """The MoeGatingTopKHash attributes of this block."""
         c = self.cfg
@@ -258,7 +264,7 @@ class RoutedMoE(torch.nn.Module):
         """Plain-torch reference (no custom ops) -> (output, expert_idx int32)."""
         named = dict(zip(self.input_names, inputs))
         x = named["hidden_states"]
-        w, idx = self.route_native(self.router_logits(x), named)
+        w, idx = self.route_native(self.router_logits_native(x), named)
         out = torch.zeros(x.shape, dtype=torch.float32)
         for e in range(self.cfg.experts):
             tok, slot = torch.where(idx == e)
