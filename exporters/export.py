@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -14,6 +17,30 @@ import onnx_schemas
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
+# Protobuf cannot serialise a message of 2 GiB or more: larger models keep weights outside.
+_PROTO_LIMIT = 2**31 - 1
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """Silence the exporter's noise that says nothing about this model (e.g. torchvision absent)."""
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _parameter_bytes(model) -> int:
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    tensors = list(model.parameters()) + list(model.buffers())
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def custom_translation_table() -> dict:
@@ -50,19 +77,25 @@ def export(
     attach_functions: bool = True,
     dynamo: bool = True,
     dynamic_axes: dict | None = None,
+    external_data: bool | None = None,
     check: bool = True,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
 
     ``attach_functions`` adds the pure-ONNX bodies (model-local functions) so the model also runs
     where the custom-op library is not loaded. ``dynamo=False`` uses the TorchScript exporter
-    (``dynamic_axes`` instead of ``dynamic_shapes``).
+    (``dynamic_axes`` instead of ``dynamic_shapes``). ``external_data`` stores the weights in a
+    file beside ``path`` (default: when they approach protobuf's 2 GiB limit); the returned model
+    then holds references to that data, not the weights.
     """
     onnx_schemas.register()
     model = model.eval() if isinstance(model, torch.nn.Module) else model
+    if external_data is None:
+        external_data = _parameter_bytes(model) > _PROTO_LIMIT * 0.9
+    if external_data and path is None:
+        raise ValueError("export: external_data needs a path to write the model and its weights to")
     if dynamo:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=FutureWarning)
+        with _quiet_exporter():
             program = torch.onnx.export(
                 model, args, kwargs=kwargs, dynamo=True,
                 custom_translation_table=custom_translation_table(),
@@ -70,13 +103,17 @@ def export(
                 output_names=output_names, opset_version=opset_version, optimize=True,
                 verbose=False,
             )
-        proto = program.model_proto
+        if external_data:
+            program.save(os.fspath(path), external_data=True)
+            proto = onnx.load(os.fspath(path), load_external_data=False)
+        else:
+            proto = program.model_proto
     else:
+        if external_data:
+            raise ValueError("export: external_data needs the dynamo exporter (dynamo=True)")
         register_torchscript_symbolics(opset_version)
         buf = io.BytesIO()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
-            warnings.filterwarnings("ignore", category=FutureWarning)
+        with _quiet_exporter():
             torch.onnx.export(
                 model, args if kwargs is None else (*args, kwargs), buf, dynamo=False,
                 input_names=input_names, output_names=output_names,
@@ -88,8 +125,10 @@ def export(
         from onnx_schemas.functions import attach_functions as attach
 
         proto = attach(proto)
-    if check:
-        onnx.checker.check_model(proto, full_check=True)
     if path is not None:
+        # With external data the weights stay where program.save put them; only the graph is rewritten.
         onnx.save(proto, os.fspath(path))
+    if check:
+        # The checker reads a large model from its path (it cannot take a > 2 GiB message).
+        onnx.checker.check_model(os.fspath(path) if external_data else proto, full_check=True)
     return proto

@@ -82,20 +82,20 @@ def _cmd_export(args) -> int:
         bar.set_postfix_str("building the block")
         block = presets.build(args.preset, args.size, args.dtype, weights=args.weights, layer=args.layer,
                               intermediate=args.intermediate, seed=args.seed)
-        size = presets.weight_bytes(block.cfg, block.dtype_name)
-        if size >= presets.PROTOBUF_LIMIT:
-            raise CLIError(f"the block's weights ({size / 2**30:.1f} GiB) exceed the 2 GiB limit of an ONNX "
-                           "file without external data; pass a smaller --intermediate")
+        # Past protobuf's 2 GiB limit the weights go to a file beside the model (external data).
+        external = presets.weight_bytes(block.cfg, block.dtype_name) >= presets.PROTOBUF_LIMIT * 0.9
         bar.update(1)
         bar.set_postfix_str("torch.onnx.export")
         out = Path(args.output)
         if out.parent and not out.parent.exists():
             raise CLIError(f"output directory does not exist: {out.parent}")
-        data = verify.export_block(block, args.tokens, path=out)
+        verify.export_block(block, args.tokens, path=out, external_data=external)
         bar.update(2)
     if block.note:
         print(f"note: {block.note}")
-    print(f"wrote {out} ({len(data) / 2**20:.1f} MiB): preset {args.preset}, size {args.size}, "
+    written = out.stat().st_size + (out.with_name(out.name + ".data").stat().st_size if external else 0)
+    where = f" + {out.name}.data" if external else ""
+    print(f"wrote {out}{where} ({written / 2**20:.1f} MiB): preset {args.preset}, size {args.size}, "
           f"dtype {block.dtype_name}, inputs {', '.join(block.input_names)}, "
           f"outputs {', '.join(block.output_names)}")
     return EXIT_OK

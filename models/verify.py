@@ -73,10 +73,22 @@ def tie_tolerance(block) -> float:
 
 # ---- export and sessions -----------------------------------------------------------------------
 
-def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None) -> bytes:
+def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
+                 external_data: bool = False) -> bytes | None:
     """Export ``block`` with a dynamic token dimension (example of ``tokens`` >= 2 tokens), attach
-    the function bodies, check it; return the serialized model (also written to ``path``)."""
+    the function bodies, check it; return the serialized model (also written to ``path``).
+
+    ``external_data`` writes the weights beside ``path`` (needed past 2 GiB) and returns None.
+    """
     from exporters import export
+
+    if external_data:
+        if tokens < 2:
+            raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
+        export(block, block.example_inputs(tokens, seed=1234), path, external_data=True,
+               dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
+               output_names=list(block.output_names))
+        return None
 
     if tokens < 2:
         raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")

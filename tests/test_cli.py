@@ -81,6 +81,15 @@ def test_export_then_info(capsys, tmp_path):
     assert "no function body, the session would fail" in out
 
 
+def test_export_writes_external_data_past_the_protobuf_limit(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(presets, "PROTOBUF_LIMIT", 1)  # any block now counts as too large
+    path = tmp_path / "qwen.onnx"
+    code, out, err = run_main(capsys, "export", "qwen3-moe", "-o", path)
+    assert code == 0, err
+    assert "qwen.onnx.data" in out and (tmp_path / "qwen.onnx.data").is_file()
+    onnx.checker.check_model(str(path), full_check=False)
+
+
 def test_export_full_size_preset(capsys, tmp_path):
     """A full preset keeps the published hidden size; random weights are made to fit in 1 GiB
     (mixtral's 14336-wide experts become 2048 wide) unless --intermediate says otherwise."""

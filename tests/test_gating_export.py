@@ -156,3 +156,25 @@ def test_torchscript_exporter(model_cls):
     proto = _export(model, dynamo=False)
     assert sum(n.domain == onnx_schemas.DOMAIN for n in proto.graph.node) == (1 if model_cls is GroupedRouter else 2)
     _compare(model, proto, (1, 6))
+
+
+def test_external_data_keeps_weights_beside_the_model(tmp_path):
+    torch.manual_seed(4)
+    model = GroupedRouter().eval()
+    path = tmp_path / "router.onnx"
+    proto = exporters.export(model, _inputs(model, 4), path, external_data=True,
+                             dynamic_shapes=({0: torch.export.Dim("tokens")},))
+    assert (tmp_path / "router.onnx.data").is_file()
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+    session = ort.InferenceSession(str(path), ort_custom_ops.session_options(),
+                                   providers=["CPUExecutionProvider"])
+    args = _inputs(model, 7)
+    with torch.no_grad():
+        expected = [t.numpy() for t in model(*args)]
+    for got, exp in zip(session.run(None, _feeds(session, args)), expected):
+        np.testing.assert_allclose(got, exp, rtol=5e-6, atol=1e-7)
+
+
+def test_external_data_needs_a_path():
+    with pytest.raises(ValueError, match="external_data needs a path"):
+        exporters.export(GroupedRouter(), _inputs(GroupedRouter(), 4), external_data=True)
