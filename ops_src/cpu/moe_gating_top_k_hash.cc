@@ -4,9 +4,10 @@
 // accurate to about one float32 ulp), map the selection scores b = s + bias to order-preserving
 // int32 keys (NaN below -inf), keep the best groups, bound the k-th largest key from block
 // maxima and rank the few keys above the bound (no sort of the row), then gather, renormalise
-// and scale the weights. The row code (moe_gating_top_k_hash_rows.inc) is compiled twice on
-// x86-64 with GCC: for the baseline instruction set and for AVX2, chosen at run time, so the
-// library runs on any x86-64 CPU. Both give bit-identical results (no FMA contraction, and the
+// and scale the weights. Hash rows of sigmoid / sqrt-softplus routers compute only the k scores
+// they use (unless out_flag asks for all of them). The row code (moe_gating_top_k_hash_rows.inc)
+// is compiled twice on x86-64 with GCC: for the baseline instruction set and for AVX2, chosen at
+// run time, so the library runs on any x86-64 CPU. Both give bit-identical results (no FMA contraction, and the
 // reductions fix their summation order in the source).
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
@@ -18,6 +19,10 @@
 #include <vector>
 
 #include "ops_src/cpu/half.h"
+
+#if defined(__SSE2__)
+#include <immintrin.h>  // sqrt of a whole vector (the row code's Sqrt)
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ASCEND_MOE_GATING_AVX2 1
@@ -84,7 +89,7 @@ MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& para
   const size_t G = static_cast<size_t>(params.group_count);
   Scratch& scratch = ThreadScratch();
   if (scratch.floats.size() < 4 * E) scratch.floats.resize(4 * E);
-  if (scratch.ints.size() < 3 * E + G + 1) scratch.ints.resize(3 * E + G + 1);
+  if (scratch.ints.size() < 4 * E + G + 1) scratch.ints.resize(4 * E + G + 1);
 #if ASCEND_MOE_GATING_AVX2
   if (UseAvx2()) {
     return gating_avx2::Rows(params, inputs, outputs, begin, end, scratch.floats.data(),
