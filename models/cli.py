@@ -3,6 +3,7 @@
     moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH]
     moe-onnx info model.onnx
+    moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model]   (docs/benchmarks.md)
 
 Subcommands live in ``SUBCOMMANDS`` (name -> (help, add_arguments, run)); a new one (e.g. ``bench``)
 is one more entry. Exit codes: 0 success, 1 verification failure, 2 usage or input error (one line
@@ -175,11 +176,40 @@ def _cmd_info(args) -> int:
     return EXIT_OK
 
 
+# ---- bench -------------------------------------------------------------------------------------
+
+def _benchmarks_runner():
+    """benchmarks.runner from the source tree next to models/ (not part of the wheel), or None."""
+    try:
+        from benchmarks import runner
+    except ImportError:
+        root = Path(__file__).resolve().parent.parent
+        if not (root / "benchmarks" / "runner.py").is_file():
+            return None
+        sys.path.insert(0, str(root))
+        from benchmarks import runner
+    return runner
+
+
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    runner = _benchmarks_runner()
+    if runner is not None:
+        runner.add_arguments(p)
+
+
+def _cmd_bench(args) -> int:
+    runner = _benchmarks_runner()
+    if runner is None:
+        raise CLIError("bench needs the benchmarks/ package of a source checkout")
+    return runner.run(args)
+
+
 # name -> (help, add_arguments, run)
 SUBCOMMANDS = {
     "export": ("export a preset's MoE block to ONNX", _export_arguments, _cmd_export),
     "verify": ("export, run in ONNX Runtime next to torch, compare", _verify_arguments, _cmd_verify),
     "info": ("list a model's ascend.moe nodes and where they would run", _info_arguments, _cmd_info),
+    "bench": ("benchmark the ops against their baselines (docs/benchmarks.md)", _bench_arguments, _cmd_bench),
 }
 
 

@@ -1,0 +1,7 @@
+"""``python -m benchmarks``: run the benchmark suites (see benchmarks.runner)."""
+
+import sys
+
+from .runner import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""What the numbers were measured on: CPU, cores, library versions, the kernels' ISA path."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+
+def _cpuinfo() -> dict:
+    info = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if ":" in line:
+                    key, value = (p.strip() for p in line.split(":", 1))
+                    info.setdefault(key, value)
+    except OSError:
+        pass
+    return info
+
+
+def isa_path() -> str:
+    """The instruction-set build of the gating kernel the library picks on this machine.
+
+    Inferred the way the library decides (it exports no query): the AVX2 build on x86-64 CPUs with
+    AVX2 unless ASCEND_MOE_CPU_ISA=baseline, else the baseline build (SSE2 on x86-64).
+    """
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return "baseline"
+    if os.environ.get("ASCEND_MOE_CPU_ISA") == "baseline":
+        return "baseline (forced by ASCEND_MOE_CPU_ISA)"
+    return "avx2" if "avx2" in _cpuinfo().get("flags", "").split() else "baseline"
+
+
+def machine_info() -> dict:
+    """CPU model, core count, load, library versions and the ISA path, as a JSON-ready dict."""
+    import numpy
+    import onnxruntime
+    import torch
+
+    import ort_custom_ops
+
+    cpu = _cpuinfo()
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    return {
+        "cpu_model": cpu.get("model name", platform.processor() or "unknown"),
+        "cores": os.cpu_count(),
+        "usable_cores": affinity,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "onnxruntime": onnxruntime.__version__,
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "isa_path": isa_path(),
+        "library": ort_custom_ops.get_library_path(),
+    }

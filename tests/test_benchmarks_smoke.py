@@ -1,0 +1,94 @@
+"""Smoke test of the benchmark harness: ``--smoke`` (tiny sizes) writes its reports with the
+expected fields. Never a timing test: no assertion looks at a speed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import gating, model, report, rerouting, runner, timing
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """One ``--smoke`` run of every suite: (exit code, output directory, parsed JSON)."""
+    out = tmp_path_factory.mktemp("bench")
+    code = runner.main(["--smoke", "--out", str(out)])
+    return code, out, json.loads((out / "smoke.json").read_text())
+
+
+def test_smoke_run_writes_reports(smoke):
+    """Exit code 0; JSON and Markdown always, the PNG when matplotlib is installed."""
+    code, out, _ = smoke
+    assert code == 0
+    assert (out / "smoke.json").is_file() and (out / "smoke.md").is_file()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    png = out / "smoke_gating.png"
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_smoke_json_fields(smoke):
+    """Machine info, run info and one row per case with every candidate timed and every ratio."""
+    _, _, data = smoke
+    for key in ("cpu_model", "cores", "onnxruntime", "torch", "isa_path"):
+        assert data["machine"][key] not in (None, "")
+    assert data["run"]["mode"] == "smoke" and data["run"]["repeats"] >= 1
+    g = data["gating"]
+    plan = runner.plans("smoke")["gating"]
+    assert len(g) == len(plan.presets) * len(plan.tokens) * len(plan.dtypes) * len(plan.threads)
+    for row in g:
+        assert set(row["time_s"]) == {*gating.CANDIDATES, gating.FLOOR}
+        assert set(row["speedup"]) == set(gating.BASELINES)
+        assert all(t > 0 for t in row["time_s"].values())
+        assert all(len(s) == data["run"]["repeats"] for s in row["samples_s"].values())
+        # every candidate computes the same routing on float32 logits
+        if row["dtype"] == "float32":
+            assert min(row["agreement"].values()) == 1.0, row["agreement"]
+    assert data["gating_scaling"] and all(r["speedup"] > 0 for r in data["gating_scaling"])
+    for row in data["rerouting"]:
+        assert set(rerouting.BASELINES) <= set(row["time_s"])
+        assert row["copy_limit"] in rerouting.COPIES
+        assert row["fraction_of_copy"] > 0 and row["gb_per_s"][rerouting.FUSED] > 0
+    assert {r["counts"] for r in data["rerouting"]} == {"uniform", "skewed"}
+    for row in data["model"]:
+        assert set(row["speedup"]) == set(model.BASELINES)
+        assert min(row["agreement"].values()) == 1.0
+
+
+def test_smoke_markdown_has_every_section(smoke):
+    """The Markdown report has the machine table and one table per suite."""
+    _, out, _ = smoke
+    text = (out / "smoke.md").read_text()
+    for heading in ("# Benchmark results (smoke)", "## MoeGatingTopKHash", "### Thread scaling",
+                    "## MoeReRouting", "## Model level"):
+        assert heading in text
+    assert "| isa_path |" in text
+
+
+def test_targets_are_evaluated_from_rows():
+    """The target checks read the rows they need (synthetic rows: no measurement)."""
+    sp = {n: 10.0 for n in gating.BASELINES}
+    rows = {"gating": [dict(preset="DeepSeek-V3", dtype="float32", tokens=t, threads=1, speedup=sp)
+                       for t in (16, 4096)],
+            "gating_scaling": [dict(preset="DeepSeek-V3", dtype="float32", tokens=4096, threads=2, speedup=1.2)],
+            "rerouting": [dict(tokens=16384, hidden=7168, dtype="int8", threads=1, fraction_of_copy=0.9,
+                               speedup={n: 1.5 for n in rerouting.BASELINES})]}
+    got = {t["target"]: t["met"] for t in report.targets(rows)}
+    assert len(got) == 6
+    assert [met for name, met in got.items() if "2 threads" in name] == [False]
+    assert sum(got.values()) == 5
+
+
+def test_measure_interleaves_and_counts_samples():
+    """measure() calls every candidate, repeats times, in rotating order."""
+    calls = []
+    t = timing.measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3,
+                       min_sample_s=0.0)
+    assert set(t) == {"a", "b"} and all(len(v.samples) == 3 for v in t.values())
+    assert all(v.calls_per_sample == 1 for v in t.values())
+    # after the calibration calls, the repetitions rotate the order: ab, ba, ab
+    assert calls[2 * timing.CALIBRATION_CALLS:] == ["a", "b", "b", "a", "a", "b"]
