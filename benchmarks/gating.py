@@ -229,9 +229,10 @@ def run(plan: GatingPlan, repeats: int, min_sample_s: float, log=print) -> list[
                         fns["torch-eager"] = router.torch_eager(xt, ids)
                         fns["torch-op"] = router.torch_op(xt, ids)
                         agree = _agreement(fns)
-                        t = timing.measure({n: fns[n] for n in (*CANDIDATES, FLOOR)}, repeats, min_sample_s,
-                                           timing.pause_for(threads))
+                        t, load, attempts = timing.measure_quietly(
+                            {n: fns[n] for n in (*CANDIDATES, FLOOR)}, repeats, min_sample_s, threads)
                         row = _row(name, router, dtype, threads, tokens, t, agree)
+                        row.update(other_load_cores=load, attempts=attempts)
                         results.append(row)
                         log(_describe(row))
             results += _scaling(name, router, dtype, fused, all_inputs, plan, repeats, min_sample_s, log)
@@ -253,14 +254,18 @@ def _scaling(name, router, dtype, fused: bytes, all_inputs, plan: GatingPlan, re
         if "input_ids" in all_inputs:
             feeds["input_ids"] = all_inputs["input_ids"][:tokens]
         fns = {t: common.bound_runner(s, feeds) for t, s in sessions.items()}
-        t = timing.measure(fns, repeats, min_sample_s, timing.pause_for(most))
+        # twice the repetitions: only two cheap candidates, and the result is a target
+        t, load, attempts = timing.measure_quietly(fns, 2 * repeats, min_sample_s, most)
         row = {"suite": "gating_scaling", "preset": name, "dtype": dtype, "tokens": tokens,
-               "threads": most, "time_s": {n: v.median for n, v in t.items()},
+               "threads": most, "other_load_cores": load, "attempts": attempts,
+               "best_speedup": min(t["1"].samples) / min(t[str(most)].samples),
+               "time_s": {n: v.median for n, v in t.items()},
                "spread": {n: round(v.spread, 4) for n, v in t.items()},
                "samples_s": {n: v.samples for n, v in t.items()},
                "speedup": timing.ratio(t["1"], t[str(most)])}
         rows.append(row)
-        log(f"gating {name:16s} {dtype:8s} T={tokens:<6d} {most} threads vs 1: {row['speedup']:.2f}x")
+        log(f"gating {name:16s} {dtype:8s} T={tokens:<6d} {most} threads vs 1: {row['speedup']:.2f}x"
+            f" (best samples {row['best_speedup']:.2f}x; other processes {_cores(load)})")
     return rows
 
 
@@ -293,8 +298,12 @@ def _row(name, router, dtype, threads, tokens, t: dict, agree: dict) -> dict:
     }
 
 
+def _cores(load) -> str:
+    return "?" if load is None else f"{load:.2f} cores"
+
+
 def _describe(row: dict) -> str:
     f = row["time_s"][FUSED]
     ratios = " ".join(f"{n}={r:.1f}x" for n, r in row["speedup"].items())
     return (f"gating {row['preset']:16s} {row['dtype']:8s} t={row['threads']} T={row['tokens']:<6d} "
-            f"fused {f * 1e6:9.1f} us  {ratios}")
+            f"fused {f * 1e6:9.1f} us  {ratios}  (other processes {_cores(row['other_load_cores'])})")

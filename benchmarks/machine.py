@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 
 
 def _cpuinfo() -> dict:
@@ -57,3 +58,37 @@ def machine_info() -> dict:
         "isa_path": isa_path(),
         "library": ort_custom_ops.get_library_path(),
     }
+
+
+def _busy_seconds() -> float | None:
+    """CPU seconds spent busy by all processes since boot (/proc/stat; steal counts as busy)."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class OtherLoad:
+    """Context manager measuring how many cores other processes (and the hypervisor, as steal
+    time) kept busy while it was open: ``cores`` afterwards, or None where /proc/stat is missing.
+
+    The machines are shared: a 2-thread measurement taken while another process holds one of
+    the two cores mostly measures the scheduler, and this says when that happened.
+    """
+
+    def __enter__(self):
+        t = os.times()
+        self._start = (_busy_seconds(), t.user + t.system, time.perf_counter())
+        self.cores = None
+        return self
+
+    def __exit__(self, *exc):
+        busy0, own0, wall0 = self._start
+        busy1, t = _busy_seconds(), os.times()
+        wall = time.perf_counter() - wall0
+        if busy0 is not None and busy1 is not None and wall > 0:
+            self.cores = max(0.0, ((busy1 - busy0) - (t.user + t.system - own0)) / wall)
+        return False

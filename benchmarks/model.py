@@ -78,7 +78,7 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
             for n in BASELINES:
                 fns[n]()
                 agree[n] = float(np.mean(np.all(np.sort(ref, 1) == np.sort(common.bound_output(fns[n], 1), 1), 1)))
-            t = timing.measure(fns, repeats, min_sample_s, timing.pause_for(threads))
+            t, load, attempts = timing.measure_quietly(fns, repeats, min_sample_s, threads)
             row = {
                 "suite": "model", "preset": plan.preset, "hidden": cfg.hidden, "experts": cfg.experts,
                 "k": cfg.top_k, "intermediate": cfg.intermediate, "dtype": block.dtype_name,
@@ -87,7 +87,7 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                 "spread": {n: round(v.spread, 4) for n, v in t.items()},
                 "samples_s": {n: v.samples for n, v in t.items()},
                 "speedup": {n: timing.ratio(t[n], t[FUSED]) for n in BASELINES},
-                "agreement": agree,
+                "agreement": agree, "other_load_cores": load, "attempts": attempts,
             }
             results.append(row)
             log(f"model {plan.preset} I={cfg.intermediate} t={threads} T={tokens:<5d} fused "

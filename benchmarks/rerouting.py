@@ -235,8 +235,10 @@ def _measure(case: _Case, sess, identity, counts, threads, repeats, min_sample_s
         fns[FUSED]()
         if not np.array_equal(case.out_tokens.view(np.uint8), case.tokens[g].view(np.uint8)):
             raise AssertionError(f"MoeReRouting output differs from tokens[g] ({case.tokens.shape})")
-        t = timing.measure(fns, repeats, min_sample_s, timing.pause_for(threads))
-    return _row(case, counts, t)
+        t, load, attempts = timing.measure_quietly(fns, repeats, min_sample_s, threads)
+    row = _row(case, counts, t)
+    row.update(other_load_cores=load, attempts=attempts)
+    return row
 
 
 def _row(case: _Case, counts: np.ndarray, t: dict) -> dict:
@@ -258,6 +260,8 @@ def _row(case: _Case, counts: np.ndarray, t: dict) -> dict:
 
 def _describe(row: dict) -> str:
     ratios = " ".join(f"{n}={r:.2f}x" for n, r in row["speedup"].items())
+    load = row["other_load_cores"]
     return (f"rerouting {row['dtype']:8s} N={row['ranks']:<2d} E={row['experts']:<2d} "
             f"A={row['tokens']:<5d} H={row['hidden']:<4d} {row['counts']:7s} t={row['threads']} "
-            f"{row['gb_per_s'][FUSED]:6.2f} GB/s = {row['fraction_of_copy'] * 100:5.1f}% of copy  {ratios}")
+            f"{row['gb_per_s'][FUSED]:6.2f} GB/s = {row['fraction_of_copy'] * 100:5.1f}% of copy  {ratios}"
+            f"  (other processes {'?' if load is None else f'{load:.2f} cores'})")

@@ -17,10 +17,12 @@ from typing import Callable
 
 MAX_CALLS_PER_SAMPLE = 100_000
 CALIBRATION_CALLS = 3
-# Pause between samples when candidates run on several threads: torch's OpenMP workers spin for
-# ~10 ms after a parallel region (measured: a 2-thread ORT call right after torch eager ran 40%
-# slower with pauses up to 5 ms, unaffected from 10 ms on).
-MULTI_THREAD_PAUSE_S = 0.02
+# Untimed warm-up before every sample when candidates run on several threads: the previous
+# candidate's pool (torch's OpenMP workers) spins for tens of ms after its last call, stealing
+# the cores of the next candidate's threads (a 2-thread ORT call after torch eager: +17% with
+# 15 ms of warm-up, clean from 30 ms). Sleeping it off is worse on these VMs: a vCPU idle for
+# 20 ms comes back slowly, and 2-thread calls right after ran 3x slower (measured).
+MULTI_THREAD_WARMUP_S = 0.03
 
 
 @dataclass
@@ -56,31 +58,29 @@ def _calls_per_sample(fn: Callable[[], object], min_sample_s: float) -> int:
 
 
 def measure(candidates: dict[str, Callable[[], object]], repeats: int = 7,
-            min_sample_s: float = 0.005, pause_s: float = 0.0) -> dict[str, Timing]:
+            min_sample_s: float = 0.005, warmup_s: float = 0.0) -> dict[str, Timing]:
     """Time every candidate ``repeats`` times, interleaved; returns name -> Timing.
 
     Each candidate is first called CALIBRATION_CALLS times: warm-up (first-run allocations,
     thread-pool start-up) and the calls per sample, from the fastest of those calls.
-    ``pause_s`` is slept before every sample: with several threads, the pools of the previous
-    candidate (ORT's, OpenMP's) spin-wait for a while after their last call and would steal the
-    cores of the next candidate's threads; a pause lets them go to sleep first.
+    ``warmup_s``: before every sample the candidate also runs untimed for that long (at least
+    one call; see MULTI_THREAD_WARMUP_S).
     """
     names = list(candidates)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a collection inside one candidate's sample would bias it
     try:
-        timings = {}
-        for n in names:
-            if pause_s > 0:
-                time.sleep(pause_s)
-            timings[n] = Timing(_calls_per_sample(candidates[n], min_sample_s))
+        timings = {n: Timing(_calls_per_sample(candidates[n], min_sample_s)) for n in names}
         for rep in range(repeats):
             shift = rep % len(names)
             for name in names[shift:] + names[:shift]:
                 fn, t = candidates[name], timings[name]
                 n = t.calls_per_sample
-                if pause_s > 0:
-                    time.sleep(pause_s)
+                if warmup_s > 0:
+                    end = time.perf_counter() + warmup_s
+                    fn()
+                    while time.perf_counter() < end:
+                        fn()
                 t0 = time.perf_counter()
                 for _ in range(n):
                     fn()
@@ -91,11 +91,34 @@ def measure(candidates: dict[str, Callable[[], object]], repeats: int = 7,
     return timings
 
 
-def pause_for(threads: int) -> float:
-    """The pause between samples for candidates running on ``threads`` threads (see measure)."""
-    return MULTI_THREAD_PAUSE_S if threads > 1 else 0.0
+def warmup_for(threads: int) -> float:
+    """The untimed warm-up before each sample for candidates on ``threads`` threads (see measure)."""
+    return MULTI_THREAD_WARMUP_S if threads > 1 else 0.0
 
 
 def ratio(baseline: Timing, candidate: Timing) -> float:
     """How many times faster ``candidate`` is than ``baseline`` (ratio of the medians)."""
     return baseline.median / candidate.median
+
+
+# A multi-thread case measured while other processes kept more than this many cores busy is
+# measured again (at most QUIET_RETRIES times); the quietest attempt is kept.
+QUIET_LIMIT_CORES = 0.5
+QUIET_RETRIES = 1
+
+
+def measure_quietly(candidates: dict[str, Callable[[], object]], repeats: int, min_sample_s: float,
+                    threads: int) -> tuple[dict[str, Timing], float | None, int]:
+    """``measure`` for candidates on ``threads`` threads, repeated when other processes were busy
+    (multi-thread cases only); returns (timings, cores other processes used, attempts)."""
+    from .machine import OtherLoad
+
+    best = None
+    for attempt in range(1, QUIET_RETRIES + 2):
+        with OtherLoad() as load:
+            t = measure(candidates, repeats, min_sample_s, warmup_for(threads))
+        if best is None or (load.cores is not None and best[1] is not None and load.cores < best[1]):
+            best = (t, load.cores)
+        if threads <= 1 or load.cores is None or load.cores <= QUIET_LIMIT_CORES:
+            break
+    return best[0], best[1], attempt

@@ -54,6 +54,7 @@ def test_smoke_json_fields(smoke):
         assert row["copy_limit"] in rerouting.COPIES
         assert row["fraction_of_copy"] > 0 and row["gb_per_s"][rerouting.FUSED] > 0
     assert {r["counts"] for r in data["rerouting"]} == {"uniform", "skewed"}
+    assert all("other_load_cores" in r for r in g + data["rerouting"] + data["model"])
     for row in data["model"]:
         assert set(row["speedup"]) == set(model.BASELINES)
         assert min(row["agreement"].values()) == 1.0
