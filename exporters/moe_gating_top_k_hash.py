@@ -25,13 +25,13 @@ NPU_ATTR_ORDER = ("k_group", "group_count", "group_select_mode", "renorm", "norm
               "routed_scaling_factor", "eps")
 _CUSTOM_TENSORS = ("bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 _NPU_TENSORS = ("bias",)
-_FLOAT_ATTRS = ("routed_scaling_factor", "eps")
+FLOAT_ATTRS = tuple(n for n, v in D.items() if isinstance(v, float))  # from the schema
 
 
 def _signature(tensors, attrs) -> str:
     parts = ["Tensor x", "int k", "*"] + [f"Tensor? {t}=None" for t in tensors]
     for a in attrs:
-        kind = "float" if a in _FLOAT_ATTRS else "bool" if a == "out_flag" else "int"
+        kind = "float" if a in FLOAT_ATTRS else "bool" if a == "out_flag" else "int"
         default = bool(D[a]) if a == "out_flag" else D[a]
         parts.append(f"{kind} {a}={schema_default(default)}")
     return "(" + ", ".join(parts) + ") -> (Tensor y, Tensor expert_idx, Tensor out)"
@@ -42,13 +42,8 @@ NPU_SCHEMA = _signature(_NPU_TENSORS, NPU_ATTR_ORDER)
 
 
 def _attrs(k, **kw) -> dict:
-    a = {**D, **kw, "k": int(k)}
-    a["out_flag"] = int(bool(a["out_flag"]))
-    for n in ("k_group", "group_count", "group_select_mode", "renorm", "norm_type"):
-        a[n] = int(a[n])
-    for n in _FLOAT_ATTRS:
-        a[n] = float(a[n])
-    return a
+    a = {**D, **kw, "k": k}
+    return {n: float(v) if n in FLOAT_ATTRS else int(v) for n, v in a.items()}  # bool -> 0/1
 
 
 def _validate(x, tensors: dict, attrs: dict) -> None:

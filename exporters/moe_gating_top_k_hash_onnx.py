@@ -6,24 +6,22 @@ from onnxscript import values
 
 from onnx_schemas import moe_gating_top_k_hash as spec
 
-from .moe_gating_top_k_hash import CUSTOM_ATTR_ORDER, NPU_ATTR_ORDER
+from .moe_gating_top_k_hash import CUSTOM_ATTR_ORDER, FLOAT_ATTRS, NPU_ATTR_ORDER
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 GATING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 
 
 def gating_translation(x, k, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
-                       additional_token_mask=None, k_group=1, group_count=1,
-                       routed_scaling_factor=1.0, eps=1e-20, group_select_mode=0, renorm=0,
-                       norm_type=0, out_flag=False):
-    """Dynamo translation: one MoeGatingTopKHash node carrying every attribute and all outputs."""
-    return GATING_OP(
-        x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
-        k=int(k), k_group=int(k_group), group_count=int(group_count),
-        group_select_mode=int(group_select_mode), renorm=int(renorm), norm_type=int(norm_type),
-        out_flag=int(bool(out_flag)), routed_scaling_factor=float(routed_scaling_factor),
-        eps=float(eps), _num_outputs=3,
-    )
+                       additional_token_mask=None, **attributes):
+    """Dynamo translation: one MoeGatingTopKHash node carrying every attribute and all outputs.
+
+    Attributes the call leaves out take the schema's defaults; both torch front ends share it.
+    """
+    attrs = {**spec.DEFAULTS, **attributes, "k": k}
+    typed = {n: float(v) if isinstance(spec.DEFAULTS[n], float) else int(v) for n, v in attrs.items()}
+    return GATING_OP(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
+                     **typed, _num_outputs=3)
 
 
 def custom_gating_symbolic(g, x, k, bias, input_ids, tid2eid, additional_bias,
@@ -49,7 +47,7 @@ def _gating_symbolic(g, x, k, optional_tensors, attrs):
     k_val = sh._get_const(k, "i", "k")
     kw = {}
     for name, value in attrs.items():
-        if name in ("routed_scaling_factor", "eps"):
+        if name in FLOAT_ATTRS:
             kw[name + "_f"] = sh._get_const(value, "f", name)
         else:
             kw[name + "_i"] = int(sh._get_const(value, "b" if name == "out_flag" else "i", name))
