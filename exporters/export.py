@@ -7,7 +7,6 @@ import io
 import logging
 import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 import onnx
