@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: run the benchmark suites (see benchmarks.runner)."""
+"""``python -m ascend_moe_onnx.benchmarks``: run the benchmark suites (see benchmarks.runner)."""
 
 import sys
 

@@ -14,7 +14,7 @@ def session(model: bytes | onnx.ModelProto, threads: int, library: bool):
     """An ORT CPU session with ``threads`` intra-op threads, with or without the custom-op library."""
     import onnxruntime as ort
 
-    import ort_custom_ops
+    from ascend_moe_onnx import ort_custom_ops
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads

@@ -78,7 +78,7 @@ class Router:
     """One preset's routing: a router-only block (no experts), its inputs and the models to time."""
 
     def __init__(self, name: str, size: str = "full", seed: int = 0):
-        from models import presets
+        from ascend_moe_onnx.models import presets
 
         entry = presets.preset(PRESETS.get(name, name))
         cfg = presets.config(PRESETS.get(name, name), size)
@@ -111,7 +111,7 @@ class Router:
     # ---- models ---------------------------------------------------------------------------------
     def fused_model(self, dtype: str) -> onnx.ModelProto:
         """One MoeGatingTopKHash node (bias / hash table as initializers) with its function body."""
-        from onnx_schemas.functions import attach_functions
+        from ascend_moe_onnx.onnx_schemas.functions import attach_functions
 
         E, k = self.cfg.experts, self.cfg.top_k
         t = _ONNX_TYPES[dtype]
@@ -151,7 +151,7 @@ class Router:
 
     def exported_reference(self, dtype: str) -> onnx.ModelProto:
         """The plain-torch reference routing exported with the dynamo exporter (standard ops only)."""
-        import exporters
+        from ascend_moe_onnx import exporters
 
         router = _ReferenceRouter(self.block).eval()
         example = self.inputs(EXPORT_TOKENS)

@@ -39,7 +39,7 @@ def machine_info() -> dict:
     import onnxruntime
     import torch
 
-    import ort_custom_ops
+    from ascend_moe_onnx import ort_custom_ops
 
     cpu = _cpuinfo()
     try:

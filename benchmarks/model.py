@@ -57,7 +57,8 @@ def _decomposed(block):
 
 def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[dict]:
     """Export both blocks once, then time every (threads, tokens); one result dict per case."""
-    from models import presets, verify
+    from ascend_moe_onnx.models import presets
+    from ascend_moe_onnx.models import runtime as verify
 
     block = presets.build(plan.preset, plan.size, intermediate=plan.intermediate)
     fused = verify.export_block(block)

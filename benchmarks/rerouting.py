@@ -140,7 +140,7 @@ def _split_copy(dst: np.ndarray, src: np.ndarray, threads: int):
 
 
 def _candidates(case: _Case, sess, counts: np.ndarray, threads: int, identity) -> dict:
-    from exporters.moe_re_routing import gather_index
+    from ascend_moe_onnx.exporters.moe_re_routing import gather_index
 
     g = gather_index(torch.from_numpy(counts))
     g_np = g.numpy()

@@ -1,8 +1,8 @@
-"""Command line of the benchmarks: ``python -m benchmarks`` and ``moe-onnx bench``.
+"""Command line of the benchmarks: ``python -m ascend_moe_onnx.benchmarks`` and ``moe-onnx bench``.
 
 Modes: the full sweep (default, < 15 min on 2 cores), ``--quick`` (a representative subset, a
 few minutes) and ``--smoke`` (tiny sizes, seconds: checks the harness and its outputs; the
-numbers mean nothing). Results go to ``benchmarks/results/<mode>.{md,json}`` and
+numbers mean nothing). Results go to ``./benchmark-results/<mode>.{md,json}`` (or ``--out DIR``) and
 ``<mode>_gating.png``.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path("benchmark-results")  # relative to the current directory, never inside the package
 SUITES = ("gating", "rerouting", "model")
 
 
@@ -46,7 +46,7 @@ def plans(mode: str) -> dict:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The benchmark options (shared by ``python -m benchmarks`` and ``moe-onnx bench``)."""
+    """The benchmark options (shared by ``python -m ascend_moe_onnx.benchmarks`` and ``moe-onnx bench``)."""
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="a representative subset (a few minutes)")
     mode.add_argument("--smoke", action="store_true", help="tiny sizes (seconds): checks the harness only")
@@ -66,8 +66,8 @@ def _load() -> list | None:
 
 
 def _command_line(args) -> str:
-    if hasattr(args, "argv"):  # python -m benchmarks
-        return " ".join(["python -m benchmarks", *map(shlex.quote, args.argv)])
+    if hasattr(args, "argv"):  # python -m ascend_moe_onnx.benchmarks
+        return " ".join(["python -m ascend_moe_onnx.benchmarks", *map(shlex.quote, args.argv)])
     return " ".join(["moe-onnx", *map(shlex.quote, sys.argv[1:])])
 
 
@@ -118,8 +118,8 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m benchmarks``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    """Entry point of ``python -m ascend_moe_onnx.benchmarks``; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m ascend_moe_onnx.benchmarks", description=__doc__.split("\n")[0])
     add_arguments(parser)
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 import torch
 
-import onnx_schemas
+from ascend_moe_onnx import onnx_schemas
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
@@ -121,7 +121,7 @@ def export(
             )
         proto = onnx.load_from_string(buf.getvalue())
     if attach_functions:
-        from onnx_schemas.functions import attach_functions as attach
+        from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 
         proto = attach(proto)
     if path is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from onnx_schemas import moe_gating_top_k_hash as spec
+from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
 from ._torch_lib import described, library, onnx_type_name, op_defined, schema_default, try_import_torch_npu
 

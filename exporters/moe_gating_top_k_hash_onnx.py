@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onnxscript import values
 
-from onnx_schemas import moe_gating_top_k_hash as spec
+from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
 from .moe_gating_top_k_hash import CUSTOM_ATTR_ORDER, FLOAT_ATTRS, NPU_ATTR_ORDER
 

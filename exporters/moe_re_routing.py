@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
 from ._torch_lib import described, library, op_defined, schema_default, try_import_torch_npu
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onnxscript import values
 
-from onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
 from .moe_re_routing import ATTR_ORDER
 

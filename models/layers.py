@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-import exporters  # noqa: F401  (defines the torch ops)
+from ascend_moe_onnx import exporters  # noqa: F401  (defines the torch ops)
 
 
 @dataclass

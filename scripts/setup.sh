@@ -31,7 +31,7 @@ $py -m pip install -q "torch==${TORCH_VERSION}"
 $py -m pip install -q scikit-build-core
 # --no-build-isolation keeps the build directory reusable (incremental rebuilds).
 $py -m pip install -q --no-build-isolation -e ".[test,bench]"
-$py -c "import ort_custom_ops; print('setup: custom-op library at', ort_custom_ops.get_library_path())"
+$py -c "from ascend_moe_onnx import ort_custom_ops; print('setup: custom-op library at', ort_custom_ops.get_library_path())"
 
 if [ $run_main = 1 ]; then
   # The main job: export every tiny MoE block, run it in ONNX Runtime with the library (and through

@@ -29,6 +29,6 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def library_path() -> str:
     """Path of the built custom-op library."""
-    import ort_custom_ops
+    from ascend_moe_onnx import ort_custom_ops
 
     return ort_custom_ops.get_library_path()

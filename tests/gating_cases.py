@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from onnx_schemas.moe_gating_top_k_hash import normalise
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import normalise
 
 NP_DTYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # Relative tolerance on weights: a few ulp of the output type.

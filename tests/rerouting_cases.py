@@ -12,10 +12,10 @@ import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper
 
-import onnx_schemas
-import ort_custom_ops
-from onnx_schemas import moe_re_routing as spec
-from onnx_schemas.functions import attach_functions
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx.onnx_schemas.functions import attach_functions
 
 # ONNX type name -> (NumPy dtype, ONNX element type, torch dtype)
 TYPES = {
@@ -127,7 +127,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 def run_torch(tokens, counts, scales=None, **attrs):
     """torch.ops.npu.npu_moe_re_routing on NumPy inputs, outputs as NumPy."""
-    import exporters  # noqa: F401  (defines the op)
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the op)
 
     out = torch.ops.npu.npu_moe_re_routing(to_torch(tokens), to_torch(counts),
                                            per_token_scales=to_torch(scales), **attrs)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks import gating, model, report, rerouting, runner, timing
+from ascend_moe_onnx.benchmarks import gating, model, report, rerouting, runner, timing
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from models import cli, presets, verify
-from onnx_schemas.functions import strip_functions
+from ascend_moe_onnx.cli import main as cli, verify
+from ascend_moe_onnx.models import presets
+from ascend_moe_onnx.onnx_schemas.functions import strip_functions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,7 +28,7 @@ def run_main(capsys, *argv):
 
 def _console_script() -> list[str]:
     exe = Path(sys.executable).parent / "moe-onnx"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "models.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ascend_moe_onnx.cli.main"]
 
 
 def test_verify_table_and_exit_code(capsys):

@@ -9,10 +9,10 @@ import onnxruntime as ort
 import pytest
 import torch
 
-import exporters
-import onnx_schemas
-import ort_custom_ops
-from onnx_schemas.moe_gating_top_k_hash import DEFAULTS, OP_TYPE
+from ascend_moe_onnx import exporters
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import DEFAULTS, OP_TYPE
 from tests.gating_cases import assert_routing_equal
 
 HIDDEN, EXPERTS, TABLE = 32, 16, 40

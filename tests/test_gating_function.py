@@ -14,11 +14,11 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-import onnx_schemas
-from onnx_schemas import functions
-from onnx_schemas.functions import attach_functions, specialisation_key, strip_functions
-from onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, normalise, reference
-from onnx_schemas.moe_gating_top_k_hash_function import build_function
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.onnx_schemas import functions
+from ascend_moe_onnx.onnx_schemas.functions import attach_functions, specialisation_key, strip_functions
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, normalise, reference
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash_function import build_function
 
 DOMAIN = onnx_schemas.DOMAIN
 OP = "MoeGatingTopKHash"

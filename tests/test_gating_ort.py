@@ -17,8 +17,8 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-import ort_custom_ops  # noqa: E402
-from onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference  # noqa: E402
+from ascend_moe_onnx import ort_custom_ops  # noqa: E402
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference  # noqa: E402
 from tests.gating_cases import (  # noqa: E402
     WEIGHT_RTOL, assert_routing_equal, make_inputs, selection_scores,
 )

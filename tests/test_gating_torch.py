@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-import exporters  # noqa: F401  (defines the torch ops)
-from onnx_schemas.moe_gating_top_k_hash import reference
+from ascend_moe_onnx import exporters  # noqa: F401  (defines the torch ops)
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
 from tests.gating_cases import (
     BIAS_MODES, CONFIGS, assert_routing_equal, assert_weights_close, make_inputs, selection_scores,
 )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import onnx_schemas
-import ort_custom_ops
-from onnx_schemas._common import attribute_defaults
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.onnx_schemas._common import attribute_defaults
 
 
 def test_every_schema_has_a_cpu_kernel_with_the_same_attributes():

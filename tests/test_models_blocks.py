@@ -13,7 +13,8 @@ import onnx
 import pytest
 import torch
 
-from models import presets, verify
+from ascend_moe_onnx.cli import verify
+from ascend_moe_onnx.models import presets
 from tests.gating_cases import assert_routing_equal
 
 EXPORT_TOKENS = verify.EXPORT_TOKENS

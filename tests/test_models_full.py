@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from models import presets, verify
+from ascend_moe_onnx.cli import verify
+from ascend_moe_onnx.models import presets
 
 CASES = [(name, presets.default_dtype(name)) for name in presets.PRESETS] + [
     ("deepseek-v3", "bfloat16"), ("qwen3-moe", "bfloat16"), ("mixtral", "float16")]

@@ -9,8 +9,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from models import presets, verify
-from models.weights import WeightsError
+from ascend_moe_onnx.cli import verify
+from ascend_moe_onnx.models import presets
+from ascend_moe_onnx.models.weights import WeightsError
 
 PROJ = {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"}
 MIXTRAL_PROJ = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}

@@ -10,9 +10,9 @@ import onnx
 import pytest
 import torch
 
-import exporters
-import onnx_schemas
-from onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx import exporters
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import assert_same, random_counts, run_feeds, session, to_numpy
 
 N, E, H = 3, 4, 16

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import (
     WORKED_COUNTS,
     WORKED_GATHER,

@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-import onnx_schemas
-from onnx_schemas import moe_re_routing as spec
-from onnx_schemas.moe_re_routing_function import build_function
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx.onnx_schemas.moe_re_routing_function import build_function
 from tests.rerouting_cases import (
     WORKED_COUNTS,
     WORKED_GATHER,

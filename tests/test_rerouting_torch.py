@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-import exporters  # noqa: F401  (defines the op)
-from exporters import moe_re_routing as rr
-from onnx_schemas import moe_re_routing as spec
+from ascend_moe_onnx import exporters  # noqa: F401  (defines the op)
+from ascend_moe_onnx.exporters import moe_re_routing as rr
+from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import (
     WORKED_COUNTS,
     WORKED_GATHER,

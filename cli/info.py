@@ -29,7 +29,7 @@ def load_model(path) -> onnx.ModelProto:
 def _kernels() -> tuple[dict, str]:
     """{op type: set of providers} the custom-op library declares, and a note if it is missing."""
     try:
-        import ort_custom_ops
+        from ascend_moe_onnx import ort_custom_ops
 
         ops = ort_custom_ops.manifest()["ops"]
     except Exception as e:  # library not built, manifest symbol missing, ...
@@ -60,8 +60,8 @@ def _nodes(model: onnx.ModelProto, domain: str):
 
 
 def _attributes(node: onnx.NodeProto) -> str:
-    from onnx_schemas import SCHEMAS
-    from onnx_schemas._common import resolve_attributes
+    from ascend_moe_onnx.onnx_schemas import SCHEMAS
+    from ascend_moe_onnx.onnx_schemas._common import resolve_attributes
 
     given = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     given = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in given.items()}
@@ -88,7 +88,7 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
     """A readable report of the model's interface and its ascend.moe nodes."""
     import onnxruntime as ort
 
-    from onnx_schemas import DOMAIN
+    from ascend_moe_onnx.onnx_schemas import DOMAIN
 
     kernels, lib_note = _kernels()
     available = ort.get_available_providers()

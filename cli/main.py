@@ -54,7 +54,7 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
 
 
 def _check_block_args(args) -> None:
-    from . import presets
+    from ascend_moe_onnx.models import presets
 
     if args.tokens < 2:
         raise CLIError(f"--tokens must be >= 2 (a 1-token example fixes the token dimension), got {args.tokens}")
@@ -76,7 +76,8 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export(args) -> int:
-    from . import presets, verify
+    from ascend_moe_onnx.models import presets
+    from . import verify
 
     _check_block_args(args)
     with _progress(3, f"export {args.preset}") as bar:
@@ -126,7 +127,8 @@ def _token_counts(text: str | None):
 
 
 def _cmd_verify(args) -> int:
-    from . import presets, verify
+    from ascend_moe_onnx.models import presets
+    from . import verify
 
     if args.list:
         for name, entry in presets.PRESETS.items():
@@ -181,13 +183,13 @@ def _cmd_info(args) -> int:
 def _benchmarks_runner():
     """benchmarks.runner from the source tree next to models/ (not part of the wheel), or None."""
     try:
-        from benchmarks import runner
+        from ascend_moe_onnx.benchmarks import runner
     except ImportError:
         root = Path(__file__).resolve().parent.parent
         if not (root / "benchmarks" / "runner.py").is_file():
             return None
         sys.path.insert(0, str(root))
-        from benchmarks import runner
+        from ascend_moe_onnx.benchmarks import runner
     return runner
 
 
@@ -229,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # torch.onnx logs one warning per torchvision op it cannot register; irrelevant here.
     logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
-    from .presets import PresetError
-    from .weights import WeightsError
+    from ascend_moe_onnx.models.presets import PresetError
+    from ascend_moe_onnx.models.weights import WeightsError
 
     try:
         return args.run(args)
