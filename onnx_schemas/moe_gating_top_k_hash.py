@@ -238,9 +238,12 @@ def normalise(x2: np.ndarray, norm_type: int) -> np.ndarray:
         if norm_type == NORM_SOFTMAX:
             e = np.exp(x2 - x2.max(axis=-1, keepdims=True))
             return e * (np.float32(1) / e.sum(axis=-1, keepdims=True, dtype=np.float32))
+        e = np.exp(-np.abs(x2))  # <= 1: the forms below stay accurate where e^x underflows
         if norm_type == NORM_SIGMOID:
-            return np.float32(1) / (np.float32(1) + np.exp(-x2))
-        return np.sqrt(np.maximum(x2, np.float32(0)) + np.log1p(np.exp(-np.abs(x2))))
+            return np.where(x2 < 0, e, np.float32(1)) / (np.float32(1) + e)
+        # below -17, log1p(e) = e in float32 and sqrt(e) = e^(x/2), normal down to x = -174
+        return np.where(x2 < np.float32(-17), np.exp(x2 * np.float32(0.5)),
+                        np.sqrt(np.maximum(x2, np.float32(0)) + np.log1p(e)))
 
 
 def select_top_k(b: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:

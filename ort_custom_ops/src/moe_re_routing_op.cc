@@ -63,7 +63,10 @@ struct MoeReRoutingCpuKernel {
     const InputView counts = GetInputView(ctx, kRrCounts);
     const InputView scales = GetInputView(ctx, kRrScales);
     cpu::MoeReRoutingParams params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs_);
-    params.streaming_stores = params.num_tokens * params.token_row_bytes >= kStreamingBytes;
+    // A * row_bytes >= kStreamingBytes, without the product (it overflows for huge rows).
+    params.streaming_stores =
+        params.num_tokens > 0 &&
+        params.token_row_bytes >= (kStreamingBytes + params.num_tokens - 1) / params.num_tokens;
     ValidateMoeReRoutingCounts(params, counts.data);
 
     cpu::MoeReRoutingLayout layout;

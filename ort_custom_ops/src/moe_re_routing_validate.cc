@@ -25,6 +25,13 @@ std::string U128Str(unsigned __int128 v) {
   return s;
 }
 
+// Bytes of a row of `n` elements, saturated: an empty tensor may declare a row too large to
+// exist (its byte size would overflow int64), and no byte of it is ever touched.
+int64_t RowBytes(int64_t n, int64_t elem_bytes) {
+  int64_t bytes;
+  return __builtin_mul_overflow(n, elem_bytes, &bytes) ? std::numeric_limits<int64_t>::max() : bytes;
+}
+
 }  // namespace
 
 int64_t MoeReRoutingTokenElemBytes(ONNXTensorElementDataType type) {
@@ -119,11 +126,11 @@ cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens,
                              ShapeStr(scales.shape)));
     }
     p.has_scales = true;
-    p.scale_row_bytes = scales.shape.size() == 2 ? scales.shape[1] * scale_bytes : scale_bytes;
+    p.scale_row_bytes = scales.shape.size() == 2 ? RowBytes(scales.shape[1], scale_bytes) : scale_bytes;
   }
 
   p.num_tokens = a;
-  p.token_row_bytes = h * token_bytes;
+  p.token_row_bytes = RowBytes(h, token_bytes);
   p.num_ranks = counts.shape[0];
   p.num_experts = counts.shape[1];
   p.count_type = count_type;
