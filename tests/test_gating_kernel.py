@@ -227,8 +227,8 @@ def _best_time(sess, feed, reps=5):
 ])
 def test_tied_rows_cost_like_random_rows(experts, attrs):
     """All-equal logits (padding tokens) must cost about what random logits cost: the tie path was
-    quadratic in E (155x slower at E = 2048). A generous factor keeps this robust on a loaded
-    machine; before the fix the first case measured > 50x."""
+    quadratic in E (155x slower at E = 2048); now within ~2.5x on every path. The factor 5 leaves
+    room for a loaded machine; before the fix the first case measured > 50x."""
     rows = 128
     rng = np.random.default_rng(3)
     random_x = rng.standard_normal((rows, experts)).astype(np.float32)
@@ -240,7 +240,7 @@ def test_tied_rows_cost_like_random_rows(experts, attrs):
     assert (idx == ridx).all()
     t_random = _best_time(sess, {"x": random_x})
     t_tied = _best_time(sess, {"x": tied_x})
-    assert t_tied < 10 * t_random + 2e-4, f"tied {t_tied * 1e6:.0f} us vs random {t_random * 1e6:.0f} us"
+    assert t_tied < 5 * t_random + 2e-4, f"tied {t_tied * 1e6:.0f} us vs random {t_random * 1e6:.0f} us"
 
 
 # ---- issue 15 item 8: accuracy where float32 exp underflows ---------------------------------------

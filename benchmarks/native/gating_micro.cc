@@ -76,7 +76,7 @@ struct Candidate {
   std::string name;
   std::function<bool()> run;  // false: failed
   double best = 1e30;
-  std::vector<int32_t> idx;   // expert indices of the last run
+  std::vector<int32_t> idx = {};  // expert indices of the last run
 };
 
 int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf16) {

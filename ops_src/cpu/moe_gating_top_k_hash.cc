@@ -54,6 +54,7 @@ namespace gating_avx2 {
 #pragma GCC diagnostic push
 // GCC 12: the intrinsics' _mm512_undefined_ps() pass-through operands read as uninitialised.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #define ASCEND_MOE_GATING_LANES 16
 namespace gating_avx512 {
 #include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
