@@ -5,7 +5,8 @@
 // or, to time an older kernel in the same process ("before" column), with its sources extracted
 // into DIR and compiled under another namespace:
 //   build/gating_micro_before (see build_gating_micro.sh BASE_COMMIT)
-// Run: build/gating_micro PRESET|all [rows] [seconds] [float32|bfloat16]
+// Run: build/gating_micro PRESET|all [rows] [seconds] [float32|bfloat16] [baseline|avx2|avx512]
+//   (the last argument: time only that path, e.g. under perf)
 //   PRESET: deepseek-v3 | kimi-k2 | qwen3-moe | deepseek-v4-hash | sigmoid-256 (no groups)
 // Prints ns/row per path (fastest repetition; the candidates are interleaved, each repetition
 // times every one once), the ratio to the "before" kernel when linked, and the floor estimate.
@@ -79,7 +80,8 @@ struct Candidate {
   std::vector<int32_t> idx = {};  // expert indices of the last run
 };
 
-int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf16) {
+int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf16,
+          const std::string& only) {
   Preset preset;
   if (!MakePreset(preset_name, &preset)) {
     std::fprintf(stderr, "unknown preset %s\n", preset_name.c_str());
@@ -132,6 +134,7 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
   for (GatingIsa isa : {GatingIsa::kBaseline, GatingIsa::kAvx2, GatingIsa::kAvx512}) {
     MoeGatingTopKHashError error;
     if (!MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, 1, &error)) continue;
+    if (!only.empty() && only != GatingIsaName(isa)) continue;
     candidates.push_back({GatingIsaName(isa), [&, isa] {
       MoeGatingTopKHashError e;
       return MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, rows, &e) && e.ok();
@@ -171,7 +174,7 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PRESET|all [rows] [seconds] [float32|bfloat16]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PRESET|all [rows] [seconds] [float32|bfloat16] [path]\n", argv[0]);
     return 2;
   }
   const int64_t rows = argc > 2 ? std::atoll(argv[2]) : 4096;
@@ -184,7 +187,7 @@ int main(int argc, char** argv) {
     presets = {argv[1]};
   }
   for (const std::string& p : presets) {
-    const int rc = Bench(p, rows, seconds, bf16);
+    const int rc = Bench(p, rows, seconds, bf16, argc > 5 ? argv[5] : "");
     if (rc != 0) return rc;
   }
   return 0;
