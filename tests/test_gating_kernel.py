@@ -100,6 +100,12 @@ def cases() -> list[tuple[str, dict, dict]]:
     add("sqrt_softplus_hash", dict(k=6, norm_type=2, routed_scaling_factor=1.5), 200, 256, hash_k=6)
     add("sqrt_softplus_out", dict(k=6, norm_type=2, out_flag=1), 200, 160, scale=4.0)
     add("groups_max_odd", dict(k=5, k_group=3, group_count=5, norm_type=0, out_flag=1), 150, 75)
+    add("groups_16x16_max", dict(k=9, k_group=5, group_count=16, norm_type=1, out_flag=1), 150, 256,
+        bias=True)
+    add("groups_3x32_top2", dict(k=7, k_group=2, group_count=3, group_select_mode=1, norm_type=0,
+                                 out_flag=1), 150, 96)
+    add("groups_5x48_ties", dict(k=8, k_group=3, group_count=5, group_select_mode=1, norm_type=1,
+                                 out_flag=1), 150, 240, step=0.5)
     add("groups_many", dict(k=12, k_group=20, group_count=64, group_select_mode=1, norm_type=1,
                             out_flag=1), 100, 512, bias=True)
     add("k_group_65", dict(k=8, k_group=65, group_count=66, norm_type=1, out_flag=1), 100, 66)
