@@ -1,5 +1,5 @@
 """tests/cann run in .venv-cann (onnxruntime-cann) with the fake CANN runtime on LD_LIBRARY_PATH
-(.ci/jobs/20-cann.sh); elsewhere every test here is skipped (helpers.requires_cann)."""
+(.ci/jobs/20-cann.sh); elsewhere every test here is skipped (helpers.skip_without_cann)."""
 
 from __future__ import annotations
 
