@@ -137,3 +137,21 @@ def test_rank_3_input():
     feeds = make_inputs(np.random.default_rng(2), CONFIGS["softmax"], "bias", None, "float16", lead=(2, 3, 4))
     (y, idx, _), call = compare(feeds, CONFIGS["softmax"])
     assert call == "aclnnMoeGatingTopK" and y.shape == (2, 3, 4, 4)
+
+
+def test_fallback_logged_once_with_reason(capfd):
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    attrs = CONFIGS["softmax_renorm"]
+    feeds = make_inputs(np.random.default_rng(4), attrs, "none", None, "float", (6,))
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 2
+    s = ort.InferenceSession(gating_model(feeds, attrs), so,
+                             providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    capfd.readouterr()
+    for _ in range(3):
+        run(s, feeds)
+    err = capfd.readouterr().err
+    assert err.count("MoeGatingTopKHash runs on the CANN host fallback (CPU kernel): renorm=1") == 1, err
