@@ -35,7 +35,8 @@ void RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
   // The counts were read on the host (validation); the operator reads them on the device.
   DeviceBuffer counts(ctx, count_bytes);
   CopyAsync(ctx, counts.get(), a.counts_host, count_bytes, kHostToDevice);
-  // The operator always writes float scales [A]; without scales they go to scratch (assumed; unverified on hardware).
+  // The operator writes float scales [A] even without input scales (assumed, unverified on
+  // hardware): they then go to scratch.
   DeviceBuffer scale_scratch(ctx, p.has_scales ? 1 : static_cast<size_t>(A) * 4);
   void* permute_scales = p.has_scales ? a.permute_scales : scale_scratch.get();
 
