@@ -34,8 +34,8 @@ class DeviceBuffer {
   void* data_ = nullptr;
 };
 
-// A contiguous ND aclTensor over device memory, destroyed on destruction. Null when `data` is
-// null and the tensor is optional (see Optional()).
+// A contiguous ND aclTensor over device memory (row-major strides, offset 0), destroyed on
+// destruction.
 class Tensor {
  public:
   Tensor(AclDataType type, std::vector<int64_t> dims, const void* data);
