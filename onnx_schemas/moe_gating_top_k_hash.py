@@ -13,15 +13,19 @@ from ._common import (
     FLOAT,
     INT32,
     OPSET_VERSION,
+    allowed_types,
     attribute,
     attribute_defaults,
     fail_inference,
+    fmt,
     input_dims,
     input_type,
     int_attribute,
     make_type,
+    onnx_type_name,
     resolve_attributes,
     tensor_input,
+    type_list,
 )
 
 OP_TYPE = "MoeGatingTopKHash"
@@ -73,12 +77,15 @@ SCHEMA = OpSchema(
 )
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+FLOAT_TYPES = allowed_types(SCHEMA, "T")  # x, bias, additional_bias, y
+ID_TYPES = allowed_types(SCHEMA, "TI")
+TABLE_TYPES = allowed_types(SCHEMA, "TE")
 
 
 def _infer(ctx) -> None:
     x = input_type(ctx, 0)
-    k = int_attribute(ctx, "k", 0)
-    out_flag = int_attribute(ctx, "out_flag", DEFAULTS["out_flag"])
+    k = int_attribute(ctx, OP_TYPE, "k", 0)
+    out_flag = int_attribute(ctx, OP_TYPE, "out_flag", DEFAULTS["out_flag"])
     if x is None:
         return
     dims = input_dims(x)
@@ -117,9 +124,9 @@ def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -
             raise _err(f"attribute '{name}' must be one of {list(allowed)}, got {attrs[name]}")
     eps, rsf = float(attrs["eps"]), float(attrs["routed_scaling_factor"])
     if not (np.isfinite(eps) and eps >= 0):
-        raise _err(f"attribute 'eps' must be finite and >= 0, got {eps}")
+        raise _err(f"attribute 'eps' must be finite and >= 0, got {fmt(eps)}")
     if not np.isfinite(rsf):
-        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {rsf}")
+        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {fmt(rsf)}")
     if num_experts is None:
         return
     E = num_experts
@@ -151,8 +158,8 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
     x_shape = tuple(int(d) for d in x_shape)
     if len(x_shape) < 2:
         raise _err(f"input 'x' must have rank >= 2, got shape {list(x_shape)}")
-    if x_dtype not in ("float", "float16", "bfloat16"):
-        raise _err(f"input 'x' must be float, float16 or bfloat16, got {x_dtype}")
+    if x_dtype not in FLOAT_TYPES:
+        raise _err(f"input 'x' must be {type_list(FLOAT_TYPES)}, got {x_dtype}")
     E = x_shape[-1]
     R = int(np.prod(x_shape[:-1], dtype=np.int64))
     validate_attributes(attrs, E)
@@ -172,10 +179,10 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         (tshape, tdtype), (ishape, idtype) = table, ids
         if len(tshape) != 2 or tshape[1] != attrs["k"]:
             raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {list(tshape)}")
-        if tdtype not in ("int32", "int64"):
-            raise _err(f"input 'tid2eid' must be int32 or int64, got {tdtype}")
-        if idtype not in ("int32", "int64"):
-            raise _err(f"input 'input_ids' must be int32 or int64, got {idtype}")
+        if tdtype not in TABLE_TYPES:
+            raise _err(f"input 'tid2eid' must be {type_list(TABLE_TYPES)}, got {tdtype}")
+        if idtype not in ID_TYPES:
+            raise _err(f"input 'input_ids' must be {type_list(ID_TYPES)}, got {idtype}")
         if int(np.prod(ishape, dtype=np.int64)) != R:
             raise _err(f"input 'input_ids' must have R = {R} elements, got shape {list(ishape)}")
         if grouping_effective(attrs):
@@ -214,11 +221,6 @@ def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.
 
 
 # ---- NumPy reference (SPEC §1.2) -------------------------------------------------------------
-
-
-def _dtype_name(a: np.ndarray) -> str:
-    name = np.dtype(a.dtype).name
-    return {"float32": "float", "bool_": "bool"}.get(name, name)
 
 
 def _rank_key(b: np.ndarray) -> np.ndarray:
@@ -281,8 +283,8 @@ def reference(
         "additional_bias": additional_bias, "additional_token_mask": additional_token_mask,
     }
     validate_inputs(
-        x.shape, _dtype_name(x),
-        {n: None if a is None else (np.shape(a), _dtype_name(np.asarray(a))) for n, a in given.items()},
+        x.shape, onnx_type_name(x.dtype),
+        {n: None if a is None else (np.shape(a), onnx_type_name(np.asarray(a).dtype)) for n, a in given.items()},
         attrs,
     )
     E, k = x.shape[-1], attrs["k"]
@@ -305,7 +307,10 @@ def reference(
         rows = np.flatnonzero(hash_rows)
         ids = np.asarray(input_ids).reshape(R)[rows].astype(np.int64)
         in_range = (ids >= 0) & (ids < table.shape[0])
-        table_used = table[np.where(in_range, ids, 0)].astype(np.int64)
+        if table.shape[0]:
+            table_used = table[np.where(in_range, ids, 0)].astype(np.int64)
+        else:  # an empty table: every id is out of range (reported below)
+            table_used = np.zeros((rows.size, k), np.int64)
         validate_hash_values(ids, rows, table_used, table.shape[0], E)
         idx[rows] = table_used
 
@@ -325,10 +330,10 @@ class MoeGatingTopKHashRef(OpRun):
     op_domain = DOMAIN
 
     def _run(self, x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
-             additional_token_mask=None, **kwargs):
-        attrs = {n: kwargs.get(n) for n in DEFAULTS}
-        attrs = {n: v for n, v in attrs.items() if v is not None}
-        return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask, **attrs)
+             additional_token_mask=None, **attributes):
+        # Every node attribute is passed on: the reference rejects unknown names and kinds.
+        return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
+                         **attributes)
 
 
 MoeGatingTopKHashRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type
