@@ -4,6 +4,7 @@ reference, worked behaviours, shape inference, threading, and every validation r
 from __future__ import annotations
 
 import itertools
+import re
 import json
 import os
 import subprocess
@@ -518,3 +519,17 @@ def test_group_count_without_effective_grouping_allows_hash_and_mode_1():
     attrs = dict(k=2, group_count=8, k_group=8, group_select_mode=1)
     _, idx, _ = run_ort(_hash_inputs(ids=np.array([1, 2, 3]), table=np.arange(8, dtype=np.int32).reshape(4, 2)), attrs)
     np.testing.assert_array_equal(idx, [[2, 3], [4, 5], [6, 7]])
+
+
+def test_outputs_typed_otherwise_by_ort_are_refused_not_overwritten():
+    """x of unknown rank, untyped graph outputs and other inputs after x: ORT types y like the
+    last such input (here bool) and the C API cannot declare "type of x, rank unknown". The kernel
+    refuses to write float weights into that buffer (it used to write past its end)."""
+    from tests.op_table import OPS, node_model
+    from tests.rerouting_cases import run_feeds, session as rr_session
+
+    inputs, attrs = OPS[0].samples()[0]
+    model = node_model(OPS[0], inputs, attrs)  # unknown ranks
+    with pytest.raises(Exception, match=re.escape(
+            "MoeGatingTopKHash: output 'y' must be float for these inputs, but the graph types it bool")):
+        run_feeds(rr_session(model), inputs)

@@ -89,7 +89,7 @@ _ORT_BLIND = pytest.mark.xfail(strict=True, reason="the ORT custom-op API (1.21 
 @pytest.mark.parametrize("op,case", [pytest.param(op, c, marks=() if c.ort else _ORT_BLIND)
                                      for op, c in bad_case_params()], ids=bad_case_id)
 def test_bad_case_in_onnx_runtime(op, case):
-    model = node_model(op, case.inputs, case.attrs)
+    model = node_model(op, case.inputs, case.attrs, ranks=True)
     with pytest.raises(ort_errors(), match=exactly(op, case.message)):
         run_feeds(session(model), present(case.inputs))
 
@@ -113,6 +113,79 @@ def test_bad_case_in_the_torch_op(op, case):
     inputs = {n: to_torch(a) for n, a in case.inputs.items()}
     with pytest.raises(ValueError, match=exactly(op, case.message)):
         op.torch_call(inputs, case.attrs)
+
+
+# ---- typed kernels: a wrong input type fails when the session is created -------------------------
+
+
+def _wrong_type_params():
+    out = []
+    for op in OPS:
+        inputs, attrs = op.samples()[0]
+        for spec in op.spec.SCHEMA.inputs:
+            out.append(pytest.param(op, inputs, attrs, spec, id=f"{op.name}-{spec.name}"))
+    return out
+
+
+@pytest.mark.parametrize("op,inputs,attrs,spec", _wrong_type_params())
+def test_wrong_input_type_fails_at_session_creation(op, inputs, attrs, spec):
+    """A double input (no input accepts double) is rejected when the session is created, with
+    the run-time validation's message naming the input."""
+    from ascend_moe_onnx.onnx_schemas._common import type_list
+
+    bad = dict(inputs, **{spec.name: np.asarray(inputs[spec.name]).astype(np.float64)})
+    schema = op.spec.SCHEMA
+    first_like = next(p.name for p in schema.inputs if p.type_str == spec.type_str)
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    if first_like != spec.name:  # shares its type parameter with an earlier input
+        like_type = np.asarray(inputs[first_like]).dtype
+        from ascend_moe_onnx.onnx_schemas._common import onnx_type_name
+
+        message = f"input '{spec.name}' must have the type of {first_like} ({onnx_type_name(like_type)}), got double"
+    else:
+        allowed = [t[len("tensor("):-1] for t in constraints.get(spec.type_str, [spec.type_str])]
+        message = f"input '{spec.name}' must be {type_list(allowed)}, got double"
+    model = node_model(op, bad, attrs)
+    with pytest.raises(ort_errors(), match=exactly(op, message)):
+        ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(1), providers=[CPU])
+
+
+# ---- every layer computes the same on valid samples ---------------------------------------------
+
+
+def _sample_params():
+    return [pytest.param(op, inputs, attrs, id=f"{op.name}-{i}")
+            for op in OPS for i, (inputs, attrs) in enumerate(op.samples())]
+
+
+def _assert_same_outputs(op, got, expected, what):
+    assert len(got) == len(expected) == len(op.spec.OUTPUT_NAMES), what
+    for name, g, e in zip(op.spec.OUTPUT_NAMES, got, expected):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.dtype == e.dtype and g.shape == e.shape, (what, name, g.dtype, e.dtype, g.shape, e.shape)
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, rtol=2e-6, atol=1e-30, err_msg=f"{what} {name}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"{what} {name}")
+
+
+@pytest.mark.parametrize("op,inputs,attrs", _sample_params())
+def test_layers_agree_on_samples(op, inputs, attrs):
+    """The C++ kernel, the function body (ORT without the library), onnx.reference and the torch
+    op all give the NumPy reference's outputs."""
+    from ascend_moe_onnx.onnx_schemas.functions import attach_functions
+    from tests.rerouting_cases import to_numpy
+
+    expected = op.spec.reference(*[inputs.get(n) for n in op.spec.INPUT_NAMES], **attrs)
+    model = node_model(op, inputs, attrs, ranks=True)
+    feeds = present(inputs)
+    _assert_same_outputs(op, run_feeds(session(model), feeds), expected, "C++ kernel")
+    _assert_same_outputs(op, run_feeds(session(attach_functions(model), library=False), feeds),
+                         expected, "function body")
+    evaluator = ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS)
+    _assert_same_outputs(op, evaluator.run(None, feeds), expected, "onnx.reference")
+    torch_out = op.torch_call({n: to_torch(a) for n, a in inputs.items()}, attrs)
+    _assert_same_outputs(op, [to_numpy(t) for t in torch_out], expected, "torch op")
 
 
 # ---- opset version ------------------------------------------------------------------------------

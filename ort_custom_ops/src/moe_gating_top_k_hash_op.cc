@@ -107,16 +107,14 @@ struct MoeGatingCpuKernel {
     }
 
     cpu::MoeGatingTopKHashOutputs outputs;
-    Ort::UnownedValue y = ctx.GetOutput(kGtY, p.y_shape);
-    Ort::UnownedValue expert_idx = ctx.GetOutput(kGtExpertIdx, p.y_shape);
-    if (!y || !expert_idx) Fail(Str(kMoeGatingName, ": outputs 'y' and 'expert_idx' are required"));
-    outputs.y = y.GetTensorMutableRawData();
-    outputs.expert_idx = expert_idx.GetTensorMutableData<int32_t>();
+    using gating_defs::kOutputs;
+    outputs.y = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtY, p.y_shape, views.x.type, true);
+    outputs.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
+        ctx, kMoeGatingName, kOutputs, kGtExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
     // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
-    if (ctx.GetOutputCount() > kGtOut) {
-      Ort::UnownedValue out = ctx.GetOutput(kGtOut, p.out_shape);
-      if (out && p.params.out_flag) outputs.out = out.GetTensorMutableData<float>();
-    }
+    void* out = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtOut, p.out_shape,
+                                 ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);
+    if (p.params.out_flag) outputs.out = static_cast<float*>(out);
     RunMoeGatingCpu(ctx, p, inputs, outputs);
   }
 

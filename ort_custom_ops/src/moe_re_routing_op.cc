@@ -75,21 +75,22 @@ struct MoeReRoutingCpuKernel {
       Fail(Str(kMoeReRoutingName, ": internal error: counts rejected by the CPU kernel"));
     }
 
-    // All four outputs are required by the op definition, so every node has them.
-    auto output = [&](size_t i, const std::vector<int64_t>& shape) -> void* {
-      return ctx.GetOutput(i, shape).GetTensorMutableRawData();  // null when empty
+    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+      return GetCheckedOutput(ctx, kMoeReRoutingName, rerouting_defs::kOutputs, i, shape, type,
+                              /*required=*/true);
     };
     cpu::MoeReRoutingBuffers buffers;
     buffers.tokens = tokens.data;
-    buffers.permute_tokens = output(kRrPermuteTokens, tokens.shape);
+    buffers.permute_tokens = output(kRrPermuteTokens, tokens.shape, tokens.type);
     if (params.has_scales) {
       buffers.scales = scales.data;
-      buffers.permute_scales = output(kRrPermuteScales, scales.shape);
-    } else {
-      output(kRrPermuteScales, {0});  // an empty float tensor, never left unset
+      buffers.permute_scales = output(kRrPermuteScales, scales.shape, scales.type);
+    } else {  // an empty float tensor, never left unset
+      output(kRrPermuteScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
     }
-    buffers.permute_idx = static_cast<int32_t*>(output(kRrPermuteIdx, {params.num_tokens}));
-    layout.WriteExpertTokenNum(output(kRrExpertTokenNum, {params.num_experts}));
+    buffers.permute_idx = static_cast<int32_t*>(
+        output(kRrPermuteIdx, {params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
+    layout.WriteExpertTokenNum(output(kRrExpertTokenNum, {params.num_experts}, counts.type));
 
     ParallelForRange(ctx, layout.num_rows(), layout.RowsPerChunk(kChunkBytes),
                      [&](int64_t begin, int64_t end) { layout.CopyRows(buffers, begin, end); });

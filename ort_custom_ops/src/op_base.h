@@ -6,8 +6,9 @@
 //   static constexpr const ParamSpec* kInputs; kNumInputs; kOutputs; kNumOutputs;
 //   static constexpr const AttrSpec* kAttrs; kNumAttrs;
 //   static OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext*);
-// Input element types are checked against kInputs at session creation (before InferShapes):
-// the inputs are declared with an undefined type because each accepts several.
+// Input element types are checked against kInputs at session creation (when the kernel is
+// created; also at shape inference, which ORT only logs): the inputs are declared with an
+// undefined type because each accepts several.
 // `Kernel` is one execution provider's kernel:
 //   static constexpr const char* kProvider; explicit Kernel(const OrtKernelInfo*);
 //   void Compute(Ort::KernelContext&);
@@ -60,7 +61,12 @@ struct AscendMoeOp
   OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
                               void** kernel) const {
     *kernel = nullptr;
-    return ToStatus(Def::kName, [&] { *kernel = new StatusKernel<Def, Kernel>(info); });
+    return ToStatus(Def::kName, [&] {
+      // ORT only logs a failed shape inference (unless strict), so the types are checked here,
+      // where a failure does fail session creation.
+      CheckKernelInputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs);
+      *kernel = new StatusKernel<Def, Kernel>(info);
+    });
   }
 
   const char* GetName() const { return Def::kName; }

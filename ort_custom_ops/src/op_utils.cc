@@ -173,6 +173,24 @@ std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
   return {};
 }
 
+void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
+                       size_t index, const std::vector<int64_t>& shape,
+                       ONNXTensorElementDataType expected, bool required) {
+  Ort::UnownedValue value{nullptr};
+  if (index < ctx.GetOutputCount()) value = ctx.GetOutput(index, shape);
+  if (!value) {
+    if (required) Fail(Str(op, ": output '", outputs[index].name, "' is required, got none"));
+    return nullptr;
+  }
+  const ONNXTensorElementDataType type = value.GetTensorTypeAndShapeInfo().GetElementType();
+  if (type != expected) {
+    Fail(Str(op, ": output '", outputs[index].name, "' must be ", TypeName(expected),
+             " for these inputs, but the graph types it ", TypeName(type),
+             " (declare the graph's output types, or give the inputs a known rank)"));
+  }
+  return value.GetTensorMutableRawData();  // null when empty
+}
+
 InputView GetInputView(Ort::KernelContext& ctx, size_t index) {
   InputView view;
   if (index >= ctx.GetInputCount()) return view;
@@ -335,6 +353,33 @@ int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpe
     return value;
   }
   return read;
+}
+
+void CheckKernelInputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* specs,
+                           size_t n) {
+  const OrtApi& api = Ort::GetApi();
+  size_t count = 0;
+  Ort::ThrowOnError(api.KernelInfo_GetInputCount(info, &count));
+  std::vector<ONNXTensorElementDataType> types(n, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  for (size_t i = 0; i < n && i < count; ++i) {
+    OrtTypeInfo* type_info = nullptr;
+    if (OrtStatus* s = api.KernelInfo_GetInputTypeInfo(info, i, &type_info)) {
+      api.ReleaseStatus(s);  // an absent optional input has no type
+      continue;
+    }
+    if (type_info == nullptr) continue;
+    const OrtTensorTypeAndShapeInfo* tensor = nullptr;  // owned by type_info
+    if (OrtStatus* s = api.CastTypeInfoToTensorInfo(type_info, &tensor)) api.ReleaseStatus(s);
+    if (tensor != nullptr) {
+      if (OrtStatus* s = api.GetTensorElementType(tensor, &types[i])) {
+        api.ReleaseStatus(s);
+        types[i] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+      }
+    }
+    api.ReleaseTypeInfo(type_info);
+  }
+  const std::string error = CheckInputTypes(op, specs, n, types.data());
+  if (!error.empty()) Fail(error);
 }
 
 OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,

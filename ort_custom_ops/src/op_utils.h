@@ -69,6 +69,14 @@ std::string TypeList(const ParamSpec& spec);
 std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
                             const ONNXTensorElementDataType* types);
 
+// Output `index` of the call with `shape`, checked to have element type `expected` (the graph
+// decides an output's type; a model whose untyped outputs ORT typed otherwise fails here
+// instead of having the kernel write past the buffer). Null when the node omits the output
+// (a trailing or "" optional output) and `required` is false.
+void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
+                       size_t index, const std::vector<int64_t>& shape,
+                       ONNXTensorElementDataType expected, bool required);
+
 // What a kernel sees of one input: absent inputs have present == false.
 struct InputView {
   bool present = false;
@@ -115,7 +123,10 @@ OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t
 // An INT attribute at shape inference, or its default when absent or unreadable (a wrong kind
 // is reported by the kernel's constructor, which runs at session creation too).
 int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec);
-// Fails shape inference (session creation) when an input's element type is not accepted.
+// Fails kernel creation (session creation) when an input's element type is not accepted.
+void CheckKernelInputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* specs,
+                           size_t n);
+// Fails shape inference when an input's element type is not accepted.
 OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,
                                   const ParamSpec* specs, size_t n);
 
