@@ -109,6 +109,22 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
+def _known(d) -> bool:
+    """Whether a dimension is a concrete number (torch fake tensors may carry symbolic sizes)."""
+    return isinstance(d, (int, np.integer))
+
+
+def _numel(shape) -> int | None:
+    """Product of the dims, or None when one is unknown."""
+    if not all(_known(d) for d in shape):
+        return None
+    return int(np.prod([int(d) for d in shape], dtype=np.int64))
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join(str(int(d)) if _known(d) else "?" for d in shape) + "]"
+
+
 def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -> None:
     """Check the attribute rules of SPEC §1.3; ``num_experts`` enables the E-dependent ones."""
     k, kg, gc = attrs["k"], attrs["k_group"], attrs["group_count"]
@@ -153,22 +169,24 @@ def grouping_effective(attrs: dict[str, Any]) -> bool:
 def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
     """Check shapes and dtypes of SPEC §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
 
-    dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'.
+    dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'. A dim
+    that is not an int (None, or a symbolic size of a torch fake tensor) is unknown: the rules
+    that need it are skipped.
     """
-    x_shape = tuple(int(d) for d in x_shape)
+    x_shape = tuple(x_shape)
     if len(x_shape) < 2:
-        raise _err(f"input 'x' must have rank >= 2, got shape {list(x_shape)}")
+        raise _err(f"input 'x' must have rank >= 2, got shape {_shape(x_shape)}")
     if x_dtype not in FLOAT_TYPES:
         raise _err(f"input 'x' must be {type_list(FLOAT_TYPES)}, got {x_dtype}")
-    E = x_shape[-1]
-    R = int(np.prod(x_shape[:-1], dtype=np.int64))
+    E = x_shape[-1] if _known(x_shape[-1]) else None
+    R = _numel(x_shape[:-1])
     validate_attributes(attrs, E)
     for name in ("bias", "additional_bias"):
         if inputs.get(name) is None:
             continue
         shape, dtype = inputs[name]
-        if tuple(shape) != (E,):
-            raise _err(f"input '{name}' must have shape [E] = [{E}], got {list(shape)}")
+        if len(shape) != 1 or (E is not None and _known(shape[0]) and shape[0] != E):
+            raise _err(f"input '{name}' must have shape [E] = [{E}], got {_shape(shape)}")
         if dtype != x_dtype:
             raise _err(f"input '{name}' must have the type of x ({x_dtype}), got {dtype}")
     ids, table = inputs.get("input_ids"), inputs.get("tid2eid")
@@ -177,14 +195,14 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         raise _err(f"input '{given}' needs input '{missing}' (hash routing uses both), got only '{given}'")
     if table is not None:
         (tshape, tdtype), (ishape, idtype) = table, ids
-        if len(tshape) != 2 or tshape[1] != attrs["k"]:
-            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {list(tshape)}")
+        if len(tshape) != 2 or (_known(tshape[1]) and tshape[1] != attrs["k"]):
+            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {_shape(tshape)}")
         if tdtype not in TABLE_TYPES:
             raise _err(f"input 'tid2eid' must be {type_list(TABLE_TYPES)}, got {tdtype}")
         if idtype not in ID_TYPES:
             raise _err(f"input 'input_ids' must be {type_list(ID_TYPES)}, got {idtype}")
-        if int(np.prod(ishape, dtype=np.int64)) != R:
-            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {list(ishape)}")
+        if None not in (R, _numel(ishape)) and _numel(ishape) != R:
+            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {_shape(ishape)}")
         if grouping_effective(attrs):
             raise _err(
                 f"hash routing (input 'tid2eid') cannot be combined with group-limited selection, "
@@ -197,8 +215,8 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         mshape, mdtype = mask
         if mdtype != "bool":
             raise _err(f"input 'additional_token_mask' must be bool, got {mdtype}")
-        if int(np.prod(mshape, dtype=np.int64)) != R:
-            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {list(mshape)}")
+        if None not in (R, _numel(mshape)) and _numel(mshape) != R:
+            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {_shape(mshape)}")
 
 
 def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.ndarray, n: int, E: int) -> None:

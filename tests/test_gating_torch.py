@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -179,3 +180,25 @@ def test_unused_table_entries_and_masked_ids_are_not_checked():
 def test_npu_op_rejects_sqrt_softplus():
     with pytest.raises(ValueError, match=r"attribute 'norm_type' .* got 2"):
         torch.ops.npu.npu_moe_gating_top_k(X, 2, norm_type=2)
+
+
+# ---- devices, fake validation ----------------------------------------------------------
+
+
+def test_ops_are_registered_for_every_device():
+    """Not for the CPU key only: the implementation moves data to the host and back."""
+    for op in (torch.ops.custom.npu_moe_gating_top_k.default, torch.ops.npu.npu_moe_gating_top_k.default,
+               torch.ops.npu.npu_moe_re_routing.default):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeExplicitAutograd"), op
+
+
+def test_fake_kernel_validates():
+    """Under FakeTensorMode (export tracing) a bad call fails like the eager one."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(4, 8)
+        with pytest.raises(ValueError, match=re.escape("MoeGatingTopKHash: attribute 'k' must be <= E (8), got 9")):
+            torch.ops.custom.npu_moe_gating_top_k(x, 9)
+        with pytest.raises(ValueError, match=re.escape("input 'bias' must have shape [E] = [8], got [7]")):
+            torch.ops.custom.npu_moe_gating_top_k(x, 2, bias=torch.empty(7))
