@@ -1,6 +1,6 @@
 """Hugging Face ``transformers`` MoE models with the fused Ascend router.
 
-- ``routing``: MoeGatingTopKHash attributes from an HF config, one function per architecture
+- ``configs``: MoeGatingTopKHash attributes from an HF config, one function per architecture
   (no transformers needed: config.json dicts work too);
 - ``patch(model)`` / ``unpatch(model)``: route every supported MoE block of a loaded model with
   ``torch.ops.custom.npu_moe_gating_top_k`` and the project's expert formulation, in place;
@@ -8,7 +8,7 @@
 See docs/huggingface.md.
 """
 
-from .routing import HFConfigError, Routing, routing
+from .configs import HFConfigError, Routing, routing
 
 __all__ = ["HFConfigError", "Routing", "routing", "patch", "unpatch"]
 

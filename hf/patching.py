@@ -2,7 +2,7 @@
 
 A patched block keeps its modules and weights; only its class changes, to a subclass whose
 ``forward`` computes the router logits as the HF router does, calls
-``torch.ops.custom.npu_moe_gating_top_k`` once with the attributes ``routing.py`` derives from the
+``torch.ops.custom.npu_moe_gating_top_k`` once with the attributes ``configs.py`` derives from the
 config, runs the experts with the project's formulation (``experts.routed_experts``) and adds the
 shared expert(s) as HF does. ``unpatch`` restores the HF classes.
 """
@@ -18,7 +18,7 @@ from ascend_moe_onnx import exporters  # noqa: F401  (defines torch.ops.custom.n
 from ascend_moe_onnx.models import layers
 
 from . import experts as ex
-from .routing import Routing, model_type_of, routing
+from .configs import Routing, model_type_of, routing
 
 # model_type -> HF class names of its MoE blocks.
 BLOCK_CLASSES = {

@@ -72,8 +72,9 @@ DEFAULTS = {
     "mixtral": dict(hidden_act="silu", num_local_experts=8, num_experts_per_tok=2),
     "deepseek_v4": dict(scoring_func="sqrtsoftplus", routed_scaling_factor=1.5, hidden_act="silu",
                         swiglu_limit=10.0, n_routed_experts=256, num_experts_per_tok=6,
-                        mlp_layer_types=None, n_shared_experts=1),
+                        n_shared_experts=1, num_hidden_layers=43),
 }
+DEFAULT_HASH_LAYERS = 3  # DeepseekV4Config.default_num_hash_layers
 # Config files that name another architecture's modelling code.
 ALIASES = {"kimi_k2": "deepseek_v3"}
 
@@ -118,8 +119,8 @@ def _silu(f: _Fields) -> None:
         raise f.error("hidden_act", act, "the expert path is SwiGLU with SiLU; no other activation")
 
 
-def _experts_and_k(f: _Fields, experts_field: str) -> tuple[int, int]:
-    experts = _int_field(f, experts_field)
+def _experts_and_k(f: _Fields, experts_field: str, *aliases: str) -> tuple[int, int]:
+    experts = _int_field(f, experts_field, *aliases)
     top_k = _int_field(f, "num_experts_per_tok")
     if experts > spec.MAX_EXPERTS:
         raise f.error(experts_field, experts, f"MoeGatingTopKHash takes at most {spec.MAX_EXPERTS} experts")
@@ -151,7 +152,7 @@ def deepseek_v2(config) -> Routing:
     renormalised (the V2 router ignores ``norm_topk_prob``); times ``routed_scaling_factor``."""
     f = _Fields(config, "deepseek_v2")
     _silu(f)
-    experts, top_k = _experts_and_k(f, "n_routed_experts", )
+    experts, top_k = _experts_and_k(f, "n_routed_experts", "num_experts")
     method = f("topk_method")
     if method == "greedy":
         groups = {}
@@ -166,7 +167,7 @@ def deepseek_v2(config) -> Routing:
 def _sigmoid_grouped(config, model_type: str) -> Routing:
     f = _Fields(config, model_type)
     _silu(f)
-    experts, top_k = _experts_and_k(f, "n_routed_experts")
+    experts, top_k = _experts_and_k(f, "n_routed_experts", "num_local_experts")
     groups = _groups(f, experts, top_k, mode=1)
     renormalise = bool(f("norm_topk_prob"))
     return Routing(model_type, experts, top_k, norm_type=spec.NORM_SIGMOID, bias=True,
@@ -189,7 +190,7 @@ def glm4_moe(config) -> Routing:
 def _softmax_topk(config, model_type: str, experts_field: str, renorm: bool | None, shared: str) -> Routing:
     f = _Fields(config, model_type)
     _silu(f)
-    experts, top_k = _experts_and_k(f, experts_field)
+    experts, top_k = _experts_and_k(f, experts_field, "num_local_experts", "num_experts")
     if renorm is None:
         renorm = bool(f("norm_topk_prob"))
     # Qwen: weights cast back to the logits' dtype; Mixtral keeps them float32.
@@ -222,14 +223,18 @@ def deepseek_v4(config) -> Routing:
     their experts up in ``tid2eid``; SwiGLU experts clamped at ``swiglu_limit``."""
     f = _Fields(config, "deepseek_v4")
     _silu(f)
-    experts, top_k = _experts_and_k(f, "n_routed_experts")
+    experts, top_k = _experts_and_k(f, "n_routed_experts", "num_local_experts")
     scoring = f("scoring_func")
     if scoring not in _V4_SCORING:
         raise f.error("scoring_func", scoring, f"MoeGatingTopKHash normalises with {', '.join(_V4_SCORING)} only")
     limit = f("swiglu_limit")
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0 or not math.isfinite(limit):
         raise f.error("swiglu_limit", limit, "the expert path clamps at a positive finite limit only")
-    kinds = f("mlp_layer_types") or []
+    kinds = f("mlp_layer_types")
+    if kinds is None:  # the config class's rule: the first num_hash_layers (3) layers are hash layers
+        layers, n_hash = _int_field(f, "num_hidden_layers"), f("num_hash_layers")
+        n_hash = DEFAULT_HASH_LAYERS if n_hash is None else n_hash
+        kinds = ["hash_moe"] * min(layers, n_hash) + ["moe"] * max(0, layers - n_hash)
     unknown = sorted({k for k in kinds if k not in ("moe", "hash_moe")})
     if unknown:
         raise f.error("mlp_layer_types", unknown, "layer kinds other than 'moe' and 'hash_moe'")
