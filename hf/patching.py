@@ -112,6 +112,16 @@ def _is_moe_block(module: torch.nn.Module) -> bool:
         hasattr(module, "gate") or hasattr(module, "router"))
 
 
+def patch_block(block: torch.nn.Module, r: Routing) -> None:
+    """Route one HF MoE block with the fused op (its class must be in ``BLOCK_CLASSES``)."""
+    original = getattr(type(block), "_ascend_original", type(block))
+    why = _unsupported_reason(block)
+    if why:
+        raise ValueError(f"{original.__name__}: cannot patch ({why})")
+    block._ascend_routing = r
+    block.__class__ = _patched_class(original)
+
+
 def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
     """Route every supported MoE block of an HF model with the fused op, in place.
 
@@ -134,8 +144,7 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
             if why:
                 notes.append(f"{name}: {original.__name__} left unpatched ({why})")
                 continue
-            module._ascend_routing = r
-            module.__class__ = _patched_class(original)
+            patch_block(module, r)
             patched.append(name)
         elif _is_moe_block(module):
             notes.append(f"{name}: {cls.__name__} left unpatched (model_type {model_type!r} has no "
