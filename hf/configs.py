@@ -144,7 +144,8 @@ def _groups(f: _Fields, experts: int, top_k: int, mode: int) -> dict:
     if top_k > topk_group * size:
         raise f.error("num_experts_per_tok", top_k,
                       f"more than the {topk_group * size} experts of the kept groups (topk_group={topk_group})")
-    return dict(group_count=n_group, k_group=topk_group, group_select_mode=mode)
+    # One group is no grouping: the score mode is then irrelevant, 0 is the op's default.
+    return dict(group_count=n_group, k_group=topk_group, group_select_mode=mode if n_group > 1 else 0)
 
 
 def deepseek_v2(config) -> Routing:
