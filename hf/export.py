@@ -131,3 +131,27 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
                    input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
                    **kwargs)
     return proto, wrapper
+
+
+class ascend_translations:
+    """Context manager: transformers' own ONNX exporter (``transformers.exporters.OnnxExporter``)
+    translates the ascend.moe torch ops while inside it.
+
+    transformers keeps its translations in a module-level table and takes none from the caller;
+    this adds ``exporters.custom_translation_table()`` to it and restores the table on exit.
+    """
+
+    def __enter__(self):
+        from transformers.exporters import exporter_onnx
+
+        from ascend_moe_onnx.exporters import custom_translation_table
+
+        self._table = exporter_onnx._ONNX_TRANSLATION_TABLE
+        self._saved = dict(self._table)
+        self._table.update(custom_translation_table())
+        return self
+
+    def __exit__(self, *exc):
+        self._table.clear()
+        self._table.update(self._saved)
+        return False

@@ -152,3 +152,23 @@ def test_cli_export_hf_checkpoint(tmp_path, capsys):
         assert code == 2 and message in capsys.readouterr().err
     code = cli.main(["export", "--hf", str(tmp_path / "nothing"), "-o", str(out)])
     assert code == 2 and "no config.json" in capsys.readouterr().err
+
+
+def test_transformers_onnx_exporter_on_a_patched_model():
+    exporters_mod = pytest.importorskip("transformers.exporters", reason="transformers without exporters")
+    from ascend_moe_onnx.onnx_schemas.functions import attach_functions
+
+    model = hf_cases.model("mixtral")
+    ids = torch.randint(0, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits.numpy()
+    hf.patch(model)
+    with hf_export.ascend_translations():
+        exported = exporters_mod.OnnxExporter().export(model, {"input_ids": ids},
+                                                      exporters_mod.OnnxConfig(dynamic=True))
+    import onnx_ir
+
+    proto = attach_functions(onnx_ir.serde.serialize_model(exported.program))
+    assert sum(n.op_type == GATING for n in proto.graph.node) == 2
+    for name, outs in _run_both(proto.SerializeToString(), {"input_ids": ids.numpy()}).items():
+        assert _rel(outs[0], ref) <= 1e-4, name  # logits first, then the cache's keys and values
