@@ -250,6 +250,9 @@ def configure(cfg: MoEConfig, sizes: dict, tensors: dict, hf: dict | None = None
         if cfg.swiglu_limit == 0 or "swiglu_limit" not in config:
             derived.pop("swiglu_limit")
         derived.pop("bias")  # checked against the tensors below
+        if derived["norm_type"] != cfg.norm_type:
+            raise WeightsError(f"weights: config.json gives norm_type {derived['norm_type']} (scoring), the "
+                               f"preset uses {cfg.norm_type}; choose the matching preset")
         changes.update(derived)
     else:
         changes.update({k: v for k, v in _config_fields(config).items() if k in MoEConfig.__dataclass_fields__})

@@ -88,6 +88,9 @@ def test_config_json_routing_follows_hf(tmp_path):
     assert block.cfg.renorm == 0
     with pytest.raises(WeightsError, match="model_type 'qwen3_moe' is not the preset's"):
         presets.build("deepseek-v2", weights=_layer_checkpoint(tmp_path, v2, {"model_type": "qwen3_moe"}))
+    v4 = presets.build("deepseek-v4", seed=4)
+    with pytest.raises(WeightsError, match="norm_type 1 .* the preset uses 2"):
+        presets.build("deepseek-v4", weights=_layer_checkpoint(tmp_path, v4, {"scoring_func": "sigmoid"}))
     with pytest.raises(WeightsError, match="topk_method='noaux_tc'"):
         presets.build("deepseek-v2", weights=_layer_checkpoint(tmp_path, v2, {"topk_method": "noaux_tc"}))
 
