@@ -17,6 +17,7 @@ import torch
 
 from ascend_moe_onnx.exporters import export
 
+from .configs import ALIASES
 from .patching import patch
 
 
@@ -100,13 +101,25 @@ def parse_layers(text: str) -> tuple[int, int]:
 
 
 def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
-    """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded)."""
-    from transformers import AutoModelForCausalLM
+    """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
+
+    A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
+    loaded with the transformers class it maps to (DeepSeek-V3); no remote code runs.
+    """
+    import json
+
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     path = Path(directory)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no config.json in {path} (expected a save_pretrained directory)")
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).eval()
+    fields = json.loads((path / "config.json").read_text())
+    kw = {}
+    alias = ALIASES.get(fields.get("model_type"))
+    if alias is not None:
+        fields = {k: v for k, v in fields.items() if k not in ("model_type", "auto_map", "architectures")}
+        kw["config"] = AutoConfig.for_model(alias, **fields)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
 
 
 def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,
