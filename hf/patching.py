@@ -86,8 +86,9 @@ def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | N
     w, idx = route(self.gate, router_logits(self.gate, x, r), r, input_ids)
     out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit)
     shared = _shared(self, x, r)
-    if shared is not None:
-        out = out + shared
+    if shared is not None:  # added in the compute dtype, rounded once (no bfloat16 Add on ORT's CPU)
+        compute = layers.compute_dtype(x.dtype)
+        out = layers.rounded(out.to(compute) + shared.to(compute), x.dtype).to(x.dtype)
     return out.reshape(shape)
 
 

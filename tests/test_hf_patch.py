@@ -190,3 +190,24 @@ def test_load_maps_kimi_k2_checkpoints_to_deepseek_v3(tmp_path):
         ref = model(ids).logits
         assert hf.patch(loaded, quiet=True) == ["model.layers.1.mlp"]
         assert _rel(loaded(ids).logits, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("case", ["deepseek_v3", "qwen2_moe"])
+def test_bfloat16_layer_export_runs_in_ort(tmp_path, case):
+    """bfloat16 checkpoints (router kept float32 where HF keeps it): one MoE layer in ONNX Runtime
+    with the library, within the project's bfloat16 tolerance of HF eager."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+    from ascend_moe_onnx.models.runtime import run_ort
+
+    hf_cases.model(case).save_pretrained(tmp_path)
+    model = hf_export.load(tmp_path, torch.bfloat16)
+    x = torch.randn(13, model.config.hidden_size, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    with torch.no_grad():
+        ref = model.model.layers[1].mlp(x[None])[0]
+    proto, wrapper = hf_export.export_model(model, layers=(1, 1))
+    session = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                   providers=["CPUExecutionProvider"])
+    (got,) = run_ort(session, wrapper, (x,), (ref,))
+    assert _rel(got.astype(np.float32), ref.float()) <= verify.TOLERANCES["bfloat16"]
