@@ -128,19 +128,22 @@ def _sha256(path: Path) -> str:
 
 
 def export_layer(block, ranks: int, out_dir, quant: str = "", tokens: int = 8,
-                 only_rank: int | None = None) -> dict:
+                 only_rank: int | None = None, cache_key: tuple | None = None) -> dict:
     """Write the router graph, the expert graph of every rank (or only ``only_rank``) and the
-    manifest into ``out_dir``; return the manifest."""
+    manifest into ``out_dir``; return the manifest. ``cache_key`` (naming the block's weights)
+    lets one process reuse its earlier exports (``models.runtime.export_block``)."""
     from ascend_moe_onnx.models.runtime import export_block
 
     check_preset(block, ranks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    export_block(SourceSide(block), tokens, path=out / ROUTER)
+    key = (lambda *k: None) if cache_key is None else (lambda *k: ("ep", *cache_key, *k))
+    export_block(SourceSide(block), tokens, path=out / ROUTER, cache_key=key("router"))
     files = {"router": ROUTER}
     for r in range(ranks) if only_rank is None else [only_rank]:
         # An example of >= 2 rows per rank keeps the received-token dimension dynamic.
-        export_block(expert_side(block, r, ranks, quant), max(tokens, 2 * ranks), path=out / expert_file(r))
+        export_block(expert_side(block, r, ranks, quant), max(tokens, 2 * ranks), path=out / expert_file(r),
+                     cache_key=key("expert", r, ranks, quant))
         files[f"expert_rank{r}"] = expert_file(r)
     cfg = block.cfg
     manifest = dict(preset=getattr(block, "preset", ""), size=getattr(block, "size", ""),
