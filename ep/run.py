@@ -13,6 +13,7 @@ Without torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) it r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -308,7 +309,7 @@ def summarise(args, world: int, batches, layout, all_stats: list[dict]) -> tuple
 
 def _bench(args, block, layer, inputs, counts, rank: int, world: int, threads: int) -> str | None:
     """Time the EP layer on the first batch, then (rank 0) the single-process exported layer on all
-    ranks' tokens; returns rank 0's report line."""
+    ranks' tokens; returns rank 0's report line ('ep-bench: ' + JSON)."""
     import onnxruntime as ort
     import torch
     import torch.distributed as dist
@@ -345,11 +346,13 @@ def _bench(args, block, layer, inputs, counts, rank: int, world: int, threads: i
         for _ in range(iters):
             run_ort(session, block, all_inputs, like)
         single_rate = total * iters / (time.perf_counter() - t0)
-        d, dr, di, c, cr, ci = (float(v) / 1024 for v in sent)
-        line = (f"ep-bench: {args.preset} size={args.size} ranks={world} threads/rank={threads} "
-                f"tokens={total} ({counts[0]}/rank) quant={args.quant or 'none'} "
-                f"ep={ep_rate:.0f} tok/s single-process={single_rate:.0f} tok/s (cores={cores}) "
-                f"ratio={ep_rate / single_rate:.2f} | per call, all ranks, KiB: dispatch {d:.1f} "
-                f"(remote {dr:.1f}, ideal {di:.1f}) combine {c:.1f} (remote {cr:.1f}, ideal {ci:.1f})")
+        d, dr, di, c, cr, ci = (int(v) for v in sent)
+        line = "ep-bench: " + json.dumps(dict(
+            preset=args.preset, size=args.size, ranks=world, threads_per_rank=threads, tokens=total,
+            tokens_per_rank=counts, quant=args.quant or "none", iters=iters, ep_tokens_per_s=ep_rate,
+            single_tokens_per_s=single_rate, single_threads=cores, ratio=ep_rate / single_rate,
+            # bytes per call, summed over the ranks
+            dispatch_bytes=d, dispatch_remote_bytes=dr, dispatch_ideal_bytes=di,
+            combine_bytes=c, combine_remote_bytes=cr, combine_ideal_bytes=ci))
     dist.barrier()
     return line
