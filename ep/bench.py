@@ -50,15 +50,18 @@ def _kib(n: int) -> str:
 
 def table(records: list[dict]) -> str:
     """Markdown table of the measurements."""
-    head = ("ranks", "threads/rank", "tokens (total)", "EP tok/s", "1-process tok/s", "ratio",
-            "dispatch KiB (remote / ideal)", "combine KiB (remote / ideal)")
+    head = ("ranks", "threads/rank", "tokens (total)", "EP tok/s", "1-process tok/s (all cores)", "ratio",
+            "1-process tok/s (1 thread)", "dispatch KiB (remote / ideal)", "combine KiB (remote / ideal)",
+            "load avg")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         rows.append("| " + " | ".join([
             str(r["ranks"]), str(r["threads_per_rank"]), str(r["tokens"]),
             f"{r['ep_tokens_per_s']:.0f}", f"{r['single_tokens_per_s']:.0f}", f"{r['ratio']:.2f}",
+            f"{r['single_1thread_tokens_per_s']:.0f}",
             f"{_kib(r['dispatch_bytes'])} ({_kib(r['dispatch_remote_bytes'])} / {_kib(r['dispatch_ideal_bytes'])})",
             f"{_kib(r['combine_bytes'])} ({_kib(r['combine_remote_bytes'])} / {_kib(r['combine_ideal_bytes'])})",
+            f"{r['load_avg']:.1f}",
         ]) + " |")
     return "\n".join(rows)
 

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="seconds any collective may wait for the other ranks (default 60)")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="intra-op threads per rank (default: cores / ranks on this host, >= 1)")
+                   help="ONNX Runtime intra-op threads per rank (default: cores / ranks on this host, >= 1)")
     p.add_argument("--bench", type=int, default=0, metavar="ITERS",
                    help="also time ITERS calls of the first batch against the single-process "
                         "exported layer on rank 0")
@@ -200,7 +200,9 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
     from .artefacts import EPError
     from .layer import EPLayer, Traffic
 
-    torch.set_num_threads(threads)
+    # The torch glue (sort, gathers, the combine) works on small tensors: one thread. Measured on
+    # a loaded 2-core machine, 2 OpenMP threads made a 256-token call 30x slower (spin-waits).
+    torch.set_num_threads(1)
     dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout))
     try:
         # Each rank builds the whole layer (seeded, so identical everywhere): its expert slice for
@@ -337,20 +339,24 @@ def _bench(args, block, layer, inputs, counts, rank: int, world: int, threads: i
         all_inputs = block.example_inputs(total, seed=4321)
         data = export_block(block)
         cores = os.cpu_count() or 1
-        session = ort.InferenceSession(data, ort_custom_ops.session_options(cores),
-                                       providers=["CPUExecutionProvider"])
         with torch.no_grad():
             like = block(*all_inputs)
-        run_ort(session, block, all_inputs, like)  # warm-up
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            run_ort(session, block, all_inputs, like)
-        single_rate = total * iters / (time.perf_counter() - t0)
+        rates = {}
+        for n in sorted({cores, 1}):
+            session = ort.InferenceSession(data, ort_custom_ops.session_options(n),
+                                           providers=["CPUExecutionProvider"])
+            run_ort(session, block, all_inputs, like)  # warm-up
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                run_ort(session, block, all_inputs, like)
+            rates[n] = total * iters / (time.perf_counter() - t0)
+        single_rate = rates[cores]
         d, dr, di, c, cr, ci = (int(v) for v in sent)
         line = "ep-bench: " + json.dumps(dict(
             preset=args.preset, size=args.size, ranks=world, threads_per_rank=threads, tokens=total,
             tokens_per_rank=counts, quant=args.quant or "none", iters=iters, ep_tokens_per_s=ep_rate,
             single_tokens_per_s=single_rate, single_threads=cores, ratio=ep_rate / single_rate,
+            single_1thread_tokens_per_s=rates[1], load_avg=os.getloadavg()[0],
             # bytes per call, summed over the ranks
             dispatch_bytes=d, dispatch_remote_bytes=dr, dispatch_ideal_bytes=di,
             combine_bytes=c, combine_remote_bytes=cr, combine_ideal_bytes=ci))

@@ -29,17 +29,29 @@ def _summary(text: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def block():
-    return presets.build(PRESET, "tiny", "float32")
+def checkpoint(tmp_path_factory):
+    """A safetensors checkpoint of the layer (weights unlike the default seed's)."""
+    from safetensors.torch import save_file
+
+    from tests.test_models_weights import state_dict
+
+    path = tmp_path_factory.mktemp("ckpt") / "layer.safetensors"
+    save_file(state_dict(presets.build(PRESET, "tiny", "float32", seed=5), "model.layers.3.mlp."), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def block(checkpoint):
+    return presets.build(PRESET, "tiny", "float32", weights=checkpoint)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, block):
-    """{ranks: directory} of the layer exported for 2 and 4 ranks (router exported once)."""
+    """{ranks: directory} of the checkpoint's layer exported for 2 and 4 ranks (router once)."""
     out = {}
     for n in (2, 4):
         d = tmp_path_factory.mktemp(f"ep{n}")
-        artefacts.export_layer(block, n, d, cache_key=(PRESET, "tiny", 0))
+        artefacts.export_layer(block, n, d, cache_key=(PRESET, "tiny", "checkpoint"))
         out[n] = d
     return out
 
@@ -51,9 +63,11 @@ def _ok(runs, ranks):
     return fields
 
 
-def test_two_ranks_float32_zero_and_uneven_batches(exported):
-    """Uneven batches, an all-empty batch, batches where one rank receives nothing; timed once."""
-    runs = run_ranks(2, [PRESET, "--onnx", str(exported[2]), "--tokens", "13,3;0;1,0;0,2", "--bench", "1"])
+def test_two_ranks_float32_zero_and_uneven_batches(exported, checkpoint):
+    """Checkpoint weights; uneven batches, an all-empty batch, batches where one rank receives
+    nothing; timed once."""
+    runs = run_ranks(2, [PRESET, "--weights", str(checkpoint), "--onnx", str(exported[2]),
+                         "--tokens", "13,3;0;1,0;0,2", "--bench", "1"])
     fields = _ok(runs, 2)
     assert fields["tokens"] == "19" and int(fields["empty-receivers"]) >= 2
     assert float(fields["max-rel-err"]) <= 1e-4
@@ -67,11 +81,20 @@ def test_two_ranks_float32_zero_and_uneven_batches(exported):
     assert "| 2 | 1 | 16 |" in bench.table([record])
 
 
-def test_four_ranks_float32(exported):
+def test_four_ranks_float32(exported, checkpoint):
     """4 ranks (8 local experts each): a single token leaves ranks without rows; uneven counts."""
-    runs = run_ranks(4, [PRESET, "--onnx", str(exported[4]), "--tokens", "1,0,0,0;9,0,2,5"])
+    runs = run_ranks(4, [PRESET, "--weights", str(checkpoint), "--onnx", str(exported[4]),
+                         "--tokens", "1,0,0,0;9,0,2,5"])
     fields = _ok(runs, 4)
     assert int(fields["empty-receivers"]) >= 1 and fields["ranks"] == "4"
+
+
+def test_wrong_results_fail(exported):
+    """Graphs of the checkpoint checked against other weights (the seed's): the check must fail."""
+    runs = run_ranks(2, [PRESET, "--onnx", str(exported[2]), "--tokens", "4"])
+    assert [r.returncode for r in runs] == [1, 1]
+    fields = _summary(runs[0].stdout)
+    assert fields["status"] == "FAILED" and float(fields["max-rel-err"]) > 1e-2
 
 
 def test_torchrun_int8_exports_itself():
