@@ -43,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens")
     p.add_argument("--backend", default="gloo", help="torch.distributed backend (gloo; hccl on Ascend)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="seconds any collective may wait for the other ranks (default 60)")
+                   help="seconds a collective of the layer may wait for the other ranks (default 60)")
+    p.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds the ranks may wait for each other at start-up (imports, exports; "
+                        "default 600) and around the benchmark baseline")
     p.add_argument("--threads", type=int, metavar="N",
                    help="ONNX Runtime intra-op threads per rank (default: cores / ranks on this host, >= 1)")
     p.add_argument("--bench", type=int, default=0, metavar="ITERS",
@@ -89,12 +92,12 @@ def parse_fault(text: str | None):
     return rank, kind, step
 
 
-def _maybe_fault(fault, rank: int, step: str, timeout: float) -> None:
+def _maybe_fault(fault, rank: int, step: str, hang_s: float) -> None:
     if fault and fault[0] == rank and fault[2] == step:
         print(f"ep: rank {rank}: injected fault '{fault[1]}' at {step}", file=sys.stderr, flush=True)
         if fault[1] == "exit":
             os._exit(17)
-        time.sleep(3 * timeout + 30)  # hang: longer than anyone may wait
+        time.sleep(hang_s)  # longer than anyone may wait
         os._exit(18)
 
 
@@ -172,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         rank, world, local_world = _env_rank()
         batches = parse_tokens(args.tokens, world)
         fault = parse_fault(args.inject_fault)
-        if args.timeout <= 0:
-            raise UsageError(f"--timeout must be > 0, got {args.timeout}")
+        for name in ("timeout", "startup_timeout"):
+            if getattr(args, name) <= 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     except UsageError as e:
         print(f"ep: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -203,7 +207,9 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
     # The torch glue (sort, gathers, the combine) works on small tensors: one thread. Measured on
     # a loaded 2-core machine, 2 OpenMP threads made a 256-token call 30x slower (spin-waits).
     torch.set_num_threads(1)
-    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout))
+    # Two timeouts: ranks reach the start-up exchange at very different times (imports, exports),
+    # while the layer's collectives must notice a dead or stuck peer quickly.
+    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.startup_timeout))
     try:
         # Each rank builds the whole layer (seeded, so identical everywhere): its expert slice for
         # the export and the reference for the check. A rank's failure reaches every rank below.
@@ -215,7 +221,7 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
                 loaded = _load(args, block, rank, world, threads, workdir)
             except Exception as e:
                 error = str(e) if isinstance(e, EPError) else f"{type(e).__name__}: {e}"
-            _maybe_fault(fault, rank, "startup", args.timeout)
+            _maybe_fault(fault, rank, "startup", 2 * args.startup_timeout + 30)
             reports = _gather((error, None if loaded is None else loaded[3]))
         failed = [(r, err) for r, (err, _) in enumerate(reports) if err]
         if failed:
@@ -228,7 +234,8 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
         if layout.experts != block.cfg.experts or layout.top_k != block.cfg.top_k:
             raise EPError(f"rank {rank}: the exported layer has {layout.experts} experts / top-{layout.top_k}, "
                           f"preset {args.preset} has {block.cfg.experts} / top-{block.cfg.top_k}")
-        layer = EPLayer(router, expert, layout, rank)
+        group = dist.new_group(backend=args.backend, timeout=timedelta(seconds=args.timeout))
+        layer = EPLayer(router, expert, layout, rank, group)
 
         stats = dict(tokens=0, abs=0.0, scale=0.0, mismatched=0, received=[], pipe_abs=0.0,
                      bound_use=0.0, int8_abs=0.0, traffic=Traffic())
@@ -236,7 +243,7 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
         for b, counts in enumerate(batches):
             inputs = block.example_inputs(counts[rank], seed=args.seed * 7919 + 1000 * (b + 1) + rank)
             first_inputs = first_inputs if first_inputs is not None else inputs
-            _maybe_fault(fault, rank, "dispatch", args.timeout)
+            _maybe_fault(fault, rank, "dispatch", 2 * args.timeout + 30)
             got = layer(inputs)
             ref, ref_idx = check.reference(block, inputs)
             stats["tokens"] += counts[rank]
