@@ -119,7 +119,8 @@ def expert_side(block, rank: int, ranks: int, quant: str = ""):
     return side
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path) -> str:
+    """Hex sha256 of a file's bytes."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -150,7 +151,7 @@ def export_layer(block, ranks: int, out_dir, quant: str = "", tokens: int = 8,
                     dtype=getattr(block, "dtype_name", "float32"), quant=quant,
                     layout=asdict(Layout(ranks, cfg.experts, cfg.top_k, cfg.hidden, quant)),
                     shared=cfg.shared, files=files,
-                    sha256={k: _sha256(out / f) for k, f in files.items()})
+                    sha256={k: sha256_file(out / f) for k, f in files.items()})
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 

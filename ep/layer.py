@@ -103,8 +103,9 @@ class EPLayer:
         weights = _to_torch(outs["routing_weights"]).to(torch.float32)
         idx = _to_torch(outs["expert_idx"])
         flat = idx.reshape(-1).to(torch.int64)
-        if T and (int(flat.min()) < 0 or int(flat.max()) >= E):
-            raise EPError(f"rank {self.rank}: router chose expert {int(flat.max())} outside [0, {E})")
+        bad = flat[(flat < 0) | (flat >= E)]
+        if bad.numel():
+            raise EPError(f"rank {self.rank}: router chose expert {int(bad[0])} outside [0, {E})")
         order = torch.sort(flat, stable=True).indices  # (token, slot) pairs by expert = by rank, local expert
         token_of = order // k
         counts = torch.bincount(flat, minlength=E).reshape(N, L)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from datetime import timedelta
+from pathlib import Path
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
 
@@ -150,7 +151,6 @@ def _load(args, block, rank: int, world: int, threads: int, workdir: str):
         a.check_preset(block, world)
         manifest = a.export_layer(block, world, workdir, quant, only_rank=rank)
         layout, where = a.Layout(**manifest["layout"]), workdir
-    from pathlib import Path
 
     router_path, expert_path = Path(where) / a.ROUTER, Path(where) / a.expert_file(rank)
     for path in (router_path, expert_path):
@@ -160,7 +160,7 @@ def _load(args, block, rank: int, world: int, threads: int, workdir: str):
     so.inter_op_num_threads = 1
     router = ort.InferenceSession(str(router_path), so, providers=["CPUExecutionProvider"])
     expert = ort.InferenceSession(str(expert_path), so, providers=["CPUExecutionProvider"])
-    desc = a.describe(router, expert, layout, a._sha256(router_path))
+    desc = a.describe(router, expert, layout, a.sha256_file(router_path))
     return router, expert, layout, desc
 
 
