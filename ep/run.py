@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exported layer (moe-onnx export PRESET --ep-ranks N -o DIR); default: export")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens")
     p.add_argument("--backend", default="gloo", help="torch.distributed backend (gloo; hccl on Ascend)")
+    p.add_argument("--provider", default="cpu", choices=("cpu", "cann"),
+                   help="ONNX Runtime execution provider of the sessions (cann: device LOCAL_RANK; "
+                        "docs/ascend.md)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="seconds a collective of the layer may wait for the other ranks (default 60)")
     p.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
@@ -131,10 +134,6 @@ def _gather(obj) -> list:
 
 def _load(args, block, rank: int, world: int, threads: int, workdir: str):
     """This rank's sessions and description: from --onnx DIR or a fresh export."""
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
-
     from . import artefacts as a
 
     quant = args.quant or ""
@@ -156,12 +155,32 @@ def _load(args, block, rank: int, world: int, threads: int, workdir: str):
     for path in (router_path, expert_path):
         if not path.is_file():
             raise a.EPError(f"rank {rank}: missing {path}")
-    so = ort_custom_ops.session_options(threads)
-    so.inter_op_num_threads = 1
-    router = ort.InferenceSession(str(router_path), so, providers=["CPUExecutionProvider"])
-    expert = ort.InferenceSession(str(expert_path), so, providers=["CPUExecutionProvider"])
+    router = session(router_path, args.provider, threads)
+    expert = session(expert_path, args.provider, threads)
     desc = a.describe(router, expert, layout, a.sha256_file(router_path))
     return router, expert, layout, desc
+
+
+def session(path, provider: str, threads: int):
+    """An ORT session of one graph with the custom-op library: CPU, or the CANN EP on device
+    LOCAL_RANK (an EPError, not a silent CPU run, when CANN cannot run here)."""
+    import warnings
+
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    from .artefacts import EPError
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ort_custom_ops.CannFallbackWarning)
+        try:
+            return ort_custom_ops.inference_session(str(path), provider, so,
+                                                    device_id=int(os.environ.get("LOCAL_RANK", 0)))
+        except ort_custom_ops.CannFallbackWarning as w:
+            raise EPError(f"rank {os.environ.get('RANK', 0)}: {w}") from None
 
 
 def _max(values) -> float:

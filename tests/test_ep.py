@@ -151,6 +151,17 @@ def test_mismatched_dtype_described(exported, block, tmp_path):
         artefacts.check_consistent([good, bad])
 
 
+def test_cann_provider_never_falls_back_silently(exported):
+    """--provider cann where the CANN EP cannot run: a clear error, not a CPU run."""
+    from ascend_moe_onnx.ort_custom_ops.cann import cann_unavailable_reason
+
+    if not cann_unavailable_reason():
+        pytest.skip("the CANN EP can run here")
+    with pytest.raises(artefacts.EPError, match="CANN"):
+        run.session(exported[2] / artefacts.ROUTER, "cann", 1)
+    assert run.session(exported[2] / artefacts.ROUTER, "cpu", 1).get_providers() == ["CPUExecutionProvider"]
+
+
 def test_export_cli_ep_ranks(tmp_path):
     """moe-onnx export --ep-ranks writes the router, one expert graph per rank and the manifest."""
     from ascend_moe_onnx.cli.main import main
