@@ -73,8 +73,9 @@ def _to_torch(a: np.ndarray) -> torch.Tensor:
 class EPLayer:
     """One MoE layer of rank ``rank`` out of ``layout.ranks``: its router and expert-side sessions."""
 
-    def __init__(self, router, expert, layout: Layout, rank: int, group=None):
+    def __init__(self, router, expert, layout: Layout, rank: int, group=None, device: str = "cpu"):
         self.router, self.expert, self.layout, self.rank, self.group = router, expert, layout, rank, group
+        self.device = torch.device(device)  # where the collectives want their tensors (NPU for HCCL)
         self.router_inputs = [i.name for i in router.get_inputs()]
         self.router_outputs = [o.name for o in router.get_outputs()]
         self.expert_inputs = [i.name for i in expert.get_inputs()]
@@ -83,13 +84,14 @@ class EPLayer:
     def _all_to_all(self, step: str, send: torch.Tensor, recv_rows: list[int], send_rows: list[int],
                     recv_shape_tail: tuple) -> torch.Tensor:
         """Rows of ``send`` (split ``send_rows`` by destination) -> rows received (``recv_rows``)."""
+        send = send.contiguous().to(self.device)
         out = send.new_empty((sum(recv_rows), *recv_shape_tail))
         try:
-            dist.all_to_all_single(out, send.contiguous(), recv_rows, send_rows, group=self.group)
+            dist.all_to_all_single(out, send, recv_rows, send_rows, group=self.group)
         except Exception as e:  # gloo/HCCL raise RuntimeError or DistBackendError subclasses
             raise EPError(f"rank {self.rank}: all-to-all '{step}' failed: a peer rank died, timed out "
                           f"or disagrees on the layer ({type(e).__name__}: {str(e).strip()[:300]})") from e
-        return out
+        return out.cpu()  # the sessions take host memory (docs/expert-parallel.md, On Ascend)
 
     # ---- one call ---------------------------------------------------------------------------------
     def __call__(self, inputs: tuple) -> Result:

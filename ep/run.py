@@ -228,6 +228,7 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
     torch.set_num_threads(1)
     # Two timeouts: ranks reach the start-up exchange at very different times (imports, exports),
     # while the layer's collectives must notice a dead or stuck peer quickly.
+    device = collective_device(args.backend)  # before the group: HCCL needs torch_npu imported
     dist.init_process_group(args.backend, timeout=timedelta(seconds=args.startup_timeout))
     try:
         # Each rank builds the whole layer (seeded, so identical everywhere): its expert slice for
@@ -254,7 +255,7 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
             raise EPError(f"rank {rank}: the exported layer has {layout.experts} experts / top-{layout.top_k}, "
                           f"preset {args.preset} has {block.cfg.experts} / top-{block.cfg.top_k}")
         group = dist.new_group(backend=args.backend, timeout=timedelta(seconds=args.timeout))
-        layer = EPLayer(router, expert, layout, rank, group)
+        layer = EPLayer(router, expert, layout, rank, group, device)
 
         stats = dict(tokens=0, abs=0.0, scale=0.0, mismatched=0, received=[], pipe_abs=0.0,
                      bound_use=0.0, int8_abs=0.0, traffic=Traffic())
@@ -293,6 +294,24 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
     else:
         ok, _ = summarise(args, world, batches, layout, all_stats)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def collective_device(backend: str) -> str:
+    """The device whose tensors ``backend``'s collectives take: the host for gloo, this rank's NPU
+    for HCCL (torch_npu imported here), its GPU for NCCL."""
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if backend == "hccl":
+        import torch
+        import torch_npu  # noqa: F401  (registers the npu device and the HCCL backend)
+
+        torch.npu.set_device(local)
+        return f"npu:{local}"
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(local)
+        return f"cuda:{local}"
+    return "cpu"
 
 
 def _shutdown() -> None:
