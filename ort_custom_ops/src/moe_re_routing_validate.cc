@@ -51,21 +51,22 @@ int64_t MoeReRoutingScaleElemBytes(ONNXTensorElementDataType type) {
 
 std::string CheckMoeReRoutingAttrs(const MoeReRoutingAttrs& attrs) {
   if (attrs.expert_token_num_type != 0 && attrs.expert_token_num_type != 1) {
-    return Str(kMoeReRoutingName, ": attribute '", kMoeReRoutingAttrs[kRrExpertTokenNumType].name,
+    return Str(kMoeReRoutingName, ": attribute '", rerouting_defs::kAttrs[rerouting_defs::kAttrExpertTokenNumType].name,
                "' must be 0 (cumulative counts) or 1 (per-expert counts), got ",
                attrs.expert_token_num_type);
   }
   if (attrs.idx_type != 0 && attrs.idx_type != 1) {
-    return Str(kMoeReRoutingName, ": attribute '", kMoeReRoutingAttrs[kRrIdxType].name,
+    return Str(kMoeReRoutingName, ": attribute '", rerouting_defs::kAttrs[rerouting_defs::kAttrIdxType].name,
                "' must be 0 (gather index) or 1 (scatter index), got ", attrs.idx_type);
   }
   return {};
 }
 
 MoeReRoutingAttrs ReadMoeReRoutingAttrs(const OrtKernelInfo* info) {
-  MoeReRoutingAttrs attrs;
-  attrs.expert_token_num_type = ReadIntAttr(info, kMoeReRoutingAttrs[kRrExpertTokenNumType]);
-  attrs.idx_type = ReadIntAttr(info, kMoeReRoutingAttrs[kRrIdxType]);
+  using namespace rerouting_defs;
+  MoeReRoutingAttrs attrs{};
+  attrs.expert_token_num_type = ReadIntAttr(info, kName, kAttrs[kAttrExpertTokenNumType]);
+  attrs.idx_type = ReadIntAttr(info, kName, kAttrs[kAttrIdxType]);
   const std::string error = CheckMoeReRoutingAttrs(attrs);
   if (!error.empty()) Fail(error);
   return attrs;
