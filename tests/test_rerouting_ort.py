@@ -10,6 +10,13 @@ import numpy as np
 import onnx
 import pytest
 
+try:
+    import torch  # noqa: F401
+
+    torch_available = True
+except ImportError:  # the ORT-facing checks still run without torch
+    torch_available = False
+
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import (
     WORKED_COUNTS,
@@ -114,7 +121,8 @@ def test_randomized_sweep_torch_reference_library_and_function_agree():
         tokens, counts, scales, attrs = _random_case(rng)
         expected = spec.reference(tokens, counts, scales, **attrs)
         what = f"case {case}: tokens {tokens.dtype}{list(tokens.shape)} counts {counts.tolist()} {attrs}"
-        assert_outputs_same(run_torch(tokens, counts, scales, **attrs), expected, f"torch {what}")
+        if torch_available:
+            assert_outputs_same(run_torch(tokens, counts, scales, **attrs), expected, f"torch {what}")
         for backend in BACKENDS:
             assert_outputs_same(_run(backend, tokens, counts, scales, **attrs), expected, f"{backend} {what}",
                                 function_body=backend == "function")

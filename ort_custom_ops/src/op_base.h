@@ -55,7 +55,10 @@ struct AscendMoeOp
   OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
                               void** kernel) const {
     *kernel = nullptr;
-    return ToStatus(Def::kName, [&] { *kernel = new StatusKernel<Def, Kernel>(info); });
+    return ToStatus(Def::kName, [&] {
+      CheckRequiredOutputs(info);
+      *kernel = new StatusKernel<Def, Kernel>(info);
+    });
   }
 
   const char* GetName() const { return Def::kName; }
@@ -71,11 +74,27 @@ struct AscendMoeOp
 
   size_t GetOutputTypeCount() const { return Def::kNumOutputs; }
   ONNXTensorElementDataType GetOutputType(size_t index) const { return Def::OutputType(index); }
-  OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t index) const {
-    return Characteristic(Def::OutputOptional(index));
+  // Every output is declared optional to ONNX Runtime: its schema builder rejects a required
+  // output of undefined type when several inputs are untyped (ORT 1.21). The outputs the contract
+  // requires are checked when the kernel is created instead.
+  OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t /*index*/) const {
+    return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL;
   }
 
  private:
+  static void CheckRequiredOutputs(const OrtKernelInfo* info) {
+    Ort::ConstKernelInfo kinfo(info);
+    const size_t count = kinfo.GetOutputCount();
+    for (size_t i = 0; i < Def::kNumOutputs; ++i) {
+      if (Def::OutputOptional(i)) continue;
+      if (i >= count || kinfo.GetOutputName(i).empty()) {
+        throw Ort::Exception(Str(Def::kName, ": output #", i, " is required, the node has ", count,
+                                 " output(s)", i < count ? " and leaves it unnamed" : ""),
+                             ORT_INVALID_GRAPH);
+      }
+    }
+  }
+
   static OrtCustomOpInputOutputCharacteristic Characteristic(bool optional) {
     return optional ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
                     : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
