@@ -94,7 +94,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     else:  # scatter index: idx[gather_idx[d]] = d
         inverse = op("ScatterElements", filled(a_1d, 0), gather_idx, rows, axis=0)
         op("Cast", inverse, to=TensorProto.INT32, output=out_idx)
-    per_expert = op("ReduceSum", c64, axis0, keepdims=0)  # [E]
+    # keepdims=1 + Squeeze: ReduceSum(keepdims=0) with an empty dim gives the wrong shape on ORT <= 1.31.1
+    per_expert = op("Squeeze", op("ReduceSum", c64, axis0, keepdims=1), axis0)  # [E]
     if attrs["expert_token_num_type"] != COUNT:
         per_expert = op("CumSum", per_expert, zero)
     op("CastLike", per_expert, counts, output=out_etn)
