@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

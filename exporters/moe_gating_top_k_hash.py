@@ -1,4 +1,4 @@
-"""Torch ops for MoeGatingTopKHash (SPEC §1) and their ONNX translations.
+"""Torch ops for MoeGatingTopKHash (docs/operators.md §1) and their ONNX translations.
 
 - ``torch.ops.custom.npu_moe_gating_top_k``: the Ascend recipe's op, with hash routing.
 - ``torch.ops.npu.npu_moe_gating_top_k``: torch_npu's built-in (no hash inputs, norm_type 0/1).
@@ -18,7 +18,7 @@ from ._torch_lib import described, library, onnx_type_name, op_defined, schema_d
 
 D = spec.DEFAULTS
 
-# Attribute order of each torch front end's signature (SPEC §1.1); defaults come from the schema.
+# Attribute order of each torch front end's signature (docs/operators.md §1.1); defaults come from the schema.
 CUSTOM_ATTR_ORDER = ("k_group", "group_count", "routed_scaling_factor", "eps",
                  "group_select_mode", "renorm", "norm_type", "out_flag")
 NPU_ATTR_ORDER = ("k_group", "group_count", "group_select_mode", "renorm", "norm_type", "out_flag",
@@ -86,7 +86,7 @@ def _select(b: torch.Tensor, attrs: dict) -> torch.Tensor:
 
 def gating_top_k(x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
                  additional_token_mask=None, **attributes):
-    """Eager CPU implementation of SPEC §1.2 in torch; returns ``(y, expert_idx, out)``."""
+    """Eager CPU implementation of docs/operators.md §1.2 in torch; returns ``(y, expert_idx, out)``."""
     attrs = _attrs(**attributes)
     tensors = {"bias": bias, "input_ids": input_ids, "tid2eid": tid2eid,
                "additional_bias": additional_bias, "additional_token_mask": additional_token_mask}

@@ -1,4 +1,4 @@
-"""Torch op for MoeReRouting (SPEC §2): ``torch.ops.npu.npu_moe_re_routing``.
+"""Torch op for MoeReRouting (docs/operators.md §2): ``torch.ops.npu.npu_moe_re_routing``.
 
 Defined here with a CPU implementation and a fake kernel unless torch_npu already defines it; the
 export side (moe_re_routing_onnx) is added in every case. ``torch.library.custom_op`` cannot
@@ -57,7 +57,7 @@ def _take_rows(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 
 
 def gather_index(counts: torch.Tensor) -> torch.Tensor:
-    """int64 ``g`` [A] with ``permute_tokens = tokens[g]`` (SPEC §2.2), counts already validated."""
+    """int64 ``g`` [A] with ``permute_tokens = tokens[g]`` (docs/operators.md §2.2), counts already validated."""
     c = counts.to(torch.int64)
     flat = c.reshape(-1)
     src = (torch.cumsum(flat, 0) - flat).reshape(c.shape).t().reshape(-1)  # destination order
@@ -67,7 +67,7 @@ def gather_index(counts: torch.Tensor) -> torch.Tensor:
 
 
 def re_routing(tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):
-    """Eager CPU implementation of SPEC §2.2; returns the 4 outputs."""
+    """Eager CPU implementation of docs/operators.md §2.2; returns the 4 outputs."""
     attrs = _attrs(**attributes)
     counts = expert_token_num_per_rank
     _validate(tokens, counts, per_token_scales, attrs)

@@ -1,4 +1,4 @@
-"""Pure-ONNX function body of MoeGatingTopKHash (SPEC §1.2), specialised for one node.
+"""Pure-ONNX function body of MoeGatingTopKHash (docs/operators.md §1.2), specialised for one node.
 
 The body is built for one combination of (attributes, present optional inputs): attributes are
 baked in as constants and absent inputs are never referenced, so every node gets a small,
@@ -27,13 +27,13 @@ from .moe_gating_top_k_hash import (
 
 # float64 selection keys (the NumPy reference's _rank_key): every float32 number maps to itself,
 # -inf and NaN to finite doubles below every float32, and experts of dropped groups to -inf, so a
-# single TopK (ties -> lower index) gives SPEC §1.2 step 4's order.
+# single TopK (ties -> lower index) gives docs/operators.md §1.2 step 4's order.
 _KEY_NEG_INF = -1e300
 _KEY_NAN = -1e301
 
 
 def _check_presence(has: dict[str, bool], attrs: dict[str, Any]) -> None:
-    """The presence rules of SPEC §1.3 that are known without tensor shapes."""
+    """The presence rules of docs/operators.md §1.3 that are known without tensor shapes."""
     if has["input_ids"] != has["tid2eid"]:
         given, missing = ("input_ids", "tid2eid") if has["input_ids"] else ("tid2eid", "input_ids")
         raise ValueError(f"{OP_TYPE}: input '{given}' needs input '{missing}' (hash routing uses both)")
@@ -55,7 +55,7 @@ def _rank_key(g: BodyBuilder, b: str, may_be_neg_inf: bool) -> str:
 
 
 def _normalise(g: BodyBuilder, x2: str, norm_type: int, axis: str) -> str:
-    """Scores s of SPEC §1.2 step 1 for float32 rows ``x2``."""
+    """Scores s of docs/operators.md §1.2 step 1 for float32 rows ``x2``."""
     one = g.const([1.0], np.float32)
     if norm_type == NORM_SOFTMAX:
         m = g.op("ReduceMax", x2, axis, keepdims=1)
@@ -76,7 +76,7 @@ def _normalise(g: BodyBuilder, x2: str, norm_type: int, axis: str) -> str:
 
 def _group_mask(g: BodyBuilder, key: str, b: str, biased: bool, attrs: dict[str, Any], shape_re: str,
                 e_dim: str, axis: str) -> str:
-    """Key with the experts of all but the k_group best groups set to -inf (SPEC §1.2 step 3)."""
+    """Key with the experts of all but the k_group best groups set to -inf (docs/operators.md §1.2 step 3)."""
     G = attrs["group_count"]
     minus_one = g.const([-1], np.int64)
     g_const = g.const([G], np.int64)

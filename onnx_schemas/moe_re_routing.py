@@ -1,4 +1,4 @@
-"""MoeReRouting (SPEC §2): ONNX schema, shape inference, validation and NumPy reference."""
+"""MoeReRouting (docs/operators.md §2): ONNX schema, shape inference, validation and NumPy reference."""
 
 from __future__ import annotations
 
@@ -86,12 +86,12 @@ def _known(d) -> bool:
     return isinstance(d, (int, np.integer))
 
 
-# ---- validation (SPEC §2.3), shared by the NumPy reference and the torch op -------------------
+# ---- validation (docs/operators.md §2.3), shared by the NumPy reference and the torch op -------------------
 # The messages are those of the C++ kernel (ort_custom_ops/src/moe_re_routing_validate.cc).
 
 
 def validate_attributes(attrs: dict[str, Any]) -> None:
-    """Check expert_token_num_type and idx_type (SPEC §2.3)."""
+    """Check expert_token_num_type and idx_type (docs/operators.md §2.3)."""
     if attrs["expert_token_num_type"] not in (CUMSUM, COUNT):
         raise _err("attribute 'expert_token_num_type' must be 0 (cumulative counts) or "
                    f"1 (per-expert counts), got {attrs['expert_token_num_type']}")
@@ -191,7 +191,7 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (SPEC §2.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §2.2) -------------------------------------------------------------
 
 _NUMPY_TO_ONNX_NAME = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16",
                        "int8": "int8", "uint8": "uint8", "float8_e4m3fn": "float8e4m3fn",
@@ -204,7 +204,7 @@ def _dtype_name(a: np.ndarray) -> str:
 
 
 def block_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(src, dst)`` [N, E] int64: first row of each (rank, expert) block before / after (SPEC §2.2)."""
+    """``(src, dst)`` [N, E] int64: first row of each (rank, expert) block before / after (docs/operators.md §2.2)."""
     c = np.asarray(counts, dtype=np.int64)
     flat = c.reshape(-1)
     src = (np.cumsum(flat) - flat).reshape(c.shape)
@@ -231,7 +231,7 @@ def reference(
     expert_token_num_type: int = DEFAULTS["expert_token_num_type"],
     idx_type: int = DEFAULTS["idx_type"],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of SPEC §2.2."""
+    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of docs/operators.md §2.2."""
     attrs = {"expert_token_num_type": int(expert_token_num_type), "idx_type": int(idx_type)}
     tokens = np.asarray(tokens)
     counts = np.asarray(expert_token_num_per_rank)

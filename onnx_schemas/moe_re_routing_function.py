@@ -1,11 +1,11 @@
-"""Pure-ONNX function body of MoeReRouting (SPEC §2.2), specialised for one node.
+"""Pure-ONNX function body of MoeReRouting (docs/operators.md §2.2), specialised for one node.
 
 The attributes are baked in and ``per_token_scales`` is referenced only when the node has it, so
 each node gets a small, branch-free graph of standard default-domain ops (opset >= 18). How it
 works: the destination row ``d`` lies in block ``k(d)`` = the number of blocks (in expert-major
 order) whose inclusive end is <= d, found with one ScatterElements(add) + CumSum over A + 1 slots;
 then ``gather_idx[d] = d + src[k] - dst[k]`` and every output is a Gather. A = 0 and zero counts
-need no special case. On counts that break SPEC §2.3 a Gather or ScatterElements index falls out
+need no special case. On counts that break docs/operators.md §2.3 a Gather or ScatterElements index falls out
 of range and the runtime reports an error (the body does not produce a validation message).
 
 Not bit for bit in two respects: ONNX has no Gather for float8 and a function body cannot branch

@@ -43,7 +43,7 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _RAW = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}  # NumPy types torch can wrap
 _TORCH_UINT = {1: _torch_dtype("uint8"), 2: _torch_dtype("int16"), 4: _torch_dtype("int32"), 8: _torch_dtype("int64")}
 
-WORKED_COUNTS = np.array([[1, 0, 2], [2, 1, 0]])  # SPEC §2.2
+WORKED_COUNTS = np.array([[1, 0, 2], [2, 1, 0]])  # docs/operators.md §2.2
 WORKED_GATHER = [0, 3, 4, 5, 1, 2]
 WORKED_SCATTER = [0, 4, 5, 1, 2, 3]
 
@@ -220,7 +220,7 @@ def type_name(a: np.ndarray) -> str:
 
 
 def bad_cases() -> list:
-    """``(id, tokens, counts, scales, attrs, message)`` breaking each rule of SPEC §2.3 once.
+    """``(id, tokens, counts, scales, attrs, message)`` breaking each rule of docs/operators.md §2.3 once.
 
     ``message`` is the exact text every layer (C++, NumPy, torch) reports after "MoeReRouting: ".
     """

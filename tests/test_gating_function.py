@@ -162,7 +162,7 @@ def assert_close_ulp(got, want, dtype_name, ulps, context, what):
 
 
 def float64_expected(x, idx, attrs):
-    """SPEC §1.2 steps 1 and 6 in float64 for the given indices: the yardstick for s and y."""
+    """docs/operators.md §1.2 steps 1 and 6 in float64 for the given indices: the yardstick for s and y."""
     E, k = x.shape[-1], idx.shape[-1]
     x64 = x.reshape(-1, E).astype(np.float32).astype(np.float64)
     nt = attrs.get("norm_type", 0)

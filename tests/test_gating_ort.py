@@ -1,5 +1,5 @@
 """MoeGatingTopKHash in ONNX Runtime through the custom-op library: agreement with the NumPy
-reference, worked behaviours, shape inference, threading, and every validation rule of SPEC §1.3."""
+reference, worked behaviours, shape inference, threading, and every validation rule of docs/operators.md §1.3."""
 
 from __future__ import annotations
 
@@ -395,7 +395,7 @@ ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
 
 
 @pytest.mark.skipif(ORT_VERSION < (1, 32), reason="ORT 1.21 aborts when shape inference sets a "
-                    "missing output (ARCHITECTURE.md); checked on 1.32")
+                    "missing output; checked on 1.32")
 def test_two_output_node():
     """`out` is optional: a node may emit only y and expert_idx."""
     x = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
@@ -494,7 +494,7 @@ def test_baseline_and_avx2_builds_agree_bit_for_bit():
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == isa_outputs()
 
 
-# ---- validation (SPEC §1.3) ------------------------------------------------------------------------
+# ---- validation (docs/operators.md §1.3) ------------------------------------------------------------------------
 
 X8 = np.zeros((3, 8), np.float32)
 F8 = np.zeros(8, np.float32)

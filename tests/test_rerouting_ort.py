@@ -1,6 +1,6 @@
 """MoeReRouting in ONNX Runtime: the C++ kernel of the custom-op library and the pure-ONNX function
-body agree bit for bit with the NumPy reference and the torch op (SPEC §2), and the kernel rejects
-every invalid input of SPEC §2.3 with a message naming the input and the value."""
+body agree bit for bit with the NumPy reference and the torch op (docs/operators.md §2), and the kernel rejects
+every invalid input of docs/operators.md §2.3 with a message naming the input and the value."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// MoeGatingTopKHash attribute table and validation (SPEC §1.3), shared by every execution
+// MoeGatingTopKHash attribute table and validation (docs/operators.md §1.3), shared by every execution
 // provider's kernel: errors name the input or attribute and the offending value.
 #pragma once
 
@@ -11,7 +11,7 @@ namespace ascend_moe {
 
 inline constexpr const char* kMoeGatingName = "MoeGatingTopKHash";
 
-// Input and output positions (SPEC §1.1).
+// Input and output positions (docs/operators.md §1.1).
 enum MoeGatingInput : size_t {
   kGtX = 0,
   kGtBias = 1,
@@ -23,7 +23,7 @@ enum MoeGatingInput : size_t {
 };
 enum MoeGatingOutput : size_t { kGtY = 0, kGtExpertIdx = 1, kGtOut = 2, kGtNumOutputs = 3 };
 
-// Attribute table (names, kinds, defaults of SPEC §1.1): the kernels read attributes through it
+// Attribute table (names, kinds, defaults of docs/operators.md §1.1): the kernels read attributes through it
 // and the manifest publishes it.
 enum MoeGatingAttrIndex : size_t {
   kGtK = 0,
@@ -60,7 +60,7 @@ struct MoeGatingAttrs {
   float eps = 1e-20f;
 };
 
-// Whether group-limited selection applies (SPEC §1.2 step 3).
+// Whether group-limited selection applies (docs/operators.md §1.2 step 3).
 inline bool MoeGatingGroupingEffective(const MoeGatingAttrs& a) {
   return a.group_count > 1 && a.k_group < a.group_count;
 }
@@ -90,7 +90,7 @@ struct MoeGatingProblem {
   bool additional = false;  // additional_bias and the mask given (the mask selects rows)
 };
 
-// Checks the input-dependent rules of SPEC §1.3 (ranks, dims, types, combinations; no data is
+// Checks the input-dependent rules of docs/operators.md §1.3 (ranks, dims, types, combinations; no data is
 // read) and returns the kernel's view of the call. Token ids and table entries are checked by
 // the kernel while it reads them.
 MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& inputs,

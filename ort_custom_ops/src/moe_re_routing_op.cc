@@ -1,4 +1,4 @@
-// ascend.moe::MoeReRouting for ONNX Runtime (SPEC §2): the op definition (inputs, outputs,
+// ascend.moe::MoeReRouting for ONNX Runtime (docs/operators.md §2): the op definition (inputs, outputs,
 // attributes, shape inference) and the CPU kernel, which validates and calls ops_src/cpu.
 #include <iterator>
 
@@ -11,7 +11,7 @@ namespace ascend_moe {
 
 namespace {
 
-// Output types and shapes from the input types/shapes (SPEC §2.1); attribute values checked so
+// Output types and shapes from the input types/shapes (docs/operators.md §2.1); attribute values checked so
 // a bad node fails at session creation.
 OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
@@ -95,7 +95,7 @@ struct MoeReRoutingCpuKernel {
   MoeReRoutingAttrs attrs_;
 };
 
-// The op definition, independent of the execution provider (SPEC §2.1).
+// The op definition, independent of the execution provider (docs/operators.md §2.1).
 struct MoeReRoutingDef {
   static constexpr const char* kName = kMoeReRoutingName;
   static constexpr const AttrSpec* kAttrs = kMoeReRoutingAttrs;

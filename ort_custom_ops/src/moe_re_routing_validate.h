@@ -1,4 +1,4 @@
-// MoeReRouting attribute table and input validation (SPEC §2.3), shared by every execution
+// MoeReRouting attribute table and input validation (docs/operators.md §2.3), shared by every execution
 // provider's kernel: errors name the input or attribute and the offending value.
 #pragma once
 
@@ -11,7 +11,7 @@ namespace ascend_moe {
 
 inline constexpr const char* kMoeReRoutingName = "MoeReRouting";
 
-// Input and output positions (SPEC §2.1).
+// Input and output positions (docs/operators.md §2.1).
 enum MoeReRoutingInput : size_t { kRrTokens = 0, kRrCounts = 1, kRrScales = 2, kRrNumInputs = 3 };
 enum MoeReRoutingOutput : size_t {
   kRrPermuteTokens = 0,
