@@ -67,3 +67,26 @@ def test_supported_runtime_registers():
     so = ort.SessionOptions()
     ort_custom_ops.register(so)
     so.register_custom_ops_library(ort_custom_ops.get_library_path())
+
+
+@pytest.mark.skipif(_version_tuple(ort.__version__) < _version_tuple(MIN_ORT_VERSION),
+                    reason="needs a supported ONNX Runtime")
+@pytest.mark.parametrize("outputs, missing", [(["t", "s"], 2), (["t", "", "i", "n"], 1)])
+def test_outputs_the_contract_requires_are_checked_by_the_library(outputs, missing):
+    # ORT sees every output as optional (its 1.21 schema builder needs that); the library itself
+    # rejects a node that leaves out an output the contract requires.
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MoeReRouting", ["tokens", "counts"], outputs, domain="ascend.moe")
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["A", 4]),
+         helper.make_tensor_value_info("counts", TensorProto.INT64, [2, 3])],
+        [helper.make_empty_tensor_value_info(o) for o in outputs if o])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ascend.moe", 1)])
+    with pytest.raises(Exception, match=f"MoeReRouting: output #{missing} is required"):
+        sess = ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(),
+                                    providers=["CPUExecutionProvider"])
+        import numpy as np
+
+        sess.run(None, {"tokens": np.zeros((3, 4), np.float32), "counts": np.array([[1, 0, 1], [0, 1, 0]])})
