@@ -83,7 +83,8 @@ def test_outputs_the_contract_requires_are_checked_by_the_library(outputs, missi
         [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["A", 4]),
          helper.make_tensor_value_info("counts", TensorProto.INT64, [2, 3])],
         [helper.make_empty_tensor_value_info(o) for o in outputs if o])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ascend.moe", 1)])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 18),
+                                                                  helper.make_opsetid("ascend.moe", 1)])
     with pytest.raises(Exception, match=f"MoeReRouting: output #{missing} is required"):
         sess = ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(),
                                     providers=["CPUExecutionProvider"])
