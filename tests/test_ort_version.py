@@ -69,8 +69,10 @@ def test_supported_runtime_registers():
     so.register_custom_ops_library(ort_custom_ops.get_library_path())
 
 
-@pytest.mark.skipif(_version_tuple(ort.__version__) < _version_tuple(MIN_ORT_VERSION),
-                    reason="needs a supported ONNX Runtime")
+# ORT < 1.32 aborts the process when custom-op shape inference sets an output the node does not
+# have (measured on 1.24.1; the library's shape inference cannot see the node's output count).
+@pytest.mark.skipif(_version_tuple(ort.__version__) < (1, 32, 0),
+                    reason="ORT < 1.32 aborts when shape inference sets a missing output")
 @pytest.mark.parametrize("outputs, missing", [(["t", "s"], 2), (["t", "", "i", "n"], 1)])
 def test_outputs_the_contract_requires_are_checked_by_the_library(outputs, missing):
     # ORT sees every output as optional (its 1.21 schema builder needs that); the library itself
