@@ -21,8 +21,10 @@ _ENV_VAR = "ASCEND_MOE_ORT_LIBRARY"
 # present one). Kept equal to the library's and pyproject's floor by a test.
 MIN_ORT_VERSION = "1.24.1"
 
+from .cann import CannFallbackWarning, cann_provider, inference_session  # noqa: E402
+
 __all__ = ["LIBRARY_NAME", "MIN_ORT_VERSION", "get_library_path", "register", "manifest", "session_options",
-           "check_ort_version"]
+           "check_ort_version", "cann_provider", "inference_session", "CannFallbackWarning"]
 
 
 def _version_tuple(text: str) -> tuple:
