@@ -21,9 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Modules of the optional extras (torch, models); the core install has none of them.
+OPTIONAL_MODULES = {"torch", "onnxscript", "safetensors", "tqdm"}
 
 
 class CLIError(Exception):
@@ -323,13 +325,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # torch.onnx logs one warning per torchvision op it cannot register; irrelevant here.
     logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
-    from ascend_moe_onnx.models.presets import PresetError
-    from ascend_moe_onnx.models.weights import WeightsError
+    try:
+        from ascend_moe_onnx.models.presets import PresetError
+        from ascend_moe_onnx.models.weights import WeightsError
+
+        user_errors: tuple = (CLIError, PresetError, WeightsError)
+    except ImportError:  # a core install (no torch extras): `info` still works
+        user_errors = (CLIError,)
 
     try:
         return args.run(args)
-    except (CLIError, PresetError, WeightsError) as e:
+    except user_errors as e:
         message = str(e)
+    except ModuleNotFoundError as e:
+        if e.name not in OPTIONAL_MODULES:
+            raise
+        message = f"'{args.command}' needs {e.name}: pip install 'ascend-moe-onnx[models]'"
     except FileNotFoundError as e:
         message = str(e) if not e.filename else f"no such file: {e.filename}"
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed without CANN, breaks import torch unless autoload is off
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 FAULTS = ("exit", "hang")
