@@ -17,8 +17,9 @@ Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., exper
   ``-1e30`` elsewhere; softmax turns that into ``w / Σw``, so the op's output rows are multiplied
   by ``Σw`` afterwards (routed_scaling_factor and unnormalised weights included). Gate/up rows are
   interleaved (``swiglu_fusion=1``), ``activation_alpha=1, activation_beta=0``; DeepSeek-V4's
-  clamp is the op's ``swiglu_limit`` (the same asymmetric clamp). It runs float32 and float16;
-  bfloat16 blocks run it in float32 (no bfloat16 kernel) and round its output once.
+  clamp is the op's ``swiglu_limit`` (the same asymmetric clamp). The op runs in float32 for every
+  block dtype (no bfloat16 kernel; the float16 kernel is wrong on ORT 1.23): float16 / bfloat16
+  weights are cast once, at session creation, and the output is rounded once.
 - ``onnx``: standard ONNX ops only (any runtime). An ``If`` on the routed-row count P = T·k picks
   one of two branches inside the graph: up to ``GATHER_MAX_ROWS`` rows, gather each row's expert
   weights and run one batched MatMul over the P rows (decode); above, sort the rows by expert
@@ -51,7 +52,7 @@ DEFAULT = "ort"
 DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an exported model
 OP_ROUTED, OP_SEGMENTS = "RoutedExperts", "ExpertSegments"
 GATHER_MAX_ROWS = 32  # onnx formulation: at most this many routed rows take the gather branch
-_NEG = {TensorProto.FLOAT: -1e30, TensorProto.FLOAT16: -65504.0}  # "never chosen" pseudo-logit
+_NEVER = -1e30  # pseudo-logit of the experts a row did not choose
 _ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
                torch.bfloat16: TensorProto.BFLOAT16}
 
@@ -68,8 +69,9 @@ def check(formulation: str) -> str:
 
 
 def ort_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype the ``ort`` formulation runs the MoE op in: float32 for bfloat16 blocks."""
-    return torch.float32 if dtype == torch.bfloat16 else dtype
+    """The dtype the ``ort`` formulation runs the MoE op in: always float32 (ORT's CPU kernel has no
+    bfloat16, and its float16 kernel returns wrong results on ORT 1.23)."""
+    return torch.float32
 
 
 @contextlib.contextmanager
@@ -99,20 +101,23 @@ def _attributes(experts, formulation: str) -> dict:
 
 
 def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formulation: str) -> torch.Tensor:
-    """Eager: row ``p`` of ``x`` through expert ``expert[p]``, one matmul chain per active expert."""
+    """Eager: row ``p`` of ``x`` through expert ``expert[p]``, one matmul chain per active expert
+    (``ort``: in float32 like the MoE op, float32 result; else in the block's numerics and dtype,
+    models.layers.swiglu)."""
     from .layers import swiglu
 
-    dtype = ort_dtype(experts.dtype) if formulation == "ort" else experts.dtype
-    act_fp32 = experts.act_fp32 or (formulation == "ort" and dtype != torch.float32)  # op: float act
-    y = x.new_empty(x.shape)
+    ort = formulation == "ort"
+    dtype = ort_dtype(experts.dtype) if ort else experts.dtype
+    rows = x.float() if ort else x
+    y = rows.new_empty(rows.shape)
     order = torch.argsort(expert, stable=True)
     counts = torch.bincount(expert, minlength=experts.num_experts).tolist()
     start = 0
     for e, n in enumerate(counts):
         if n:
-            rows = order[start:start + n]
-            y[rows] = swiglu(x[rows], experts.gate_proj[e], experts.up_proj[e], experts.down_proj[e], dtype,
-                             experts.limit, act_fp32)
+            sel = order[start:start + n]
+            y[sel] = swiglu(rows[sel], experts.gate_proj[e], experts.up_proj[e], experts.down_proj[e], dtype,
+                            experts.limit, experts.act_fp32)
             start += n
     return y
 
@@ -144,7 +149,7 @@ def segments(experts, x: torch.Tensor, counts: torch.Tensor, formulation: str) -
             f"{DOMAIN}::{OP_SEGMENTS}", [x, counts, experts.gate_proj, experts.up_proj, experts.down_proj],
             _attributes(experts, formulation), dtype=x.dtype, shape=x.shape, version=1)
     expert = torch.repeat_interleave(torch.arange(counts.shape[0]), counts.to(torch.int64))
-    return _rows_through_experts(experts, x, expert, formulation)
+    return _rows_through_experts(experts, x, expert, formulation).to(x.dtype)
 
 
 # ---- ONNX side: placeholder -> formulation -------------------------------------------------------
@@ -224,40 +229,33 @@ def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, inter
     return gu, b.op("Transpose", [down], perm=[0, 2, 1])
 
 
-def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, moe_type: int,
-             out_type: int, out: str | None) -> str:
+def _ort_moe(b: _Builder, x: str, pseudo: str, gate: str, up: str, down: str, k: int, a: dict) -> str:
+    """``com.microsoft.MoE`` in float32 on rows ``x`` with float32 ``pseudo``-logits -> float32 rows."""
     attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
                  normalize_routing_weights=0)
     if a["limit"]:
         attrs["swiglu_limit"] = float(a["limit"])
-    xin = x if a["dtype"] == moe_type or a["dtype"] == TensorProto.BFLOAT16 else b.cast(x, moe_type)
-    y = b.op("MoE", [xin, pseudo, fc1, "", fc2], domain="com.microsoft", **attrs)
-    return y if moe_type == out_type else b.op("Cast", [y], to=out_type, outputs=[out] if out else None)
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
+    xin = x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
+    return b.op("MoE", [xin, pseudo, fc1, "", fc2], domain="com.microsoft", **attrs)
 
 
-def _expand_routed_ort(b: _Builder, node, inter: int) -> None:
+def _expand_routed_ort(b: _Builder, node) -> None:
     a = _attrs(node)
     x, w, idx, gate, up, down = node.input
-    moe_type = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
-    k = a["k"]
-    idx64 = b.cast(idx, TensorProto.INT64)
     wf = b.cast(w, TensorProto.FLOAT)
     shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.op("Shape", [gate], start=0, end=1)], axis=0)
     zeros = b.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
-    summed = b.op("ScatterElements", [zeros, idx64, wf], axis=1, reduction="add")
-    pseudo = b.op("Max", [b.op("Log", [summed]), b.const(_NEG[moe_type], np.float32)])
-    if moe_type != TensorProto.FLOAT:
-        pseudo = b.cast(pseudo, moe_type)
-    fc1, fc2 = _weights(b, gate, up, down, a, moe_type, interleave=True)
-    y = _ort_moe(b, x, pseudo, fc1, fc2, k, a, moe_type, TensorProto.FLOAT, None)
+    summed = b.op("ScatterElements", [zeros, b.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
+    pseudo = b.op("Max", [b.op("Log", [summed]), b.const(_NEVER, np.float32)])
+    y = _ort_moe(b, x, pseudo, gate, up, down, a["k"], a)
     total = b.op("ReduceSum", [wf, b.const([1])], keepdims=1)
     b.op("Mul", [y, total], outputs=[node.output[0]])
 
 
-def _expand_segments_ort(b: _Builder, node, inter: int) -> None:
+def _expand_segments_ort(b: _Builder, node) -> None:
     a = _attrs(node)
     x, counts, gate, up, down = node.input
-    moe_type = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
     ends = b.op("CumSum", [b.cast(counts, TensorProto.INT64), b.const(0)])
     rows = b.op("Range", [b.const(0), b.op("Squeeze", [b.op("Shape", [x], start=0, end=1)]), b.const(1)])
     # expert of row r = number of segment ends <= r ([A, E] compare: E is a rank's few local experts)
@@ -265,15 +263,14 @@ def _expand_segments_ort(b: _Builder, node, inter: int) -> None:
                                                              b.op("Unsqueeze", [ends, b.const([0])])]),
                                        TensorProto.INT64), b.const([1])], keepdims=1)
     shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.op("Shape", [gate], start=0, end=1)], axis=0)
-    neg = b.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEG[moe_type]]))
-    zero = b.op("ConstantOfShape", [b.op("Shape", [expert])], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
-    pseudo = b.op("ScatterElements", [neg, expert, zero], axis=1)
-    if moe_type != TensorProto.FLOAT:
-        pseudo = b.cast(pseudo, moe_type)
-    fc1, fc2 = _weights(b, gate, up, down, a, moe_type, interleave=True)
-    out_type = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
-    y = _ort_moe(b, x, pseudo, fc1, fc2, 1, a, moe_type, out_type, node.output[0])
-    if y != node.output[0]:
+    never = b.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
+    zero = b.op("ConstantOfShape", [b.op("Shape", [expert])],
+                value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
+    pseudo = b.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
+    y = _ort_moe(b, x, pseudo, gate, up, down, 1, a)
+    if a["dtype"] == TensorProto.FLOAT16:  # back to the rows' dtype (bfloat16 blocks compute in float32)
+        b.op("Cast", [y], to=TensorProto.FLOAT16, outputs=[node.output[0]])
+    else:
         b.op("Identity", [y], outputs=[node.output[0]])
 
 
@@ -310,8 +307,9 @@ def _segment_loop(b: _Builder, xs: str, counts: str, w_gu: str, w_down: str, int
     return b.op("ConcatFromSequence", [seq], axis=0)
 
 
-def _expand_routed_onnx(b: _Builder, node, inter: int) -> None:
+def _expand_routed_onnx(b: _Builder, node) -> None:
     a = _attrs(node)
+    inter = a["inter"]
     x, w, idx, gate, up, down = node.input
     bf16 = a["dtype"] == TensorProto.BFLOAT16
     compute = TensorProto.FLOAT if bf16 else a["dtype"]
@@ -350,8 +348,9 @@ def _expand_routed_onnx(b: _Builder, node, inter: int) -> None:
     b.op("Squeeze", [summed, b.const([1])], outputs=[node.output[0]])
 
 
-def _expand_segments_onnx(b: _Builder, node, inter: int) -> None:
+def _expand_segments_onnx(b: _Builder, node) -> None:
     a = _attrs(node)
+    inter = a["inter"]
     x, counts, gate, up, down = node.input
     compute = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
     w_gu, w_down = _weights(b, gate, up, down, a, compute, interleave=False)
@@ -382,7 +381,7 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
         b = _Builder(f"experts{count}_")
-        expander(b, node, a["inter"])
+        expander(b, node)
         nodes.extend(b.nodes)
         uses_ms |= formulation == "ort"
     del graph.node[:]
