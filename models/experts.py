@@ -181,7 +181,7 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: dict, batched: bool) -> str:
+def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: dict) -> str:
     """SwiGLU on rows ``x`` with gate|up weights ``w_gu`` ([.., H, 2I], gate first) and down
     ``w_down`` ([.., I, H]); every result rounded to the block dtype when it is bfloat16 (models.layers)."""
     bf16 = a["dtype"] == TensorProto.BFLOAT16
@@ -191,9 +191,8 @@ def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: di
         return b.cast(b.cast(v, TensorProto.BFLOAT16), TensorProto.FLOAT) if bf16 else v
 
     gu = rnd(b.op("MatMul", [x, w_gu]))
-    axis = -1
-    g = b.op("Slice", [gu, b.const([0]), b.const([inter]), b.const([axis])])
-    u = b.op("Slice", [gu, b.const([inter]), b.const([2 * inter]), b.const([axis])])
+    g = b.op("Slice", [gu, b.const([0]), b.const([inter]), b.const([-1])])
+    u = b.op("Slice", [gu, b.const([inter]), b.const([2 * inter]), b.const([-1])])
     act_fp32 = a["act_fp32"] and compute != TensorProto.FLOAT
     if act_fp32:
         g, u = b.cast(g, TensorProto.FLOAT), b.cast(u, TensorProto.FLOAT)
@@ -288,8 +287,7 @@ def _segment_loop(b: _Builder, xs: str, counts: str, w_gu: str, w_down: str, int
     start = body.op("Unsqueeze", [body.op("Gather", [starts, e]), body.const([0])])
     end = body.op("Unsqueeze", [body.op("Gather", [ends, e]), body.const([0])])
     seg = body.op("Slice", [xs, start, end, body.const([0])])
-    y = _swiglu_nodes(body, seg, body.op("Gather", [w_gu, e]), body.op("Gather", [w_down, e]), inter, a,
-                      batched=False)
+    y = _swiglu_nodes(body, seg, body.op("Gather", [w_gu, e]), body.op("Gather", [w_down, e]), inter, a)
     cond_out = body.op("Identity", [cond_in])
     seq_out = body.op("SequenceInsert", [seq_in, y])
     graph = helper.make_graph(
@@ -323,7 +321,7 @@ def _expand_routed_onnx(b: _Builder, node) -> None:
     # then: gather each row's expert weights, one batched MatMul chain over the P rows
     g = _Builder(b.prefix + "gather_")
     r3 = g.op("Unsqueeze", [rows, g.const([1])])  # [P, 1, H]
-    y3 = _swiglu_nodes(g, r3, g.op("Gather", [w_gu, flat]), g.op("Gather", [w_down, flat]), inter, a, batched=True)
+    y3 = _swiglu_nodes(g, r3, g.op("Gather", [w_gu, flat]), g.op("Gather", [w_down, flat]), inter, a)
     y_gather = g.op("Squeeze", [y3, g.const([1])])
     # else: sort rows by expert, Loop over the active experts' segments, back to row order
     s = _Builder(b.prefix + "sort_")
