@@ -154,6 +154,21 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
+def _return_freed_memory() -> None:
+    """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed
+    (mallopt M_MMAP_THRESHOLD: a fixed threshold also stops it from keeping freed blocks), so
+    that the resident memory before a call does not already hold its buffers."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def peak_growth_mib(fn) -> float | None:
     """How far one call of ``fn`` raises the process's peak resident memory above the memory
     resident before it (MiB; Linux only: the peak is reset through /proc/self/clear_refs)."""
@@ -262,6 +277,7 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
 
 def _peaks(block, models: dict, inputs: dict, log) -> dict:
     """tokens -> candidate -> peak memory growth of one call (MiB), one arena-less session at a time."""
+    _return_freed_memory()
     peaks: dict = {T: {} for T in inputs}
     for n, data in models.items():
         sess = _session(data, 1, arena=False)
