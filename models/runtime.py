@@ -39,7 +39,8 @@ def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
 
     if tokens < 2:
         raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
-    key = None if cache_key is None else (*cache_key, tokens, experts)
+    formulation = experts or getattr(block, "experts_formulation", None)  # set by experts.using too
+    key = None if cache_key is None else (*cache_key, tokens, formulation)
     if key is not None and key in _EXPORTS:
         data = _EXPORTS[key]
     else:
