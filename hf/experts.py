@@ -1,8 +1,9 @@
 """The project's expert formulation on a Hugging Face experts module's own weights.
 
-``routed_experts`` is the one place the patched HF blocks call the expert computation of
-``models.layers`` (``GroupedExperts.forward`` with its bucket positions), so a change of that
-formulation reaches the HF path here. The HF fused ``gate_up_proj`` [E, 2I, H] is read as two
+``routed_experts`` is the one place the patched HF blocks call the project's expert formulations
+(``models.experts``: routed rows only, ``ort`` / ``onnx``; ``padded`` through
+``models.layers.GroupedExperts`` for comparison), so the HF path exports exactly what the project's
+blocks export. The HF fused ``gate_up_proj`` [E, 2I, H] is read as two
 views (gate rows first, as HF's ``chunk(2)``), never copied.
 """
 
@@ -12,6 +13,7 @@ from types import SimpleNamespace
 
 import torch
 
+from ascend_moe_onnx.models import experts as formulations
 from ascend_moe_onnx.models import layers
 
 
@@ -38,14 +40,22 @@ def fused_layout_ok(experts: torch.nn.Module) -> str:
 
 
 def routed_experts(x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
-                   experts: torch.nn.Module, limit: float = 0.0) -> torch.Tensor:
+                   experts: torch.nn.Module, limit: float = 0.0,
+                   formulation: str = formulations.DEFAULT) -> torch.Tensor:
     """Sum over the k slots of ``weights * expert(x)`` for rows ``x`` [T, H] and ``expert_idx``
-    [T, k]; every op rounded to x's dtype as the project's blocks do. Returns [T, H] in x's dtype."""
+    [T, k] with the given formulation (models.experts), rounded as the project's blocks do.
+    Returns [T, H] in x's dtype."""
     gate, up, down = expert_weights(experts)
     dtype = x.dtype
     compute = layers.compute_dtype(dtype)
     view = SimpleNamespace(num_experts=gate.shape[0], gate_proj=gate, up_proj=up, down_proj=down,
                            dtype=dtype, limit=limit, act_fp32=False)
+    # A foreign tracer (transformers' own ONNX exporter: torch.export outside torch.onnx.export)
+    # cannot take the placeholder nodes that exporters.export expands, so it gets ``padded``.
+    foreign_trace = torch.compiler.is_exporting() and not torch.onnx.is_in_onnx_export()
+    if formulation != "padded" and not foreign_trace:
+        out = formulations.routed(view, x.to(compute), weights, expert_idx, formulation)
+        return layers.rounded(out.to(compute), dtype).to(dtype)
     T, k = expert_idx.shape
     flat = expert_idx.reshape(-1).to(torch.int64)
     pos, counts = layers.padded_positions(flat, view.num_experts)

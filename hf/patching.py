@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ascend_moe_onnx import exporters  # noqa: F401  (defines torch.ops.custom.npu_moe_gating_top_k)
+from ascend_moe_onnx.models import experts as routed
 from ascend_moe_onnx.models import layers
 
 from . import experts as ex
@@ -84,7 +85,7 @@ def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | N
     shape = hidden_states.shape
     x = hidden_states.reshape(-1, shape[-1])
     w, idx = route(self.gate, router_logits(self.gate, x, r), r, input_ids)
-    out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit)
+    out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit, self.experts_formulation)
     shared = _shared(self, x, r)
     if shared is not None:  # added in the compute dtype, rounded once (no bfloat16 Add on ORT's CPU)
         compute = layers.compute_dtype(x.dtype)
@@ -120,6 +121,8 @@ def patch_block(block: torch.nn.Module, r: Routing) -> None:
     if why:
         raise ValueError(f"{original.__name__}: cannot patch ({why})")
     block._ascend_routing = r
+    # models.experts.using() / exporters.export(experts=...) switch it per export.
+    block.experts_formulation = routed.DEFAULT
     block.__class__ = _patched_class(original)
 
 
