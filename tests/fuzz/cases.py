@@ -387,12 +387,12 @@ def gen_rerouting(src) -> Case:
         H //= 2
     huge = A == 0 and src.prob(0.3)
     if huge:
-        H = 2**31 + src.int(0, 16)
+        H = src.choice([2**31 + src.int(0, 16), 2**40, 2**60 - 1])
         tags.append("huge_empty")
     inputs = {"tokens": random_bits(rng, (A, H), src.choice(TOKEN_TYPES)),
               "expert_token_num_per_rank": counts.astype(src.choice(["int32", "int64"]))}
     if src.prob(0.6):
-        S = 2**31 + 1 if huge and src.prob(0.5) else src.choice([0, 1, 4])
+        S = src.choice([2**31 + 1, 2**60 - 1]) if huge and src.prob(0.5) else src.choice([0, 1, 4])
         shape = (A,) if src.prob(0.4) else (A, S)
         inputs["per_token_scales"] = random_bits(rng, shape, src.choice(FLOAT_TYPES))
     attrs: dict[str, Any] = {}

@@ -101,7 +101,7 @@ def run_ort(case: Case) -> dict:
     from ascend_moe_onnx import ort_custom_ops
 
     so = ort_custom_ops.session_options(case.threads)
-    so.log_severity_level = 3
+    so.log_severity_level = 4
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if case.optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     sess = ort.InferenceSession(build_model(case).SerializeToString(), so, providers=["CPUExecutionProvider"])

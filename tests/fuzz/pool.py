@@ -58,15 +58,22 @@ class _Worker:
 
     def send(self, key, case, timeout: float) -> None:
         self.job = (key, case)
+        self.log.seek(0, os.SEEK_END)
+        self.log_start = self.log.tell()
         self.deadline = time.monotonic() + timeout
         write_frame(self.proc.stdin, pickle.dumps(case))
 
-    def log_tail(self, limit: int = 3000) -> str:
-        self.log.flush()
-        self.log.seek(0, os.SEEK_END)
-        size = self.log.tell()
-        self.log.seek(max(0, size - limit))
-        return self.log.read().decode(errors="replace")
+    def crash_report(self, limit: int = 2500) -> str:
+        """What the worker wrote while running the fatal case: a sanitizer report's first lines
+        (its error line and the top of the stack), else the tail."""
+        self.log.seek(self.log_start)
+        text = self.log.read(4 << 20).decode(errors="replace")
+        for marker in ("runtime error:", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "SUMMARY:"):
+            at = text.find(marker)
+            if at >= 0:
+                start = text.rfind("\n", 0, at) + 1
+                return text[start:start + limit]
+        return text[-limit:]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -142,7 +149,7 @@ class WorkerPool:
                     if frame is None:  # the worker died on this case
                         w.proc.wait()
                         result = {"outcome": CRASH, "detail": f"worker died ({_signal_name(w.proc.returncode)}); "
-                                  f"log tail:\n{w.log_tail()}", "seconds": None}
+                                  f"log:\n{w.crash_report()}", "seconds": None}
                         w = self._replace(w)
                     else:
                         result = pickle.loads(frame)
