@@ -32,8 +32,11 @@ def main(argv=None) -> int:
         print(json.dumps(classify(case), indent=1, default=str))
         return 0
 
-    def progress(done, counts):
-        print(f"{done} cases: " + ", ".join(f"{o} {n}" for o, n in sorted(counts.items())), file=sys.stderr)
+    def progress(done, partial):
+        print(f"{done} results: " + ", ".join(f"{o} {n}" for o, n in partial["outcomes"].items() if n),
+              file=sys.stderr, flush=True)
+        if done % 5000 == 0:  # a long campaign stopped early still leaves its figures
+            write_summary(partial, args.out)
 
     summary = run_campaign(args.cases, args.seed, args.start, args.workers, args.timeout,
                            skip_known=not args.include_known, sanitizers=args.sanitizers, progress=progress)

@@ -46,6 +46,24 @@ def run_campaign(cases: int, seed: int = 0, start: int = 0, workers: int = 2, ti
                 continue
             yield i, case
 
+    def snapshot(restarts: int) -> dict:
+        ordered = sorted(seconds)
+        return {
+            "seed": seed, "start": start, "cases": cases, "run": sum(counts.values()),
+            "workers": workers, "timeout_s": timeout,
+            "sanitizers": sanitizers, "known_defects_skipped": skip_known,
+            "wall_s": round(time.monotonic() - began, 1), "worker_restarts": restarts,
+            "case_s_median": ordered[len(ordered) // 2] if ordered else None,
+            "case_s_max": ordered[-1] if ordered else None,
+            "outcomes": {o: counts.get(o, 0) for o in OUTCOMES},
+            "by_op": {op: dict(c) for op, c in by_op.items()},
+            "ok_split": dict(valid_ok),
+            "known_defects": dict(known),
+            "failures": sum(counts.get(o, 0) for o in FAILURES),
+            "examples": dict(examples),
+            "host": platform.platform(),
+        }
+
     with WorkerPool(workers, timeout, env) as pool:
         for done, (i, case, result) in enumerate(pool.run(jobs()), 1):
             outcome = result["outcome"]
@@ -64,23 +82,8 @@ def run_campaign(cases: int, seed: int = 0, start: int = 0, workers: int = 2, ti
                     "index": i, "replay": f"python -m tests.fuzz --seed {seed} --replay {i}",
                     "detail": result["detail"], "contract": result.get("reasons"), "case": case.describe()})
             if progress and done % 1000 == 0:
-                progress(done, counts)
-        restarts = pool.restarts
-    seconds.sort()
-    return {
-        "seed": seed, "start": start, "cases": cases, "workers": workers, "timeout_s": timeout,
-        "sanitizers": sanitizers, "known_defects_skipped": skip_known,
-        "wall_s": round(time.monotonic() - began, 1), "worker_restarts": restarts,
-        "case_s_median": seconds[len(seconds) // 2] if seconds else None,
-        "case_s_max": seconds[-1] if seconds else None,
-        "outcomes": {o: counts.get(o, 0) for o in OUTCOMES},
-        "by_op": {op: dict(c) for op, c in by_op.items()},
-        "ok_split": dict(valid_ok),
-        "known_defects": dict(known),
-        "failures": sum(counts.get(o, 0) for o in FAILURES),
-        "examples": dict(examples),
-        "host": platform.platform(),
-    }
+                progress(done, snapshot(pool.restarts))
+        return snapshot(pool.restarts)
 
 
 def write_summary(summary: dict, out_dir: Path) -> tuple[Path, Path]:
@@ -96,7 +99,7 @@ def write_summary(summary: dict, out_dir: Path) -> tuple[Path, Path]:
 def markdown(s: dict) -> str:
     """The summary as a Markdown report."""
     lines = [
-        f"# Fuzz campaign: {s['cases']} cases, seed {s['seed']}",
+        f"# Fuzz campaign: {s['run']} of {s['cases']} cases run, seed {s['seed']}",
         "",
         f"{s['wall_s']} s wall, {s['workers']} workers, {s['timeout_s']} s per-case limit, "
         f"{s['worker_restarts']} worker restarts, sanitizers: {s['sanitizers']}, "
