@@ -67,7 +67,7 @@ def run_campaign(cases: int, seed: int = 0, start: int = 0, workers: int = 2, ti
     with WorkerPool(workers, timeout, env) as pool:
         for done, (i, case, result) in enumerate(pool.run(jobs()), 1):
             outcome = result["outcome"]
-            item = known_defects.explain(result) if skip_known and outcome in FAILURES else None
+            item = known_defects.explain(case, result) if skip_known and outcome in FAILURES else None
             if item is not None:
                 outcome = KNOWN_DEFECT
                 known[f"item {item}"] += 1

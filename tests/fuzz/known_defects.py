@@ -34,6 +34,8 @@ class KnownDefect:
     summary: str
     matches: Callable[[Case], bool]
     sanitizer_only: bool = False
+    # When set, the case still runs and only these outcomes of it are counted as the defect.
+    only_outcomes: tuple = ()
 
 
 def _group_buffer_overflow(c: Case) -> bool:
@@ -68,6 +70,14 @@ def _empty_hash_table(c: Case) -> bool:
     return c.op == GATING and t is not None and t.ndim == 2 and t.shape[0] == 0
 
 
+def _underflowing_logits(c: Case) -> bool:
+    x = c.inputs.get("x") if c.op == GATING else None
+    if x is None or x.dtype == np.bool_ or c.attrs.get("norm_type") not in (1, 2):
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool((x.astype(np.float32) < -87).any())
+
+
 def _opset_version(c: Case) -> bool:
     return c.opset != 1
 
@@ -83,6 +93,8 @@ KNOWN_DEFECTS: list[KnownDefect] = [
     KnownDefect("4", "attributes of the wrong kind or with unknown names taken as defaults", _attribute_kind_or_name),
     KnownDefect("6", "UB: shifts in the scalar ExpF for NaN logits", _nan_logits, sanitizer_only=True),
     KnownDefect("7", "the NumPy reference raises IndexError on an empty hash table", _empty_hash_table),
+    KnownDefect("8", "sigmoid / sqrt-softplus lose accuracy below x = -87 (float32 underflow)",
+                _underflowing_logits, only_outcomes=("mismatch",)),
     KnownDefect("9", "ascend.moe opset versions other than 1 accepted", _opset_version),
     KnownDefect("N2", "MoeReRouting declares permute_per_token_scales a scalar when per_token_scales "
                 "is omitted through an empty input name (Shape() folds to [], the tensor is [0])",
@@ -119,13 +131,16 @@ SANITIZER_DESELECT: dict[str, list[str]] = {
 def match(case: Case, sanitizers: bool = False) -> str | None:
     """The issue item number of the first known defect ``case`` may trigger, or None."""
     for d in KNOWN_DEFECTS:
-        if (sanitizers or not d.sanitizer_only) and d.matches(case):
+        if not d.only_outcomes and (sanitizers or not d.sanitizer_only) and d.matches(case):
             return d.item
     return None
 
 
-def explain(result: dict) -> str | None:
-    """The item of a known defect whose message ``result`` (a failure) carries, or None."""
+def explain(case: Case, result: dict) -> str | None:
+    """The item of a known defect that explains the failed ``result`` of ``case``, or None."""
+    for k in KNOWN_DEFECTS:
+        if result["outcome"] in k.only_outcomes and k.matches(case):
+            return k.item
     for d in KNOWN_FAILURE_MESSAGES:
         if result["outcome"] in d.outcomes and re.search(d.pattern, result.get("detail") or ""):
             return d.item

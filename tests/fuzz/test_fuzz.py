@@ -55,6 +55,6 @@ def test_hypothesis_cases(pool, data):
     case = gen_case(HypothesisSource(data))
     assume(known_defects.match(case, SANITIZERS) is None)
     ((_, _, result),) = list(pool.run([(0, case)]))
-    if result["outcome"] in FAILURES and known_defects.explain(result) is None:
+    if result["outcome"] in FAILURES and known_defects.explain(case, result) is None:
         pytest.fail(f"{result['outcome']}: {result['detail']}\ncontract: {result.get('reasons')}\n"
                     f"case: {case.describe()}")
