@@ -28,7 +28,7 @@ py=.venv/bin/python
 $py -m pip install -q --upgrade pip
 # Pin torch first: an unpinned torch would pull a multi-GB CUDA build.
 $py -m pip install -q "torch==${TORCH_VERSION}"
-$py -m pip install -q scikit-build-core
+$py -m pip install -q "scikit-build-core>=0.11"
 # --no-build-isolation keeps the build directory reusable (incremental rebuilds).
 $py -m pip install -q --no-build-isolation -e ".[test,bench]"
 $py -c "from ascend_moe_onnx import ort_custom_ops; print('setup: custom-op library at', ort_custom_ops.get_library_path())"
