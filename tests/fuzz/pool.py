@@ -55,8 +55,14 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
         self.job = None      # (key, case) in flight
         self.deadline = 0.0
+        self.ready = False
+        self.log_start = 0
 
     def send(self, key, case, timeout: float) -> None:
+        if not self.ready:  # the time limit starts once the worker has imported everything
+            if read_frame(self.proc.stdout) != b"ready":
+                raise RuntimeError(f"fuzz worker failed to start:\n{self.crash_report()}")
+            self.ready = True
         self.job = (key, case)
         self.log.seek(0, os.SEEK_END)
         self.log_start = self.log.tell()
