@@ -12,15 +12,14 @@ with correct results)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
-
-import re
 
 import numpy as np
 
 from tests.fuzz.cases import GATING, REROUTING, Case
-from tests.fuzz.oracle import _kind
+from tests.fuzz.oracle import attribute_kind
 
 _GATING_KINDS = {"k": "INT", "k_group": "INT", "group_count": "INT", "group_select_mode": "INT",
                  "renorm": "INT", "norm_type": "INT", "out_flag": "INT",
@@ -56,8 +55,9 @@ def _unknown_rank_rerouting(c: Case) -> bool:
 def _attribute_kind_or_name(c: Case) -> bool:
     # MoeGatingTopKHash already rejects an INT given for a FLOAT and the reverse; not the rest.
     if c.op == GATING:
-        return any(n not in _GATING_KINDS or _kind(v) not in ("INT", "FLOAT") for n, v in c.attrs.items())
-    return any(n not in _REROUTING_KINDS or _kind(v) != "INT" for n, v in c.attrs.items())
+        return any(n not in _GATING_KINDS or attribute_kind(v) not in ("INT", "FLOAT")
+                   for n, v in c.attrs.items())
+    return any(n not in _REROUTING_KINDS or attribute_kind(v) != "INT" for n, v in c.attrs.items())
 
 
 def _nan_logits(c: Case) -> bool:

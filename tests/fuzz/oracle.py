@@ -45,7 +45,8 @@ class _Faults:
         self.python_level |= python_level
 
 
-def _kind(value) -> str:
+def attribute_kind(value) -> str:
+    """The ONNX attribute kind a Python value becomes (int→INT, float→FLOAT, ...)."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
@@ -65,10 +66,10 @@ def _attributes(case: Case, f: _Faults, kinds: dict, defaults: dict, required: t
     for name, value in case.attrs.items():
         if name not in kinds:
             f.add(f"unknown attribute '{name}'", name, attribute=True)
-        elif _kind(value) != kinds[name]:
+        elif attribute_kind(value) != kinds[name]:
             # k=2.0 or eps=0 are fine Python arguments of the reference; strings and lists are not.
-            numeric = {_kind(value), kinds[name]} == {"INT", "FLOAT"}
-            f.add(f"attribute '{name}' is {_kind(value)}, not {kinds[name]}", name, attribute=True,
+            numeric = {attribute_kind(value), kinds[name]} == {"INT", "FLOAT"}
+            f.add(f"attribute '{name}' is {attribute_kind(value)}, not {kinds[name]}", name, attribute=True,
                   python_level=not numeric)
             out[name] = None
         else:
