@@ -14,7 +14,9 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
-from tests.fuzz.cases import GATING, GATING_INPUTS, REROUTING, REROUTING_INPUTS, REROUTING_OUTPUTS, Case  # noqa: E402
+from tests.fuzz.cases import (  # noqa: E402
+    GATING, GATING_INPUTS, REROUTING, REROUTING_INPUTS, REROUTING_OUTPUTS, Case,
+)
 from tests.fuzz.execute import build_model  # noqa: E402
 
 THREADS = 8
@@ -84,7 +86,8 @@ def _same(a, b) -> bool:
 
 CASES = {
     "gating_deepseek_v3": (lambda: _gating_case(DEEPSEEK_V3, hashed=False), _gating_feeds),
-    "gating_hash_with_errors": (lambda: _gating_case(dict(k=K, norm_type=2, out_flag=1), hashed=True), _hash_feeds),
+    "gating_hash_with_errors": (lambda: _gating_case(dict(k=K, norm_type=2, out_flag=1), hashed=True),
+                                _hash_feeds),
     "rerouting_with_errors": (_rerouting_case, _rerouting_feeds),
 }
 

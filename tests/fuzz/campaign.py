@@ -74,7 +74,8 @@ def run_campaign(cases: int, seed: int = 0, start: int = 0, workers: int = 2, ti
             counts[outcome] += 1
             by_op[case.op][outcome] += 1
             if outcome == "ok":
-                valid_ok["valid, matched the reference" if result.get("valid") else "invalid, rejected clearly"] += 1
+                verdict = "valid, matched the reference" if result.get("valid") else "invalid, rejected clearly"
+                valid_ok[verdict] += 1
             if result.get("seconds") is not None:
                 seconds.append(result["seconds"])
             if outcome in FAILURES and len(examples[outcome]) < EXAMPLES_PER_OUTCOME:

@@ -201,7 +201,8 @@ def _g_attr_value(src, c, rng):
 
 
 def _attr_kind(src, c, rng, defaults):
-    names = [n for n in list(c.attrs) + list(defaults) if isinstance(c.attrs.get(n, defaults.get(n)), (int, float))]
+    names = [n for n in list(c.attrs) + list(defaults)
+             if isinstance(c.attrs.get(n, defaults.get(n)), (int, float))]
     if not names:
         return
     name = src.choice(names)
@@ -231,7 +232,8 @@ def _g_missing_k(src, c, rng):
 
 def _g_x_dtype(src, c, rng):
     with np.errstate(invalid="ignore", over="ignore"):
-        c.inputs["x"] = c.inputs["x"].astype(np.float32).astype(NP_TYPES[src.choice(["double", "int32", "float", "float16"])])
+        new_type = NP_TYPES[src.choice(["double", "int32", "float", "float16"])]
+        c.inputs["x"] = c.inputs["x"].astype(np.float32).astype(new_type)
 
 
 def _g_x_rank1(src, c, rng):
@@ -262,7 +264,8 @@ def _g_hash_half(src, c, rng):
     elif src.prob(0.5):
         c.inputs["input_ids"] = np.zeros(rows, np.int64)
     else:
-        c.inputs["tid2eid"] = np.zeros((3, c.attrs.get("k", 1) if isinstance(c.attrs.get("k"), int) else 1), np.int32)
+        k = c.attrs["k"] if isinstance(c.attrs.get("k"), int) else 1
+        c.inputs["tid2eid"] = np.zeros((3, k), np.int32)
 
 
 def _ensure_hash(c, rng, n=5):
@@ -419,7 +422,8 @@ def _r_tokens_shape(src, c, rng):
 
 
 def _r_tokens_dtype(src, c, rng):
-    c.inputs["tokens"] = np.zeros(c.inputs["tokens"].shape, NP_TYPES[src.choice(["int32", "double", "bool", "int64"])])
+    new_type = NP_TYPES[src.choice(["int32", "double", "bool", "int64"])]
+    c.inputs["tokens"] = np.zeros(c.inputs["tokens"].shape, new_type)
 
 
 def _r_counts_bad(src, c, rng):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 from onnx import TensorProto, helper
 
-from tests.fuzz.cases import GATING, NP_TYPES, Case, type_name
+from tests.fuzz.cases import GATING, NP_TYPES, REROUTING_OUTPUTS, Case, type_name
 from tests.fuzz.oracle import Expectation, expect
 
 OK = "ok"
@@ -163,12 +163,13 @@ def _compare_gating(case: Case, got: dict, ref) -> str | None:
 
 
 def _compare_rerouting(case: Case, got: dict, ref) -> str | None:
-    for name, r in zip(("permute_tokens", "permute_per_token_scales", "permute_token_idx", "expert_token_num"), ref):
+    for name, r in zip(REROUTING_OUTPUTS, ref):
         g = got[name]
         if g.dtype != r.dtype or g.shape != r.shape:
             return f"{name} is {g.dtype}{list(g.shape)}, reference {r.dtype}{list(r.shape)}"
         if g.tobytes() != np.ascontiguousarray(r).tobytes():
-            bad = np.flatnonzero(g.reshape(-1).view(np.uint8) != np.ascontiguousarray(r).reshape(-1).view(np.uint8))
+            want = np.ascontiguousarray(r).reshape(-1).view(np.uint8)
+            bad = np.flatnonzero(g.reshape(-1).view(np.uint8) != want)
             return f"{name} differs from the reference (bit for bit) from byte {int(bad[0])}"
     return None
 
