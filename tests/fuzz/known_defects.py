@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from tests.fuzz.cases import GATING, REROUTING, Case
+from tests.fuzz.cases import GATING, GATING_INPUTS, REROUTING, REROUTING_OUTPUTS, Case
 from tests.fuzz.oracle import attribute_kind
 
 _GATING_KINDS = {"k": "INT", "k_group": "INT", "group_count": "INT", "group_select_mode": "INT",
@@ -35,6 +35,8 @@ class KnownDefect:
     sanitizer_only: bool = False
     # When set, the case still runs and only these outcomes of it are counted as the defect.
     only_outcomes: tuple = ()
+    # A minimal case that shows the defect (test_known_defects.py checks it still does).
+    reproducer: Callable[[], Case] | None = None
 
 
 def _group_buffer_overflow(c: Case) -> bool:
@@ -86,20 +88,57 @@ def _scales_empty_name(c: Case) -> bool:
     return c.op == REROUTING and len(c.node_inputs) == 3 and c.node_inputs[2] == ""
 
 
+
+# ---- minimal reproducers -----------------------------------------------------------------------
+
+
+def _gating(attrs, x, outputs=("y", "expert_idx", "out"), dims=None, opset=1, **extra) -> Case:
+    inputs = {"x": x, **extra}
+    names = [n if n in inputs else "" for n in GATING_INPUTS]
+    while names[-1] == "":
+        names.pop()
+    return Case(GATING, attrs, inputs, names, list(outputs), dims or {}, opset=opset)
+
+
+def _rerouting(attrs, node_inputs=None, dims=None, probes=True) -> Case:
+    inputs = {"tokens": np.arange(12, dtype=np.float32).reshape(6, 2),
+              "expert_token_num_per_rank": np.array([[1, 0, 2], [2, 1, 0]], np.int64)}
+    return Case(REROUTING, attrs, inputs, node_inputs or list(inputs), list(REROUTING_OUTPUTS), dims or {},
+                shape_probes=probes)
+
+
+def _logits(rows=4, experts=8, value=None):
+    if value is not None:
+        return np.full((rows, experts), value, np.float32)
+    return np.random.default_rng(0).standard_normal((rows, experts)).astype(np.float32)
+
+
 KNOWN_DEFECTS: list[KnownDefect] = [
-    KnownDefect("1", "group top-k buffer of 64 entries overflows when k_group > 64", _group_buffer_overflow),
-    KnownDefect("2", "SIGSEGV when the optional output 'out' has an empty name", _empty_output_name),
-    KnownDefect("3", "MoeReRouting declares scalar outputs for inputs of unknown rank", _unknown_rank_rerouting),
+    KnownDefect("1", "group top-k buffer of 64 entries overflows when k_group > 64", _group_buffer_overflow,
+                reproducer=lambda: _gating(dict(k=1, group_count=66, k_group=65), _logits(experts=66))),
+    KnownDefect("2", "SIGSEGV when the optional output 'out' has an empty name", _empty_output_name,
+                reproducer=lambda: _gating(dict(k=2), _logits(), outputs=("y", "expert_idx", ""))),
+    KnownDefect("3", "MoeReRouting declares scalar outputs for inputs of unknown rank", _unknown_rank_rerouting,
+                reproducer=lambda: _rerouting({}, dims={"tokens": "unknown_rank"})),
     KnownDefect("4", "attributes of the wrong kind or with unknown names taken as defaults",
-                _attribute_kind_or_name),
-    KnownDefect("6", "UB: shifts in the scalar ExpF for NaN logits", _nan_logits, sanitizer_only=True),
-    KnownDefect("7", "the NumPy reference raises IndexError on an empty hash table", _empty_hash_table),
+                _attribute_kind_or_name, reproducer=lambda: _gating(dict(k=2, norm_type="1"), _logits())),
+    KnownDefect("6", "UB: shifts in the scalar ExpF for NaN logits", _nan_logits, sanitizer_only=True,
+                reproducer=lambda: _gating(dict(k=2, norm_type=1), _logits(value=np.nan))),
+    KnownDefect("7", "the NumPy reference raises IndexError on an empty hash table", _empty_hash_table,
+                reproducer=lambda: _gating(dict(k=2), _logits(rows=3), input_ids=np.zeros(3, np.int64),
+                                           tid2eid=np.zeros((0, 2), np.int32))),
     KnownDefect("8", "sigmoid / sqrt-softplus lose accuracy below x = -87 (float32 underflow)",
-                _underflowing_logits, only_outcomes=("mismatch",)),
-    KnownDefect("9", "ascend.moe opset versions other than 1 accepted", _opset_version),
+                _underflowing_logits, only_outcomes=("mismatch",),
+                reproducer=lambda: _gating(dict(k=2, norm_type=2, renorm=1), np.array(
+                    [[-96.86210632324219, -131.7397918701172, -92.50044250488281, -123.26485443115234,
+                      -117.22687530517578, -104.87458038330078]], np.float32),
+                    outputs=("y", "expert_idx"))),
+    KnownDefect("9", "ascend.moe opset versions other than 1 accepted", _opset_version,
+                reproducer=lambda: _gating(dict(k=2), _logits(), opset=2)),
     KnownDefect("N2", "MoeReRouting declares permute_per_token_scales a scalar when per_token_scales "
                 "is omitted through an empty input name (Shape() folds to [], the tensor is [0])",
-                _scales_empty_name),
+                _scales_empty_name,
+                reproducer=lambda: _rerouting({}, ["tokens", "expert_token_num_per_rank", ""])),
 ]
 
 
@@ -109,6 +148,7 @@ class KnownFailureMessage:
     summary: str
     outcomes: tuple
     pattern: str
+    reproducer: Callable[[], Case] | None = None
 
 
 KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = [
@@ -117,7 +157,9 @@ KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = [
         "it rejects), ORT gives every output the last input's type: valid models are rejected and "
         "invalid ones get ORT's type error instead of the library's message",
         ("wrong_rejection", "unclear_error"),
-        r"Type Error: Type \(tensor\(\w+\)\) of output arg \(\w+\) of node \(\w*\) does not match expected type"),
+        r"Type Error: Type \(tensor\(\w+\)\) of output arg \(\w+\) of node \(\w*\) does not match expected type",
+        reproducer=lambda: _gating(dict(k=2), _logits(rows=3), ("y", "expert_idx"), {"x": "unknown_rank"},
+                                   input_ids=np.zeros(3, np.int64), tid2eid=np.zeros((4, 2), np.int32))),
 ]
 
 
