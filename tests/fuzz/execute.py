@@ -76,7 +76,7 @@ def build_model(case: Case):
 
 
 def _ort_value(ort, a: np.ndarray):
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")  # np.ascontiguousarray would turn a scalar into [1]
     name = type_name(a)
     if name in RAW_VIEW:  # the Python API has no NumPy type for these
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(RAW_VIEW[name]), ELEM_TYPES[name])
