@@ -2,7 +2,9 @@
 
 A node runs on the custom-op library's kernel for an execution provider when the library declares
 one (its manifest) and that provider is available in this onnxruntime; with the library not loaded
-ONNX Runtime inlines the model-local function body of the node (if the model has one).
+ONNX Runtime inlines the model-local function body of the node (if the model has one). On the CANN
+EP a node runs natively through an ACLNN operator or through the kernel's fallback: which one, and
+why, follows from its attributes and input types (ort_custom_ops.cann, docs/ascend.md).
 """
 
 from __future__ import annotations
@@ -77,6 +79,63 @@ def _attributes(node: onnx.NodeProto) -> str:
     return ", ".join(parts)
 
 
+def _types(model: onnx.ModelProto) -> dict:
+    """{value name: (ONNX type name, dims or None)} for every typed value of the main graph."""
+    try:
+        from ascend_moe_onnx import onnx_schemas
+
+        onnx_schemas.register()
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # inference is a bonus: declared types still count
+        pass
+    out = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        t = vi.type.tensor_type
+        if t.elem_type:
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] \
+                if t.HasField("shape") else None
+            out[vi.name] = (onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name
+                            if t.elem_type != onnx.TensorProto.BFLOAT16 else "bfloat16", dims)
+    for init in model.graph.initializer:
+        out[init.name] = (onnx.TensorProto.DataType.Name(init.data_type).lower(), list(init.dims))
+    return {k: ("float" if v[0] == "float32" else v[0], v[1]) for k, v in out.items()}
+
+
+def cann_path(node: onnx.NodeProto, types: dict) -> str:
+    """How the node runs on the CANN EP: natively through which ACLNN call, or the fallback and why."""
+    from ascend_moe_onnx.onnx_schemas import SCHEMAS
+    from ascend_moe_onnx.onnx_schemas._common import resolve_attributes
+    from ascend_moe_onnx.ort_custom_ops import cann
+
+    given = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    try:
+        attrs = resolve_attributes(SCHEMAS[node.op_type], given)
+    except Exception as e:
+        return f"invalid node ({e})"
+    present = [bool(n) for n in node.input] + [False] * 8
+
+    def typ(i):
+        return types.get(node.input[i], (None, None)) if present[i] else (None, None)
+
+    if node.op_type == "MoeReRouting":
+        tokens, scales = typ(0), typ(2)
+        hidden = tokens[1][1] if tokens[1] and len(tokens[1]) == 2 else None
+        call, why = cann.rerouting_path(attrs, token_type=tokens[0], scale_type=scales[0] if present[2] else None,
+                                        scale_rank=len(scales[1]) if present[2] and scales[1] else None,
+                                        hidden=hidden)
+        fallback = "device-to-device copy fallback"
+    else:
+        x = typ(0)
+        experts = x[1][-1] if x[1] else None
+        call, why = cann.gating_path(attrs, experts=experts, hash_routing=present[3],
+                                     table_type=typ(3)[0], additional=present[4] and present[5])
+        fallback = "host fallback (CPU kernel, with copies)"
+    if call:
+        where = " (the cann-recipes-infer custom operator package)" if call == "aclnnMoeGatingTopKHash" else ""
+        return f"native: {call}{where}"
+    return f"{fallback}: {why}"
+
+
 def _shape(vi) -> str:
     t = vi.type.tensor_type
     dims = [d.dim_param or str(d.dim_value) if (d.dim_param or d.HasField("dim_value")) else "?"
@@ -101,6 +160,7 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
     if lib_note:
         lines.append(lib_note)
     nodes = list(_nodes(model, DOMAIN))
+    types = _types(model)
     lines.append(f"{len(nodes)} {DOMAIN} node(s)")
     for where, node in nodes:
         ins = ", ".join(i if i else "<absent>" for i in node.input)
@@ -109,14 +169,17 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
         have = kernels.get(node.op_type, set())
         if "CPUExecutionProvider" in have:
             cpu = "CPUExecutionProvider: custom-op library kernel"
+        elif kernels:
+            cpu = "CPUExecutionProvider: the library has no CPU kernel for this op"
         else:
-            cpu = "CPUExecutionProvider: no library kernel (ORT inlines the function body)"
-        if CANN in have and CANN in available:
-            cann = f"{CANN}: custom-op library kernel"
-        elif CANN in available:
-            cann = f"{CANN}: available, but the library has no CANN kernel for this op (falls back to CPU)"
+            cpu = "CPUExecutionProvider: custom-op library unavailable (see above)"
+        if CANN in have:
+            where = "" if CANN in available else " (onnxruntime-cann; not in this onnxruntime)"
+            cann = f"{CANN}{where}: custom-op library kernel, {cann_path(node, types)}"
+        elif kernels:
+            cann = f"{CANN}: the library has no CANN kernel for this op (ORT runs it on the CPU)"
         else:
-            cann = f"{CANN}: not in this onnxruntime"
+            cann = f"{CANN}: needs the custom-op library"
         body = (node.op_type, node.overload) in functions
         without = ("without the library: attached function body"
                    + (f" (overload '{node.overload}', needs onnxruntime >= 1.32)" if node.overload else "")

@@ -1,7 +1,7 @@
 """``moe-onnx``: export, verify and inspect MoE blocks that use the ascend.moe operators.
 
     moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
-    moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH]
+    moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
     moe-onnx info model.onnx
     moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model]   (docs/benchmarks.md)
 
@@ -112,6 +112,9 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     _add_block_options(p)
     p.add_argument("--token-counts", metavar="N,N,...",
                    help="token counts to run (default: 1,5,33,128 tiny; 1,16,128 full)")
+    p.add_argument("--provider", default="cpu", choices=("cpu", "cann"),
+                   help="execution provider of the library run: cpu, or cann (onnxruntime-cann on an "
+                        "Ascend host; docs/ascend.md)")
 
 
 def _token_counts(text: str | None):
@@ -140,6 +143,12 @@ def _cmd_verify(args) -> int:
     if args.weights and len(names) > 1:
         raise CLIError("verify: --weights needs exactly one PRESET")
     _check_block_args(args)
+    if args.provider == "cann":
+        from ascend_moe_onnx.ort_custom_ops.cann import cann_unavailable_reason
+
+        reason = cann_unavailable_reason()
+        if reason:
+            raise CLIError(f"--provider cann: {reason}")
     counts = _token_counts(args.token_counts)
     started = time.perf_counter()
     checks, notes = [], []
@@ -149,7 +158,7 @@ def _cmd_verify(args) -> int:
             checks += verify.verify_preset(
                 name, args.size, args.dtype, weights=args.weights, layer=args.layer,
                 intermediate=args.intermediate, export_tokens=args.tokens, token_counts=counts,
-                seed=args.seed, progress=bar)
+                seed=args.seed, progress=bar, provider=args.provider)
             if checks[-1].info:
                 notes.append(f"note: {name}: {checks[-1].info}")
     print(verify.format_table(checks))

@@ -1,7 +1,8 @@
 """Export a block, run it in ONNX Runtime next to torch, and compare (used by the CLI and tests).
 
 Paths compared for every token count:
-- ``ort``: ONNX Runtime with the custom-op library (its CPU kernels);
+- ``ort``: ONNX Runtime with the custom-op library (its CPU kernels); ``ort-cann`` with
+  ``--provider cann``: the same on the CANN execution provider (its CANN kernels);
 - ``ort-functions``: plain ONNX Runtime, no library: the attached pure-ONNX function bodies;
 - ``torch``: the block's export path in eager torch (the custom torch ops);
 - ``reference``: the block's plain-torch reference (no custom ops).
@@ -37,6 +38,13 @@ TOLERANCES = {"float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2}
 TIE_TOLERANCES = {"float32": 1e-5, "float16": 2.0**-9, "bfloat16": 2.0**-6}
 TOKEN_COUNTS = {"tiny": (1, 5, 33, 128), "full": (1, 16, 128)}
 PATHS = (("ort", "torch"), ("ort", "reference"), ("ort-functions", "torch"))
+
+
+def paths(provider: str = "cpu") -> tuple:
+    """The (got, ref) pairs compared; ``ort`` becomes ``ort-cann`` on the CANN EP."""
+    if provider == "cpu":
+        return PATHS
+    return tuple(("ort-cann" if g == "ort" else g, r) for g, r in PATHS)
 
 
 @dataclass
@@ -113,17 +121,17 @@ def _compare(check: Check, T: int, got: list, ref: list, scores, tie_tol: float,
 
 
 def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, cache_key=None,
-                 progress=None, path=None) -> list[Check]:
+                 progress=None, path=None, provider: str = "cpu") -> list[Check]:
     """Export ``block``, run every path at each token count, compare; one Check per path pair."""
     size = getattr(block, "size", "tiny")
     token_counts = [t for t in (token_counts or TOKEN_COUNTS[size]) if t != export_tokens]
     name, dtype = block.preset, block.dtype_name
-    checks = [Check(name, dtype, g, r, tol=TOLERANCES[dtype]) for g, r in PATHS]
+    checks = [Check(name, dtype, g, r, tol=TOLERANCES[dtype]) for g, r in paths(provider)]
     step = progress.set_postfix_str if progress is not None else (lambda s: None)
     step(f"{name}: export")
     try:
         data = export_block(block, export_tokens, path=path, cache_key=cache_key)
-        sess = sessions(data)
+        sess = sessions(data, provider)
     except Exception as e:  # a failed export/session is one failing row per path, not a traceback
         for c in checks:
             c.note = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
@@ -161,13 +169,14 @@ def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, c
 
 def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
                   intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS, token_counts=None,
-                  seed: int = 0, progress=None, path=None) -> list[Check]:
+                  seed: int = 0, progress=None, path=None, provider: str = "cpu") -> list[Check]:
     """Build a preset's block (random or checkpoint weights) and verify it."""
     dtype = dtype or presets.default_dtype(name)
     block = presets.build(name, size, dtype, weights=weights, layer=layer, intermediate=intermediate,
                           seed=seed)
     key = None if weights is not None else (name, size, dtype, intermediate, seed)
-    checks = verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path)
+    checks = verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path,
+                          provider=provider)
     for c in checks:
         c.info = block.note
     return checks

@@ -64,15 +64,21 @@ def _function_gaps(model: onnx.ModelProto) -> list[str]:
     return sorted(used - have)
 
 
-def sessions(data: bytes) -> dict:
-    """ORT CPU sessions: ``ort`` (library registered) and ``ort-functions`` (no library; a string
-    saying why when the model cannot run without it)."""
+def sessions(data: bytes, provider: str = "cpu") -> dict:
+    """ORT sessions: ``ort`` (library registered, on the CPU EP; ``ort-cann`` on the CANN EP when
+    ``provider`` is "cann") and ``ort-functions`` (no library, CPU; a string saying why when the
+    model cannot run without it)."""
     import onnxruntime as ort
 
     from ascend_moe_onnx import ort_custom_ops
 
-    out = {"ort": ort.InferenceSession(data, ort_custom_ops.session_options(),
-                                       providers=["CPUExecutionProvider"])}
+    if provider == "cann":
+        with warnings.catch_warnings():  # verifying the CPU instead would be a false pass
+            warnings.simplefilter("error", ort_custom_ops.CannFallbackWarning)
+            out = {"ort-cann": ort_custom_ops.inference_session(data, provider="cann")}
+    else:
+        out = {"ort": ort.InferenceSession(data, ort_custom_ops.session_options(),
+                                           providers=["CPUExecutionProvider"])}
     gaps = _function_gaps(onnx.load_from_string(data))
     if gaps:
         out["ort-functions"] = f"no function body for {', '.join(gaps)}"

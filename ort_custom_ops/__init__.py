@@ -16,7 +16,10 @@ from pathlib import Path
 LIBRARY_NAME = "libascend_moe_ort.so"
 _ENV_VAR = "ASCEND_MOE_ORT_LIBRARY"
 
-__all__ = ["LIBRARY_NAME", "get_library_path", "register", "manifest", "session_options"]
+from .cann import CannFallbackWarning, cann_provider, inference_session  # noqa: E402
+
+__all__ = ["LIBRARY_NAME", "get_library_path", "register", "manifest", "session_options",
+           "cann_provider", "inference_session", "CannFallbackWarning"]
 
 
 def _candidates():

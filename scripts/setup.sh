@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # One command for a new user: create .venv, install torch (pinned, CPU) and the package (builds the
 # ONNX Runtime custom-op library), then run the main job. `--no-run` stops after installing.
+# `--cann` also creates .venv-cann (onnxruntime-cann, for tests/cann; docs/ascend.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 run_main=1
-[ "${1:-}" = "--no-run" ] && run_main=0
+with_cann=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-run) run_main=0 ;;
+    --cann) with_cann=1 ;;
+    *) echo "setup: unknown option $arg (use --no-run, --cann)" >&2; exit 2 ;;
+  esac
+done
 
 need_apt=()
 command -v g++ >/dev/null || need_apt+=(g++)
@@ -32,6 +40,19 @@ $py -m pip install -q "scikit-build-core>=0.11"
 # --no-build-isolation keeps the build directory reusable (incremental rebuilds).
 $py -m pip install -q --no-build-isolation -e ".[test,bench]"
 $py -c "from ascend_moe_onnx import ort_custom_ops; print('setup: custom-op library at', ort_custom_ops.get_library_path())"
+
+if [ $with_cann = 1 ]; then
+  # onnxruntime-cann conflicts with onnxruntime: its own environment, NumPy 1.x (the wheel's ABI).
+  # The wheel depends on `onnxruntime`, hence --no-deps and its real dependencies listed here; the
+  # package goes in without its dependencies too (no torch here: tests/cann need none).
+  [ -x .venv-cann/bin/python ] || python3 -m venv .venv-cann
+  cpy=.venv-cann/bin/python
+  $cpy -m pip install -q --upgrade pip
+  $cpy -m pip install -q "numpy<2" "ml_dtypes<0.6" onnx pytest "scikit-build-core>=0.11" flatbuffers packaging protobuf sympy
+  $cpy -m pip install -q --no-deps "onnxruntime-cann==1.24.4"
+  $cpy -m pip install -q --no-deps --no-build-isolation -e .
+  echo "setup: .venv-cann ready (tests: .ci/jobs/20-cann.sh)"
+fi
 
 if [ $run_main = 1 ]; then
   # The main job: export every tiny MoE block, run it in ONNX Runtime with the library (and through

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <utility>
 
+#include "moe_gating_top_k_hash_cann.h"
 #include "moe_gating_top_k_hash_validate.h"
 #include "op_base.h"
 #include "ops.h"
@@ -145,7 +146,8 @@ struct MoeGatingDef {
 
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() {
   static const AscendMoeOp<MoeGatingDef, MoeGatingCpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<MoeGatingDef, MoeGatingCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

@@ -2,6 +2,7 @@
 // attributes, shape inference) and the CPU kernel, which validates and calls ops_src/cpu.
 #include <iterator>
 
+#include "moe_re_routing_cann.h"
 #include "moe_re_routing_validate.h"
 #include "op_base.h"
 #include "ops.h"
@@ -115,7 +116,8 @@ struct MoeReRoutingDef {
 
 std::vector<const OrtCustomOp*> MoeReRoutingOps() {
   static const AscendMoeOp<MoeReRoutingDef, MoeReRoutingCpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<MoeReRoutingDef, MoeReRoutingCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

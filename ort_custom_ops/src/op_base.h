@@ -8,10 +8,13 @@
 // `Kernel` is one execution provider's kernel:
 //   static constexpr const char* kProvider; explicit Kernel(const OrtKernelInfo*);
 //   void Compute(Ort::KernelContext&);
+//   optional: static OrtMemType InputMemoryType(size_t);  // e.g. inputs a device kernel reads
+//                                                         // on the host (OrtMemTypeCPUInput)
 #pragma once
 
 #include <exception>
 #include <string>
+#include <type_traits>
 
 #include "op_utils.h"
 
@@ -44,6 +47,12 @@ struct StatusKernel : Kernel {
   }
 };
 
+template <typename Kernel, typename = void>
+struct HasInputMemoryType : std::false_type {};
+template <typename Kernel>
+struct HasInputMemoryType<Kernel, std::void_t<decltype(Kernel::InputMemoryType(size_t{0}))>>
+    : std::true_type {};
+
 template <typename Def, typename Kernel>
 struct AscendMoeOp
     : Ort::CustomOpBase<AscendMoeOp<Def, Kernel>, StatusKernel<Def, Kernel>, /*WithStatus=*/true> {
@@ -67,6 +76,10 @@ struct AscendMoeOp
   }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
     return Characteristic(Def::InputOptional(index));
+  }
+  OrtMemType GetInputMemoryType(size_t index) const {
+    if constexpr (HasInputMemoryType<Kernel>::value) return Kernel::InputMemoryType(index);
+    return OrtMemTypeDefault;
   }
 
   size_t GetOutputTypeCount() const { return Def::kNumOutputs; }

@@ -1,0 +1,186 @@
+#include "ops_src/cann/moe_gating_top_k_hash.h"
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "ops_src/cann/loader.h"
+
+namespace ascend_moe::cann {
+
+namespace {
+
+// Documented limits of the Ascend gating kernels (aclnnMoeGatingTopK; the custom hash operator
+// shares its tiling).
+constexpr int64_t kMaxExperts = 2048;
+
+AclDataType FloatAclType(cpu::GatingFloatType t) {
+  switch (t) {
+    case cpu::GatingFloatType::kFloat16: return kAclFloat16;
+    case cpu::GatingFloatType::kBFloat16: return kAclBFloat16;
+    default: return kAclFloat;
+  }
+}
+size_t FloatBytes(cpu::GatingFloatType t) { return t == cpu::GatingFloatType::kFloat32 ? 4 : 2; }
+AclDataType IntAclType(cpu::GatingIntType t) {
+  return t == cpu::GatingIntType::kInt32 ? kAclInt32 : kAclInt64;
+}
+size_t IntBytes(cpu::GatingIntType t) { return t == cpu::GatingIntType::kInt32 ? 4 : 8; }
+
+void RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const char* call) {
+  const cpu::MoeGatingTopKHashParams& p = a.params;
+  const bool hash_op = std::string(call) == kAclnnMoeGatingTopKHash;
+  const std::string prepare_name = std::string(call) + "GetWorkspaceSize";
+  std::string why;
+  void* prepare = FindSymbol(prepare_name.c_str(), &why);
+  auto run_fn = reinterpret_cast<AclnnRunFn>(FindSymbol(call, &why));
+  if (!prepare || !run_fn) throw std::runtime_error("MoeGatingTopKHash: " + why);
+
+  const int64_t R = p.rows, E = p.experts, K = p.k;
+  const AclDataType xt = FloatAclType(a.x_type);
+  // The operators always write the float scores [R, E]; without out_flag they go to scratch.
+  DeviceBuffer out_scratch(ctx, p.out_flag ? 1 : static_cast<size_t>(R * E) * 4);
+  Tensor x(xt, {R, E}, a.x);
+  Tensor y(xt, {R, K}, a.y);
+  Tensor expert_idx(kAclInt32, {R, K}, a.expert_idx);
+  Tensor out(kAclFloat, {R, E}, p.out_flag ? static_cast<void*>(a.out) : out_scratch.get());
+  std::unique_ptr<Tensor> bias;
+  if (a.bias) bias = std::make_unique<Tensor>(xt, std::vector<int64_t>{E}, a.bias);
+
+  std::unique_ptr<DeviceBuffer> ids_device;
+  std::unique_ptr<Tensor> ids, table;
+  if (a.hash) {
+    // input_ids were read on the host (validation); the operator reads them on the device.
+    const size_t bytes = static_cast<size_t>(R) * IntBytes(a.ids_type);
+    ids_device = std::make_unique<DeviceBuffer>(ctx, bytes);
+    CopyAsync(ctx, ids_device->get(), a.input_ids_host, bytes, kHostToDevice);
+    ids = std::make_unique<Tensor>(IntAclType(a.ids_type), std::vector<int64_t>{R},
+                                   ids_device->get());
+    table = std::make_unique<Tensor>(IntAclType(a.table_type),
+                                     std::vector<int64_t>{a.table_rows, K}, a.tid2eid);
+  }
+  const double rsf = p.routed_scaling_factor, eps = p.eps;
+  const bool out_flag = p.out_flag != 0;
+  RunAclnn(ctx, call,
+           [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+             if (hash_op) {
+               return reinterpret_cast<AclnnMoeGatingTopKHashGetWorkspaceSizeFn>(prepare)(
+                   x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr,
+                   table ? table->get() : nullptr, K, p.k_group, p.group_count,
+                   p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps, y.get(),
+                   expert_idx.get(), out.get(), workspace_size, executor);
+             }
+             return reinterpret_cast<AclnnMoeGatingTopKGetWorkspaceSizeFn>(prepare)(
+                 x.get(), bias ? bias->get() : nullptr, K, p.k_group, p.group_count,
+                 p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps, y.get(),
+                 expert_idx.get(), out.get(), workspace_size, executor);
+           },
+           run_fn);
+  if (a.hash) Synchronize(ctx);  // the host ids must outlive their upload
+}
+
+// Copies the inputs to the host, runs the CPU kernel, copies the results back.
+cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingDeviceArgs& a) {
+  const cpu::MoeGatingTopKHashParams& p = a.params;
+  const int64_t R = p.rows, E = p.experts, K = p.k;
+  const size_t fb = FloatBytes(a.x_type);
+  auto download = [&](const void* device, size_t bytes) {
+    std::vector<unsigned char> host(bytes);
+    CopyAsync(ctx, host.data(), device, bytes, kDeviceToHost);
+    return host;
+  };
+  std::vector<unsigned char> x = download(a.x, R * E * fb), bias, table, extra, mask;
+  cpu::MoeGatingTopKHashInputs in;
+  in.x_type = a.x_type;
+  if (a.bias) bias = download(a.bias, E * fb);
+  if (a.hash) table = download(a.tid2eid, a.table_rows * K * IntBytes(a.table_type));
+  if (a.additional) {
+    extra = download(a.additional_bias, E * fb);
+    mask = download(a.mask, R);
+  }
+  Synchronize(ctx);  // the downloads (and the work that produced the inputs) are complete
+  in.x = x.data();
+  in.bias = a.bias ? bias.data() : nullptr;
+  if (a.hash) {
+    in.ids_type = a.ids_type;
+    in.input_ids = a.input_ids_host;
+    in.table_type = a.table_type;
+    in.tid2eid = table.data();
+    in.table_rows = a.table_rows;
+  }
+  if (a.additional) {
+    in.additional_bias = extra.data();
+    in.additional_token_mask = mask.data();
+  }
+  std::vector<unsigned char> y(R * K * fb);
+  std::vector<int32_t> idx(R * K);
+  std::vector<float> out(p.out_flag ? R * E : 0);
+  cpu::MoeGatingTopKHashOutputs o;
+  o.y = y.data();
+  o.expert_idx = idx.data();
+  o.out = p.out_flag ? out.data() : nullptr;
+  const cpu::MoeGatingTopKHashError error = cpu::MoeGatingTopKHashRows(p, in, o, 0, R);
+  if (!error.ok()) return error;
+  CopyAsync(ctx, a.y, y.data(), y.size(), kHostToDevice);
+  CopyAsync(ctx, a.expert_idx, idx.data(), idx.size() * sizeof(int32_t), kHostToDevice);
+  if (p.out_flag) CopyAsync(ctx, a.out, out.data(), out.size() * sizeof(float), kHostToDevice);
+  Synchronize(ctx);  // the host results must outlive their upload
+  return error;
+}
+
+}  // namespace
+
+std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& a, const char** call) {
+  const cpu::MoeGatingTopKHashParams& p = a.params;
+  *call = (a.hash || p.norm_type == 2) ? kAclnnMoeGatingTopKHash : kAclnnMoeGatingTopK;
+  if (p.renorm != 0) return "renorm=1 is an extension of this project; the Ascend kernels reject it";
+  if (a.additional) {
+    return "additional_bias with additional_token_mask has no Ascend kernel input";
+  }
+  if (a.hash && a.table_type != cpu::GatingIntType::kInt32) {
+    return "aclnnMoeGatingTopKHash takes an int32 tid2eid, got int64";
+  }
+  const int64_t E = p.experts, per_group = E / p.group_count;
+  if (E > kMaxExperts) return "the Ascend gating kernels need E <= 2048, got " + std::to_string(E);
+  if (per_group <= 2) {
+    return "the Ascend gating kernels need E / group_count > 2, got " + std::to_string(per_group);
+  }
+  const int64_t aligned = (per_group + 31) / 32 * 32;
+  if (aligned * p.group_count > kMaxExperts) {
+    return "the Ascend gating kernels need align32(E / group_count) * group_count <= 2048, got " +
+           std::to_string(aligned * p.group_count);
+  }
+  return {};
+}
+
+MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
+  MoeGatingPath path;
+  const char* call = nullptr;
+  path.reason = MoeGatingNativeBlocker(a, &call);
+  if (!path.reason.empty()) return path;
+  std::string why;
+  const std::string prepare = std::string(call) + "GetWorkspaceSize";
+  if (!FindSymbol(prepare.c_str(), &why) || !FindSymbol(call, &why)) {
+    path.reason = std::string("no ") + call + " in the CANN operator libraries (" +
+                  (call == kAclnnMoeGatingTopKHash
+                       ? "install the cann-recipes-infer custom operator package"
+                       : "CANN too old") +
+                  "): " + why;
+    return path;
+  }
+  path.call = call;
+  return path;
+}
+
+cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx,
+                                            const MoeGatingDeviceArgs& a,
+                                            const MoeGatingPath& path) {
+  if (a.params.rows == 0) return {};
+  if (path.call) {
+    RunNative(ctx, a, path.call);
+    return {};
+  }
+  return RunOnHost(ctx, a);
+}
+
+}  // namespace ascend_moe::cann

@@ -1,0 +1,101 @@
+// MoeGatingTopKHash on an Ascend NPU (SPEC §1): CANN's built-in aclnnMoeGatingTopK (no hash input,
+// within its documented limits), the cann-recipes-infer custom operator aclnnMoeGatingTopKHash
+// (libcust_opapi.so: hash routing and sqrt-softplus), or a fallback that copies the inputs to the
+// host, runs the CPU kernel (ops_src/cpu) and copies the results back. Plain C++ over device
+// pointers, the caller's stream and workspace callback; knows nothing of ONNX Runtime.
+#pragma once
+
+#include <string>
+
+#include "ops_src/cann/acl.h"
+#include "ops_src/cann/device.h"
+#include "ops_src/cpu/moe_gating_top_k_hash.h"
+
+namespace ascend_moe::cann {
+
+inline constexpr const char* kAclnnMoeGatingTopK = "aclnnMoeGatingTopK";
+inline constexpr const char* kAclnnMoeGatingTopKHash = "aclnnMoeGatingTopKHash";
+
+struct MoeGatingDeviceArgs {
+  cpu::MoeGatingTopKHashParams params;  // validated
+  cpu::GatingFloatType x_type = cpu::GatingFloatType::kFloat32;
+  bool hash = false;                    // input_ids and tid2eid given
+  cpu::GatingIntType ids_type = cpu::GatingIntType::kInt64;
+  cpu::GatingIntType table_type = cpu::GatingIntType::kInt32;
+  int64_t table_rows = 0;
+  bool additional = false;              // additional_bias and the mask given
+  // Device memory (null when absent or empty), except input_ids, which is host memory.
+  const void* x = nullptr;
+  const void* bias = nullptr;
+  const void* input_ids_host = nullptr;
+  const void* tid2eid = nullptr;
+  const void* additional_bias = nullptr;
+  const void* mask = nullptr;
+  void* y = nullptr;
+  int32_t* expert_idx = nullptr;
+  float* out = nullptr;  // when out_flag = 1
+};
+
+// The way one call runs: through `call` (an ACLNN operator) or, when `call` is null, through the
+// host fallback for the reason given.
+struct MoeGatingPath {
+  const char* call = nullptr;
+  std::string reason;
+};
+
+// Why neither ACLNN operator can run this call (documented Ascend limits), or empty; `call` gets
+// the operator that fits (aclnnMoeGatingTopK or aclnnMoeGatingTopKHash).
+std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& args, const char** call);
+
+// Chooses the path: native when the limits hold and the operator library provides the call.
+MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& args);
+
+// Host check of the hash rows of a native call (every row is a hash row there): a token id out of
+// [0, table_rows) anywhere first, else the lowest row whose table entry is out of [0, E) — the
+// order the CPU kernel reports them in. `table_row_bad(id, &column, &value)` says whether table
+// row `id` has an entry out of range (the first one).
+template <typename RowBad>
+cpu::MoeGatingTopKHashError CheckHashRows(const MoeGatingDeviceArgs& args, RowBad&& table_row_bad);
+
+// Runs the op along `path`. A data error found by the fallback's CPU kernel is returned (nothing
+// else is written then); native calls return ok() (their ids were checked by the caller).
+cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx,
+                                            const MoeGatingDeviceArgs& args,
+                                            const MoeGatingPath& path);
+
+// Token id of a row of input_ids (host memory).
+inline int64_t TokenIdAt(const MoeGatingDeviceArgs& a, int64_t row) {
+  return a.ids_type == cpu::GatingIntType::kInt32
+             ? static_cast<const int32_t*>(a.input_ids_host)[row]
+             : static_cast<const int64_t*>(a.input_ids_host)[row];
+}
+
+template <typename RowBad>
+cpu::MoeGatingTopKHashError CheckHashRows(const MoeGatingDeviceArgs& a, RowBad&& table_row_bad) {
+  cpu::MoeGatingTopKHashError e;
+  for (int64_t r = 0; r < a.params.rows; ++r) {
+    const int64_t id = TokenIdAt(a, r);
+    if (id < 0 || id >= a.table_rows) {
+      e.kind = cpu::MoeGatingTopKHashError::kTokenIdOutOfRange;
+      e.row = r;
+      e.token_id = id;
+      e.value = id;
+      return e;
+    }
+  }
+  for (int64_t r = 0; r < a.params.rows; ++r) {
+    const int64_t id = TokenIdAt(a, r);
+    int64_t column = 0, value = 0;
+    if (table_row_bad(id, &column, &value)) {
+      e.kind = cpu::MoeGatingTopKHashError::kTableEntryOutOfRange;
+      e.row = r;
+      e.token_id = id;
+      e.column = column;
+      e.value = value;
+      return e;
+    }
+  }
+  return e;
+}
+
+}  // namespace ascend_moe::cann

@@ -1,0 +1,51 @@
+// MoeReRouting on an Ascend NPU (SPEC §2): aclnnMoeReRouting where its documented limits allow,
+// otherwise device-to-device row copies planned on the host from the counts. Plain C++ over device
+// pointers, the caller's stream and workspace callback; knows nothing of ONNX Runtime.
+#pragma once
+
+#include <string>
+
+#include "ops_src/cann/acl.h"
+#include "ops_src/cann/device.h"
+#include "ops_src/cpu/moe_re_routing.h"
+
+namespace ascend_moe::cann {
+
+inline constexpr const char* kAclnnMoeReRouting = "aclnnMoeReRouting";
+
+struct MoeReRoutingDeviceArgs {
+  cpu::MoeReRoutingParams params;  // validated; counts already checked
+  bool token_type_known = false;   // token_type is one ACL knows (float, f16, bf16, int8, uint8)
+  AclDataType token_type = kAclFloat16;
+  int64_t hidden = 0;                  // H
+  AclDataType scale_type = kAclFloat;  // when params.has_scales
+  int scale_rank = 1;                  // 1: [A], 2: [A, S]
+  const void* counts_host = nullptr;   // [N, E], host memory
+  // Device memory; null where a tensor is empty or absent.
+  const void* tokens = nullptr;
+  const void* scales = nullptr;
+  void* permute_tokens = nullptr;
+  void* permute_scales = nullptr;
+  int32_t* permute_idx = nullptr;
+  void* expert_token_num = nullptr;
+};
+
+// The way one call runs: through `call` (an ACLNN operator) or, when `call` is null, through the
+// copy fallback for the reason given.
+struct MoeReRoutingPath {
+  const char* call = nullptr;
+  std::string reason;
+};
+
+// Why aclnnMoeReRouting cannot run this call (its documented Atlas A2/A3 limits); empty if it can.
+std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& args);
+
+// Chooses the path: native when the limits hold and the operator library provides the call.
+MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& args);
+
+// Queues the op on ctx.stream along `path`. Returns after every host buffer it used is no longer
+// needed (fallback and count upload synchronise the stream once).
+void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& args,
+                        const MoeReRoutingPath& path);
+
+}  // namespace ascend_moe::cann

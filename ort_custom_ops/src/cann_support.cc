@@ -1,0 +1,39 @@
+#include "cann_support.h"
+
+namespace ascend_moe {
+
+CannDevice::CannDevice(Ort::KernelContext& ctx, size_t device_input) {
+  const Ort::ConstValue input = ctx.GetInput(device_input);
+  const Ort::ConstMemoryInfo memory = input.GetTensorMemoryInfo();
+  allocator_ = ctx.GetAllocator(*static_cast<const OrtMemoryInfo*>(memory));
+  if (allocator_ == nullptr) Fail("CANN kernel: ONNX Runtime gave no allocator for the device");
+  context_.stream = ctx.GetGPUComputeStream();
+  OrtAllocator* a = allocator_;
+  context_.allocate = [a](size_t bytes) {
+    void* p = a->Alloc(a, bytes);
+    if (p == nullptr) Fail(Str("CANN kernel: the device arena could not allocate ", bytes, " bytes"));
+    return p;
+  };
+  context_.release = [a](void* p) { a->Free(a, p); };
+}
+
+CannDevice::~CannDevice() {
+  if (allocator_) Ort::GetApi().ReleaseAllocator(allocator_);
+}
+
+NodeLog::NodeLog(const OrtKernelInfo* info) {
+  Ort::ConstKernelInfo ki(info);
+  node_ = ki.GetNodeName();
+  logger_ = ki.GetLogger();
+}
+
+void NodeLog::WarnOnce(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!said_.insert(message).second) return;
+  }
+  const std::string text = Str("node '", node_, "': ", message);
+  ORT_CXX_LOG_NOEXCEPT(logger_, ORT_LOGGING_LEVEL_WARNING, text.c_str());
+}
+
+}  // namespace ascend_moe

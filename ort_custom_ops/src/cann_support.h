@@ -1,0 +1,44 @@
+// What the CANN execution-provider kernels share: the device context of one Compute call (the
+// EP's aclrtStream and its device arena) and a log that says once per node why a call falls back.
+#pragma once
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "op_utils.h"
+#include "ops_src/cann/device.h"
+
+namespace ascend_moe {
+
+// The CANN EP's stream (KernelContext_GetGPUComputeStream) and device arena for one call. The
+// arena is found through the OrtMemoryInfo of a device input: ORT 1.24 rejects a "Cann"
+// OrtMemoryInfo made by CreateMemoryInfo.
+class CannDevice {
+ public:
+  CannDevice(Ort::KernelContext& ctx, size_t device_input);
+  ~CannDevice();
+  CannDevice(const CannDevice&) = delete;
+  CannDevice& operator=(const CannDevice&) = delete;
+  const cann::DeviceContext& context() const { return context_; }
+
+ private:
+  OrtAllocator* allocator_ = nullptr;
+  cann::DeviceContext context_;
+};
+
+// Logs a warning through the session's logger the first time each distinct message is given for
+// this node (kernel instance).
+class NodeLog {
+ public:
+  explicit NodeLog(const OrtKernelInfo* info);
+  void WarnOnce(const std::string& message);
+
+ private:
+  std::string node_;
+  Ort::Logger logger_;
+  std::mutex mu_;
+  std::set<std::string> said_;
+};
+
+}  // namespace ascend_moe

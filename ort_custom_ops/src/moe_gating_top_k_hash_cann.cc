@@ -1,0 +1,122 @@
+#include "moe_gating_top_k_hash_cann.h"
+
+#include <cstring>
+
+#include "ops_src/cann/moe_gating_top_k_hash.h"
+
+namespace ascend_moe {
+
+namespace {
+
+// Whether table row `id` (host copy, k columns) has an entry out of [0, E); the first one.
+bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int64_t k,
+                 int64_t E, int64_t id, int64_t* column, int64_t* value) {
+  for (int64_t c = 0; c < k; ++c) {
+    const int64_t v = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32
+                          ? reinterpret_cast<const int32_t*>(table)[id * k + c]
+                          : reinterpret_cast<const int64_t*>(table)[id * k + c];
+    if (v < 0 || v >= E) {
+      *column = c;
+      *value = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
+    : attrs_(ReadMoeGatingAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
+  Ort::ConstKernelInfo ki(info);
+  if (ki.GetInputCount() <= kGtTid2eid) return;
+  int is_constant = 0;
+  Ort::ConstValue table{nullptr};
+  try {
+    table = ki.GetTensorConstantInput(kGtTid2eid, &is_constant);
+  } catch (const Ort::Exception&) {
+    return;  // absent input
+  }
+  if (!is_constant || !table) return;
+  const auto shape_info = table.GetTensorTypeAndShapeInfo();
+  table_type_ = shape_info.GetElementType();
+  table_shape_ = shape_info.GetShape();
+  const size_t elem = table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? 4
+                      : table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? 8 : 0;
+  if (elem == 0) return;  // a wrong type is reported by validation at run time
+  table_host_.resize(shape_info.GetElementCount() * elem);
+  const void* data = table.GetTensorRawData();
+  if (table.GetTensorMemoryInfo().GetDeviceType() == OrtMemoryInfoDeviceType_CPU) {
+    if (!table_host_.empty()) std::memcpy(table_host_.data(), data, table_host_.size());
+  } else {
+    cann::CopySync(table_host_.data(), data, table_host_.size(), cann::kDeviceToHost);
+  }
+  table_constant_ = true;
+}
+
+void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
+  MoeGatingInputViews views;
+  views.x = GetInputView(ctx, kGtX);
+  views.bias = GetInputView(ctx, kGtBias);
+  views.input_ids = GetInputView(ctx, kGtInputIds);  // host memory
+  views.tid2eid = GetInputView(ctx, kGtTid2eid);
+  views.additional_bias = GetInputView(ctx, kGtAdditionalBias);
+  views.mask = GetInputView(ctx, kGtMask);
+  const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
+
+  cann::MoeGatingDeviceArgs args;
+  args.params = p.params;
+  args.x_type = p.x_type;
+  args.x = views.x.data;
+  args.bias = views.bias.present ? views.bias.data : nullptr;
+  if (p.hash) {
+    args.hash = true;
+    args.ids_type = p.ids_type;
+    args.input_ids_host = views.input_ids.data;
+    args.table_type = p.table_type;
+    args.tid2eid = views.tid2eid.data;
+    args.table_rows = views.tid2eid.shape[0];
+  }
+  if (p.additional) {
+    args.additional = true;
+    args.additional_bias = views.additional_bias.data;
+    args.mask = views.mask.data;
+  }
+  args.y = ctx.GetOutput(kGtY, p.y_shape).GetTensorMutableRawData();
+  args.expert_idx =
+      static_cast<int32_t*>(ctx.GetOutput(kGtExpertIdx, p.y_shape).GetTensorMutableRawData());
+  if (ctx.GetOutputCount() > kGtOut) {
+    void* out = ctx.GetOutput(kGtOut, p.out_shape).GetTensorMutableRawData();
+    if (p.params.out_flag) args.out = static_cast<float*>(out);
+  }
+
+  const cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
+  CannDevice device(ctx, kGtX);
+  if (path.call && args.hash && args.params.rows > 0) {
+    // The NPU checks neither ids nor table entries (SPEC §1.3): check them here, as the CPU
+    // kernel reports them.
+    const unsigned char* table = table_host_.data();
+    std::vector<unsigned char> downloaded;
+    if (!table_constant_) {
+      log_->WarnOnce(Str(kMoeGatingName, ": tid2eid is not a constant initializer: it is copied to "
+                         "the host on every call to check its entries"));
+      downloaded.resize(views.tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
+      cann::Synchronize(device.context());
+      cann::CopySync(downloaded.data(), views.tid2eid.data, downloaded.size(), cann::kDeviceToHost);
+      table = downloaded.data();
+    }
+    const int64_t k = p.params.k, E = p.params.experts;
+    const cpu::MoeGatingTopKHashError error =
+        cann::CheckHashRows(args, [&](int64_t id, int64_t* column, int64_t* value) {
+          return TableRowBad(table, views.tid2eid.type, k, E, id, column, value);
+        });
+    if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
+  }
+  if (!path.call) {
+    log_->WarnOnce(Str(kMoeGatingName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
+  }
+  const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, path);
+  if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
+}
+
+}  // namespace ascend_moe

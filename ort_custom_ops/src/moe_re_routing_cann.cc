@@ -1,0 +1,61 @@
+#include "moe_re_routing_cann.h"
+
+#include "ops_src/cann/moe_re_routing.h"
+
+namespace ascend_moe {
+
+namespace {
+
+// ACL's name for a token type, when ACL has one the operator could take.
+bool TokenAclType(ONNXTensorElementDataType t, cann::AclDataType* out) {
+  switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: *out = cann::kAclFloat; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: *out = cann::kAclFloat16; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: *out = cann::kAclBFloat16; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: *out = cann::kAclInt8; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: *out = cann::kAclUint8; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+MoeReRoutingCannKernel::MoeReRoutingCannKernel(const OrtKernelInfo* info)
+    : attrs_(ReadMoeReRoutingAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+
+void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
+  const InputView tokens = GetInputView(ctx, kRrTokens);
+  const InputView counts = GetInputView(ctx, kRrCounts);  // host memory
+  const InputView scales = GetInputView(ctx, kRrScales);
+  cann::MoeReRoutingDeviceArgs args;
+  args.params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs_);
+  ValidateMoeReRoutingCounts(args.params, counts.data);
+  args.token_type_known = TokenAclType(tokens.type, &args.token_type);
+  args.hidden = tokens.shape[1];
+  if (scales.present) {
+    TokenAclType(scales.type, &args.scale_type);
+    args.scale_rank = static_cast<int>(scales.shape.size());
+  }
+  args.counts_host = counts.data;
+
+  auto output = [&](size_t i, const std::vector<int64_t>& shape) {
+    return ctx.GetOutput(i, shape).GetTensorMutableRawData();  // null when empty
+  };
+  args.tokens = tokens.data;
+  args.permute_tokens = output(kRrPermuteTokens, tokens.shape);
+  if (scales.present) {
+    args.scales = scales.data;
+    args.permute_scales = output(kRrPermuteScales, scales.shape);
+  } else {
+    output(kRrPermuteScales, {0});
+  }
+  args.permute_idx = static_cast<int32_t*>(output(kRrPermuteIdx, {args.params.num_tokens}));
+  args.expert_token_num = output(kRrExpertTokenNum, {args.params.num_experts});
+
+  const cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
+  if (!path.call) log_->WarnOnce(Str(kMoeReRoutingName, " runs on the CANN copy fallback: ", path.reason));
+  CannDevice device(ctx, kRrTokens);
+  cann::LaunchMoeReRouting(device.context(), args, path);
+}
+
+}  // namespace ascend_moe

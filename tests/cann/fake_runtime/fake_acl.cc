@@ -1,0 +1,417 @@
+// Fake libascendcl.so: the 59 ACL C functions and 8 GE C++ functions libonnxruntime_providers_cann
+// (onnxruntime-cann 1.24.4) imports, plus the entry points the ascend.moe kernels use. Memory,
+// streams, events and copies have checked behaviour; single-op compilation and offline models are
+// refused (a fake cannot run CANN's own operators).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "fake_cann.h"
+
+namespace {
+
+using aclError = int;
+constexpr aclError kSuccess = 0;
+constexpr aclError kInvalidParam = 100000;  // ACL_ERROR_INVALID_PARAM
+constexpr aclError kBadAlloc = 207001;      // ACL_ERROR_RT_MEMORY_ALLOCATION
+constexpr aclError kNotSupported = 100024;  // refused: no CANN operators in the fake
+
+bool Tracing() {
+  static const bool on = [] {
+    const char* v = std::getenv("FAKE_ACL_TRACE");
+    return v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+void Trace(const char* fmt, ...) {
+  if (!Tracing()) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "[fake-acl] ");
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+}
+
+struct Block {
+  size_t size;        // bytes asked for (the bound every access is checked against)
+  size_t mapped;      // page-rounded
+  char* shadow;       // the fake's readable mapping
+};
+
+std::mutex g_mu;
+std::map<uintptr_t, Block>& Blocks() {
+  static auto* m = new std::map<uintptr_t, Block>;
+  return *m;
+}
+std::set<const void*>& Streams() {
+  static auto* s = new std::set<const void*>;
+  return *s;
+}
+std::map<std::string, int>& Calls() {
+  static auto* c = new std::map<std::string, int>;
+  return *c;
+}
+thread_local std::string t_error;
+
+bool HostVisible() {  // FAKE_ACL_HOST_VISIBLE=1: one readable mapping (debugging aid)
+  static const bool on = [] {
+    const char* v = std::getenv("FAKE_ACL_HOST_VISIBLE");
+    return v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+void* Access(const void* p, size_t n) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& m = Blocks();
+  auto it = m.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == m.begin()) return nullptr;
+  --it;
+  const uintptr_t base = it->first, q = reinterpret_cast<uintptr_t>(p);
+  if (q < base || q + n > base + it->second.size || (n == 0 && q > base + it->second.size)) {
+    return nullptr;
+  }
+  return it->second.shadow + (q - base);
+}
+
+const char* KindName(int kind) {
+  static const char* names[] = {"host-to-host", "host-to-device", "device-to-host",
+                                "device-to-device"};
+  return kind >= 0 && kind < 4 ? names[kind] : "unknown kind";
+}
+
+aclError Copy(const char* who, void* dst, size_t dst_max, const void* src, size_t n, int kind,
+              const void* stream, bool async) {
+  FakeAclCountCall(who);
+  Trace("%s(dst=%p, src=%p, %zu bytes, %s, stream=%p)", who, dst, src, n, KindName(kind), stream);
+  char msg[256];
+  if (kind < 0 || kind > 3) {
+    std::snprintf(msg, sizeof msg, "%s: unknown copy kind %d", who, kind);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  if (async && stream && !FakeAclIsStream(stream)) {
+    std::snprintf(msg, sizeof msg, "%s: %p is not a live stream", who, stream);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  if (n > dst_max) {
+    std::snprintf(msg, sizeof msg, "%s: count %zu exceeds destMax %zu", who, n, dst_max);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  if (n == 0) return kSuccess;  // ORT issues zero-byte copies with null pointers for empty tensors
+  const bool dst_dev = kind == 1 || kind == 3, src_dev = kind == 2 || kind == 3;
+  void* d = dst;
+  const void* s = src;
+  if (dst_dev && !(d = Access(dst, n))) {
+    std::snprintf(msg, sizeof msg, "%s (%s): destination %p + %zu bytes is not device memory",
+                  who, KindName(kind), dst, n);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  if (src_dev && !(s = Access(src, n))) {
+    std::snprintf(msg, sizeof msg, "%s (%s): source %p + %zu bytes is not device memory", who,
+                  KindName(kind), src, n);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  if (!dst_dev && Access(dst, 1)) {
+    std::snprintf(msg, sizeof msg, "%s (%s): destination %p is device memory", who,
+                  KindName(kind), dst);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  if (!src_dev && Access(src, 1)) {
+    std::snprintf(msg, sizeof msg, "%s (%s): source %p is device memory", who, KindName(kind),
+                  src);
+    FakeAclError(msg);
+    return kInvalidParam;
+  }
+  std::memmove(d, s, n);
+  return kSuccess;
+}
+
+struct Handle { int tag; };
+
+}  // namespace
+
+extern "C" {
+
+void* FakeAclDeviceAccess(const void* p, size_t bytes) { return Access(p, bytes); }
+int FakeAclIsStream(const void* stream) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return Streams().count(stream) ? 1 : 0;
+}
+void FakeAclError(const char* message) {
+  t_error = std::string("fake CANN: ") + message;
+  std::fprintf(stderr, "[fake-cann] %s\n", message);
+}
+int FakeAclLiveBlocks() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return static_cast<int>(Blocks().size());
+}
+int FakeAclCallCount(const char* name) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Calls().find(name);
+  return it == Calls().end() ? 0 : it->second;
+}
+void FakeAclCountCall(const char* name) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++Calls()[name];
+}
+
+// ---- init, device ----
+aclError aclInit(const char* config) { Trace("aclInit(%s)", config ? config : "null"); return kSuccess; }
+aclError aclFinalize() { return kSuccess; }
+const char* aclGetRecentErrMsg() { return t_error.c_str(); }
+aclError aclrtSetDevice(int32_t id) { Trace("aclrtSetDevice(%d)", id); return id == 0 ? kSuccess : kInvalidParam; }
+aclError aclrtGetDevice(int32_t* id) { *id = 0; return kSuccess; }
+aclError aclrtGetDeviceCount(uint32_t* count) { *count = 1; return kSuccess; }
+const char* aclrtGetSocName() { return "Ascend910B1"; }
+aclError aclrtSynchronizeDevice() { return kSuccess; }
+
+// ---- streams and events: work runs at once, so they only need identities ----
+aclError aclrtCreateStream(void** stream) {
+  *stream = new Handle{1};
+  std::lock_guard<std::mutex> lock(g_mu);
+  Streams().insert(*stream);
+  return kSuccess;
+}
+aclError aclrtDestroyStream(void* stream) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!Streams().erase(stream)) return kInvalidParam;
+  }
+  delete static_cast<Handle*>(stream);
+  return kSuccess;
+}
+aclError aclrtSynchronizeStream(void* stream) {
+  FakeAclCountCall("aclrtSynchronizeStream");
+  if (stream && !FakeAclIsStream(stream)) {
+    FakeAclError("aclrtSynchronizeStream: not a live stream");
+    return kInvalidParam;
+  }
+  return kSuccess;
+}
+aclError aclrtCreateEvent(void** event) { *event = new Handle{2}; return kSuccess; }
+aclError aclrtDestroyEvent(void* event) { delete static_cast<Handle*>(event); return kSuccess; }
+aclError aclrtRecordEvent(void*, void*) { return kSuccess; }
+aclError aclrtStreamWaitEvent(void*, void*) { return kSuccess; }
+aclError aclrtSynchronizeEvent(void*) { return kSuccess; }
+
+// ---- memory ----
+aclError aclrtMalloc(void** p, size_t size, int policy) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t mapped = ((size ? size : 1) + page - 1) / page * page;
+  char* shadow = nullptr;
+  void* device = nullptr;
+  if (HostVisible()) {
+    shadow = static_cast<char*>(mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    device = shadow;
+  } else {
+    const int fd = memfd_create("fake-acl-device", 0);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(mapped)) != 0) return kBadAlloc;
+    shadow = static_cast<char*>(mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    device = mmap(nullptr, mapped, PROT_NONE, MAP_SHARED, fd, 0);
+    close(fd);
+  }
+  if (shadow == MAP_FAILED || device == MAP_FAILED) return kBadAlloc;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    Blocks()[reinterpret_cast<uintptr_t>(device)] = Block{size, mapped, shadow};
+  }
+  *p = device;
+  Trace("aclrtMalloc(%zu, policy %d) -> %p", size, policy, device);
+  return kSuccess;
+}
+aclError aclrtFree(void* p) {
+  Block b{};
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = Blocks().find(reinterpret_cast<uintptr_t>(p));
+    if (it == Blocks().end()) {
+      std::fprintf(stderr, "[fake-cann] aclrtFree(%p): not a device block\n", p);
+      return kInvalidParam;
+    }
+    b = it->second;
+    Blocks().erase(it);
+  }
+  if (b.shadow != p) munmap(b.shadow, b.mapped);
+  munmap(p, b.mapped);
+  return kSuccess;
+}
+aclError aclrtMallocHost(void** p, size_t size) { *p = std::malloc(size ? size : 1); return kSuccess; }
+aclError aclrtFreeHost(void* p) { std::free(p); return kSuccess; }
+aclError aclrtMemcpy(void* dst, size_t dst_max, const void* src, size_t n, int kind) {
+  return Copy("aclrtMemcpy", dst, dst_max, src, n, kind, nullptr, false);
+}
+aclError aclrtMemcpyAsync(void* dst, size_t dst_max, const void* src, size_t n, int kind,
+                          void* stream) {
+  return Copy("aclrtMemcpyAsync", dst, dst_max, src, n, kind, stream, true);
+}
+aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void*) {
+  if (n == 0) return kSuccess;
+  void* d = Access(p, n < max ? n : max);
+  if (!d) {
+    FakeAclError("aclrtMemsetAsync: not device memory");
+    return kInvalidParam;
+  }
+  std::memset(d, value, n < max ? n : max);
+  return kSuccess;
+}
+
+// ---- single-op descriptors, buffers, attributes: identities only ----
+struct FakeDesc { int dtype; std::vector<int64_t> dims; int format; };
+void* aclCreateTensorDesc(int dtype, int ndims, const int64_t* dims, int format) {
+  return new FakeDesc{dtype, std::vector<int64_t>(dims, dims + (ndims > 0 ? ndims : 0)), format};
+}
+void aclDestroyTensorDesc(const void* d) { delete static_cast<const FakeDesc*>(d); }
+aclError aclSetTensorConst(void*, void*, size_t) { return kSuccess; }
+size_t aclGetTensorDescNumDims(const void* d) { return static_cast<const FakeDesc*>(d)->dims.size(); }
+aclError aclGetTensorDescDimV2(const void* d, size_t i, int64_t* v) {
+  *v = static_cast<const FakeDesc*>(d)->dims.at(i);
+  return kSuccess;
+}
+size_t aclDataTypeSize(int dtype) { return fake_cann::ElementBytes(dtype); }
+size_t aclGetTensorDescSize(const void* d) {
+  auto* f = static_cast<const FakeDesc*>(d);
+  size_t n = fake_cann::ElementBytes(f->dtype);
+  for (int64_t x : f->dims) n *= static_cast<size_t>(x);
+  return n;
+}
+struct FakeBuffer { void* data; size_t size; };
+void* aclCreateDataBuffer(void* data, size_t size) { return new FakeBuffer{data, size}; }
+aclError aclDestroyDataBuffer(const void* b) { delete static_cast<const FakeBuffer*>(b); return kSuccess; }
+void* aclGetDataBufferAddr(const void* b) { return static_cast<const FakeBuffer*>(b)->data; }
+void* aclopCreateAttr() { return new Handle{3}; }
+void aclopDestroyAttr(const void* a) { delete static_cast<const Handle*>(a); }
+aclError aclopSetAttrBool(void*, const char*, uint8_t) { return kSuccess; }
+aclError aclopSetAttrInt(void*, const char*, int64_t) { return kSuccess; }
+aclError aclopSetAttrFloat(void*, const char*, float) { return kSuccess; }
+aclError aclopSetAttrString(void*, const char*, const char*) { return kSuccess; }
+aclError aclopSetAttrListInt(void*, const char*, int, const int64_t*) { return kSuccess; }
+// CANN's own operators (Add, MatMul, ...) cannot run here: tests use graphs without them.
+aclError aclopCompileAndExecute(const char* op_type, int, const void* const*, const void* const*,
+                                int, const void* const*, void* const*, const void*, int, int,
+                                const char*, void*) {
+  std::string m = std::string("aclopCompileAndExecute(") + (op_type ? op_type : "?") +
+                  "): CANN operators are not available in the fake runtime";
+  FakeAclError(m.c_str());
+  return kNotSupported;
+}
+
+// ---- offline models (enable_cann_graph=1): refused ----
+aclError aclmdlLoadFromMem(const void*, size_t, uint32_t*) { return kNotSupported; }
+aclError aclmdlLoadFromFile(const char*, uint32_t*) { return kNotSupported; }
+aclError aclmdlUnload(uint32_t) { return kSuccess; }
+void* aclmdlCreateDesc() { return new Handle{4}; }
+aclError aclmdlDestroyDesc(void* d) { delete static_cast<Handle*>(d); return kSuccess; }
+aclError aclmdlGetDesc(void*, uint32_t) { return kNotSupported; }
+size_t aclmdlGetNumInputs(void*) { return 0; }
+size_t aclmdlGetNumOutputs(void*) { return 0; }
+size_t aclmdlGetInputSizeByIndex(void*, size_t) { return 0; }
+size_t aclmdlGetOutputSizeByIndex(void*, size_t) { return 0; }
+aclError aclmdlGetOutputDims(const void*, size_t, void*) { return kNotSupported; }
+void* aclmdlCreateDataset() { return new Handle{5}; }
+aclError aclmdlDestroyDataset(const void* d) { delete static_cast<const Handle*>(d); return kSuccess; }
+aclError aclmdlAddDatasetBuffer(void*, void*) { return kSuccess; }
+void* aclmdlGetDatasetBuffer(const void*, size_t) { return nullptr; }
+void* aclmdlGetDatasetTensorDesc(const void*, size_t) { return nullptr; }
+aclError aclmdlExecute(uint32_t, const void*, void*) { return kNotSupported; }
+aclError aclmdlExecuteAsync(uint32_t, const void*, void*, void*) { return kNotSupported; }
+
+}  // extern "C"
+
+// ---- GE graph building / ONNX parsing (graph mode): the classes' layouts as ORT inlines them ----
+namespace ge {
+class AscendString {
+ public:
+  AscendString() = default;
+  AscendString(const char* name);  // NOLINT
+  bool operator<(const AscendString& other) const;
+
+ private:
+  std::shared_ptr<std::string> name_;
+};
+AscendString::AscendString(const char* name)
+    : name_(std::make_shared<std::string>(name ? name : "")) {}
+bool AscendString::operator<(const AscendString& other) const {
+  if (!name_ || !other.name_) return !name_ && other.name_;
+  return *name_ < *other.name_;
+}
+class GraphImpl;
+class Graph {
+ public:
+  explicit Graph(const char* name);
+
+ private:
+  std::shared_ptr<GraphImpl> impl_;
+};
+Graph::Graph(const char*) {}
+struct ModelBufferData {
+  std::shared_ptr<uint8_t> data;
+  uint64_t length;
+};
+using graphStatus = uint32_t;
+constexpr graphStatus kGraphFailed = 0xFFFFFFFF;
+graphStatus aclgrphParseONNXFromMem(const char*, size_t,
+                                    const std::map<AscendString, AscendString>&, Graph&) {
+  FakeAclError("GE ONNX parsing is not available in the fake runtime (use enable_cann_graph=0)");
+  return kGraphFailed;
+}
+graphStatus aclgrphBuildInitialize(std::map<AscendString, AscendString>&) { return 0; }
+void aclgrphBuildFinalize() {}
+graphStatus aclgrphBuildModel(const Graph&, const std::map<AscendString, AscendString>&,
+                              ModelBufferData&) {
+  return kGraphFailed;
+}
+graphStatus aclgrphSaveModel(const char*, const ModelBufferData&) { return kGraphFailed; }
+}  // namespace ge
+
+// ---- helpers shared with the other fakes (declared in fake_cann.h) ----
+namespace fake_cann {
+size_t ElementBytes(int dtype) {
+  switch (dtype) {
+    case kFloat: case kInt32: return 4;
+    case kFloat16: case kBFloat16: return 2;
+    case kInt8: case kUint8: case kBool: return 1;
+    case kInt64: return 8;
+    default: return 0;
+  }
+}
+std::string TypeName(int dtype) {
+  switch (dtype) {
+    case kFloat: return "float";
+    case kFloat16: return "float16";
+    case kBFloat16: return "bfloat16";
+    case kInt8: return "int8";
+    case kUint8: return "uint8";
+    case kInt32: return "int32";
+    case kInt64: return "int64";
+    case kBool: return "bool";
+    default: return "dtype " + std::to_string(dtype);
+  }
+}
+int64_t Numel(const Tensor* t) {
+  int64_t n = 1;
+  for (int64_t d : t->dims) n *= d;
+  return n;
+}
+std::string DimsStr(const Tensor* t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t->dims.size(); ++i) s += (i ? ", " : "") + std::to_string(t->dims[i]);
+  return s + "]";
+}
+}  // namespace fake_cann

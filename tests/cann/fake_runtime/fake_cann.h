@@ -1,0 +1,50 @@
+// Test double of the CANN runtime for CPU-only machines: what the fake libraries share.
+// "Device" memory is host memory mapped twice: the address handed out by aclrtMalloc has no
+// access rights (a host read or write of it crashes at once), and the fake itself reaches the
+// data through a second, readable mapping. Every call checks its arguments against CANN's
+// documented signatures and limits and fails loudly (stderr + CANN's error codes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+extern "C" {
+// The fake's own address of device range [p, p + bytes), or null unless it lies inside one live
+// aclrtMalloc block (bytes == 0 is allowed anywhere inside a block).
+void* FakeAclDeviceAccess(const void* p, size_t bytes);
+// Whether `stream` is a live stream from aclrtCreateStream.
+int FakeAclIsStream(const void* stream);
+// Records the message returned by aclGetRecentErrMsg and prints it to stderr.
+void FakeAclError(const char* message);
+// Counters for tests: live device blocks, calls of a name (e.g. "aclnnMoeReRouting").
+int FakeAclLiveBlocks();
+int FakeAclCallCount(const char* name);
+void FakeAclCountCall(const char* name);
+}
+
+namespace fake_cann {
+
+// aclTensor as the fake's aclCreateTensor builds it.
+struct Tensor {
+  uint32_t magic;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  int dtype;
+  int format;
+  int64_t offset;
+  void* data;
+};
+inline constexpr uint32_t kTensorMagic = 0x7e450a11;
+
+enum Status : int { kOk = 0, kParamNullptr = 161001, kParamInvalid = 161002, kTilingError = 561002 };
+enum DataType : int { kFloat = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3, kUint8 = 4, kInt64 = 9,
+                      kBool = 12, kBFloat16 = 27 };
+
+size_t ElementBytes(int dtype);
+std::string TypeName(int dtype);
+int64_t Numel(const Tensor* t);
+std::string DimsStr(const Tensor* t);
+
+}  // namespace fake_cann

@@ -1,0 +1,79 @@
+// Fake libnnopbase.so: aclCreateTensor / aclDestroyTensor. Tensors are tracked: destroying one
+// twice, or passing a destroyed one to an operator, fails loudly.
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "fake_cann.h"
+
+namespace {
+std::mutex g_mu;
+std::set<const void*>& Live() {
+  static auto* s = new std::set<const void*>;
+  return *s;
+}
+}  // namespace
+
+extern "C" {
+
+// Whether `t` is a live tensor from aclCreateTensor.
+int FakeAclnnIsTensor(const void* t) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return Live().count(t) ? 1 : 0;
+}
+int FakeAclnnLiveTensors() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return static_cast<int>(Live().size());
+}
+
+void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data_type,
+                      const int64_t* stride, int64_t offset, int format,
+                      const int64_t* storage_dims, uint64_t storage_dims_num, void* data) {
+  using fake_cann::Tensor;
+  if ((view_dims_num && !view_dims) || (view_dims_num && !stride) || view_dims_num > 8) {
+    FakeAclError("aclCreateTensor: dims or strides missing, or rank > 8");
+    return nullptr;
+  }
+  if (fake_cann::ElementBytes(data_type) == 0) {
+    FakeAclError(("aclCreateTensor: unknown data type " + std::to_string(data_type)).c_str());
+    return nullptr;
+  }
+  auto* t = new Tensor{fake_cann::kTensorMagic,
+                       std::vector<int64_t>(view_dims, view_dims + view_dims_num),
+                       std::vector<int64_t>(stride, stride + view_dims_num),
+                       data_type,
+                       format,
+                       offset,
+                       data};
+  for (int64_t d : t->dims) {
+    if (d < 0) {
+      FakeAclError("aclCreateTensor: negative dimension");
+      delete t;
+      return nullptr;
+    }
+  }
+  if (storage_dims_num != view_dims_num ||
+      (storage_dims_num && std::vector<int64_t>(storage_dims, storage_dims + storage_dims_num) != t->dims)) {
+    FakeAclError("aclCreateTensor: storage dims differ from the view dims of a contiguous tensor");
+    delete t;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  Live().insert(t);
+  return t;
+}
+
+int aclDestroyTensor(const void* t) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!Live().erase(t)) {
+      FakeAclError("aclDestroyTensor: not a live tensor (destroyed twice?)");
+      return fake_cann::kParamInvalid;
+    }
+  }
+  delete static_cast<const fake_cann::Tensor*>(t);
+  return fake_cann::kOk;
+}
+
+}  // extern "C"

@@ -1,0 +1,143 @@
+"""Helpers of the CANN execution-provider tests: models of our nodes only (the fake CANN runtime
+cannot run CANN's own operators), sessions on the CANN EP and on the CPU EP, runs with every
+element type, node placement read from ORT's profile, and the fake runtime's call counters."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from ascend_moe_onnx import ort_custom_ops
+
+CANN = "CANNExecutionProvider"
+CANN_AVAILABLE = CANN in ort.get_available_providers()
+
+
+def skip_without_cann() -> None:
+    """Skip the calling test module unless this onnxruntime has the CANN EP (.venv-cann)."""
+    if not CANN_AVAILABLE:
+        pytest.skip("needs onnxruntime-cann and the fake CANN runtime: run .ci/jobs/20-cann.sh",
+                    allow_module_level=True)
+
+ONNX_TYPES = {
+    np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16, np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.uint8): TensorProto.UINT8, np.dtype(ml_dtypes.float8_e4m3fn): TensorProto.FLOAT8E4M3FN,
+    np.dtype(ml_dtypes.float8_e5m2): TensorProto.FLOAT8E5M2, np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+}
+_NP_TYPES = {v: k for k, v in ONNX_TYPES.items()}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def fake_runtime() -> ctypes.CDLL:
+    """The fake libascendcl.so this process loaded (the EP's), for its call counters."""
+    lib = ctypes.CDLL("libascendcl.so")
+    if not hasattr(lib, "FakeAclCallCount"):
+        raise RuntimeError("libascendcl.so is not the fake CANN runtime")
+    lib.FakeAclCallCount.argtypes = [ctypes.c_char_p]
+    return lib
+
+
+def calls(name: str) -> int:
+    """How often the fake runtime saw ``name`` (e.g. "aclnnMoeReRouting") so far."""
+    return fake_runtime().FakeAclCallCount(name.encode())
+
+
+def model(nodes, inputs: dict, outputs, initializers=()) -> bytes:
+    """A model of ``nodes`` with typed graph inputs ``{name: (np dtype, dims)}``."""
+    vi = [helper.make_tensor_value_info(n, ONNX_TYPES[np.dtype(t)], dims) for n, (t, dims) in inputs.items()]
+    vo = [helper.make_value_info(n, onnx.TypeProto()) for n in outputs]
+    graph = helper.make_graph(nodes, "cann_test", vi, vo, initializer=list(initializers))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ascend.moe", 1)],
+                          ir_version=8)
+    return m.SerializeToString()
+
+
+_SESSIONS: dict = {}
+
+
+def session(data: bytes, provider: str, profile_dir: Path | None = None) -> ort.InferenceSession:
+    """An InferenceSession with the library on the CANN EP ("cann") or the CPU EP ("cpu"); cached
+    unless profiling."""
+    key = (data, provider)
+    if profile_dir is None and key in _SESSIONS:
+        return _SESSIONS[key]
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 3
+    if profile_dir is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(profile_dir / "profile")
+    providers = [ort_custom_ops.cann_provider(), "CPUExecutionProvider"] if provider == "cann" \
+        else ["CPUExecutionProvider"]
+    s = ort.InferenceSession(data, so, providers=providers)
+    if provider == "cann":
+        assert CANN in s.get_providers(), "the CANN EP did not start (fake runtime not on LD_LIBRARY_PATH?)"
+    if profile_dir is None:
+        _SESSIONS[key] = s
+    return s
+
+
+def _ortvalue(a: np.ndarray) -> ort.OrtValue:
+    a = np.ascontiguousarray(a)
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(_UINT[a.dtype.itemsize]), ONNX_TYPES[a.dtype])
+
+
+def _numpy(v: ort.OrtValue) -> np.ndarray:
+    out = np.empty(v.shape(), dtype=_NP_TYPES[v.element_type()])
+    if out.nbytes:
+        ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
+    return out
+
+
+def run(sess: ort.InferenceSession, feeds: dict) -> list[np.ndarray]:
+    """Run on NumPy inputs of any element type; outputs as NumPy (bfloat16 / float8 included)."""
+    values = {n: _ortvalue(a) for n, a in feeds.items()}
+    return [_numpy(v) for v in sess.run_with_ort_values(None, values)]
+
+
+def placement(data: bytes, feeds: dict, tmp_path: Path) -> dict:
+    """{op type: set of providers} of the nodes that ran, read from ORT's profile."""
+    s = session(data, "cann", profile_dir=tmp_path)
+    run(s, feeds)
+    path = s.end_profiling()
+    events = json.loads(Path(path).read_text())
+    os.remove(path)
+    where: dict = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") == "Node" and "provider" in args:
+            where.setdefault(args["op_name"], set()).add(args["provider"])
+    return where
+
+
+def assert_bits_equal(got: list, ref: list) -> None:
+    """Outputs identical bit for bit (NaN payloads included)."""
+    assert len(got) == len(ref)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        assert g.dtype == r.dtype and g.shape == r.shape, f"output {i}: {g.dtype}{g.shape} vs {r.dtype}{r.shape}"
+        assert g.tobytes() == r.tobytes(), f"output {i} differs"
+
+
+def errors() -> tuple:
+    """The exception types ORT raises for a failing kernel."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as st
+
+    return (st.InvalidArgument, st.RuntimeException, st.Fail)
+
+
+def error_text(sess, feeds) -> str:
+    """The status message of a failing run."""
+    with pytest.raises(errors()) as info:
+        run(sess, feeds)
+    return str(info.value).split("Status Message: ")[-1].strip()
