@@ -23,14 +23,22 @@ def _cpuinfo() -> dict:
 def isa_path() -> str:
     """The instruction-set build of the gating kernel the library picks on this machine.
 
-    Inferred the way the library decides (it exports no query): the AVX2 build on x86-64 CPUs with
-    AVX2 unless ASCEND_MOE_CPU_ISA=baseline, else the baseline build (SSE2 on x86-64).
+    Inferred the way the library decides (it exports no query): AVX-512 (F, BW, DQ, VL) where the
+    CPU has it, else AVX2 + FMA, else the baseline build (SSE2 on x86-64); ASCEND_MOE_CPU_ISA =
+    baseline | avx2 lowers the choice.
     """
     if platform.machine() not in ("x86_64", "AMD64"):
         return "baseline"
-    if os.environ.get("ASCEND_MOE_CPU_ISA") == "baseline":
-        return "baseline (forced by ASCEND_MOE_CPU_ISA)"
-    return "avx2" if "avx2" in _cpuinfo().get("flags", "").split() else "baseline"
+    flags = set(_cpuinfo().get("flags", "").split())
+    paths = ["baseline"]
+    if {"avx2", "fma"} <= flags:
+        paths.append("avx2")
+        if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+            paths.append("avx512")
+    wanted = os.environ.get("ASCEND_MOE_CPU_ISA")
+    if wanted in paths[:-1]:
+        return f"{wanted} (forced by ASCEND_MOE_CPU_ISA)"
+    return paths[-1]
 
 
 def machine_info() -> dict:

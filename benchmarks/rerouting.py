@@ -140,10 +140,10 @@ def _split_copy(dst: np.ndarray, src: np.ndarray, threads: int):
 
 
 def _candidates(case: _Case, sess, counts: np.ndarray, threads: int, identity) -> dict:
-    from ascend_moe_onnx.exporters.moe_re_routing import gather_index
+    from ascend_moe_onnx.onnx_schemas.moe_re_routing import gather_index
 
-    g = gather_index(torch.from_numpy(counts))
-    g_np = g.numpy()
+    g_np = gather_index(counts)
+    g = torch.from_numpy(g_np)
     feeds = {"tokens": case.tokens, "counts": counts}
     outs = {"permute_tokens": case.out_tokens, "permute_idx": case.out_idx,
             "expert_token_num": np.zeros(counts.shape[1], np.int64)}

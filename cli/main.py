@@ -1,6 +1,7 @@
 """``moe-onnx``: export, verify and inspect MoE blocks that use the ascend.moe operators.
 
     moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
+    moe-onnx export --hf DIR [--layers N-M | --whole-model] [--dtype D] -o model.onnx
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
     moe-onnx info model.onnx
     moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model]   (docs/benchmarks.md)
@@ -70,15 +71,68 @@ def _check_block_args(args) -> None:
 # ---- export ------------------------------------------------------------------------------------
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("preset", help="preset name (moe-onnx verify --list shows them)")
+    p.add_argument("preset", nargs="?", help="preset name (moe-onnx verify --list shows them); omit with --hf")
     _add_block_options(p)
+    hf = p.add_argument_group("Hugging Face checkpoint (docs/huggingface.md)")
+    hf.add_argument("--hf", metavar="DIR", help="a local transformers checkpoint directory (config.json + weights)")
+    which = hf.add_mutually_exclusive_group()
+    which.add_argument("--layers", metavar="N-M", help="export the MoE blocks of layers N..M (default: whole model)")
+    which.add_argument("--whole-model", action="store_true", help="export the causal LM's prefill graph (default)")
     p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="where to write the model")
+
+
+def _cmd_export_hf(args) -> int:
+    """``export --hf DIR``: patch the HF model's MoE blocks, export the prefill graph or MoE layers."""
+    import torch
+
+    try:
+        from ascend_moe_onnx.hf import export as hf_export
+        from ascend_moe_onnx.hf.configs import HFConfigError
+    except ImportError as e:
+        raise CLIError(f"--hf needs transformers (pip install 'ascend-moe-onnx[hf]'): {e}") from None
+    if args.preset or args.weights:
+        raise CLIError("--hf takes the model from DIR: give no PRESET and no --weights")
+    if args.tokens < 2:
+        raise CLIError(f"--tokens must be >= 2 (a 1-token example fixes the token dimension), got {args.tokens}")
+    out = Path(args.output)
+    if out.parent and not out.parent.exists():
+        raise CLIError(f"output directory does not exist: {out.parent}")
+    try:
+        layers = hf_export.parse_layers(args.layers) if args.layers else None
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    dtype = getattr(torch, args.dtype or "float32")
+    with _progress(3, "export --hf") as bar:
+        bar.set_postfix_str("loading the checkpoint")
+        try:
+            model = hf_export.load(args.hf, dtype)
+        except (OSError, ValueError) as e:
+            raise CLIError(f"--hf {args.hf}: {e}".splitlines()[0]) from None
+        bar.update(1)
+        bar.set_postfix_str("patching and torch.onnx.export")
+        try:
+            proto, wrapper = hf_export.export_model(model, out, layers=layers, tokens=args.tokens)
+        except (HFConfigError, ValueError) as e:
+            raise CLIError(str(e)) from None
+        bar.update(2)
+    nodes = sum(n.op_type == "MoeGatingTopKHash" for n in proto.graph.node)
+    what = "prefill graph" if layers is None else f"MoE layers {', '.join(map(str, wrapper.layer_ids))}"
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): {model.config.model_type} {what}, "
+          f"{nodes} MoeGatingTopKHash node(s), inputs {', '.join(wrapper.input_names)}, "
+          f"outputs {', '.join(wrapper.output_names)}")
+    return EXIT_OK
 
 
 def _cmd_export(args) -> int:
     from ascend_moe_onnx.models import presets
     from . import verify
 
+    if args.hf:
+        return _cmd_export_hf(args)
+    if args.layers or args.whole_model:
+        raise CLIError("--layers and --whole-model go with --hf DIR")
+    if not args.preset:
+        raise CLIError("export: name a PRESET, or pass --hf DIR")
     _check_block_args(args)
     with _progress(3, f"export {args.preset}") as bar:
         bar.set_postfix_str("building the block")

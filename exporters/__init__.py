@@ -1,19 +1,31 @@
 """Torch front ends of the ascend.moe ops and their ONNX export.
 
 Importing this package defines ``torch.ops.custom.npu_moe_gating_top_k``,
-``torch.ops.npu.npu_moe_gating_top_k`` and ``torch.ops.npu.npu_moe_re_routing`` (CPU
-implementation + fake kernel) unless torch_npu already does, and registers nothing global besides. Use :func:`export` or pass
-:func:`custom_translation_table` to ``torch.onnx.export(..., dynamo=True)``.
+``torch.ops.npu.npu_moe_gating_top_k`` and ``torch.ops.npu.npu_moe_re_routing`` (implementation
+through the NumPy references for every device, fake kernel) unless torch_npu
+already does, by calling :func:`define_torch_ops` below, and has no other side effect. Use
+:func:`export` or pass :func:`custom_translation_table` to ``torch.onnx.export(..., dynamo=True)``.
 """
 
 from __future__ import annotations
 
-# The op modules define the torch ops on import.
-from . import moe_gating_top_k_hash, moe_re_routing  # noqa: F401
-from . import moe_gating_top_k_hash_onnx, moe_re_routing_onnx
+from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing, moe_re_routing_onnx
+from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
 
-__all__ = ["custom_translation_table", "export", "register_torchscript_symbolics", "OPS"]
+__all__ = ["custom_translation_table", "define_torch_ops", "export", "register_torchscript_symbolics",
+           "OPS"]
+
+
+def define_torch_ops() -> None:
+    """Define the torch ops that neither torch_npu nor the Ascend custom-op package defines
+    (idempotent). The one place they are defined; importing this package calls it."""
+    try_import_torch_npu()
+    moe_gating_top_k_hash.define_torch_ops()
+    moe_re_routing.define_torch_ops()
+
+
+define_torch_ops()
 
 # (namespace, op name, dynamo translation, TorchScript symbolic) for every torch front end.
 OPS = [

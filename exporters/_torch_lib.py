@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import os
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -23,6 +23,36 @@ _TORCH_TO_ONNX_NAME = {
 }
 
 _LIBRARIES: dict[str, torch.library.Library] = {}
+# Element types NumPy holds through ml_dtypes, moved as raw integers of the same width:
+# torch dtype -> (ml_dtypes type, torch raw type, NumPy raw type).
+_ML_DTYPES = {torch.bfloat16: (ml_dtypes.bfloat16, torch.int16, np.int16),
+              torch.float8_e4m3fn: (ml_dtypes.float8_e4m3fn, torch.uint8, np.uint8),
+              torch.float8_e5m2: (ml_dtypes.float8_e5m2, torch.uint8, np.uint8)}
+_FROM_ML = {np.dtype(v[0]): (k, v[2]) for k, v in _ML_DTYPES.items()}
+
+# The dispatch key the CPU implementations are registered under: they move data to the host
+# (the NumPy references) and back, so they serve every device.
+IMPL_KEY = "CompositeExplicitAutograd"
+
+
+def to_numpy(t: torch.Tensor | None) -> np.ndarray | None:
+    """A NumPy array with the same bits (bfloat16 / float8 as ml_dtypes), on the host."""
+    if t is None:
+        return None
+    t = t.detach().cpu().contiguous()
+    if t.dtype in _ML_DTYPES:
+        np_dtype, raw, _ = _ML_DTYPES[t.dtype]
+        return t.view(raw).numpy().view(np_dtype)
+    return t.numpy()
+
+
+def from_numpy(a: np.ndarray, device) -> torch.Tensor:
+    """A torch tensor with the same bits on ``device``."""
+    a = np.ascontiguousarray(a)
+    if a.dtype in _FROM_ML:
+        dtype, raw = _FROM_ML[a.dtype]
+        return torch.from_numpy(a.view(raw)).view(dtype).to(device)
+    return torch.from_numpy(a).to(device)
 
 
 def onnx_type_name(dtype: torch.dtype) -> str:
@@ -38,7 +68,6 @@ def described(t: torch.Tensor | None):
 @functools.lru_cache(maxsize=None)
 def try_import_torch_npu() -> bool:
     """Import torch_npu if it is installed and usable (it needs CANN); never raise."""
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     try:
         import torch_npu  # noqa: F401
     except (ImportError, RuntimeError, OSError):

@@ -129,5 +129,5 @@ def export(
         onnx.save(proto, os.fspath(path))
     if check:
         # The checker reads a large model from its path (it cannot take a > 2 GiB message).
-        onnx.checker.check_model(os.fspath(path) if external_data else proto, full_check=True)
+        onnx_schemas.check_model(os.fspath(path) if external_data else proto, full_check=True)
     return proto

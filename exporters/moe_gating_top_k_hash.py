@@ -3,26 +3,27 @@
 - ``torch.ops.custom.npu_moe_gating_top_k``: the Ascend recipe's op, with hash routing.
 - ``torch.ops.npu.npu_moe_gating_top_k``: torch_npu's built-in (no hash inputs, norm_type 0/1).
 
-Both are defined here with a CPU implementation and a fake kernel unless torch_npu / the Ascend
-custom-op package already defines them; the export side is added in every case.
+Both are defined by :func:`define_torch_ops` (called by ``exporters.define_torch_ops``) unless
+torch_npu / the Ascend custom-op package already defines them: the implementation is the NumPy
+reference (onnx_schemas) for every device, and the fake kernel validates like it. No autograd
+formula is registered (torch 2.13 cannot register one for ops with keyword-only tensors).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
-from ._torch_lib import described, library, onnx_type_name, op_defined, schema_default, try_import_torch_npu
+from ._torch_lib import IMPL_KEY, described, from_numpy, library, onnx_type_name, op_defined, schema_default, to_numpy
 
 D = spec.DEFAULTS
 
 # Attribute order of each torch front end's signature (SPEC §1.1); defaults come from the schema.
 CUSTOM_ATTR_ORDER = ("k_group", "group_count", "routed_scaling_factor", "eps",
-                 "group_select_mode", "renorm", "norm_type", "out_flag")
+                     "group_select_mode", "renorm", "norm_type", "out_flag")
 NPU_ATTR_ORDER = ("k_group", "group_count", "group_select_mode", "renorm", "norm_type", "out_flag",
-              "routed_scaling_factor", "eps")
+                  "routed_scaling_factor", "eps")
 _CUSTOM_TENSORS = ("bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 _NPU_TENSORS = ("bias",)
 FLOAT_ATTRS = tuple(n for n, v in D.items() if isinstance(v, float))  # from the schema
@@ -52,113 +53,56 @@ def _validate(x, tensors: dict, attrs: dict) -> None:
     )
 
 
-def _rank_key(b: torch.Tensor) -> torch.Tensor:
-    # float64 key: numbers keep their order, -inf below them, NaN below -inf; -inf (float64)
-    # itself is left for experts outside the kept groups.
-    key = b.double()
-    key = torch.where(torch.isneginf(b), torch.full_like(key, -1e300), key)
-    return torch.where(torch.isnan(b), torch.full_like(key, -1e301), key)
-
-
-def _normalise(x2: torch.Tensor, norm_type: int) -> torch.Tensor:
-    if norm_type == spec.NORM_SOFTMAX:
-        e = torch.exp(x2 - x2.amax(dim=-1, keepdim=True))
-        return e * (1.0 / e.sum(dim=-1, keepdim=True))
-    if norm_type == spec.NORM_SIGMOID:
-        return 1.0 / (1.0 + torch.exp(-x2))
-    return torch.sqrt(torch.clamp_min(x2, 0) + torch.log1p(torch.exp(-x2.abs())))
-
-
-def _select(b: torch.Tensor, attrs: dict) -> torch.Tensor:
-    R, E = b.shape
-    key = _rank_key(b)
-    if spec.grouping_effective(attrs) and R:
-        G = attrs["group_count"]
-        P = E // G
-        order = torch.sort(key.view(R, G, P), dim=-1, descending=True, stable=True).indices
-        top = torch.gather(b.view(R, G, P), -1, order[..., :2])
-        score = top[..., 0] if attrs["group_select_mode"] == 0 else top[..., 0] + top[..., 1]
-        kept = torch.sort(_rank_key(score), dim=-1, descending=True, stable=True).indices
-        allowed = torch.zeros(R, G, dtype=torch.bool).scatter_(1, kept[:, : attrs["k_group"]], True)
-        key = key.masked_fill(~allowed.repeat_interleave(P, dim=1), float("-inf"))
-    return torch.sort(key, dim=-1, descending=True, stable=True).indices[:, : attrs["k"]]
-
-
 def gating_top_k(x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
                  additional_token_mask=None, **attributes):
-    """Eager CPU implementation of SPEC §1.2 in torch; returns ``(y, expert_idx, out)``."""
+    """SPEC §1.2 through the NumPy reference, on any device; returns ``(y, expert_idx, out)``."""
     attrs = _attrs(**attributes)
-    tensors = {"bias": bias, "input_ids": input_ids, "tid2eid": tid2eid,
-               "additional_bias": additional_bias, "additional_token_mask": additional_token_mask}
-    _validate(x, tensors, attrs)
-    E, k = x.shape[-1], attrs["k"]
-    lead = tuple(x.shape[:-1])
-    x2 = x.reshape(-1, E).float()
-    R = x2.shape[0]
-    s = _normalise(x2, attrs["norm_type"])
-    mask = None if additional_token_mask is None else additional_token_mask.reshape(R)
-    b = s if bias is None else s + bias.float()
-    if mask is not None:
-        b = torch.where(mask[:, None], s + additional_bias.float(), b)
-    idx = _select(b, attrs)
-    if tid2eid is not None:
-        rows = torch.arange(R) if mask is None else torch.nonzero(~mask).flatten()
-        ids = input_ids.reshape(R)[rows].long()
-        n = tid2eid.shape[0]
-        table_used = tid2eid[ids.clamp(0, max(n - 1, 0))].long() if n else torch.zeros(len(rows), k, dtype=torch.long)
-        spec.validate_hash_values(ids.numpy(), rows.numpy(), table_used.numpy(), n, E)
-        idx = idx.clone()
-        idx[rows] = table_used
-    w = torch.gather(s, 1, idx)
-    if attrs["norm_type"] != spec.NORM_SOFTMAX or attrs["renorm"] == 1:
-        w = w / (w.sum(dim=-1, keepdim=True) + np.float32(attrs["eps"]).item())
-    w = w * np.float32(attrs["routed_scaling_factor"]).item()
-    out = s.reshape(x.shape) if attrs["out_flag"] else x.new_zeros((0,), dtype=torch.float32)
-    return w.to(x.dtype).reshape(*lead, k), idx.to(torch.int32).reshape(*lead, k), out
+    tensors = (bias, input_ids, tid2eid, additional_bias, additional_token_mask)
+    y, idx, out = spec.reference(to_numpy(x), *(to_numpy(t) for t in tensors), **attrs)
+    return from_numpy(y, x.device), from_numpy(idx, x.device), from_numpy(out, x.device)
 
 
-def _fake(x, k, out_flag, **_ignored):
+def _fake(x, k, tensors: dict, attrs: dict):
+    _validate(x, tensors, _attrs(k, **attrs))
     lead = tuple(x.shape[:-1])
-    out_shape = tuple(x.shape) if out_flag else (0,)
+    out_shape = tuple(x.shape) if attrs.get("out_flag", D["out_flag"]) else (0,)
     return (x.new_empty((*lead, k)), x.new_empty((*lead, k), dtype=torch.int32),
             x.new_empty(out_shape, dtype=torch.float32))
 
 
-def _define_torch_ops() -> None:
-    try_import_torch_npu()
+def _define(name: str, schema: str, tensor_names: tuple, check=None) -> None:
+    namespace = name.split("::")[0]
+    lib = library(namespace)
+    torch.library.define(name, schema, lib=lib)
+
+    def impl(x, k, **kw):
+        if check is not None:
+            check(kw)
+        tensors = {n: kw.pop(n, None) for n in tensor_names}
+        return gating_top_k(x, **tensors, k=k, **kw)
+
+    def fake(x, k, **kw):
+        if check is not None:
+            check(kw)
+        tensors = {n: kw.pop(n, None) for n in tensor_names}
+        return _fake(x, k, tensors, kw)
+
+    torch.library.impl(name, IMPL_KEY, lib=lib)(impl)
+    torch.library.register_fake(name, lib=lib)(fake)
+
+
+def _npu_norm_type(kw: dict) -> None:
+    norm_type = kw.get("norm_type", D["norm_type"])
+    if norm_type not in (spec.NORM_SOFTMAX, spec.NORM_SIGMOID):
+        raise ValueError(
+            f"{spec.OP_TYPE}: attribute 'norm_type' of torch.ops.npu.npu_moe_gating_top_k "
+            f"must be 0 or 1 (use torch.ops.custom.npu_moe_gating_top_k for 2), got {norm_type}"
+        )
+
+
+def define_torch_ops() -> None:
+    """Define both torch front ends where nothing (torch_npu, Ascend custom ops) defines them."""
     if not op_defined("custom", "npu_moe_gating_top_k"):
-        lib = library("custom")
-        torch.library.define("custom::npu_moe_gating_top_k", CUSTOM_SCHEMA, lib=lib)
-
-        def custom_cpu(x, k, *, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
-                       additional_token_mask=None, **attrs):
-            return gating_top_k(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
-                                k=k, **attrs)
-
-        def custom_fake(x, k, *, out_flag=bool(D["out_flag"]), **_):
-            return _fake(x, k, out_flag)
-
-        torch.library.impl("custom::npu_moe_gating_top_k", "cpu", lib=lib)(custom_cpu)
-        torch.library.register_fake("custom::npu_moe_gating_top_k", lib=lib)(custom_fake)
-
+        _define("custom::npu_moe_gating_top_k", CUSTOM_SCHEMA, _CUSTOM_TENSORS)
     if not op_defined("npu", "npu_moe_gating_top_k"):
-        lib = library("npu")
-        torch.library.define("npu::npu_moe_gating_top_k", NPU_SCHEMA, lib=lib)
-
-        def npu_cpu(x, k, *, bias=None, **attrs):
-            norm_type = attrs.get("norm_type", D["norm_type"])
-            if norm_type not in (spec.NORM_SOFTMAX, spec.NORM_SIGMOID):
-                raise ValueError(
-                    f"{spec.OP_TYPE}: attribute 'norm_type' of torch.ops.npu.npu_moe_gating_top_k "
-                    f"must be 0 or 1 (use torch.ops.custom.npu_moe_gating_top_k for 2), got {norm_type}"
-                )
-            return gating_top_k(x, bias, k=k, **attrs)
-
-        def npu_fake(x, k, *, out_flag=bool(D["out_flag"]), **_):
-            return _fake(x, k, out_flag)
-
-        torch.library.impl("npu::npu_moe_gating_top_k", "cpu", lib=lib)(npu_cpu)
-        torch.library.register_fake("npu::npu_moe_gating_top_k", lib=lib)(npu_fake)
-
-
-_define_torch_ops()
+        _define("npu::npu_moe_gating_top_k", NPU_SCHEMA, _NPU_TENSORS, check=_npu_norm_type)

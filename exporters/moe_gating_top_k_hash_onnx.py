@@ -39,7 +39,7 @@ def npu_gating_symbolic(g, x, k, bias, *attrs):
 def _gating_symbolic(g, x, k, optional_tensors, attrs):
     from torch.onnx import symbolic_helper as sh
 
-    inputs = [x] + [None if t is None or sh._is_none(t) else t for t in optional_tensors]
+    inputs = [x] + [None if t is None or t.node().mustBeNone() else t for t in optional_tensors]
     while inputs[-1] is None:
         inputs.pop()
     # An absent middle input is an empty name in ONNX: a None constant of optional type.

@@ -1,7 +1,8 @@
 """Torch op for MoeReRouting (SPEC §2): ``torch.ops.npu.npu_moe_re_routing``.
 
-Defined here with a CPU implementation and a fake kernel unless torch_npu already defines it; the
-export side (moe_re_routing_onnx) is added in every case. ``torch.library.custom_op`` cannot
+Defined by :func:`define_torch_ops` (called by ``exporters.define_torch_ops``) unless torch_npu
+already defines it: the implementation is the NumPy reference (onnx_schemas) on any device, the
+fake kernel validates like it; the export side (moe_re_routing_onnx) is added in every case. ``torch.library.custom_op`` cannot
 declare keyword-only tensor arguments (torch 2.13: "custom_op with kwarg-only Tensor args"), so the
 op is defined from torch_npu's exact schema with ``torch.library.define`` / ``impl`` /
 ``register_fake``.
@@ -13,7 +14,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
-from ._torch_lib import described, library, op_defined, schema_default, try_import_torch_npu
+from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, schema_default, to_numpy
 
 D = spec.DEFAULTS
 ATTR_ORDER = ("expert_token_num_type", "idx_type")
@@ -43,51 +44,11 @@ def _validate(tokens, counts, scales, attrs) -> None:
                          _static(described(scales)), attrs)
 
 
-def _take_rows(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``t[rows]`` bit for bit, for every element type (rows are moved as bytes)."""
-    tail = tuple(t.shape[1:])
-    width = 1
-    for d in tail:
-        width *= d
-    if t.numel() == 0:  # nothing to move (and empty tensors may carry zero strides)
-        return t.new_empty((rows.numel(), *tail))
-    raw = t.contiguous().view(-1).view(torch.uint8)  # 1-D views keep stride 1 for any shape
-    data = raw.reshape(t.shape[0], width * t.element_size()).index_select(0, rows)
-    return data.reshape(-1).view(t.dtype).reshape(rows.numel(), *tail)
-
-
-def gather_index(counts: torch.Tensor) -> torch.Tensor:
-    """int64 ``g`` [A] with ``permute_tokens = tokens[g]`` (SPEC §2.2), counts already validated."""
-    c = counts.to(torch.int64)
-    flat = c.reshape(-1)
-    src = (torch.cumsum(flat, 0) - flat).reshape(c.shape).t().reshape(-1)  # destination order
-    cnt = c.t().reshape(-1)
-    dst = torch.cumsum(cnt, 0) - cnt
-    return torch.repeat_interleave(src - dst, cnt) + torch.arange(int(cnt.sum()), dtype=torch.int64)
-
-
 def re_routing(tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):
-    """Eager CPU implementation of SPEC §2.2; returns the 4 outputs."""
-    attrs = _attrs(**attributes)
-    counts = expert_token_num_per_rank
-    _validate(tokens, counts, per_token_scales, attrs)
-    A = tokens.shape[0]
-    spec.validate_counts(counts.detach().cpu().numpy(), A)
-    g = gather_index(counts.cpu()).to(tokens.device)
-    permute_tokens = _take_rows(tokens, g)
-    if per_token_scales is None:
-        permute_scales = tokens.new_zeros((0,), dtype=torch.float32)
-    else:
-        permute_scales = _take_rows(per_token_scales, g)
-    if attrs["idx_type"] == spec.GATHER:
-        idx = g.to(torch.int32)
-    else:
-        idx = torch.empty(A, dtype=torch.int32, device=tokens.device)
-        idx[g] = torch.arange(A, dtype=torch.int32, device=tokens.device)
-    per_expert = counts.to(torch.int64).sum(dim=0)
-    if attrs["expert_token_num_type"] == spec.CUMSUM:
-        per_expert = torch.cumsum(per_expert, 0)
-    return permute_tokens, permute_scales, idx, per_expert.to(counts.dtype)
+    """SPEC §2.2 through the NumPy reference, on any device; returns the 4 outputs."""
+    outs = spec.reference(to_numpy(tokens), to_numpy(expert_token_num_per_rank),
+                          to_numpy(per_token_scales), **_attrs(**attributes))
+    return tuple(from_numpy(o, tokens.device) for o in outs)
 
 
 def _fake(tokens, counts, per_token_scales=None, **attributes):
@@ -101,21 +62,18 @@ def _fake(tokens, counts, per_token_scales=None, **attributes):
             counts.new_empty((counts.shape[1],)))
 
 
-def _define_torch_ops() -> None:
-    try_import_torch_npu()
+def define_torch_ops() -> None:
+    """Define torch.ops.npu.npu_moe_re_routing unless torch_npu already does."""
     if op_defined("npu", "npu_moe_re_routing"):
         return
     lib = library("npu")
     torch.library.define("npu::npu_moe_re_routing", SCHEMA, lib=lib)
 
-    def cpu(tokens, expert_token_num_per_rank, *, per_token_scales=None, **attrs):
+    def impl(tokens, expert_token_num_per_rank, *, per_token_scales=None, **attrs):
         return re_routing(tokens, expert_token_num_per_rank, per_token_scales, **attrs)
 
     def fake(tokens, expert_token_num_per_rank, *, per_token_scales=None, **attrs):
         return _fake(tokens, expert_token_num_per_rank, per_token_scales, **attrs)
 
-    torch.library.impl("npu::npu_moe_re_routing", "cpu", lib=lib)(cpu)
+    torch.library.impl("npu::npu_moe_re_routing", IMPL_KEY, lib=lib)(impl)
     torch.library.register_fake("npu::npu_moe_re_routing", lib=lib)(fake)
-
-
-_define_torch_ops()

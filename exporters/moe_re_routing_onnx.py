@@ -28,7 +28,7 @@ def re_routing_symbolic(g, tokens, expert_token_num_per_rank, per_token_scales, 
     from torch.onnx import symbolic_helper as sh
 
     inputs = [tokens, expert_token_num_per_rank]
-    has_scales = per_token_scales is not None and not sh._is_none(per_token_scales)
+    has_scales = per_token_scales is not None and not per_token_scales.node().mustBeNone()
     if has_scales:
         inputs.append(per_token_scales)
     kw = {f"{name}_i": int(sh._get_const(v, "i", name)) for name, v in zip(ATTR_ORDER, attrs)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .from_hf import moe_config
 from .layers import MoEConfig, RoutedMoE
 
 
@@ -58,40 +59,37 @@ class DeepseekMoE(RoutedMoE):
         return s if bias is None else s + bias.float()
 
 
-# Tiny presets keep each model's routing structure with small sizes; full presets use the
-# published sizes (intermediate: see presets.FULL_NOTE).
+# Each preset is its published HF config's routing fields (``HF``) plus sizes; tiny presets keep the
+# routing structure with fewer, smaller experts. Full: published sizes (intermediate: see presets).
+HF = {
+    "deepseek-v3": dict(model_type="deepseek_v3", n_routed_experts=256, num_experts_per_tok=8, n_group=8,
+                        topk_group=4, norm_topk_prob=True, routed_scaling_factor=2.5),
+    "deepseek-v2": dict(model_type="deepseek_v2", n_routed_experts=160, num_experts_per_tok=6, n_group=8,
+                        topk_group=3, topk_method="group_limited_greedy", routed_scaling_factor=16.0),
+    "kimi-k2": dict(model_type="kimi_k2", n_routed_experts=384, num_experts_per_tok=8, n_group=1,
+                    topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.827),
+    "glm-4.5": dict(model_type="glm4_moe", n_routed_experts=160, num_experts_per_tok=8, n_group=1,
+                    topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5),
+}
+
+
+def _entry(name: str, doc: str, tiny: dict, full: dict) -> dict:
+    hf = HF[name]
+    small = {**hf, "n_routed_experts": tiny.pop("experts"), "num_experts_per_tok": tiny.pop("top_k")}
+    return dict(cls=DeepseekMoE, doc=doc, hf=hf, tiny=moe_config(small, **tiny), full=moe_config(hf, **full))
+
+
 PRESETS = {
-    "deepseek-v3": dict(
-        cls=DeepseekMoE,
-        doc="DeepSeek-V3 / R1: sigmoid + bias, 8 groups keep 4 (top-2 sum), rsf 2.5, 1 shared expert",
-        tiny=MoEConfig(hidden=64, experts=32, top_k=4, intermediate=32, shared=1, norm_type=1, bias=True,
-                       group_count=8, k_group=4, group_select_mode=1, routed_scaling_factor=2.5),
-        full=MoEConfig(hidden=7168, experts=256, top_k=8, intermediate=2048, shared=1, norm_type=1,
-                       bias=True, group_count=8, k_group=4, group_select_mode=1,
-                       routed_scaling_factor=2.5),
-    ),
-    "deepseek-v2": dict(
-        cls=DeepseekMoE,
-        doc="DeepSeek-V2: softmax, 8 groups keep 3 (group max), no renormalisation, rsf 16, 2 shared",
-        tiny=MoEConfig(hidden=64, experts=32, top_k=3, intermediate=32, shared=2, norm_type=0,
-                       group_count=8, k_group=3, group_select_mode=0, routed_scaling_factor=16.0),
-        full=MoEConfig(hidden=5120, experts=160, top_k=6, intermediate=1536, shared=2, norm_type=0,
-                       group_count=8, k_group=3, group_select_mode=0, routed_scaling_factor=16.0),
-    ),
-    "kimi-k2": dict(
-        cls=DeepseekMoE,
-        doc="Kimi-K2: 384 experts, sigmoid + bias, no groups, rsf 2.827, 1 shared expert",
-        tiny=MoEConfig(hidden=64, experts=48, top_k=8, intermediate=16, shared=1, norm_type=1, bias=True,
-                       routed_scaling_factor=2.827),
-        full=MoEConfig(hidden=7168, experts=384, top_k=8, intermediate=2048, shared=1, norm_type=1,
-                       bias=True, routed_scaling_factor=2.827),
-    ),
-    "glm-4.5": dict(
-        cls=DeepseekMoE,
-        doc="GLM-4.5: 160 experts, sigmoid + bias, no groups, rsf 2.5, 1 shared expert",
-        tiny=MoEConfig(hidden=48, experts=20, top_k=8, intermediate=16, shared=1, norm_type=1, bias=True,
-                       routed_scaling_factor=2.5),
-        full=MoEConfig(hidden=5120, experts=160, top_k=8, intermediate=1536, shared=1, norm_type=1,
-                       bias=True, routed_scaling_factor=2.5),
-    ),
+    "deepseek-v3": _entry("deepseek-v3", "DeepSeek-V3 / R1: sigmoid + bias, 8 groups keep 4 (top-2 sum), rsf 2.5, "
+                          "1 shared expert", dict(hidden=64, experts=32, top_k=4, intermediate=32, shared=1),
+                          dict(hidden=7168, intermediate=2048, shared=1)),
+    "deepseek-v2": _entry("deepseek-v2", "DeepSeek-V2: softmax, 8 groups keep 3 (group max), no renormalisation, "
+                          "rsf 16, 2 shared", dict(hidden=64, experts=32, top_k=3, intermediate=32, shared=2),
+                          dict(hidden=5120, intermediate=1536, shared=2)),
+    "kimi-k2": _entry("kimi-k2", "Kimi-K2: 384 experts, sigmoid + bias, no groups, rsf 2.827, 1 shared expert",
+                      dict(hidden=64, experts=48, top_k=8, intermediate=16, shared=1),
+                      dict(hidden=7168, intermediate=2048, shared=1)),
+    "glm-4.5": _entry("glm-4.5", "GLM-4.5: 160 experts, sigmoid + bias, no groups, rsf 2.5, 1 shared expert",
+                      dict(hidden=48, experts=20, top_k=8, intermediate=16, shared=1),
+                      dict(hidden=5120, intermediate=1536, shared=1)),
 }

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .from_hf import moe_config
 from .layers import MoEConfig, RoutedMoE
 
 
@@ -81,16 +82,19 @@ class DeepseekV4MoE(RoutedMoE):
         return b
 
 
-_TINY = MoEConfig(hidden=48, experts=16, top_k=6, intermediate=24, shared=1, norm_type=2, bias=True,
-                  routed_scaling_factor=1.5, swiglu_limit=0.75, act_fp32=True, vocab=64)
 # DeepSeek-V4-Flash config.json: hidden 4096, 256 experts, top-6, moe_intermediate 2048, 1 shared,
 # route scale 1.5, swiglu_limit 10, vocab 129280, 3 hash layers (tid2eid [129280, 6]).
-_FULL = MoEConfig(hidden=4096, experts=256, top_k=6, intermediate=2048, shared=1, norm_type=2, bias=True,
-                  routed_scaling_factor=1.5, swiglu_limit=10.0, act_fp32=True, vocab=129280)
+HF = dict(model_type="deepseek_v4", n_routed_experts=256, num_experts_per_tok=6, scoring_func="sqrtsoftplus",
+          routed_scaling_factor=1.5, swiglu_limit=10.0, num_hidden_layers=43)
+# The blocks follow DeepSeek's reference code: float32 router logits and SwiGLU activation.
+_REFERENCE = dict(router_fp32=True, act_fp32=True)
+_TINY = moe_config({**HF, "n_routed_experts": 16, "swiglu_limit": 0.75}, hidden=48, intermediate=24, shared=1,
+                   vocab=64, **_REFERENCE)
+_FULL = moe_config(HF, hidden=4096, intermediate=2048, shared=1, vocab=129280, **_REFERENCE)
 
 
 def _variant(**changes) -> dict:
-    return dict(tiny=_TINY.replace(**changes), full=_FULL.replace(**changes))
+    return dict(hf=HF, tiny=_TINY.replace(**changes), full=_FULL.replace(**changes))
 
 
 PRESETS = {

@@ -86,7 +86,7 @@ def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=No
         from . import weights as w
 
         tensors, sizes = w.read_layer(weights, layer)
-        cfg = w.configure(cfg, sizes, tensors)
+        cfg = w.configure(cfg, sizes, tensors, hf=entry.get("hf"))
         if cfg.ranks:  # expert-parallel block: the layer's experts become the local experts
             tensors = {k: v for k, v in tensors.items() if k.startswith("experts.")}
     block = entry["cls"](cfg, DTYPES[dtype]).eval().requires_grad_(False)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .layers import MoEConfig, RoutedMoE
+from .from_hf import moe_config
+from .layers import RoutedMoE
 
 
 class SoftmaxTopKMoE(RoutedMoE):
@@ -28,21 +29,24 @@ class SoftmaxTopKMoE(RoutedMoE):
         return self.router_logits(inputs["hidden_states"]).float()
 
 
+# Published HF config routing fields + sizes (tiny: fewer, smaller experts).
+HF = {
+    "qwen3-moe": dict(model_type="qwen3_moe", num_experts=128, num_experts_per_tok=8, norm_topk_prob=True),
+    "mixtral": dict(model_type="mixtral", num_local_experts=8, num_experts_per_tok=2),
+}
+_TINY_QWEN = {**HF["qwen3-moe"], "num_experts": 16, "num_experts_per_tok": 4}
+
 PRESETS = {
     "qwen3-moe": dict(
-        cls=SoftmaxTopKMoE,
+        cls=SoftmaxTopKMoE, hf=HF["qwen3-moe"],
         doc="Qwen3-MoE (235B-A22B sizes): 128 experts, top-8 softmax, norm_topk_prob",
-        tiny=MoEConfig(hidden=64, experts=16, top_k=4, intermediate=32, norm_type=0, renorm=1,
-                       router_fp32=False),
-        full=MoEConfig(hidden=4096, experts=128, top_k=8, intermediate=1536, norm_type=0, renorm=1,
-                       router_fp32=False),
+        tiny=moe_config(_TINY_QWEN, hidden=64, intermediate=32),
+        full=moe_config(HF["qwen3-moe"], hidden=4096, intermediate=1536),
     ),
     "mixtral": dict(
-        cls=SoftmaxTopKMoE,
+        cls=SoftmaxTopKMoE, hf=HF["mixtral"],
         doc="Mixtral 8x7B: 8 experts, top-2 softmax, renormalised",
-        tiny=MoEConfig(hidden=32, experts=8, top_k=2, intermediate=48, norm_type=0, renorm=1,
-                       router_fp32=False),
-        full=MoEConfig(hidden=4096, experts=8, top_k=2, intermediate=14336, norm_type=0, renorm=1,
-                       router_fp32=False),
+        tiny=moe_config(HF["mixtral"], hidden=32, intermediate=48),
+        full=moe_config(HF["mixtral"], hidden=4096, intermediate=14336),
     ),
 }

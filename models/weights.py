@@ -6,12 +6,15 @@ Accepted key names, after an optional layer prefix such as ``model.layers.3.`` a
 - router: ``gate.weight``; ``gate.e_score_correction_bias`` or ``gate.bias``; ``gate.tid2eid``;
   ``gate.additional_bias``;
 - routed experts: ``experts.{i}.gate_proj|up_proj|down_proj.weight`` or Mixtral / DeepSeek-V4's
-  ``experts.{i}.w1|w3|w2.weight``;
+  ``experts.{i}.w1|w3|w2.weight`` (HF's saved format), or transformers 5's fused
+  ``experts.gate_up_proj`` [E, 2I, H] + ``experts.down_proj`` [E, H, I] (its in-memory layout);
 - shared expert(s): ``shared_experts.`` (or ``shared_expert.``) with the same projection names.
 
+A directory with ``model.safetensors.index.json`` (a sharded checkpoint) is read through its index.
 Sizes (hidden, experts, expert width, shared width, table rows) come from the tensor shapes; top-k
-and the routing attributes from the preset, overridden by a ``config.json`` next to the weights.
-Only the chosen layer's tensors are read.
+and the routing attributes are derived as transformers computes them (``ascend_moe_onnx.hf.configs``)
+from the preset's HF config overridden by a ``config.json`` next to the weights. Only the chosen
+layer's tensors are read.
 """
 
 from __future__ import annotations
@@ -28,10 +31,25 @@ BLOCK_NAMES = ("mlp.", "block_sparse_moe.", "ffn.", "")
 PROJ_ALIASES = {"gate_proj": ("gate_proj", "w1"), "up_proj": ("up_proj", "w3"), "down_proj": ("down_proj", "w2")}
 _GATE_RE = re.compile(r"^(?P<base>(?:.*\.)?)gate\.weight$")
 _SCORING = {"softmax": 0, "sigmoid": 1, "sqrtsoftplus": 2}
+INDEX_FILE = "model.safetensors.index.json"  # sharded checkpoints (save_pretrained's name)
+FUSED = ("experts.gate_up_proj", "experts.down_proj")  # transformers 5 in-memory expert layout
 
 
 class WeightsError(ValueError):
     """A checkpoint that cannot be used for the requested preset (message says why)."""
+
+
+def _read_index(index: Path) -> dict:
+    """{tensor name: shard file} from a sharded checkpoint's index; every shard must exist."""
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise WeightsError(f"weights: {index} is not a safetensors index (no weight_map: {e})") from None
+    files = {name: index.parent / shard for name, shard in weight_map.items()}
+    missing = sorted({str(f.name) for f in files.values() if not f.is_file()})
+    if missing:
+        raise WeightsError(f"weights: {index.name} names shard(s) that are not there: {', '.join(missing[:3])}")
+    return files
 
 
 class Checkpoint:
@@ -45,18 +63,25 @@ class Checkpoint:
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"weights: no such file or directory: {path}")
+        self._tensors, self._files = {}, {}
+        index = path / INDEX_FILE if path.is_dir() else None
+        if index is not None and index.is_file():
+            self._files = _read_index(index)
+            return self._read_config(path)
         files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
         if not files:
             raise WeightsError(f"weights: no .safetensors files in {path}")
         from safetensors import safe_open
 
-        self._tensors, self._files = {}, {}
         for f in files:
             try:
                 with safe_open(str(f), framework="pt") as h:
                     self._files.update({k: f for k in h.keys()})
             except Exception as e:  # safetensors raises its own error types
                 raise WeightsError(f"weights: {f} is not a readable safetensors file ({e})") from None
+        self._read_config(path)
+
+    def _read_config(self, path: Path) -> None:
         cfg_file = (path if path.is_dir() else path.parent) / "config.json"
         if cfg_file.is_file():
             cfg = json.loads(cfg_file.read_text())
@@ -114,27 +139,48 @@ def _expert_stack(ckpt: Checkpoint, keys: set, prefix: str, count: int, proj: st
     return torch.stack(tensors)
 
 
+def _fused_experts(ckpt: Checkpoint, keys: set, base: str, E: int, H: int) -> dict:
+    """gate/up/down stacks from transformers' fused ``gate_up_proj`` [E, 2I, H] (gate rows first)
+    and ``down_proj`` [E, H, I]."""
+    missing = [base + n for n in FUSED if base + n not in keys]
+    if missing:
+        raise WeightsError(f"weights: fused expert layout without {missing[0]}")
+    gate_up, down = ckpt.get(base + FUSED[0]), ckpt.get(base + FUSED[1])
+    if gate_up.dim() != 3 or gate_up.shape[0] != E or gate_up.shape[2] != H or gate_up.shape[1] % 2:
+        raise WeightsError(f"weights: '{base}{FUSED[0]}' has shape {tuple(gate_up.shape)}, expected "
+                           f"[{E}, 2 * expert width, {H}]")
+    inter = gate_up.shape[1] // 2
+    if tuple(down.shape) != (E, H, inter):
+        raise WeightsError(f"weights: '{base}{FUSED[1]}' has shape {tuple(down.shape)}, expected {(E, H, inter)}")
+    return {"experts.gate_proj": gate_up[:, :inter].contiguous(), "experts.up_proj": gate_up[:, inter:].contiguous(),
+            "experts.down_proj": down}
+
+
 def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
     """Read one MoE layer -> (tensors by module key, sizes and routing fields found)."""
     ckpt = source if isinstance(source, Checkpoint) else Checkpoint(source)
     keys = set(ckpt.keys())
     base = find_layer(keys, layer)
     fused = [k for k in keys if k.startswith(base + "experts.") and not k[len(base) + 8:][:1].isdigit()]
-    if fused:
-        raise WeightsError(f"weights: fused expert tensors ({fused[0]}) are not supported; "
-                           "use per-expert keys experts.<i>.*")
+    unknown = sorted(set(fused) - {base + n for n in FUSED})
+    if unknown:
+        raise WeightsError(f"weights: unknown expert tensor {unknown[0]} (expected experts.<i>.* or "
+                           f"{' + '.join(FUSED)})")
     quant = [k for k in keys if k.startswith(base) and k.endswith(("scale_inv", ".scale", "qweight"))]
     if quant:
         raise WeightsError(f"weights: quantised expert weights ({quant[0]}); dequantise the checkpoint first")
     gate = ckpt.get(base + "gate.weight")
     E, H = gate.shape
-    found = {i for k in keys if k.startswith(base + "experts.") and
-             (i := k[len(base) + 8:].split(".")[0]).isdigit()}
-    if len(found) != E:
-        raise WeightsError(f"weights: {base}gate.weight routes to {E} experts but {len(found)} are stored")
     out = {"gate.weight": gate}
-    for proj in PROJ_ALIASES:
-        out[f"experts.{proj}"] = _expert_stack(ckpt, keys, base + "experts.", E, proj)
+    if fused:
+        out.update(_fused_experts(ckpt, keys, base, E, H))
+    else:
+        found = {i for k in keys if k.startswith(base + "experts.") and
+                 (i := k[len(base) + 8:].split(".")[0]).isdigit()}
+        if len(found) != E:
+            raise WeightsError(f"weights: {base}gate.weight routes to {E} experts but {len(found)} are stored")
+        for proj in PROJ_ALIASES:
+            out[f"experts.{proj}"] = _expert_stack(ckpt, keys, base + "experts.", E, proj)
     for name, aliases in (("gate.e_score_correction_bias", ("gate.e_score_correction_bias", "gate.bias")),
                           ("gate.tid2eid", ("gate.tid2eid", "tid2eid")),
                           ("gate.additional_bias", ("gate.additional_bias",))):
@@ -154,12 +200,11 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
         sizes["shared"] = width // sizes["intermediate"]
     if "gate.tid2eid" in out:
         sizes["vocab"], sizes["top_k"] = out["gate.tid2eid"].shape
-    sizes.update(_config_fields(ckpt.config))
-    return out, {"base": base, **sizes}
+    return out, {"base": base, "config": ckpt.config, **sizes}
 
 
 def _config_fields(cfg: dict) -> dict:
-    """Routing fields of a Hugging Face config.json (the keys this family of models uses)."""
+    """Routing fields of a config.json without a model_type (legacy: the keys this family uses)."""
     f = {}
     for key, name in (("num_experts_per_tok", "top_k"), ("n_group", "group_count"),
                       ("topk_group", "k_group"), ("routed_scaling_factor", "routed_scaling_factor"),
@@ -168,19 +213,52 @@ def _config_fields(cfg: dict) -> dict:
             f[name] = cfg[key]
     if cfg.get("scoring_func") in _SCORING:
         f["norm_type"] = _SCORING[cfg["scoring_func"]]
-    if cfg.get("norm_topk_prob") is not None:
-        f["norm_topk_prob"] = bool(cfg["norm_topk_prob"])
     return f
 
 
-def configure(cfg: MoEConfig, sizes: dict, tensors: dict) -> MoEConfig:
-    """The preset's config with the checkpoint's sizes and routing fields; checks they fit the preset."""
+def _hf_routing(preset_hf: dict, config: dict, experts: int, top_k: int) -> dict:
+    """MoEConfig routing fields derived as transformers computes them from the preset's HF config
+    overridden by the checkpoint's config.json (the expert count from the tensors)."""
+    from ascend_moe_onnx.hf.configs import HFConfigError, model_type_of, routing
+
+    from .from_hf import EXPERTS_FIELD, routing_fields
+
+    ours, theirs = model_type_of(preset_hf), model_type_of(config) if config.get("model_type") else None
+    if theirs is not None and theirs != ours:
+        raise WeightsError(f"weights: config.json model_type {config['model_type']!r} is not the preset's "
+                           f"({preset_hf['model_type']!r}); choose the matching preset")
+    merged = {**preset_hf, "num_experts_per_tok": top_k, **config, "model_type": preset_hf["model_type"]}
+    merged[EXPERTS_FIELD[ours]] = experts
+    try:
+        return routing_fields(routing(merged))
+    except HFConfigError as e:
+        raise WeightsError(f"weights: {e}") from None
+
+
+def configure(cfg: MoEConfig, sizes: dict, tensors: dict, hf: dict | None = None) -> MoEConfig:
+    """The preset's config with the checkpoint's sizes and routing fields; checks they fit the preset.
+
+    ``hf``: the preset's HF config fields; the checkpoint's config.json overrides them and every
+    routing attribute is derived as transformers computes it (``ascend_moe_onnx.hf.configs``).
+    """
+    config = sizes.get("config") or {}
     changes = {k: v for k, v in sizes.items() if k in MoEConfig.__dataclass_fields__}
-    if "norm_type" in changes and changes["norm_type"] != cfg.norm_type:
-        raise WeightsError(f"weights: config.json scoring_func gives norm_type {changes['norm_type']}, "
-                           f"the preset uses {cfg.norm_type}; choose the matching preset")
-    if cfg.norm_type == 0 and "norm_topk_prob" in sizes:
-        changes["renorm"] = int(sizes["norm_topk_prob"])
+    if hf is not None and not cfg.ranks:
+        derived = _hf_routing(hf, config, sizes["experts"], sizes.get("top_k", cfg.top_k))
+        # The block's own numerics (DeepSeek-V4's float32 router) stay the preset's.
+        derived.pop("router_fp32")
+        if cfg.swiglu_limit == 0 or "swiglu_limit" not in config:
+            derived.pop("swiglu_limit")
+        derived.pop("bias")  # checked against the tensors below
+        if derived["norm_type"] != cfg.norm_type:
+            raise WeightsError(f"weights: config.json gives norm_type {derived['norm_type']} (scoring), the "
+                               f"preset uses {cfg.norm_type}; choose the matching preset")
+        changes.update(derived)
+    else:
+        changes.update({k: v for k, v in _config_fields(config).items() if k in MoEConfig.__dataclass_fields__})
+        if "norm_type" in changes and changes["norm_type"] != cfg.norm_type:
+            raise WeightsError(f"weights: config.json scoring_func gives norm_type {changes['norm_type']}, "
+                               f"the preset uses {cfg.norm_type}; choose the matching preset")
     changes["shared"] = sizes.get("shared", 0)
     if cfg.ranks:  # expert-parallel block: only the experts are used
         return cfg.replace(**{k: v for k, v in changes.items() if k in ("hidden", "experts", "intermediate")})

@@ -5,8 +5,10 @@ attributes, defaults and type constraints; shape inference; NumPy references usa
 
 from __future__ import annotations
 
+import os
 import threading
 
+import onnx
 import onnx.defs
 
 from . import moe_gating_top_k_hash, moe_re_routing
@@ -22,7 +24,7 @@ REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef, moe_re_routing.MoeR
 _lock = threading.Lock()
 
 __all__ = ["DOMAIN", "OPSET_VERSION", "SCHEMAS", "REFERENCE_OPS", "OP_MODULES", "register",
-           "attribute_defaults", "opset_import"]
+           "attribute_defaults", "opset_import", "check_model"]
 
 
 def register() -> None:
@@ -36,3 +38,24 @@ def register() -> None:
 def opset_import() -> onnx.OperatorSetIdProto:
     """The ``opset_import`` entry a model using these ops needs."""
     return onnx.helper.make_opsetid(DOMAIN, OPSET_VERSION)
+
+
+def check_model(model: onnx.ModelProto | str | os.PathLike, full_check: bool = True) -> None:
+    """``onnx.checker.check_model`` with these schemas registered, and a check that the model
+    imports the ascend.moe domain at the one version its ops exist at.
+
+    Needed because neither ONNX nor ONNX Runtime rejects another version by itself: ONNX resolves
+    a node to the newest schema not above the imported version, and ORT registers custom-op
+    domains for versions 1 to 1000 and gives kernels no way to see the imported version.
+    """
+    register()
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(
+        os.fspath(model), load_external_data=False)
+    imports = list(proto.opset_import) + [i for f in proto.functions for i in f.opset_import]
+    for imp in imports:
+        if imp.domain == DOMAIN and imp.version != OPSET_VERSION:
+            raise onnx.checker.ValidationError(
+                f"model imports opset {DOMAIN} version {imp.version}; the {DOMAIN} ops exist only at "
+                f"version {OPSET_VERSION} (a breaking change gets a new op name, never a new version)")
+    onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else os.fspath(model),
+                             full_check=full_check)

@@ -33,12 +33,7 @@ def attribute_defaults(schema: OpSchema) -> dict[str, int | float | None]:
     """Return ``{name: default}`` for every attribute of ``schema`` (None for required ones)."""
     out: dict[str, int | float | None] = {}
     for name, attr in schema.attributes.items():
-        if attr.required:
-            out[name] = None
-            continue
-        proto = onnx.AttributeProto()
-        proto.ParseFromString(attr._default_value)
-        out[name] = helper.get_attribute_value(proto)
+        out[name] = None if attr.required else helper.get_attribute_value(attr.default_value)
     return out
 
 
@@ -47,21 +42,83 @@ def attribute_names(schema: OpSchema) -> list[str]:
     return list(schema.attributes.keys())
 
 
+def fmt(value: Any) -> str:
+    """A value as the C++ library prints it in messages (floats as %g, 6 significant digits)."""
+    if isinstance(value, (float, np.floating)):
+        return format(float(value), "g")
+    return str(value)
+
+
+def _kind_and_value(value: Any) -> tuple[int | None, str]:
+    """The ONNX attribute kind ``value`` would be stored as (as ``helper.make_node`` does) and
+    its text for messages: ``INT 2``, ``FLOAT 2.5``, ``STRING '1'``, ``INTS [1, 2]``, ..."""
+    try:
+        kind = helper.make_attribute("a", value).type
+    except (TypeError, ValueError):
+        return None, f"a value of Python type {type(value).__name__}"
+    name = onnx.AttributeProto.AttributeType.Name(kind)
+    A = onnx.AttributeProto
+    if kind in (A.INT, A.FLOAT):
+        return kind, f"{name} {fmt(value)}"
+    if kind == A.STRING:
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        return kind, f"{name} '{text}'"
+    if kind in (A.INTS, A.FLOATS):
+        return kind, f"{name} [{', '.join(fmt(v) for v in value)}]"
+    return kind, name
+
+
+_KIND_NAMES = {OpSchema.AttrType.INT: "INT", OpSchema.AttrType.FLOAT: "FLOAT"}
+_ATTR_PROTO_KIND = {OpSchema.AttrType.INT: onnx.AttributeProto.INT,
+                    OpSchema.AttrType.FLOAT: onnx.AttributeProto.FLOAT}
+
+
 def resolve_attributes(schema: OpSchema, given: dict[str, Any]) -> dict[str, Any]:
-    """Fill defaults into ``given``; reject unknown names and missing required attributes."""
-    defaults = attribute_defaults(schema)
-    unknown = set(given) - set(defaults)
+    """Check ``given`` against the schema and fill in defaults: unknown names, values of another
+    kind (as a node would store them: ``'1'`` is a STRING, ``[1]`` INTS, ``1.0`` a FLOAT) and
+    missing required attributes raise ValueError with the C++ library's messages."""
+    unknown = sorted(set(given) - set(schema.attributes))
     if unknown:
-        raise ValueError(f"{schema.name}: unknown attribute(s) {sorted(unknown)}")
+        raise ValueError(f"{schema.name}: attribute '{unknown[0]}' is not an attribute of "
+                         f"{schema.name} (known: {', '.join(sorted(schema.attributes))})")
     out = {}
-    for name, default in defaults.items():
-        if name in given and given[name] is not None:
-            out[name] = given[name]
-        elif default is None:
-            raise ValueError(f"{schema.name}: attribute '{name}' is required")
-        else:
-            out[name] = default
+    for name, attr in schema.attributes.items():
+        want = _KIND_NAMES[attr.type]
+        value = given.get(name)
+        if value is None:
+            if attr.required:
+                raise ValueError(f"{schema.name}: attribute '{name}' is required ({want}), got none")
+            out[name] = helper.get_attribute_value(attr.default_value)
+            continue
+        kind, text = _kind_and_value(value)
+        if kind != _ATTR_PROTO_KIND[attr.type]:
+            raise ValueError(f"{schema.name}: attribute '{name}' must be {want}, got {text}")
+        out[name] = int(value) if want == "INT" else float(value)
     return out
+
+
+def allowed_types(schema: OpSchema, type_param: str) -> tuple[str, ...]:
+    """ONNX names of the element types a type parameter allows: ('float', 'float16', ...)."""
+    for c in schema.type_constraints:
+        if c.type_param_str == type_param:
+            return tuple(t[len("tensor("):-1] for t in c.allowed_type_strs)
+    raise KeyError(f"{schema.name} has no type parameter {type_param!r}")
+
+
+def type_list(types: Sequence[str]) -> str:
+    """'float, float16 or bfloat16', as the C++ library writes allowed types."""
+    return types[0] if len(types) == 1 else f"{', '.join(types[:-1])} or {types[-1]}"
+
+
+def onnx_type_name(dtype) -> str:
+    """ONNX element type name ('float', 'double', 'bfloat16', ...) of a NumPy dtype, as the C++
+    library names types; the NumPy name when ONNX has no such type."""
+    dtype = np.dtype(dtype)
+    try:
+        elem = helper.np_dtype_to_tensor_dtype(dtype)
+    except (KeyError, TypeError, ValueError):
+        return dtype.name
+    return onnx.TensorProto.DataType.Name(elem).lower()
 
 
 # ---- type-and-shape inference ------------------------------------------------------------------
@@ -77,10 +134,15 @@ def input_type(ctx, i: int) -> TypeProto | None:
     return t
 
 
-def int_attribute(ctx, name: str, default: int) -> int:
-    """Integer attribute of an inference context, or ``default``."""
+def int_attribute(ctx, op: str, name: str, default: int) -> int:
+    """INT attribute of an inference context, or ``default``; another kind fails inference."""
     a = ctx.get_attribute(name)
-    return default if a is None else int(helper.get_attribute_value(a))
+    if a is None:
+        return default
+    if a.type != onnx.AttributeProto.INT:
+        _, text = _kind_and_value(helper.get_attribute_value(a))
+        fail_inference(op, f"attribute '{name}' must be INT, got {text}")
+    return int(a.i)
 
 
 def make_type(elem_type: int, dims: Sequence[Any] | None) -> TypeProto:

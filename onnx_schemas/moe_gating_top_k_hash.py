@@ -13,15 +13,19 @@ from ._common import (
     FLOAT,
     INT32,
     OPSET_VERSION,
+    allowed_types,
     attribute,
     attribute_defaults,
     fail_inference,
+    fmt,
     input_dims,
     input_type,
     int_attribute,
     make_type,
+    onnx_type_name,
     resolve_attributes,
     tensor_input,
+    type_list,
 )
 
 OP_TYPE = "MoeGatingTopKHash"
@@ -73,12 +77,15 @@ SCHEMA = OpSchema(
 )
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+FLOAT_TYPES = allowed_types(SCHEMA, "T")  # x, bias, additional_bias, y
+ID_TYPES = allowed_types(SCHEMA, "TI")
+TABLE_TYPES = allowed_types(SCHEMA, "TE")
 
 
 def _infer(ctx) -> None:
     x = input_type(ctx, 0)
-    k = int_attribute(ctx, "k", 0)
-    out_flag = int_attribute(ctx, "out_flag", DEFAULTS["out_flag"])
+    k = int_attribute(ctx, OP_TYPE, "k", 0)
+    out_flag = int_attribute(ctx, OP_TYPE, "out_flag", DEFAULTS["out_flag"])
     if x is None:
         return
     dims = input_dims(x)
@@ -102,6 +109,22 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
+def _known(d) -> bool:
+    """Whether a dimension is a concrete number (torch fake tensors may carry symbolic sizes)."""
+    return isinstance(d, (int, np.integer))
+
+
+def _numel(shape) -> int | None:
+    """Product of the dims, or None when one is unknown."""
+    if not all(_known(d) for d in shape):
+        return None
+    return int(np.prod([int(d) for d in shape], dtype=np.int64))
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join(str(int(d)) if _known(d) else "?" for d in shape) + "]"
+
+
 def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -> None:
     """Check the attribute rules of SPEC §1.3; ``num_experts`` enables the E-dependent ones."""
     k, kg, gc = attrs["k"], attrs["k_group"], attrs["group_count"]
@@ -117,9 +140,9 @@ def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -
             raise _err(f"attribute '{name}' must be one of {list(allowed)}, got {attrs[name]}")
     eps, rsf = float(attrs["eps"]), float(attrs["routed_scaling_factor"])
     if not (np.isfinite(eps) and eps >= 0):
-        raise _err(f"attribute 'eps' must be finite and >= 0, got {eps}")
+        raise _err(f"attribute 'eps' must be finite and >= 0, got {fmt(eps)}")
     if not np.isfinite(rsf):
-        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {rsf}")
+        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {fmt(rsf)}")
     if num_experts is None:
         return
     E = num_experts
@@ -146,22 +169,24 @@ def grouping_effective(attrs: dict[str, Any]) -> bool:
 def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
     """Check shapes and dtypes of SPEC §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
 
-    dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'.
+    dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'. A dim
+    that is not an int (None, or a symbolic size of a torch fake tensor) is unknown: the rules
+    that need it are skipped.
     """
-    x_shape = tuple(int(d) for d in x_shape)
+    x_shape = tuple(x_shape)
     if len(x_shape) < 2:
-        raise _err(f"input 'x' must have rank >= 2, got shape {list(x_shape)}")
-    if x_dtype not in ("float", "float16", "bfloat16"):
-        raise _err(f"input 'x' must be float, float16 or bfloat16, got {x_dtype}")
-    E = x_shape[-1]
-    R = int(np.prod(x_shape[:-1], dtype=np.int64))
+        raise _err(f"input 'x' must have rank >= 2, got shape {_shape(x_shape)}")
+    if x_dtype not in FLOAT_TYPES:
+        raise _err(f"input 'x' must be {type_list(FLOAT_TYPES)}, got {x_dtype}")
+    E = x_shape[-1] if _known(x_shape[-1]) else None
+    R = _numel(x_shape[:-1])
     validate_attributes(attrs, E)
     for name in ("bias", "additional_bias"):
         if inputs.get(name) is None:
             continue
         shape, dtype = inputs[name]
-        if tuple(shape) != (E,):
-            raise _err(f"input '{name}' must have shape [E] = [{E}], got {list(shape)}")
+        if len(shape) != 1 or (E is not None and _known(shape[0]) and shape[0] != E):
+            raise _err(f"input '{name}' must have shape [E] = [{E}], got {_shape(shape)}")
         if dtype != x_dtype:
             raise _err(f"input '{name}' must have the type of x ({x_dtype}), got {dtype}")
     ids, table = inputs.get("input_ids"), inputs.get("tid2eid")
@@ -170,14 +195,14 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         raise _err(f"input '{given}' needs input '{missing}' (hash routing uses both), got only '{given}'")
     if table is not None:
         (tshape, tdtype), (ishape, idtype) = table, ids
-        if len(tshape) != 2 or tshape[1] != attrs["k"]:
-            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {list(tshape)}")
-        if tdtype not in ("int32", "int64"):
-            raise _err(f"input 'tid2eid' must be int32 or int64, got {tdtype}")
-        if idtype not in ("int32", "int64"):
-            raise _err(f"input 'input_ids' must be int32 or int64, got {idtype}")
-        if int(np.prod(ishape, dtype=np.int64)) != R:
-            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {list(ishape)}")
+        if len(tshape) != 2 or (_known(tshape[1]) and tshape[1] != attrs["k"]):
+            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {_shape(tshape)}")
+        if tdtype not in TABLE_TYPES:
+            raise _err(f"input 'tid2eid' must be {type_list(TABLE_TYPES)}, got {tdtype}")
+        if idtype not in ID_TYPES:
+            raise _err(f"input 'input_ids' must be {type_list(ID_TYPES)}, got {idtype}")
+        if None not in (R, _numel(ishape)) and _numel(ishape) != R:
+            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {_shape(ishape)}")
         if grouping_effective(attrs):
             raise _err(
                 f"hash routing (input 'tid2eid') cannot be combined with group-limited selection, "
@@ -190,8 +215,8 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         mshape, mdtype = mask
         if mdtype != "bool":
             raise _err(f"input 'additional_token_mask' must be bool, got {mdtype}")
-        if int(np.prod(mshape, dtype=np.int64)) != R:
-            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {list(mshape)}")
+        if None not in (R, _numel(mshape)) and _numel(mshape) != R:
+            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {_shape(mshape)}")
 
 
 def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.ndarray, n: int, E: int) -> None:
@@ -216,11 +241,6 @@ def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.
 # ---- NumPy reference (SPEC §1.2) -------------------------------------------------------------
 
 
-def _dtype_name(a: np.ndarray) -> str:
-    name = np.dtype(a.dtype).name
-    return {"float32": "float", "bool_": "bool"}.get(name, name)
-
-
 def _rank_key(b: np.ndarray) -> np.ndarray:
     """float64 sort key: numbers keep their order, -inf below them, NaN below -inf.
 
@@ -238,9 +258,12 @@ def normalise(x2: np.ndarray, norm_type: int) -> np.ndarray:
         if norm_type == NORM_SOFTMAX:
             e = np.exp(x2 - x2.max(axis=-1, keepdims=True))
             return e * (np.float32(1) / e.sum(axis=-1, keepdims=True, dtype=np.float32))
+        e = np.exp(-np.abs(x2))  # <= 1: the forms below stay accurate where e^x underflows
         if norm_type == NORM_SIGMOID:
-            return np.float32(1) / (np.float32(1) + np.exp(-x2))
-        return np.sqrt(np.maximum(x2, np.float32(0)) + np.log1p(np.exp(-np.abs(x2))))
+            return np.where(x2 < 0, e, np.float32(1)) / (np.float32(1) + e)
+        # below -17, log1p(e) = e in float32 and sqrt(e) = e^(x/2), normal down to x = -174
+        return np.where(x2 < np.float32(-17), np.exp(x2 * np.float32(0.5)),
+                        np.sqrt(np.maximum(x2, np.float32(0)) + np.log1p(e)))
 
 
 def select_top_k(b: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
@@ -281,8 +304,8 @@ def reference(
         "additional_bias": additional_bias, "additional_token_mask": additional_token_mask,
     }
     validate_inputs(
-        x.shape, _dtype_name(x),
-        {n: None if a is None else (np.shape(a), _dtype_name(np.asarray(a))) for n, a in given.items()},
+        x.shape, onnx_type_name(x.dtype),
+        {n: None if a is None else (np.shape(a), onnx_type_name(np.asarray(a).dtype)) for n, a in given.items()},
         attrs,
     )
     E, k = x.shape[-1], attrs["k"]
@@ -305,7 +328,10 @@ def reference(
         rows = np.flatnonzero(hash_rows)
         ids = np.asarray(input_ids).reshape(R)[rows].astype(np.int64)
         in_range = (ids >= 0) & (ids < table.shape[0])
-        table_used = table[np.where(in_range, ids, 0)].astype(np.int64)
+        if table.shape[0]:
+            table_used = table[np.where(in_range, ids, 0)].astype(np.int64)
+        else:  # an empty table: every id is out of range (reported below)
+            table_used = np.zeros((rows.size, k), np.int64)
         validate_hash_values(ids, rows, table_used, table.shape[0], E)
         idx[rows] = table_used
 
@@ -325,10 +351,10 @@ class MoeGatingTopKHashRef(OpRun):
     op_domain = DOMAIN
 
     def _run(self, x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
-             additional_token_mask=None, **kwargs):
-        attrs = {n: kwargs.get(n) for n in DEFAULTS}
-        attrs = {n: v for n, v in attrs.items() if v is not None}
-        return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask, **attrs)
+             additional_token_mask=None, **attributes):
+        # Every node attribute is passed on: the reference rejects unknown names and kinds.
+        return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
+                         **attributes)
 
 
 MoeGatingTopKHashRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

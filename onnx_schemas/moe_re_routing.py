@@ -13,6 +13,7 @@ from ._common import (
     FLOAT,
     INT32,
     OPSET_VERSION,
+    allowed_types,
     attribute,
     attribute_defaults,
     fail_inference,
@@ -20,16 +21,16 @@ from ._common import (
     input_type,
     int_attribute,
     make_type,
+    onnx_type_name,
+    resolve_attributes,
     tensor_input,
+    type_list,
 )
 
 OP_TYPE = "MoeReRouting"
 INPUT_NAMES = ("tokens", "expert_token_num_per_rank", "per_token_scales")
 OUTPUT_NAMES = ("permute_tokens", "permute_per_token_scales", "permute_token_idx", "expert_token_num")
 
-TOKEN_TYPES = ("float", "float16", "bfloat16", "int8", "uint8", "float8e4m3fn", "float8e5m2")
-COUNT_TYPES = ("int32", "int64")
-SCALE_TYPES = ("float", "float16", "bfloat16")
 MAX_TOKENS = 2**31 - 1  # permute_token_idx is int32
 
 # expert_token_num_type / idx_type values
@@ -59,9 +60,11 @@ SCHEMA = OpSchema(
         tensor_input("expert_token_num", "TC", "Tokens per expert (or inclusive prefix sums) [E]."),
     ],
     type_constraints=[
-        ("TT", [f"tensor({t})" for t in TOKEN_TYPES], "Token type (moved bit for bit)."),
-        ("TC", [f"tensor({t})" for t in COUNT_TYPES], "Count type."),
-        ("TS", [f"tensor({t})" for t in SCALE_TYPES], "Scale type."),
+        ("TT", [f"tensor({t})" for t in ("float", "float16", "bfloat16", "int8", "uint8",
+                                          "float8e4m3fn", "float8e5m2")],
+         "Token type (moved bit for bit)."),
+        ("TC", ["tensor(int32)", "tensor(int64)"], "Count type."),
+        ("TS", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Scale type."),
     ],
     attributes=[
         attribute("expert_token_num_type", COUNT,
@@ -71,6 +74,9 @@ SCHEMA = OpSchema(
 )
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+TOKEN_TYPES = allowed_types(SCHEMA, "TT")
+COUNT_TYPES = allowed_types(SCHEMA, "TC")
+SCALE_TYPES = allowed_types(SCHEMA, "TS")
 
 
 def _err(what: str) -> ValueError:
@@ -108,8 +114,7 @@ def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: d
     validate_attributes(attrs)
     t_shape, t_type = tokens
     if t_type not in TOKEN_TYPES:
-        raise _err(f"input 'tokens' must be {', '.join(TOKEN_TYPES[:-1])} or {TOKEN_TYPES[-1]}, "
-                   f"got {t_type}")
+        raise _err(f"input 'tokens' must be {type_list(TOKEN_TYPES)}, got {t_type}")
     if len(t_shape) != 2:
         raise _err(f"input 'tokens' must be 2-D [A, H], got shape {_shape(t_shape)}")
     A, H = t_shape
@@ -120,7 +125,7 @@ def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: d
                    f"int32), got A = {A}")
     c_shape, c_type = counts
     if c_type not in COUNT_TYPES:
-        raise _err(f"input 'expert_token_num_per_rank' must be int32 or int64, got {c_type}")
+        raise _err(f"input 'expert_token_num_per_rank' must be {type_list(COUNT_TYPES)}, got {c_type}")
     if len(c_shape) != 2:
         raise _err(f"input 'expert_token_num_per_rank' must be 2-D [N, E], got shape {_shape(c_shape)}")
     if any(_known(d) and d < 1 for d in c_shape):
@@ -129,7 +134,7 @@ def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: d
     if scales is not None:
         s_shape, s_type = scales
         if s_type not in SCALE_TYPES:
-            raise _err(f"input 'per_token_scales' must be float, float16 or bfloat16, got {s_type}")
+            raise _err(f"input 'per_token_scales' must be {type_list(SCALE_TYPES)}, got {s_type}")
         if len(s_shape) not in (1, 2):
             raise _err(f"input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got shape "
                        f"{_shape(s_shape)}")
@@ -156,7 +161,7 @@ def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
 
 
 def _infer(ctx) -> None:
-    attrs = {n: int_attribute(ctx, n, DEFAULTS[n]) for n in DEFAULTS}
+    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
     try:
         validate_attributes(attrs)
     except ValueError as e:
@@ -193,16 +198,6 @@ SCHEMA.set_type_and_shape_inference_function(_infer)
 
 # ---- NumPy reference (SPEC §2.2) -------------------------------------------------------------
 
-_NUMPY_TO_ONNX_NAME = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16",
-                       "int8": "int8", "uint8": "uint8", "float8_e4m3fn": "float8e4m3fn",
-                       "float8_e5m2": "float8e5m2", "int32": "int32", "int64": "int64"}
-
-
-def _dtype_name(a: np.ndarray) -> str:
-    name = np.dtype(a.dtype).name
-    return _NUMPY_TO_ONNX_NAME.get(name, {"float64": "double", "bool": "bool"}.get(name, name))
-
-
 def block_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(src, dst)`` [N, E] int64: first row of each (rank, expert) block before / after (SPEC §2.2)."""
     c = np.asarray(counts, dtype=np.int64)
@@ -227,18 +222,19 @@ def reference(
     tokens: np.ndarray,
     expert_token_num_per_rank: np.ndarray,
     per_token_scales: np.ndarray | None = None,
-    *,
-    expert_token_num_type: int = DEFAULTS["expert_token_num_type"],
-    idx_type: int = DEFAULTS["idx_type"],
+    **attributes: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of SPEC §2.2."""
-    attrs = {"expert_token_num_type": int(expert_token_num_type), "idx_type": int(idx_type)}
+    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of SPEC §2.2.
+
+    Attributes: ``expert_token_num_type``, ``idx_type`` (defaults from the schema).
+    """
+    attrs = resolve_attributes(SCHEMA, attributes)
     tokens = np.asarray(tokens)
     counts = np.asarray(expert_token_num_per_rank)
     scales = None if per_token_scales is None else np.asarray(per_token_scales)
     validate_inputs(
-        (tokens.shape, _dtype_name(tokens)), (counts.shape, _dtype_name(counts)),
-        None if scales is None else (scales.shape, _dtype_name(scales)), attrs,
+        (tokens.shape, onnx_type_name(tokens.dtype)), (counts.shape, onnx_type_name(counts.dtype)),
+        None if scales is None else (scales.shape, onnx_type_name(scales.dtype)), attrs,
     )
     A = tokens.shape[0]
     validate_counts(counts, A)
@@ -260,10 +256,9 @@ class MoeReRoutingRef(OpRun):
 
     op_domain = DOMAIN
 
-    def _run(self, tokens, expert_token_num_per_rank, per_token_scales=None, **kwargs):
-        attrs = {n: kwargs.get(n) for n in DEFAULTS}
-        attrs = {n: v for n, v in attrs.items() if v is not None}
-        return reference(tokens, expert_token_num_per_rank, per_token_scales, **attrs)
+    def _run(self, tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):
+        # Every node attribute is passed on: the reference rejects unknown names and kinds.
+        return reference(tokens, expert_token_num_per_rank, per_token_scales, **attributes)
 
 
 MoeReRoutingRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

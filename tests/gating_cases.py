@@ -87,3 +87,129 @@ def assert_weights_close(got_y, ref_y, dtype: str):
     ref = np.asarray(ref_y).astype(np.float64)
     rtol = WEIGHT_RTOL[dtype]
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * 1e-3)
+
+
+# ---- bad cases (SPEC §1.3): one table for every layer -------------------------------------------
+
+X8 = np.zeros((3, 8), np.float32)
+F8 = np.zeros(8, np.float32)
+
+
+def _hash(k=2, ids=None, table=None, x=X8):
+    return {"x": x, "input_ids": np.zeros(3, np.int64) if ids is None else ids,
+            "tid2eid": np.zeros((4, k), np.int32) if table is None else table}
+
+
+def bad_cases() -> list:
+    """Every rule of SPEC §1.3 broken once, with the exact message all layers give after
+    "MoeGatingTopKHash: " (see tests/op_table.py for what runs them)."""
+    from tests.op_table import BadCase as B
+
+    x = {"x": X8}
+    bf16 = ml_dtypes.bfloat16
+    return [
+        # attributes: values (rejected when an ORT session is created)
+        B("k_zero", x, dict(k=0), "attribute 'k' must be in [1, 64], got 0"),
+        B("k_65", {"x": np.zeros((3, 128), np.float32)}, dict(k=65), "attribute 'k' must be in [1, 64], got 65"),
+        B("k_missing", x, {}, "attribute 'k' is required (INT), got none", torch=False),
+        B("group_count_0", x, dict(k=2, group_count=0), "attribute 'group_count' must be >= 1, got 0"),
+        B("k_group_0", x, dict(k=2, group_count=2, k_group=0),
+          "attribute 'k_group' must be in [1, group_count (2)], got 0"),
+        B("k_group_3", x, dict(k=2, group_count=2, k_group=3),
+          "attribute 'k_group' must be in [1, group_count (2)], got 3"),
+        B("group_select_mode_2", x, dict(k=2, group_select_mode=2),
+          "attribute 'group_select_mode' must be one of [0, 1], got 2"),
+        B("norm_type_3", x, dict(k=2, norm_type=3), "attribute 'norm_type' must be one of [0, 1, 2], got 3"),
+        B("norm_type_-1", x, dict(k=2, norm_type=-1), "attribute 'norm_type' must be one of [0, 1, 2], got -1"),
+        B("renorm_2", x, dict(k=2, renorm=2), "attribute 'renorm' must be one of [0, 1], got 2"),
+        B("out_flag_2", x, dict(k=2, out_flag=2), "attribute 'out_flag' must be one of [0, 1], got 2", torch=False),
+        B("eps_-1", x, dict(k=2, eps=-1.0), "attribute 'eps' must be finite and >= 0, got -1"),
+        B("eps_-0.25", x, dict(k=2, eps=-0.25), "attribute 'eps' must be finite and >= 0, got -0.25"),
+        B("eps_inf", x, dict(k=2, eps=float("inf")), "attribute 'eps' must be finite and >= 0, got inf"),
+        B("eps_nan", x, dict(k=2, eps=float("nan")), "attribute 'eps' must be finite and >= 0, got nan"),
+        B("rsf_inf", x, dict(k=2, routed_scaling_factor=float("inf")),
+          "attribute 'routed_scaling_factor' must be finite, got inf"),
+        B("rsf_nan", x, dict(k=2, routed_scaling_factor=float("nan")),
+          "attribute 'routed_scaling_factor' must be finite, got nan"),
+        # attributes: kinds and names (torch's own signature typing rejects these first)
+        B("kind_rsf_int", x, dict(k=2, routed_scaling_factor=2),
+          "attribute 'routed_scaling_factor' must be FLOAT, got INT 2", torch=False),
+        B("kind_rsf_string", x, dict(k=2, routed_scaling_factor="2.5"),
+          "attribute 'routed_scaling_factor' must be FLOAT, got STRING '2.5'", torch=False),
+        B("kind_eps_int", x, dict(k=2, eps=0), "attribute 'eps' must be FLOAT, got INT 0", torch=False),
+        B("kind_eps_floats", x, dict(k=2, eps=[0.5, 1.0]),
+          "attribute 'eps' must be FLOAT, got FLOATS [0.5, 1]", torch=False),
+        B("kind_k_float", x, dict(k=2.0), "attribute 'k' must be INT, got FLOAT 2", torch=False),
+        B("kind_k_string", x, dict(k="2"), "attribute 'k' must be INT, got STRING '2'", torch=False),
+        B("kind_norm_type_float", x, dict(k=2, norm_type=1.0),
+          "attribute 'norm_type' must be INT, got FLOAT 1", torch=False),
+        B("kind_norm_type_string", x, dict(k=2, norm_type="1"),
+          "attribute 'norm_type' must be INT, got STRING '1'", torch=False),
+        B("kind_norm_type_ints", x, dict(k=2, norm_type=[1]),
+          "attribute 'norm_type' must be INT, got INTS [1]", torch=False),
+        B("unknown_norm", x, dict(k=2, norm=1),
+          "attribute 'norm' is not an attribute of MoeGatingTopKHash (known: eps, group_count, "
+          "group_select_mode, k, k_group, norm_type, out_flag, renorm, routed_scaling_factor)",
+          ort=False, torch=False),
+        # inputs (types: at ORT session creation; the rest when the model runs)
+        B("x_rank_1", {"x": np.zeros(8, np.float32)}, dict(k=2), "input 'x' must have rank >= 2, got shape [8]"),
+        B("x_double", {"x": np.zeros((3, 8))}, dict(k=2), "input 'x' must be float, float16 or bfloat16, got double"),
+        B("x_int32", {"x": np.zeros((3, 8), np.int32)}, dict(k=2),
+          "input 'x' must be float, float16 or bfloat16, got int32"),
+        B("E_2049", {"x": np.zeros((3, 2049), np.float32)}, dict(k=2),
+          "input 'x' last dimension E must be in [1, 2048], got 2049"),
+        B("E_0", {"x": np.zeros((3, 0), np.float32)}, dict(k=1),
+          "input 'x' last dimension E must be in [1, 2048], got 0"),
+        B("k_above_E", x, dict(k=9), "attribute 'k' must be <= E (8), got 9"),
+        B("group_count_not_dividing", x, dict(k=2, group_count=3, k_group=1),
+          "attribute 'group_count' must divide E (8), got 3"),
+        B("k_above_kept_experts", x, dict(k=5, group_count=4, k_group=2),
+          "attribute 'k' must be <= k_group * E / group_count (4), got 5"),
+        B("mode_1_single_expert_groups", x, dict(k=2, group_count=8, k_group=2, group_select_mode=1),
+          "attribute 'group_select_mode' 1 needs E / group_count >= 2, got E / group_count = 1"),
+        B("bias_length", {"x": X8, "bias": np.zeros(4, np.float32)}, dict(k=2),
+          "input 'bias' must have shape [E] = [8], got [4]"),
+        B("bias_rank", {"x": X8, "bias": np.zeros((1, 8), np.float32)}, dict(k=2),
+          "input 'bias' must have shape [E] = [8], got [1, 8]"),
+        B("bias_type", {"x": X8, "bias": F8.astype(np.float16)}, dict(k=2),
+          "input 'bias' must have the type of x (float), got float16"),
+        B("additional_bias_length", {"x": X8, "additional_bias": np.zeros(9, np.float32)}, dict(k=2),
+          "input 'additional_bias' must have shape [E] = [8], got [9]"),
+        B("additional_bias_type", {"x": X8, "additional_bias": F8.astype(bf16)}, dict(k=2),
+          "input 'additional_bias' must have the type of x (float), got bfloat16"),
+        B("ids_alone", {"x": X8, "input_ids": np.zeros(3, np.int64)}, dict(k=2),
+          "input 'input_ids' needs input 'tid2eid' (hash routing uses both), got only 'input_ids'"),
+        B("table_alone", {"x": X8, "tid2eid": np.zeros((4, 2), np.int32)}, dict(k=2),
+          "input 'tid2eid' needs input 'input_ids' (hash routing uses both), got only 'tid2eid'"),
+        B("table_rank", _hash(table=np.zeros(8, np.int32)), dict(k=2),
+          "input 'tid2eid' must have shape [n, k=2], got [8]"),
+        B("table_width", _hash(table=np.zeros((4, 3), np.int32)), dict(k=2),
+          "input 'tid2eid' must have shape [n, k=2], got [4, 3]"),
+        B("table_type", _hash(table=np.zeros((4, 2), np.float32)), dict(k=2),
+          "input 'tid2eid' must be int32 or int64, got float"),
+        B("ids_type", _hash(ids=np.zeros(3, np.float32)), dict(k=2),
+          "input 'input_ids' must be int32 or int64, got float"),
+        B("ids_count", _hash(ids=np.zeros(4, np.int64)), dict(k=2),
+          "input 'input_ids' must have R = 3 elements, got shape [4]"),
+        B("id_too_large", _hash(ids=np.array([0, 4, 1])), dict(k=2),
+          "input 'input_ids' value at row 1 is out of range [0, 4), got 4"),
+        B("id_negative", _hash(ids=np.array([0, 1, -1], np.int32)), dict(k=2),
+          "input 'input_ids' value at row 2 is out of range [0, 4), got -1"),
+        B("table_empty", _hash(table=np.zeros((0, 2), np.int64)), dict(k=2),
+          "input 'input_ids' value at row 0 is out of range [0, 0), got 0"),
+        B("table_entry_too_large",
+          _hash(ids=np.array([0, 3, 3]), table=np.array([[0, 1], [1, 2], [2, 3], [7, 8]], np.int64)), dict(k=2),
+          "input 'tid2eid' entry [3, 1] (used by row 1) is out of range [0, 8), got 8"),
+        B("table_entry_negative",
+          _hash(ids=np.array([2, 0, 0]), table=np.array([[0, 1], [1, 2], [-3, 3], [7, 8]], np.int32)), dict(k=2),
+          "input 'tid2eid' entry [2, 0] (used by row 0) is out of range [0, 8), got -3"),
+        B("hash_with_groups", _hash(), dict(k=2, group_count=4, k_group=2),
+          "hash routing (input 'tid2eid') cannot be combined with group-limited selection, "
+          "got group_count=4, k_group=2"),
+        B("mask_alone", {"x": X8, "additional_token_mask": np.zeros(3, bool)}, dict(k=2),
+          "input 'additional_token_mask' needs input 'additional_bias', got the mask alone"),
+        B("mask_type", {"x": X8, "additional_bias": F8, "additional_token_mask": np.zeros(3, np.int32)},
+          dict(k=2), "input 'additional_token_mask' must be bool, got int32"),
+        B("mask_count", {"x": X8, "additional_bias": F8, "additional_token_mask": np.zeros(2, bool)},
+          dict(k=2), "input 'additional_token_mask' must have R = 3 elements, got shape [2]"),
+    ]

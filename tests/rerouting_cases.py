@@ -29,6 +29,7 @@ TYPES = {
     "int32": (np.dtype(np.int32), TensorProto.INT32, torch.int32),
     "int64": (np.dtype(np.int64), TensorProto.INT64, torch.int64),
     "double": (np.dtype(np.float64), TensorProto.DOUBLE, torch.float64),
+    "bool": (np.dtype(np.bool_), TensorProto.BOOL, torch.bool),
 }
 _BY_ONNX = {v[1]: v[0] for v in TYPES.values()}
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -212,10 +213,9 @@ def type_name(a: np.ndarray) -> str:
 
 
 def bad_cases() -> list:
-    """``(id, tokens, counts, scales, attrs, message)`` breaking each rule of SPEC §2.3 once.
-
-    ``message`` is the exact text every layer (C++, NumPy, torch) reports after "MoeReRouting: ".
-    """
+    """Every rule of SPEC §2.3 broken once, with the exact message all layers give after
+    "MoeReRouting: " (see tests/op_table.py for what runs them)."""
+    from tests.op_table import BadCase
     f = np.zeros((6, 4), np.float32)
     c = WORKED_COUNTS.astype(np.int64)
     big = 2**62
@@ -260,4 +260,20 @@ def bad_cases() -> list:
         ("attr_idx_type", f, c, None, {"idx_type": -1},
          "attribute 'idx_type' must be 0 (gather index) or 1 (scatter index), got -1"),
     ]
+    cases = [BadCase(name, {"tokens": t, "expert_token_num_per_rank": n, "per_token_scales": s}, a, m)
+             for name, t, n, s, a, m in cases]
+    # Attributes of another kind or name: torch's own signature typing rejects them first.
+    kinds = [
+        ("kind_idx_type_float", {"idx_type": 1.0}, "attribute 'idx_type' must be INT, got FLOAT 1"),
+        ("kind_idx_type_string", {"idx_type": "1"}, "attribute 'idx_type' must be INT, got STRING '1'"),
+        ("kind_idx_type_ints", {"idx_type": [1]}, "attribute 'idx_type' must be INT, got INTS [1]"),
+        ("kind_expert_token_num_type_float", {"expert_token_num_type": 0.0},
+         "attribute 'expert_token_num_type' must be INT, got FLOAT 0"),
+    ]
+    cases += [BadCase(name, {"tokens": f, "expert_token_num_per_rank": c}, a, m, torch=False)
+              for name, a, m in kinds]
+    cases.append(BadCase(
+        "unknown_idx", {"tokens": f, "expert_token_num_per_rank": c}, {"idx": 1},
+        "attribute 'idx' is not an attribute of MoeReRouting (known: expert_token_num_type, idx_type)",
+        ort=False, torch=False))
     return cases

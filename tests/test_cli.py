@@ -40,6 +40,20 @@ def test_verify_table_and_exit_code(capsys):
     assert "6/6 checks passed for 2 block(s)" in out
 
 
+def test_verify_at_the_export_token_count_compares(capsys):
+    """--token-counts 8 (the export example's count) runs and compares at 8 tokens; it used to be
+    dropped and the checks passed having compared nothing."""
+    code, out, err = run_main(capsys, "verify", "mixtral", "--token-counts", str(verify.EXPORT_TOKENS))
+    assert code == 0, out + err
+    assert out.count("PASS") == 3 and "3/3 checks passed" in out
+    checks = verify.verify_preset("mixtral", token_counts=[verify.EXPORT_TOKENS])
+    assert [(c.tokens, c.compared) for c in checks] == [([verify.EXPORT_TOKENS], 1)] * 3
+
+
+def test_a_check_that_compared_nothing_does_not_pass():
+    assert not verify.Check("p", "float32", "ort", "torch", tol=1.0).passed
+
+
 def test_verify_failure_exits_1(capsys, monkeypatch):
     monkeypatch.setitem(verify.TOLERANCES, "float32", 0.0)  # any rounding difference now fails
     code, out, _ = run_main(capsys, "verify", "deepseek-v2", "--token-counts", "33")

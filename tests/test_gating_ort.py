@@ -4,6 +4,7 @@ reference, worked behaviours, shape inference, threading, and every validation r
 from __future__ import annotations
 
 import itertools
+import re
 import json
 import os
 import subprocess
@@ -262,7 +263,8 @@ def test_sigmoid_saturation():
     y, idx, out = run_ort({"x": x}, attrs)
     ry, ridx, rout = reference(x, **attrs)
     np.testing.assert_array_equal(idx, ridx)
-    assert out[0, 0] == 1.0 and out[0, 2] == 1.0 and out[0, 3] == 0.0 and out[0, 1] == 0.0
+    assert out[0, 0] == 1.0 and out[0, 2] == 1.0 and out[0, 3] == 0.0
+    assert out[0, 1] == np.float32(np.exp(-100.0))  # subnormal e^-100, not flushed to 0
     np.testing.assert_allclose(out, rout, rtol=4e-6, atol=1e-37)
     np.testing.assert_allclose(y, ry, rtol=4e-6, atol=1e-37)
 
@@ -406,6 +408,20 @@ def test_two_output_node():
     np.testing.assert_allclose(y, ry, rtol=4e-6)
 
 
+def test_out_omitted_with_an_empty_name():
+    """outputs ["y", "expert_idx", ""] (valid ONNX): the empty slot is counted but not produced;
+    it used to be written through a null value (SIGSEGV)."""
+    x = np.random.default_rng(1).standard_normal((5, 16)).astype(np.float32)
+    for out_flag in (0, 1):
+        model = make_model(dict(k=4, out_flag=out_flag), {"x": x})
+        model.graph.node[0].output[2] = ""
+        del model.graph.output[2]
+        y, idx = run_session(session(model), {"x": x}, 4)
+        ry, ridx, _ = reference(x, k=4, out_flag=out_flag)
+        np.testing.assert_array_equal(idx, ridx)
+        np.testing.assert_allclose(y, ry, rtol=4e-6)
+
+
 def test_shape_inference_keeps_symbolic_dims():
     x = np.zeros((2, 3, 16), np.float32)
     sess = session(make_model(dict(k=4, out_flag=1), {"x": x}, x_dims=["batch", "seq", 16]))
@@ -484,108 +500,26 @@ def isa_outputs() -> list:
     return results
 
 
-def test_baseline_and_avx2_builds_agree_bit_for_bit():
-    """ASCEND_MOE_CPU_ISA=baseline forces the baseline build; results must not depend on it."""
+def test_baseline_and_default_builds_agree():
+    """ASCEND_MOE_CPU_ISA=baseline forces the baseline build: the same experts as the default
+    (AVX2 / AVX-512) build, scores and weights within a few ulp (FMA, reciprocal estimate;
+    tests/test_gating_kernel.py checks every path against the reference)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, ASCEND_MOE_CPU_ISA="baseline",
                ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
     proc = subprocess.run([sys.executable, "-c", _ISA_SCRIPT.format(root=root)], env=env,
                           capture_output=True, text=True, timeout=120, check=True)
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == isa_outputs()
+    for base, default in zip(json.loads(proc.stdout.strip().splitlines()[-1]), isa_outputs()):
+        assert base[1] == default[1]
+        for a, b in ((base[0], default[0]), (base[2], default[2])):
+            a = np.asarray(a, np.uint32).view(np.int32).astype(np.int64)
+            b = np.asarray(b, np.uint32).view(np.int32).astype(np.int64)
+            assert np.abs(a - b).max(initial=0) <= 16  # positive floats: ulp = integer distance
 
 
-# ---- validation (SPEC §1.3) ------------------------------------------------------------------------
+# ---- validation (SPEC §1.3): the bad-case table is run by tests/test_op_table.py ---------------
 
-X8 = np.zeros((3, 8), np.float32)
-F8 = np.zeros(8, np.float32)
-
-
-def _hash_inputs(k=2, ids=None, table=None):
-    return {"x": X8,
-            "input_ids": np.zeros(3, np.int64) if ids is None else ids,
-            "tid2eid": np.zeros((4, k), np.int32) if table is None else table}
-
-
-ATTRIBUTE_ERRORS = [  # rejected when the session is created
-    (dict(k=0), r"attribute 'k' must be in \[1, 64\], got 0"),
-    (dict(k=65), r"attribute 'k' must be in \[1, 64\], got 65"),
-    (dict(), r"attribute 'k' is required"),
-    (dict(k=2, group_count=0), r"attribute 'group_count' must be >= 1, got 0"),
-    (dict(k=2, group_count=2, k_group=0), r"attribute 'k_group' must be in \[1, group_count \(2\)\], got 0"),
-    (dict(k=2, group_count=2, k_group=3), r"attribute 'k_group' must be in \[1, group_count \(2\)\], got 3"),
-    (dict(k=2, group_select_mode=2), r"attribute 'group_select_mode' must be one of \[0, 1\], got 2"),
-    (dict(k=2, norm_type=3), r"attribute 'norm_type' must be one of \[0, 1, 2\], got 3"),
-    (dict(k=2, norm_type=-1), r"attribute 'norm_type' must be one of \[0, 1, 2\], got -1"),
-    (dict(k=2, renorm=2), r"attribute 'renorm' must be one of \[0, 1\], got 2"),
-    (dict(k=2, out_flag=2), r"attribute 'out_flag' must be one of \[0, 1\], got 2"),
-    (dict(k=2, eps=-1.0), r"attribute 'eps' must be finite and >= 0, got -1"),
-    (dict(k=2, eps=float("inf")), r"attribute 'eps' must be finite and >= 0, got inf"),
-    (dict(k=2, eps=float("nan")), r"attribute 'eps' must be finite and >= 0, got nan"),
-    (dict(k=2, routed_scaling_factor=float("inf")), r"attribute 'routed_scaling_factor' must be finite, got inf"),
-    (dict(k=2, routed_scaling_factor=float("nan")), r"attribute 'routed_scaling_factor' must be finite, got nan"),
-    (dict(k=2, routed_scaling_factor=2), r"attribute 'routed_scaling_factor' must be a FLOAT, got an INT"),
-    (dict(k=2, eps=0), r"attribute 'eps' must be a FLOAT, got an INT"),
-    (dict(k=2.0), r"attribute 'k' must be an INT, got a FLOAT"),
-    (dict(k=2, norm_type=1.0), r"attribute 'norm_type' must be an INT, got a FLOAT"),
-]
-
-
-@pytest.mark.parametrize("attrs,message", ATTRIBUTE_ERRORS)
-def test_attribute_errors_fail_session_creation(attrs, message):
-    with pytest.raises(Exception, match="MoeGatingTopKHash: " + message):
-        session(make_model(attrs, {"x": X8}))
-
-
-INPUT_ERRORS = [  # (attrs, inputs, message), rejected when the model runs
-    (dict(k=2), {"x": np.zeros(8, np.float32)}, r"input 'x' must have rank >= 2, got shape \[8\]"),
-    (dict(k=2), {"x": np.zeros((3, 8))}, r"input 'x' must be float, float16 or bfloat16, got double"),
-    (dict(k=2), {"x": np.zeros((3, 8), np.int32)}, r"input 'x' must be float, float16 or bfloat16, got int32"),
-    (dict(k=2), {"x": np.zeros((3, 2049), np.float32)}, r"input 'x' last dimension E must be in \[1, 2048\], got 2049"),
-    (dict(k=1), {"x": np.zeros((3, 0), np.float32)}, r"input 'x' last dimension E must be in \[1, 2048\], got 0"),
-    (dict(k=9), {"x": X8}, r"attribute 'k' must be <= E \(8\), got 9"),
-    (dict(k=2, group_count=3, k_group=1), {"x": X8}, r"attribute 'group_count' must divide E \(8\), got 3"),
-    (dict(k=5, group_count=4, k_group=2), {"x": X8},
-     r"attribute 'k' must be <= k_group \* E / group_count \(4\), got 5"),
-    (dict(k=2, group_count=8, k_group=2, group_select_mode=1), {"x": X8},
-     r"attribute 'group_select_mode' 1 needs E / group_count >= 2, got E / group_count = 1"),
-    (dict(k=2), {"x": X8, "bias": np.zeros(4, np.float32)}, r"input 'bias' must have shape \[E\] = \[8\], got \[4\]"),
-    (dict(k=2), {"x": X8, "bias": np.zeros((1, 8), np.float32)}, r"input 'bias' must have shape \[E\] = \[8\], got \[1, 8\]"),
-    (dict(k=2), {"x": X8, "bias": F8.astype(np.float16)}, r"input 'bias' must have the type of x \(float\), got float16"),
-    (dict(k=2), {"x": X8, "additional_bias": np.zeros(9, np.float32)},
-     r"input 'additional_bias' must have shape \[E\] = \[8\], got \[9\]"),
-    (dict(k=2), {"x": X8, "additional_bias": F8.astype(ml_dtypes.bfloat16)},
-     r"input 'additional_bias' must have the type of x \(float\), got bfloat16"),
-    (dict(k=2), {"x": X8, "input_ids": np.zeros(3, np.int64)},
-     r"input 'input_ids' needs input 'tid2eid' \(hash routing uses both\), got only 'input_ids'"),
-    (dict(k=2), {"x": X8, "tid2eid": np.zeros((4, 2), np.int32)},
-     r"input 'tid2eid' needs input 'input_ids' \(hash routing uses both\), got only 'tid2eid'"),
-    (dict(k=2), _hash_inputs(table=np.zeros(8, np.int32)), r"input 'tid2eid' must have shape \[n, k=2\], got \[8\]"),
-    (dict(k=2), _hash_inputs(table=np.zeros((4, 3), np.int32)), r"input 'tid2eid' must have shape \[n, k=2\], got \[4, 3\]"),
-    (dict(k=2), _hash_inputs(table=np.zeros((4, 2), np.float32)), r"input 'tid2eid' must be int32 or int64, got float"),
-    (dict(k=2), _hash_inputs(ids=np.zeros(3, np.float32)), r"input 'input_ids' must be int32 or int64, got float"),
-    (dict(k=2), _hash_inputs(ids=np.zeros(4, np.int64)), r"input 'input_ids' must have R = 3 elements, got shape \[4\]"),
-    (dict(k=2), _hash_inputs(ids=np.array([0, 4, 1])), r"input 'input_ids' value at row 1 is out of range \[0, 4\), got 4"),
-    (dict(k=2), _hash_inputs(ids=np.array([0, 1, -1], np.int32)),
-     r"input 'input_ids' value at row 2 is out of range \[0, 4\), got -1"),
-    (dict(k=2), _hash_inputs(ids=np.array([0, 3, 3]), table=np.array([[0, 1], [1, 2], [2, 3], [7, 8]], np.int64)),
-     r"input 'tid2eid' entry \[3, 1\] \(used by row 1\) is out of range \[0, 8\), got 8"),
-    (dict(k=2), _hash_inputs(ids=np.array([2, 0, 0]), table=np.array([[0, 1], [1, 2], [-3, 3], [7, 8]], np.int32)),
-     r"input 'tid2eid' entry \[2, 0\] \(used by row 0\) is out of range \[0, 8\), got -3"),
-    (dict(k=2, group_count=4, k_group=2), _hash_inputs(),
-     r"hash routing \(input 'tid2eid'\) cannot be combined with group-limited selection, got group_count=4, k_group=2"),
-    (dict(k=2), {"x": X8, "additional_token_mask": np.zeros(3, bool)},
-     r"input 'additional_token_mask' needs input 'additional_bias', got the mask alone"),
-    (dict(k=2), {"x": X8, "additional_bias": F8, "additional_token_mask": np.zeros(3, np.int32)},
-     r"input 'additional_token_mask' must be bool, got int32"),
-    (dict(k=2), {"x": X8, "additional_bias": F8, "additional_token_mask": np.zeros(2, bool)},
-     r"input 'additional_token_mask' must have R = 3 elements, got shape \[2\]"),
-]
-
-
-@pytest.mark.parametrize("attrs,inputs,message", INPUT_ERRORS)
-def test_input_errors(attrs, inputs, message):
-    with pytest.raises(Exception, match="MoeGatingTopKHash: " + message):
-        run_ort(inputs, attrs)
+from tests.gating_cases import _hash as _hash_inputs  # noqa: E402
 
 
 def test_group_count_without_effective_grouping_allows_hash_and_mode_1():
@@ -593,3 +527,17 @@ def test_group_count_without_effective_grouping_allows_hash_and_mode_1():
     attrs = dict(k=2, group_count=8, k_group=8, group_select_mode=1)
     _, idx, _ = run_ort(_hash_inputs(ids=np.array([1, 2, 3]), table=np.arange(8, dtype=np.int32).reshape(4, 2)), attrs)
     np.testing.assert_array_equal(idx, [[2, 3], [4, 5], [6, 7]])
+
+
+def test_outputs_typed_otherwise_by_ort_are_refused_not_overwritten():
+    """x of unknown rank, untyped graph outputs and other inputs after x: ORT types y like the
+    last such input (here bool) and the C API cannot declare "type of x, rank unknown". The kernel
+    refuses to write float weights into that buffer (it used to write past its end)."""
+    from tests.op_table import OPS, node_model
+    from tests.rerouting_cases import run_feeds, session as rr_session
+
+    inputs, attrs = OPS[0].samples()[0]
+    model = node_model(OPS[0], inputs, attrs)  # unknown ranks
+    with pytest.raises(Exception, match=re.escape(
+            "MoeGatingTopKHash: output 'y' must be float for these inputs, but the graph types it bool")):
+        run_feeds(rr_session(model), inputs)

@@ -47,36 +47,21 @@ def assert_output_close(got, ref, dtype: str, rows=None, what=""):
 
 @pytest.mark.parametrize("name,dtype", CASES, ids=[f"{n}-{d}" for n, d in CASES])
 def test_block_graph(name, dtype):
+    """The verify harness (what `moe-onnx verify` runs) passes every path pair at every count."""
     block = presets.build(name, "tiny", dtype)
     model, sessions = _exported(block)
     ours = [n for n in model.graph.node if n.domain == "ascend.moe"]
     assert len(ours) == 1, [n.op_type for n in ours]
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "tokens"
     assert not isinstance(sessions["ort-functions"], str), sessions["ort-functions"]
-    routed = hasattr(block, "selection_scores")
-    tie_tol = verify.tie_tolerance(block) if routed else 0.0
-    for T in TOKEN_COUNTS:
-        inputs = block.example_inputs(T, seed=T)
-        results, like = verify.run_torch(block, inputs)
-        results["ort"] = verify.run_ort(sessions["ort"], block, inputs, like)
-        results["ort-functions"] = verify.run_ort(sessions["ort-functions"], block, inputs, like)
-        scores = None
-        if routed:
-            with torch.no_grad():
-                scores = block.selection_scores(dict(zip(block.input_names, inputs))).double().numpy()
-        for got, ref in verify.PATHS:
-            what = f"{name} {dtype} T={T} {got} vs {ref}"
-            g, r = results[got], results[ref]
-            assert g[0].shape == r[0].shape == (T, block.cfg.hidden), what
-            rows = np.ones(T, dtype=bool)
-            if routed:
-                ties = assert_routing_equal(g[1], r[1], scores, tie_tol)
-                if ties:  # shown in pytest's warnings summary, not only with -s
-                    warnings.warn(f"{what}: near-ties (row, experts, score spread) {ties}")
-                rows[[t[0] for t in ties]] = False
-            else:
-                np.testing.assert_array_equal(g[1], r[1], err_msg=what)
-            assert_output_close(g[0], r[0], dtype, rows, what)
+    checks = verify.verify_block(block, TOKEN_COUNTS, cache_key=(block.preset, "tiny", block.dtype_name, None, 0))
+    assert [(c.got, c.ref) for c in checks] == list(verify.PATHS)
+    for c in checks:
+        what = f"{name} {dtype} {c.got} vs {c.ref}"
+        assert c.tokens == list(TOKEN_COUNTS) and c.compared == len(TOKEN_COUNTS), what
+        assert c.passed, f"{what}: {c}"
+        if c.near_ties:  # shown in pytest's warnings summary, not only with -s
+            warnings.warn(f"{what}: near-ties (tokens, row, experts, score spread) {c.near_ties}")
 
 
 @pytest.mark.parametrize("name", list(presets.PRESETS))

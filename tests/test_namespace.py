@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PARTS = ("onnx_schemas", "ort_custom_ops", "exporters", "models", "benchmarks", "cli")
+PARTS = ("onnx_schemas", "ort_custom_ops", "exporters", "models", "benchmarks", "cli", "hf")
 
 
 def test_parts_import_only_under_the_namespace():

@@ -1,20 +1,44 @@
-// Single-thread micro-benchmark of the MoeGatingTopKHash CPU kernel, for profiling without ONNX
-// Runtime or Python in the way (perf, valgrind --tool=callgrind). Build from the repository root:
+// Single-thread micro-benchmark of the MoeGatingTopKHash CPU kernel, per instruction-set path,
+// without ONNX Runtime or Python in the way (also for perf / valgrind --tool=callgrind).
+// Build from the repository root (benchmarks/native/build_gating_micro.sh does both):
 //   g++ -O3 -g -std=c++17 -I. benchmarks/native/gating_micro.cc ops_src/cpu/*.cc -o build/gating_micro
-// Run: build/gating_micro PRESET [rows] [seconds] [float32|bfloat16]
+// or, to time an older kernel in the same process ("before" column), with its sources extracted
+// into DIR and compiled under another namespace:
+//   build/gating_micro_before (see build_gating_micro.sh BASE_COMMIT)
+// Run: build/gating_micro PRESET|all [rows] [seconds] [float32|bfloat16] [baseline|avx2|avx512]
+//   (the last argument: time only that path, e.g. under perf)
 //   PRESET: deepseek-v3 | kimi-k2 | qwen3-moe | deepseek-v4-hash | sigmoid-256 (no groups)
-// Prints the time per row (best of the repetitions). Logits are N(0, 1), bias N(0, 0.01).
+// Prints ns/row per path (fastest repetition; the candidates are interleaved, each repetition
+// times every one once), the ratio to the "before" kernel when linked, and the floor estimate.
+// Logits are N(0, 1), bias N(0, 0.01).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "ops_src/cpu/half.h"
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
+
+#ifdef GATING_MICRO_BEFORE
+// The older kernel's header and objects, compiled with -Dascend_moe=ascend_moe_before.
+#define ascend_moe ascend_moe_before
+#include "build/gating_before/ops_src/cpu/moe_gating_top_k_hash.h"
+#undef ascend_moe
+// Its structs have the same layout as today's: copied bytewise.
+template <typename To, typename From>
+To SameLayout(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "kernel structs changed layout");
+  To to;
+  std::memcpy(static_cast<void*>(&to), &from, sizeof to);
+  return to;
+}
+#endif
 
 using namespace ascend_moe::cpu;
 
@@ -24,6 +48,9 @@ struct Preset {
   MoeGatingTopKHashParams params;
   bool bias = false;
   int64_t vocab = 0;  // > 0: hash routing with a [vocab, k] table
+  // Estimated floor, ns/row, single thread, float32 (issue 14's analysis of DeepSeek-V3: the
+  // sigmoid pass at full vector throughput plus the selection's minimal instruction count).
+  double floor_avx2 = 0, floor_avx512 = 0;
 };
 
 bool MakePreset(const std::string& name, Preset* p) {
@@ -31,6 +58,7 @@ bool MakePreset(const std::string& name, Preset* p) {
   if (name == "deepseek-v3") {
     q.experts = 256, q.k = 8, q.group_count = 8, q.k_group = 4, q.group_select_mode = 1;
     q.norm_type = 1, q.routed_scaling_factor = 2.5f, p->bias = true;
+    p->floor_avx2 = 155, p->floor_avx512 = 120;
   } else if (name == "sigmoid-256") {
     q.experts = 256, q.k = 8, q.norm_type = 1, q.routed_scaling_factor = 2.5f, p->bias = true;
   } else if (name == "kimi-k2") {
@@ -45,21 +73,20 @@ bool MakePreset(const std::string& name, Preset* p) {
   return true;
 }
 
-}  // namespace
+struct Candidate {
+  std::string name;
+  std::function<bool()> run;  // false: failed
+  double best = 1e30;
+  std::vector<int32_t> idx = {};  // expert indices of the last run
+};
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PRESET [rows] [seconds] [float32|bfloat16]\n", argv[0]);
-    return 2;
-  }
+int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf16,
+          const std::string& only) {
   Preset preset;
-  if (!MakePreset(argv[1], &preset)) {
-    std::fprintf(stderr, "unknown preset %s\n", argv[1]);
+  if (!MakePreset(preset_name, &preset)) {
+    std::fprintf(stderr, "unknown preset %s\n", preset_name.c_str());
     return 2;
   }
-  const int64_t rows = argc > 2 ? std::atoll(argv[2]) : 4096;
-  const double seconds = argc > 3 ? std::atof(argv[3]) : 2.0;
-  const bool bf16 = argc > 4 && std::strcmp(argv[4], "bfloat16") == 0;
   MoeGatingTopKHashParams params = preset.params;
   params.rows = rows;
   const int64_t E = params.experts, k = params.k;
@@ -94,20 +121,74 @@ int main(int argc, char** argv) {
   out.y = y.data();
   out.expert_idx = idx.data();
 
+  std::vector<Candidate> candidates;
+#ifdef GATING_MICRO_BEFORE
+  namespace old = ascend_moe_before::cpu;
+  const auto old_params = SameLayout<old::MoeGatingTopKHashParams>(params);
+  const auto old_in = SameLayout<old::MoeGatingTopKHashInputs>(in);
+  const auto old_out = SameLayout<old::MoeGatingTopKHashOutputs>(out);
+  candidates.push_back({"before", [&] {
+    return old::MoeGatingTopKHashRows(old_params, old_in, old_out, 0, rows).ok();
+  }});
+#endif
+  for (GatingIsa isa : {GatingIsa::kBaseline, GatingIsa::kAvx2, GatingIsa::kAvx512}) {
+    MoeGatingTopKHashError error;
+    if (!MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, 1, &error)) continue;
+    if (!only.empty() && only != GatingIsaName(isa)) continue;
+    candidates.push_back({GatingIsaName(isa), [&, isa] {
+      MoeGatingTopKHashError e;
+      return MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, rows, &e) && e.ok();
+    }});
+  }
+
   using Clock = std::chrono::steady_clock;
-  double best = 1e30;
-  int reps = 0;
   const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  size_t rotation = 0;
   do {
-    const auto t0 = Clock::now();
-    if (!MoeGatingTopKHashRows(params, in, out, 0, rows).ok()) return 1;
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    ++reps;
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      Candidate& c = candidates[(j + rotation) % candidates.size()];
+      const auto t0 = Clock::now();
+      if (!c.run()) return 1;
+      c.best = std::min(c.best, std::chrono::duration<double>(Clock::now() - t0).count());
+      c.idx = idx;
+    }
+    ++rotation;
   } while (Clock::now() < end);
-  long checksum = 0;
-  for (int32_t v : idx) checksum += v;
-  std::printf("%s %s rows=%lld: %.1f ns/row (best of %d), checksum %ld\n", argv[1],
-              bf16 ? "bfloat16" : "float32", static_cast<long long>(rows), best / rows * 1e9, reps,
-              checksum);
+
+  std::printf("%s %s rows=%lld (ns/row, fastest of %zu interleaved repetitions)\n",
+              preset_name.c_str(), bf16 ? "bfloat16" : "float32", static_cast<long long>(rows),
+              rotation);
+  const double before = candidates[0].name == "before" ? candidates[0].best : 0;
+  for (const Candidate& c : candidates) {
+    std::printf("  %-9s %7.1f", c.name.c_str(), c.best / rows * 1e9);
+    if (before > 0 && &c != &candidates[0]) std::printf("   %.2fx before", c.best / before);
+    if (c.idx != candidates[0].idx) std::printf("   EXPERTS DIFFER from %s", candidates[0].name.c_str());
+    double floor = c.name == "avx2" ? preset.floor_avx2 : c.name == "avx512" ? preset.floor_avx512 : 0;
+    if (floor > 0 && !bf16) std::printf("   (floor estimate ~%.0f)", floor);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PRESET|all [rows] [seconds] [float32|bfloat16] [path]\n", argv[0]);
+    return 2;
+  }
+  const int64_t rows = argc > 2 ? std::atoll(argv[2]) : 4096;
+  const double seconds = argc > 3 ? std::atof(argv[3]) : 2.0;
+  const bool bf16 = argc > 4 && std::strcmp(argv[4], "bfloat16") == 0;
+  std::vector<std::string> presets;
+  if (std::strcmp(argv[1], "all") == 0) {
+    presets = {"deepseek-v3", "kimi-k2", "qwen3-moe", "deepseek-v4-hash"};
+  } else {
+    presets = {argv[1]};
+  }
+  for (const std::string& p : presets) {
+    const int rc = Bench(p, rows, seconds, bf16, argc > 5 ? argv[5] : "");
+    if (rc != 0) return rc;
+  }
   return 0;
 }

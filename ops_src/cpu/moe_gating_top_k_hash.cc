@@ -6,9 +6,10 @@
 // maxima and rank the few keys above the bound (no sort of the row), then gather, renormalise
 // and scale the weights. Hash rows of sigmoid / sqrt-softplus routers compute only the k scores
 // they use (unless out_flag asks for all of them). The row code (moe_gating_top_k_hash_rows.inc)
-// is compiled twice on x86-64 with GCC: for the baseline instruction set and for AVX2, chosen at
-// run time, so the library runs on any x86-64 CPU. Both give bit-identical results (no FMA contraction, and the
-// reductions fix their summation order in the source).
+// is compiled three times on x86-64 with GCC: for the baseline instruction set, for AVX2 + FMA
+// and for AVX-512 (F, BW, DQ, VL), chosen at run time, so the library runs on any x86-64 CPU.
+// Expert sets follow the same rules on every path; scores and weights differ by a few ulp
+// between paths (FMA, the reciprocal estimate, the softmax summation width; docs/kernel.md).
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
 #include <climits>
@@ -40,12 +41,26 @@ namespace gating_baseline {
 
 #if ASCEND_MOE_GATING_AVX2
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma")
 #define ASCEND_MOE_GATING_LANES 8
 namespace gating_avx2 {
 #include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
 }  // namespace gating_avx2
 #undef ASCEND_MOE_GATING_LANES
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
+#pragma GCC diagnostic push
+// GCC 12: the intrinsics' _mm512_undefined_ps() pass-through operands read as uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define ASCEND_MOE_GATING_LANES 16
+namespace gating_avx512 {
+#include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
+}  // namespace gating_avx512
+#undef ASCEND_MOE_GATING_LANES
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
 
@@ -62,43 +77,87 @@ Scratch& ThreadScratch() {
   return scratch;
 }
 
-// The AVX2 build when the CPU has AVX2, unless the environment variable ASCEND_MOE_CPU_ISA is
-// "baseline" (read once; lets tests cover the baseline build on AVX2 machines).
-bool UseAvx2() {
+// The best build the CPU runs.
+GatingIsa BestIsa() {
 #if ASCEND_MOE_GATING_AVX2
-  static const bool avx2 = [] {
-    const char* isa = std::getenv("ASCEND_MOE_CPU_ISA");
-    if (isa != nullptr && std::strcmp(isa, "baseline") == 0) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return avx2;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return GatingIsa::kBaseline;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    return GatingIsa::kAvx512;
+  }
+  return GatingIsa::kAvx2;
 #else
-  return false;
+  return GatingIsa::kBaseline;
 #endif
+}
+
+// The best build, or a lower one named by the environment variable ASCEND_MOE_CPU_ISA
+// ("baseline", "avx2"; read once), so that tests and benchmarks cover every path the CPU has.
+// A path the CPU lacks is never taken.
+GatingIsa ChooseIsa() {
+  const GatingIsa best = BestIsa();
+  const char* isa = std::getenv("ASCEND_MOE_CPU_ISA");
+  GatingIsa wanted = best;
+  if (isa != nullptr && std::strcmp(isa, "baseline") == 0) wanted = GatingIsa::kBaseline;
+  if (isa != nullptr && std::strcmp(isa, "avx2") == 0) wanted = GatingIsa::kAvx2;
+  return static_cast<int>(wanted) < static_cast<int>(best) ? wanted : best;
 }
 
 }  // namespace
 
-MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& params,
-                                             const MoeGatingTopKHashInputs& inputs,
-                                             const MoeGatingTopKHashOutputs& outputs,
-                                             int64_t begin, int64_t end) {
-  if (begin >= end) return {};
+GatingIsa MoeGatingTopKHashIsa() {
+  static const GatingIsa isa = ChooseIsa();
+  return isa;
+}
+
+const char* GatingIsaName(GatingIsa isa) {
+  switch (isa) {
+    case GatingIsa::kAvx512: return "avx512";
+    case GatingIsa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
+                                  const MoeGatingTopKHashInputs& inputs,
+                                  const MoeGatingTopKHashOutputs& outputs, int64_t begin,
+                                  int64_t end, MoeGatingTopKHashError* error) {
+  static const GatingIsa best = BestIsa();
+  if (static_cast<int>(isa) > static_cast<int>(best)) return false;
+  *error = {};
+  if (begin >= end) return true;
   const size_t E = static_cast<size_t>(params.experts);
   const size_t G = static_cast<size_t>(params.group_count);
   Scratch& scratch = ThreadScratch();
   if (scratch.floats.size() < 4 * E) scratch.floats.resize(4 * E);
   if (scratch.ints.size() < 4 * E + G + 1) scratch.ints.resize(4 * E + G + 1);
+  float* f = scratch.floats.data();
+  int32_t* i = scratch.ints.data();
+  switch (isa) {
 #if ASCEND_MOE_GATING_AVX2
-  if (UseAvx2()) {
-    return gating_avx2::Rows(params, inputs, outputs, begin, end, scratch.floats.data(),
-                             scratch.ints.data());
-  }
+    case GatingIsa::kAvx512:
+      *error = gating_avx512::Rows(params, inputs, outputs, begin, end, f, i);
+      break;
+    case GatingIsa::kAvx2:
+      *error = gating_avx2::Rows(params, inputs, outputs, begin, end, f, i);
+      break;
 #endif
-  (void)UseAvx2;
-  return gating_baseline::Rows(params, inputs, outputs, begin, end, scratch.floats.data(),
-                               scratch.ints.data());
+    default:
+      *error = gating_baseline::Rows(params, inputs, outputs, begin, end, f, i);
+      break;
+  }
+  return true;
+}
+
+MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& params,
+                                             const MoeGatingTopKHashInputs& inputs,
+                                             const MoeGatingTopKHashOutputs& outputs,
+                                             int64_t begin, int64_t end) {
+  MoeGatingTopKHashError error;
+  MoeGatingTopKHashRowsWithIsa(MoeGatingTopKHashIsa(), params, inputs, outputs, begin, end,
+                               &error);
+  return error;
 }
 
 std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,

@@ -75,6 +75,21 @@ MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& para
                                              const MoeGatingTopKHashOutputs& outputs,
                                              int64_t begin, int64_t end);
 
+// Instruction-set builds of the row code (x86-64 with GCC; elsewhere only the baseline).
+enum class GatingIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The build this process uses: the best one the CPU runs, lowered by the environment variable
+// ASCEND_MOE_CPU_ISA = baseline | avx2 (read once, on the first call).
+GatingIsa MoeGatingTopKHashIsa();
+const char* GatingIsaName(GatingIsa isa);
+
+// MoeGatingTopKHashRows with a given build (benchmarks, tests): false, computing nothing, when
+// the CPU cannot run it; else the data error (if any) in *error.
+bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
+                                  const MoeGatingTopKHashInputs& inputs,
+                                  const MoeGatingTopKHashOutputs& outputs, int64_t begin,
+                                  int64_t end, MoeGatingTopKHashError* error);
+
 // The error as a message in the project's convention ("MoeGatingTopKHash: input '...' ...").
 std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,
                                            const MoeGatingTopKHashParams& params,

@@ -116,9 +116,12 @@ void MoeReRoutingLayout::WriteExpertTokenNum(void* out) const {
 }
 
 int64_t MoeReRoutingLayout::RowsPerChunk(int64_t chunk_bytes) const {
-  const int64_t per_row = params_.token_row_bytes +
-                          (params_.has_scales ? params_.scale_row_bytes : 0) +
-                          static_cast<int64_t>(sizeof(int32_t));
+  // Saturating: an empty tensor may have rows too large to exist (huge H or S).
+  int64_t per_row = static_cast<int64_t>(sizeof(int32_t));
+  if (__builtin_add_overflow(per_row, params_.token_row_bytes, &per_row) ||
+      (params_.has_scales && __builtin_add_overflow(per_row, params_.scale_row_bytes, &per_row))) {
+    per_row = INT64_MAX;
+  }
   return std::max<int64_t>(1, chunk_bytes / std::max<int64_t>(per_row, 1));
 }
 

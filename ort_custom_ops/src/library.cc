@@ -14,7 +14,7 @@ namespace {
 // The domain must outlive every session that uses it; ORT only keeps a pointer.
 Ort::CustomOpDomain& Domain() {
   static Ort::CustomOpDomain* domain = [] {
-    auto* d = new Ort::CustomOpDomain(ascend_moe::kDomain);
+    auto* d = new Ort::CustomOpDomain(ascend_moe::defs::kDomain);
     for (const OrtCustomOp* op : ascend_moe::AllOps()) d->Add(op);
     return d;
   }();
@@ -46,13 +46,13 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
   return nullptr;
 }
 
-// Attribute names/defaults as the C++ kernels use them (JSON); valid for the process lifetime.
+// Names, inputs, outputs and attributes (kinds, defaults) as the C++ kernels use them (JSON); valid for the process lifetime.
 ASCEND_MOE_EXPORT const char* AscendMoeOpsManifest() {
   static std::string json;
   static std::once_flag once;
   std::call_once(once, [] {
     (void)ascend_moe::AllOps();  // constructing the ops registers their manifest entries
-    json = ascend_moe::ManifestJson();
+    json = ascend_moe::ManifestJson(ascend_moe::defs::kDomain);
   });
   return json.c_str();
 }

@@ -82,13 +82,14 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
     args.additional_bias = views.additional_bias.data;
     args.mask = views.mask.data;
   }
-  args.y = ctx.GetOutput(kGtY, p.y_shape).GetTensorMutableRawData();
-  args.expert_idx =
-      static_cast<int32_t*>(ctx.GetOutput(kGtExpertIdx, p.y_shape).GetTensorMutableRawData());
-  if (ctx.GetOutputCount() > kGtOut) {
-    void* out = ctx.GetOutput(kGtOut, p.out_shape).GetTensorMutableRawData();
-    if (p.params.out_flag) args.out = static_cast<float*>(out);
-  }
+  using gating_defs::kOutputs;
+  args.y = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtY, p.y_shape, views.x.type, true);
+  args.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
+      ctx, kMoeGatingName, kOutputs, kGtExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
+  // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
+  void* out = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtOut, p.out_shape,
+                               ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);
+  if (p.params.out_flag) args.out = static_cast<float*>(out);
 
   const cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
   CannDevice device(ctx, kGtX);

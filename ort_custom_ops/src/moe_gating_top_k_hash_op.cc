@@ -23,9 +23,8 @@ namespace {
 // nodes must carry all three (ORT 1.21 aborts on a missing one; 1.32 accepts two-output nodes).
 OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  int64_t k = 0, out_flag = 0;
-  if (OrtStatusPtr s = InferAttrInt(api, ctx, kMoeGatingAttrs[kGtK], &k)) return s;
-  if (OrtStatusPtr s = InferAttrInt(api, ctx, kMoeGatingAttrs[kGtOutFlag], &out_flag)) return s;
+  const int64_t k = InferAttrInt(api, ctx, gating_defs::kAttrs[gating_defs::kAttrK]);
+  const int64_t out_flag = InferAttrInt(api, ctx, gating_defs::kAttrs[gating_defs::kAttrOutFlag]);
 
   InferredTensor x{};
   if (!GetInferInput(api, ctx, kGtX, &x)) return nullptr;  // nothing known
@@ -109,13 +108,14 @@ struct MoeGatingCpuKernel {
     }
 
     cpu::MoeGatingTopKHashOutputs outputs;
-    outputs.y = ctx.GetOutput(kGtY, p.y_shape).GetTensorMutableRawData();
-    outputs.expert_idx =
-        static_cast<int32_t*>(ctx.GetOutput(kGtExpertIdx, p.y_shape).GetTensorMutableRawData());
-    if (ctx.GetOutputCount() > kGtOut) {
-      void* out = ctx.GetOutput(kGtOut, p.out_shape).GetTensorMutableRawData();
-      if (p.params.out_flag) outputs.out = static_cast<float*>(out);
-    }
+    using gating_defs::kOutputs;
+    outputs.y = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtY, p.y_shape, views.x.type, true);
+    outputs.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
+        ctx, kMoeGatingName, kOutputs, kGtExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
+    // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
+    void* out = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtOut, p.out_shape,
+                                 ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);
+    if (p.params.out_flag) outputs.out = static_cast<float*>(out);
     RunMoeGatingCpu(ctx, p, inputs, outputs);
   }
 
@@ -126,19 +126,13 @@ struct MoeGatingCpuKernel {
 // The op definition, independent of the execution provider (SPEC §1.1).
 struct MoeGatingDef {
   static constexpr const char* kName = kMoeGatingName;
-  static constexpr const AttrSpec* kAttrs = kMoeGatingAttrs;
-  static constexpr size_t kNumAttrs = std::size(kMoeGatingAttrs);
-  static constexpr size_t kNumInputs = kGtNumInputs;
-  static constexpr size_t kNumOutputs = kGtNumOutputs;
-  static bool InputOptional(size_t index) { return index != kGtX; }
-  static bool OutputOptional(size_t index) { return index == kGtOut; }
-  static ONNXTensorElementDataType OutputType(size_t index) {
-    switch (index) {
-      case kGtExpertIdx: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-      case kGtOut: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-      default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // y: the type of x
-    }
-  }
+  static constexpr int kSinceVersion = gating_defs::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = gating_defs::kInputs;
+  static constexpr size_t kNumInputs = std::size(gating_defs::kInputs);
+  static constexpr const ParamSpec* kOutputs = gating_defs::kOutputs;
+  static constexpr size_t kNumOutputs = std::size(gating_defs::kOutputs);
+  static constexpr const AttrSpec* kAttrs = gating_defs::kAttrs;
+  static constexpr size_t kNumAttrs = std::size(gating_defs::kAttrs);
   static constexpr auto InferShapes = &InferMoeGatingShapes;
 };
 

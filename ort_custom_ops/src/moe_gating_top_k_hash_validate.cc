@@ -10,8 +10,8 @@ namespace {
 [[noreturn]] void FailInput(const char* name, const std::string& what_and_value) {
   Fail(Str(kMoeGatingName, ": input '", name, "' ", what_and_value));
 }
-[[noreturn]] void FailAttr(MoeGatingAttrIndex attr, const std::string& what_and_value) {
-  Fail(Str(kMoeGatingName, ": attribute '", kMoeGatingAttrs[attr].name, "' ", what_and_value));
+[[noreturn]] void FailAttr(gating_defs::Attr attr, const std::string& what_and_value) {
+  Fail(Str(kMoeGatingName, ": attribute '", gating_defs::kAttrs[attr].name, "' ", what_and_value));
 }
 
 // The element type of x-like inputs, or false when the type is not allowed.
@@ -46,76 +46,51 @@ void CheckBiasLike(const char* name, const InputView& v, const InputView& x, int
 }  // namespace
 
 std::string CheckMoeGatingAttrs(const MoeGatingAttrs& a) {
-  auto attr = [](MoeGatingAttrIndex i) {
-    return Str(kMoeGatingName, ": attribute '", kMoeGatingAttrs[i].name, "' ");
-  };
+  using namespace gating_defs;
+  auto attr = [](Attr i) { return Str(kMoeGatingName, ": attribute '", kAttrs[i].name, "' "); };
   if (a.k < 1 || a.k > cpu::kGatingMaxK) {
-    return Str(attr(kGtK), "must be in [1, ", cpu::kGatingMaxK, "], got ", a.k);
+    return Str(attr(kAttrK), "must be in [1, ", cpu::kGatingMaxK, "], got ", a.k);
   }
-  if (a.group_count < 1) return Str(attr(kGtGroupCount), "must be >= 1, got ", a.group_count);
+  if (a.group_count < 1) return Str(attr(kAttrGroupCount), "must be >= 1, got ", a.group_count);
   if (a.k_group < 1 || a.k_group > a.group_count) {
-    return Str(attr(kGtKGroup), "must be in [1, group_count (", a.group_count, ")], got ",
+    return Str(attr(kAttrKGroup), "must be in [1, group_count (", a.group_count, ")], got ",
                a.k_group);
   }
   if (a.group_select_mode != 0 && a.group_select_mode != 1) {
-    return Str(attr(kGtGroupSelectMode), "must be one of [0, 1], got ", a.group_select_mode);
+    return Str(attr(kAttrGroupSelectMode), "must be one of [0, 1], got ", a.group_select_mode);
   }
   if (a.norm_type < 0 || a.norm_type > 2) {
-    return Str(attr(kGtNormType), "must be one of [0, 1, 2], got ", a.norm_type);
+    return Str(attr(kAttrNormType), "must be one of [0, 1, 2], got ", a.norm_type);
   }
   if (a.renorm != 0 && a.renorm != 1) {
-    return Str(attr(kGtRenorm), "must be one of [0, 1], got ", a.renorm);
+    return Str(attr(kAttrRenorm), "must be one of [0, 1], got ", a.renorm);
   }
   if (a.out_flag != 0 && a.out_flag != 1) {
-    return Str(attr(kGtOutFlag), "must be one of [0, 1], got ", a.out_flag);
+    return Str(attr(kAttrOutFlag), "must be one of [0, 1], got ", a.out_flag);
   }
   if (!std::isfinite(a.eps) || a.eps < 0.0f) {
-    return Str(attr(kGtEps), "must be finite and >= 0, got ", a.eps);
+    return Str(attr(kAttrEps), "must be finite and >= 0, got ", a.eps);
   }
   if (!std::isfinite(a.routed_scaling_factor)) {
-    return Str(attr(kGtRoutedScalingFactor), "must be finite, got ", a.routed_scaling_factor);
+    return Str(attr(kAttrRoutedScalingFactor), "must be finite, got ", a.routed_scaling_factor);
   }
   return {};
 }
 
 MoeGatingAttrs ReadMoeGatingAttrs(const OrtKernelInfo* info) {
-  const OrtApi& api = Ort::GetApi();
-  // Whether the node has the attribute as an INT (FLOAT when `as_int` is false).
-  auto has = [&](const char* name, bool as_int) {
-    int64_t i = 0;
-    float f = 0.f;
-    OrtStatus* status = as_int ? api.KernelInfoGetAttribute_int64(info, name, &i)
-                               : api.KernelInfoGetAttribute_float(info, name, &f);
-    if (status == nullptr) return true;
-    api.ReleaseStatus(status);
-    return false;
-  };
-  // A value of the wrong kind would otherwise be taken for an absent attribute (the default).
-  auto check_kind = [&](MoeGatingAttrIndex i) {
-    const AttrSpec& spec = kMoeGatingAttrs[i];
-    const bool want_int = spec.kind == AttrSpec::kInt;
-    if (!has(spec.name, want_int) && has(spec.name, !want_int)) {
-      Fail(Str(kMoeGatingName, ": attribute '", spec.name, "' must be ",
-               want_int ? "an INT" : "a FLOAT", ", got ", want_int ? "a FLOAT" : "an INT"));
-    }
-    if (spec.required && !has(spec.name, want_int)) {
-      Fail(Str(kMoeGatingName, ": attribute '", spec.name, "' is required (",
-               want_int ? "INT" : "FLOAT", "), got none"));
-    }
-  };
-  for (size_t i = 0; i < std::size(kMoeGatingAttrs); ++i) {
-    check_kind(static_cast<MoeGatingAttrIndex>(i));
-  }
-  MoeGatingAttrs a;
-  a.k = ReadIntAttr(info, kMoeGatingAttrs[kGtK]);
-  a.k_group = ReadIntAttr(info, kMoeGatingAttrs[kGtKGroup]);
-  a.group_count = ReadIntAttr(info, kMoeGatingAttrs[kGtGroupCount]);
-  a.group_select_mode = ReadIntAttr(info, kMoeGatingAttrs[kGtGroupSelectMode]);
-  a.renorm = ReadIntAttr(info, kMoeGatingAttrs[kGtRenorm]);
-  a.norm_type = ReadIntAttr(info, kMoeGatingAttrs[kGtNormType]);
-  a.out_flag = ReadIntAttr(info, kMoeGatingAttrs[kGtOutFlag]);
-  a.routed_scaling_factor = ReadFloatAttr(info, kMoeGatingAttrs[kGtRoutedScalingFactor]);
-  a.eps = ReadFloatAttr(info, kMoeGatingAttrs[kGtEps]);
+  using namespace gating_defs;
+  auto read_int = [&](Attr i) { return ReadIntAttr(info, kName, kAttrs[i]); };
+  auto read_float = [&](Attr i) { return ReadFloatAttr(info, kName, kAttrs[i]); };
+  MoeGatingAttrs a{};
+  a.k = read_int(kAttrK);
+  a.k_group = read_int(kAttrKGroup);
+  a.group_count = read_int(kAttrGroupCount);
+  a.group_select_mode = read_int(kAttrGroupSelectMode);
+  a.renorm = read_int(kAttrRenorm);
+  a.norm_type = read_int(kAttrNormType);
+  a.out_flag = read_int(kAttrOutFlag);
+  a.routed_scaling_factor = read_float(kAttrRoutedScalingFactor);
+  a.eps = read_float(kAttrEps);
   const std::string error = CheckMoeGatingAttrs(a);
   if (!error.empty()) Fail(error);
   return a;
@@ -138,18 +113,18 @@ MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& in, const Mo
   if (E < 1 || E > cpu::kGatingMaxExperts) {
     FailInput("x", Str("last dimension E must be in [1, ", cpu::kGatingMaxExperts, "], got ", E));
   }
-  if (a.k > E) FailAttr(kGtK, Str("must be <= E (", E, "), got ", a.k));
+  if (a.k > E) FailAttr(gating_defs::kAttrK, Str("must be <= E (", E, "), got ", a.k));
   if (E % a.group_count != 0) {
-    FailAttr(kGtGroupCount, Str("must divide E (", E, "), got ", a.group_count));
+    FailAttr(gating_defs::kAttrGroupCount, Str("must divide E (", E, "), got ", a.group_count));
   }
   const int64_t per_group = E / a.group_count;
   if (a.k > a.k_group * per_group) {
-    FailAttr(kGtK, Str("must be <= k_group * E / group_count (", a.k_group * per_group, "), got ",
+    FailAttr(gating_defs::kAttrK, Str("must be <= k_group * E / group_count (", a.k_group * per_group, "), got ",
                        a.k));
   }
   const bool grouped = MoeGatingGroupingEffective(a);
   if (a.group_select_mode == 1 && grouped && per_group < 2) {
-    FailAttr(kGtGroupSelectMode,
+    FailAttr(gating_defs::kAttrGroupSelectMode,
              Str("1 needs E / group_count >= 2, got E / group_count = ", per_group));
   }
 

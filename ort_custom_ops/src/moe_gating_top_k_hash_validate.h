@@ -4,60 +4,44 @@
 
 #include <string>
 
+#include "op_defs.gen.h"
 #include "op_utils.h"
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
 namespace ascend_moe {
 
-inline constexpr const char* kMoeGatingName = "MoeGatingTopKHash";
+namespace gating_defs = defs::moe_gating_top_k_hash;
+inline constexpr const char* kMoeGatingName = gating_defs::kName;
 
-// Input and output positions (SPEC §1.1).
+// Input and output positions (generated from the schema; short names for the kernels).
 enum MoeGatingInput : size_t {
-  kGtX = 0,
-  kGtBias = 1,
-  kGtInputIds = 2,
-  kGtTid2eid = 3,
-  kGtAdditionalBias = 4,
-  kGtMask = 5,
-  kGtNumInputs = 6
+  kGtX = gating_defs::kInX,
+  kGtBias = gating_defs::kInBias,
+  kGtInputIds = gating_defs::kInInputIds,
+  kGtTid2eid = gating_defs::kInTid2eid,
+  kGtAdditionalBias = gating_defs::kInAdditionalBias,
+  kGtMask = gating_defs::kInAdditionalTokenMask,
+  kGtNumInputs = gating_defs::kNumIns
 };
-enum MoeGatingOutput : size_t { kGtY = 0, kGtExpertIdx = 1, kGtOut = 2, kGtNumOutputs = 3 };
-
-// Attribute table (names, kinds, defaults of SPEC §1.1): the kernels read attributes through it
-// and the manifest publishes it.
-enum MoeGatingAttrIndex : size_t {
-  kGtK = 0,
-  kGtKGroup,
-  kGtGroupCount,
-  kGtGroupSelectMode,
-  kGtRenorm,
-  kGtNormType,
-  kGtOutFlag,
-  kGtRoutedScalingFactor,
-  kGtEps,
-};
-inline constexpr AttrSpec kMoeGatingAttrs[] = {
-    {"k", AttrSpec::kInt, true, 0},
-    {"k_group", AttrSpec::kInt, false, 1},
-    {"group_count", AttrSpec::kInt, false, 1},
-    {"group_select_mode", AttrSpec::kInt, false, 0},
-    {"renorm", AttrSpec::kInt, false, 0},
-    {"norm_type", AttrSpec::kInt, false, 0},
-    {"out_flag", AttrSpec::kInt, false, 0},
-    {"routed_scaling_factor", AttrSpec::kFloat, false, 1.0},
-    {"eps", AttrSpec::kFloat, false, 1e-20},
+enum MoeGatingOutput : size_t {
+  kGtY = gating_defs::kOutY,
+  kGtExpertIdx = gating_defs::kOutExpertIdx,
+  kGtOut = gating_defs::kOutOut,
+  kGtNumOutputs = gating_defs::kNumOuts
 };
 
+// Attribute values as the kernels use them; every field is read through the generated table
+// (gating_defs::kAttrs), which holds the defaults.
 struct MoeGatingAttrs {
-  int64_t k = 0;
-  int64_t k_group = 1;
-  int64_t group_count = 1;
-  int64_t group_select_mode = 0;
-  int64_t renorm = 0;
-  int64_t norm_type = 0;
-  int64_t out_flag = 0;
-  float routed_scaling_factor = 1.0f;
-  float eps = 1e-20f;
+  int64_t k;
+  int64_t k_group;
+  int64_t group_count;
+  int64_t group_select_mode;
+  int64_t renorm;
+  int64_t norm_type;
+  int64_t out_flag;
+  float routed_scaling_factor;
+  float eps;
 };
 
 // Whether group-limited selection applies (SPEC §1.2 step 3).
@@ -69,8 +53,8 @@ inline bool MoeGatingGroupingEffective(const MoeGatingAttrs& a) {
 // empty when all hold.
 std::string CheckMoeGatingAttrs(const MoeGatingAttrs& attrs);
 
-// Reads the attributes through the table (defaults for absent ones) and fails when `k` is
-// missing or a rule of CheckMoeGatingAttrs is broken.
+// Reads the attributes through the table (defaults for absent ones) and fails when one has
+// another kind, `k` is missing, or a rule of CheckMoeGatingAttrs is broken.
 MoeGatingAttrs ReadMoeGatingAttrs(const OrtKernelInfo* info);
 
 // The inputs of one call; absent optional inputs have present == false.

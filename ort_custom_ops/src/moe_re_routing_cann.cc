@@ -38,19 +38,21 @@ void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   }
   args.counts_host = counts.data;
 
-  auto output = [&](size_t i, const std::vector<int64_t>& shape) {
-    return ctx.GetOutput(i, shape).GetTensorMutableRawData();  // null when empty
+  auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+    return GetCheckedOutput(ctx, kMoeReRoutingName, rerouting_defs::kOutputs, i, shape, type,
+                            /*required=*/true);
   };
   args.tokens = tokens.data;
-  args.permute_tokens = output(kRrPermuteTokens, tokens.shape);
+  args.permute_tokens = output(kRrPermuteTokens, tokens.shape, tokens.type);
   if (scales.present) {
     args.scales = scales.data;
-    args.permute_scales = output(kRrPermuteScales, scales.shape);
+    args.permute_scales = output(kRrPermuteScales, scales.shape, scales.type);
   } else {
-    output(kRrPermuteScales, {0});
+    output(kRrPermuteScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
   }
-  args.permute_idx = static_cast<int32_t*>(output(kRrPermuteIdx, {args.params.num_tokens}));
-  args.expert_token_num = output(kRrExpertTokenNum, {args.params.num_experts});
+  args.permute_idx = static_cast<int32_t*>(
+      output(kRrPermuteIdx, {args.params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
+  args.expert_token_num = output(kRrExpertTokenNum, {args.params.num_experts}, counts.type);
 
   const cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
   if (!path.call) log_->WarnOnce(Str(kMoeReRoutingName, " runs on the CANN copy fallback: ", path.reason));

@@ -13,15 +13,15 @@ namespace ascend_moe {
 namespace {
 
 // Output types and shapes from the input types/shapes (SPEC §2.1); attribute values checked so
-// a bad node fails at session creation.
+// a bad node fails at session creation. An input without dims has an unknown rank (a rank-0
+// input fails at run time): the C API cannot declare "unknown rank" (it would declare a scalar,
+// which ORT's optimisers then trust), so outputs shaped like such an input are left unset.
 OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  MoeReRoutingAttrs attrs;
-  if (OrtStatusPtr s = InferAttrInt(api, ctx, kMoeReRoutingAttrs[kRrExpertTokenNumType],
-                                    &attrs.expert_token_num_type))
-    return s;
-  if (OrtStatusPtr s = InferAttrInt(api, ctx, kMoeReRoutingAttrs[kRrIdxType], &attrs.idx_type))
-    return s;
+  using namespace rerouting_defs;
+  MoeReRoutingAttrs attrs{};
+  attrs.expert_token_num_type = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokenNumType]);
+  attrs.idx_type = InferAttrInt(api, ctx, kAttrs[kAttrIdxType]);
   const std::string error = CheckMoeReRoutingAttrs(attrs);
   if (!error.empty()) return api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 
@@ -29,20 +29,23 @@ OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeIn
   if (!GetInferInput(api, ctx, kRrTokens, &tokens)) return nullptr;  // nothing known
   const bool has_counts = GetInferInput(api, ctx, kRrCounts, &counts);
   const bool has_scales = GetInferInput(api, ctx, kRrScales, &scales);
+  const bool tokens_rank_known = !tokens.dims.empty();
 
-  const InferDim a = tokens.dims.empty() ? InferDim{} : tokens.dims[0];
-  InferredTensor permute_scales{ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {InferDim{0, {}}}, true};
-  if (has_scales) permute_scales = scales;
-  const InferredTensor idx{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {a}, true};
-  InferredTensor expert_token_num{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, {InferDim{}}, true};
-  if (has_counts) {
-    expert_token_num.type = counts.type;
-    if (counts.dims.size() == 2) expert_token_num.dims = {counts.dims[1]};
+  if (tokens_rank_known) {
+    if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteTokens, tokens)) return s;
   }
-
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteTokens, tokens)) return s;
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteScales, permute_scales)) return s;
+  if (!has_scales) {
+    const InferredTensor empty{ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {InferDim{0, {}}}, true};
+    if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteScales, empty)) return s;
+  } else if (!scales.dims.empty()) {
+    if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteScales, scales)) return s;
+  }
+  const InferDim a = tokens_rank_known ? tokens.dims[0] : InferDim{};
+  const InferredTensor idx{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {a}, true};
   if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteIdx, idx)) return s;
+  if (!has_counts) return nullptr;
+  InferredTensor expert_token_num{counts.type, {InferDim{}}, true};  // [E], rank 1 in any case
+  if (counts.dims.size() == 2) expert_token_num.dims = {counts.dims[1]};
   return SetInferOutput(api, ctx, kRrExpertTokenNum, expert_token_num);
 }
 
@@ -64,29 +67,34 @@ struct MoeReRoutingCpuKernel {
     const InputView counts = GetInputView(ctx, kRrCounts);
     const InputView scales = GetInputView(ctx, kRrScales);
     cpu::MoeReRoutingParams params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs_);
-    params.streaming_stores = params.num_tokens * params.token_row_bytes >= kStreamingBytes;
-    ValidateMoeReRoutingCounts(params, counts.data);
-
+    // A * row_bytes >= kStreamingBytes, without the product (it overflows for huge rows).
+    params.streaming_stores =
+        params.num_tokens > 0 &&
+        params.token_row_bytes >= (kStreamingBytes + params.num_tokens - 1) / params.num_tokens;
+    // The layout reads and checks the counts in one pass; only a rejected call pays for the
+    // pass that finds what to report.
     cpu::MoeReRoutingLayout layout;
     if (!layout.Build(params, counts.data)) {
+      ValidateMoeReRoutingCounts(params, counts.data);
       Fail(Str(kMoeReRoutingName, ": internal error: counts rejected by the CPU kernel"));
     }
 
-    // All four outputs are required by the op definition, so every node has them.
-    auto output = [&](size_t i, const std::vector<int64_t>& shape) -> void* {
-      return ctx.GetOutput(i, shape).GetTensorMutableRawData();  // null when empty
+    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+      return GetCheckedOutput(ctx, kMoeReRoutingName, rerouting_defs::kOutputs, i, shape, type,
+                              /*required=*/true);
     };
     cpu::MoeReRoutingBuffers buffers;
     buffers.tokens = tokens.data;
-    buffers.permute_tokens = output(kRrPermuteTokens, tokens.shape);
+    buffers.permute_tokens = output(kRrPermuteTokens, tokens.shape, tokens.type);
     if (params.has_scales) {
       buffers.scales = scales.data;
-      buffers.permute_scales = output(kRrPermuteScales, scales.shape);
-    } else {
-      output(kRrPermuteScales, {0});  // an empty float tensor, never left unset
+      buffers.permute_scales = output(kRrPermuteScales, scales.shape, scales.type);
+    } else {  // an empty float tensor, never left unset
+      output(kRrPermuteScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
     }
-    buffers.permute_idx = static_cast<int32_t*>(output(kRrPermuteIdx, {params.num_tokens}));
-    layout.WriteExpertTokenNum(output(kRrExpertTokenNum, {params.num_experts}));
+    buffers.permute_idx = static_cast<int32_t*>(
+        output(kRrPermuteIdx, {params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
+    layout.WriteExpertTokenNum(output(kRrExpertTokenNum, {params.num_experts}, counts.type));
 
     ParallelForRange(ctx, layout.num_rows(), layout.RowsPerChunk(kChunkBytes),
                      [&](int64_t begin, int64_t end) { layout.CopyRows(buffers, begin, end); });
@@ -99,16 +107,13 @@ struct MoeReRoutingCpuKernel {
 // The op definition, independent of the execution provider (SPEC §2.1).
 struct MoeReRoutingDef {
   static constexpr const char* kName = kMoeReRoutingName;
-  static constexpr const AttrSpec* kAttrs = kMoeReRoutingAttrs;
-  static constexpr size_t kNumAttrs = std::size(kMoeReRoutingAttrs);
-  static constexpr size_t kNumInputs = kRrNumInputs;
-  static constexpr size_t kNumOutputs = kRrNumOutputs;
-  static bool InputOptional(size_t index) { return index == kRrScales; }
-  static bool OutputOptional(size_t /*index*/) { return false; }
-  static ONNXTensorElementDataType OutputType(size_t index) {
-    return index == kRrPermuteIdx ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32
-                                  : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  }
+  static constexpr int kSinceVersion = rerouting_defs::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = rerouting_defs::kInputs;
+  static constexpr size_t kNumInputs = std::size(rerouting_defs::kInputs);
+  static constexpr const ParamSpec* kOutputs = rerouting_defs::kOutputs;
+  static constexpr size_t kNumOutputs = std::size(rerouting_defs::kOutputs);
+  static constexpr const AttrSpec* kAttrs = rerouting_defs::kAttrs;
+  static constexpr size_t kNumAttrs = std::size(rerouting_defs::kAttrs);
   static constexpr auto InferShapes = &InferMoeReRoutingShapes;
 };
 

@@ -25,6 +25,13 @@ std::string U128Str(unsigned __int128 v) {
   return s;
 }
 
+// Bytes of a row of `n` elements, saturated: an empty tensor may declare a row too large to
+// exist (its byte size would overflow int64), and no byte of it is ever touched.
+int64_t RowBytes(int64_t n, int64_t elem_bytes) {
+  int64_t bytes;
+  return __builtin_mul_overflow(n, elem_bytes, &bytes) ? std::numeric_limits<int64_t>::max() : bytes;
+}
+
 }  // namespace
 
 int64_t MoeReRoutingTokenElemBytes(ONNXTensorElementDataType type) {
@@ -51,21 +58,22 @@ int64_t MoeReRoutingScaleElemBytes(ONNXTensorElementDataType type) {
 
 std::string CheckMoeReRoutingAttrs(const MoeReRoutingAttrs& attrs) {
   if (attrs.expert_token_num_type != 0 && attrs.expert_token_num_type != 1) {
-    return Str(kMoeReRoutingName, ": attribute '", kMoeReRoutingAttrs[kRrExpertTokenNumType].name,
+    return Str(kMoeReRoutingName, ": attribute '", rerouting_defs::kAttrs[rerouting_defs::kAttrExpertTokenNumType].name,
                "' must be 0 (cumulative counts) or 1 (per-expert counts), got ",
                attrs.expert_token_num_type);
   }
   if (attrs.idx_type != 0 && attrs.idx_type != 1) {
-    return Str(kMoeReRoutingName, ": attribute '", kMoeReRoutingAttrs[kRrIdxType].name,
+    return Str(kMoeReRoutingName, ": attribute '", rerouting_defs::kAttrs[rerouting_defs::kAttrIdxType].name,
                "' must be 0 (gather index) or 1 (scatter index), got ", attrs.idx_type);
   }
   return {};
 }
 
 MoeReRoutingAttrs ReadMoeReRoutingAttrs(const OrtKernelInfo* info) {
-  MoeReRoutingAttrs attrs;
-  attrs.expert_token_num_type = ReadIntAttr(info, kMoeReRoutingAttrs[kRrExpertTokenNumType]);
-  attrs.idx_type = ReadIntAttr(info, kMoeReRoutingAttrs[kRrIdxType]);
+  using namespace rerouting_defs;
+  MoeReRoutingAttrs attrs{};
+  attrs.expert_token_num_type = ReadIntAttr(info, kName, kAttrs[kAttrExpertTokenNumType]);
+  attrs.idx_type = ReadIntAttr(info, kName, kAttrs[kAttrIdxType]);
   const std::string error = CheckMoeReRoutingAttrs(attrs);
   if (!error.empty()) Fail(error);
   return attrs;
@@ -119,11 +127,11 @@ cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens,
                              ShapeStr(scales.shape)));
     }
     p.has_scales = true;
-    p.scale_row_bytes = scales.shape.size() == 2 ? scales.shape[1] * scale_bytes : scale_bytes;
+    p.scale_row_bytes = scales.shape.size() == 2 ? RowBytes(scales.shape[1], scale_bytes) : scale_bytes;
   }
 
   p.num_tokens = a;
-  p.token_row_bytes = h * token_bytes;
+  p.token_row_bytes = RowBytes(h, token_bytes);
   p.num_ranks = counts.shape[0];
   p.num_experts = counts.shape[1];
   p.count_type = count_type;

@@ -4,39 +4,42 @@
 
 #include <string>
 
+#include "op_defs.gen.h"
 #include "op_utils.h"
 #include "ops_src/cpu/moe_re_routing.h"
 
 namespace ascend_moe {
 
-inline constexpr const char* kMoeReRoutingName = "MoeReRouting";
+namespace rerouting_defs = defs::moe_re_routing;
+inline constexpr const char* kMoeReRoutingName = rerouting_defs::kName;
 
-// Input and output positions (SPEC §2.1).
-enum MoeReRoutingInput : size_t { kRrTokens = 0, kRrCounts = 1, kRrScales = 2, kRrNumInputs = 3 };
+// Input and output positions (generated from the schema; short names for the kernels).
+enum MoeReRoutingInput : size_t {
+  kRrTokens = rerouting_defs::kInTokens,
+  kRrCounts = rerouting_defs::kInExpertTokenNumPerRank,
+  kRrScales = rerouting_defs::kInPerTokenScales,
+  kRrNumInputs = rerouting_defs::kNumIns
+};
 enum MoeReRoutingOutput : size_t {
-  kRrPermuteTokens = 0,
-  kRrPermuteScales = 1,
-  kRrPermuteIdx = 2,
-  kRrExpertTokenNum = 3,
-  kRrNumOutputs = 4
+  kRrPermuteTokens = rerouting_defs::kOutPermuteTokens,
+  kRrPermuteScales = rerouting_defs::kOutPermutePerTokenScales,
+  kRrPermuteIdx = rerouting_defs::kOutPermuteTokenIdx,
+  kRrExpertTokenNum = rerouting_defs::kOutExpertTokenNum,
+  kRrNumOutputs = rerouting_defs::kNumOuts
 };
 
-// Attribute table: the kernels read attributes through it and the manifest publishes it.
-enum MoeReRoutingAttrIndex : size_t { kRrExpertTokenNumType = 0, kRrIdxType = 1 };
-inline constexpr AttrSpec kMoeReRoutingAttrs[] = {
-    {"expert_token_num_type", AttrSpec::kInt, false, 1},
-    {"idx_type", AttrSpec::kInt, false, 0},
-};
-
+// Attribute values as the kernels use them, read through the generated table (which holds the
+// defaults): expert_token_num_type 1 = per-expert counts, 0 = inclusive prefix sums;
+// idx_type 0 = gather index, 1 = scatter index.
 struct MoeReRoutingAttrs {
-  int64_t expert_token_num_type = 1;  // 1 = per-expert counts, 0 = inclusive prefix sums
-  int64_t idx_type = 0;               // 0 = gather index, 1 = scatter index
+  int64_t expert_token_num_type;
+  int64_t idx_type;
 };
 
 // The error message for invalid attribute values; empty when they are valid.
 std::string CheckMoeReRoutingAttrs(const MoeReRoutingAttrs& attrs);
 
-// Reads the attributes (defaults from the table) and fails on invalid values.
+// Reads the attributes (defaults from the table) and fails on another kind or invalid values.
 MoeReRoutingAttrs ReadMoeReRoutingAttrs(const OrtKernelInfo* info);
 
 // Checks ranks, dims and element types of the inputs (no data is read) and returns the kernel

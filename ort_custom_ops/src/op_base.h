@@ -1,10 +1,14 @@
 // The ORT op definition shared by every ascend.moe op and execution provider.
 //
-// `Def` describes the op once (EP independent):
-//   static constexpr const char* kName; static constexpr const AttrSpec* kAttrs; kNumAttrs;
-//   kNumInputs; kNumOutputs; static bool InputOptional(size_t); static bool OutputOptional(size_t);
-//   static ONNXTensorElementDataType OutputType(size_t);  // UNDEFINED: decided at run time
+// `Def` describes the op once (EP independent), from the tables generated from its ONNX schema
+// (op_defs.gen.h):
+//   static constexpr const char* kName; static constexpr int kSinceVersion;
+//   static constexpr const ParamSpec* kInputs; kNumInputs; kOutputs; kNumOutputs;
+//   static constexpr const AttrSpec* kAttrs; kNumAttrs;
 //   static OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext*);
+// Input element types are checked against kInputs at session creation (when the kernel is
+// created; also at shape inference, which ORT only logs): the inputs are declared with an
+// undefined type because each accepts several.
 // `Kernel` is one execution provider's kernel:
 //   static constexpr const char* kProvider; explicit Kernel(const OrtKernelInfo*);
 //   void Compute(Ort::KernelContext&);
@@ -57,14 +61,21 @@ template <typename Def, typename Kernel>
 struct AscendMoeOp
     : Ort::CustomOpBase<AscendMoeOp<Def, Kernel>, StatusKernel<Def, Kernel>, /*WithStatus=*/true> {
   AscendMoeOp() {
-    OrtCustomOp::InferOutputShapeFn = Def::InferShapes;
-    RegisterManifestEntry({Def::kName, Kernel::kProvider, Def::kAttrs, Def::kNumAttrs});
+    OrtCustomOp::InferOutputShapeFn = &CheckTypesAndInferShapes;
+    RegisterManifestEntry({Def::kName, Kernel::kProvider, Def::kSinceVersion, Def::kAttrs,
+                           Def::kNumAttrs, Def::kInputs, Def::kNumInputs, Def::kOutputs,
+                           Def::kNumOutputs});
   }
 
   OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
                               void** kernel) const {
     *kernel = nullptr;
-    return ToStatus(Def::kName, [&] { *kernel = new StatusKernel<Def, Kernel>(info); });
+    return ToStatus(Def::kName, [&] {
+      // ORT only logs a failed shape inference (unless strict), so the types are checked here,
+      // where a failure does fail session creation.
+      CheckKernelInputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs);
+      *kernel = new StatusKernel<Def, Kernel>(info);
+    });
   }
 
   const char* GetName() const { return Def::kName; }
@@ -75,7 +86,7 @@ struct AscendMoeOp
     return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // several types allowed: checked at run time
   }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
-    return Characteristic(Def::InputOptional(index));
+    return Characteristic(Def::kInputs[index].optional);
   }
   OrtMemType GetInputMemoryType(size_t index) const {
     if constexpr (HasInputMemoryType<Kernel>::value) return Kernel::InputMemoryType(index);
@@ -83,12 +94,24 @@ struct AscendMoeOp
   }
 
   size_t GetOutputTypeCount() const { return Def::kNumOutputs; }
-  ONNXTensorElementDataType GetOutputType(size_t index) const { return Def::OutputType(index); }
+  // A fixed type when the schema allows one, else decided by shape inference / at run time.
+  ONNXTensorElementDataType GetOutputType(size_t index) const {
+    const ParamSpec& out = Def::kOutputs[index];
+    return out.num_types == 1 ? out.types[0] : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  }
   OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t index) const {
-    return Characteristic(Def::OutputOptional(index));
+    return Characteristic(Def::kOutputs[index].optional);
   }
 
  private:
+  static OrtStatusPtr ORT_API_CALL CheckTypesAndInferShapes(const OrtCustomOp* op,
+                                                            OrtShapeInferContext* ctx) {
+    const OrtApi& api = Ort::GetApi();
+    if (OrtStatusPtr s = InferCheckInputTypes(api, ctx, Def::kName, Def::kInputs, Def::kNumInputs))
+      return s;
+    return Def::InferShapes(op, ctx);
+  }
+
   static OrtCustomOpInputOutputCharacteristic Characteristic(bool optional) {
     return optional ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
                     : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;

@@ -1,5 +1,6 @@
 #include "op_utils.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -42,22 +43,152 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-int64_t ReadIntAttr(const OrtKernelInfo* info, const AttrSpec& spec) {
+namespace {
+
+// Text of a float as C++ streams print it by default (%g, 6 digits): the Python validators
+// format floats the same way so that both sides give identical messages.
+std::string FloatStr(double v) { return Str(v); }
+
+// Whether the node has attribute `name` as an INT (value in *i) / FLOAT (value in *f).
+bool GetInt(const OrtKernelInfo* info, const char* name, int64_t* i) {
+  OrtStatus* s = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, i);
+  if (s == nullptr) return true;
+  Ort::GetApi().ReleaseStatus(s);
+  return false;
+}
+bool GetFloat(const OrtKernelInfo* info, const char* name, float* f) {
+  OrtStatus* s = Ort::GetApi().KernelInfoGetAttribute_float(info, name, f);
+  if (s == nullptr) return true;
+  Ort::GetApi().ReleaseStatus(s);
+  return false;
+}
+
+// "STRING '1'", "INTS [1, 2]", ...: the kind and value of an attribute the node has but not as
+// `expected`; empty when the node has no such attribute of a kind the API can read.
+std::string OtherKind(const OrtKernelInfo* info, const char* name, AttrSpec::Kind expected) {
+  const OrtApi& api = Ort::GetApi();
+  int64_t i = 0;
+  float f = 0.f;
+  if (expected != AttrSpec::kInt && GetInt(info, name, &i)) return Str("INT ", i);
+  if (expected != AttrSpec::kFloat && GetFloat(info, name, &f)) return Str("FLOAT ", FloatStr(f));
+  size_t size = 0;
+  if (OrtStatus* s = api.KernelInfoGetAttribute_string(info, name, nullptr, &size)) {
+    api.ReleaseStatus(s);
+  } else {
+    std::string text(size, '\0');
+    if (OrtStatus* s2 = api.KernelInfoGetAttribute_string(info, name, text.data(), &size)) {
+      api.ReleaseStatus(s2);
+    }
+    text.resize(size ? size - 1 : 0);  // size counts the terminating NUL
+    return Str("STRING '", text, "'");
+  }
+  // ORT reads a FLOATS attribute as an empty INTS list and the reverse: the non-empty one wins.
+  size_t num_ints = 0, num_floats = 0;
+  bool has_ints = false, has_floats = false;
+  if (OrtStatus* s = api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &num_ints)) {
+    api.ReleaseStatus(s);
+  } else {
+    has_ints = true;
+  }
+  if (OrtStatus* s = api.KernelInfoGetAttributeArray_float(info, name, nullptr, &num_floats)) {
+    api.ReleaseStatus(s);
+  } else {
+    has_floats = true;
+  }
+  if (has_ints && (num_ints > 0 || !has_floats)) {
+    std::vector<int64_t> v(num_ints);
+    if (num_ints) Ort::ThrowOnError(api.KernelInfoGetAttributeArray_int64(info, name, v.data(), &num_ints));
+    return Str("INTS ", ShapeStr(v));
+  }
+  if (has_floats && num_floats > 0) {
+    std::vector<float> v(num_floats);
+    Ort::ThrowOnError(api.KernelInfoGetAttributeArray_float(info, name, v.data(), &num_floats));
+    std::string text = "FLOATS [";
+    for (size_t j = 0; j < v.size(); ++j) text += (j ? ", " : "") + FloatStr(v[j]);
+    return text + "]";
+  }
+  if (has_ints || has_floats) return "an empty list";
+  return {};
+}
+
+const char* KindName(AttrSpec::Kind kind) { return kind == AttrSpec::kInt ? "INT" : "FLOAT"; }
+
+// Fails when the attribute has another kind, or is required and absent.
+[[noreturn]] void FailAbsentOrOtherKind(const OrtKernelInfo* info, const char* op,
+                                        const AttrSpec& spec) {
+  const std::string other = OtherKind(info, spec.name, spec.kind);
+  if (!other.empty()) {
+    Fail(Str(op, ": attribute '", spec.name, "' must be ", KindName(spec.kind), ", got ", other));
+  }
+  Fail(Str(op, ": attribute '", spec.name, "' is required (", KindName(spec.kind), "), got none"));
+}
+
+}  // namespace
+
+int64_t ReadIntAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec) {
   int64_t value = 0;
-  OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_int64(info, spec.name, &value);
-  if (status == nullptr) return value;
-  Ort::GetApi().ReleaseStatus(status);
-  if (spec.required) Fail(Str("attribute '", spec.name, "' is required"));
+  if (GetInt(info, spec.name, &value)) return value;
+  if (spec.required || !OtherKind(info, spec.name, spec.kind).empty()) {
+    FailAbsentOrOtherKind(info, op, spec);
+  }
   return static_cast<int64_t>(spec.default_value);
 }
 
-float ReadFloatAttr(const OrtKernelInfo* info, const AttrSpec& spec) {
+float ReadFloatAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec) {
   float value = 0.f;
-  OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_float(info, spec.name, &value);
-  if (status == nullptr) return value;
-  Ort::GetApi().ReleaseStatus(status);
-  if (spec.required) Fail(Str("attribute '", spec.name, "' is required"));
+  if (GetFloat(info, spec.name, &value)) return value;
+  if (spec.required || !OtherKind(info, spec.name, spec.kind).empty()) {
+    FailAbsentOrOtherKind(info, op, spec);
+  }
   return static_cast<float>(spec.default_value);
+}
+
+std::string TypeList(const ParamSpec& spec) {
+  std::string text;
+  for (size_t i = 0; i < spec.num_types; ++i) {
+    if (i) text += i + 1 == spec.num_types ? " or " : ", ";
+    text += TypeName(spec.types[i]);
+  }
+  return text;
+}
+
+std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
+                            const ONNXTensorElementDataType* types) {
+  for (size_t i = 0; i < n; ++i) {
+    if (types[i] == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) continue;
+    const ParamSpec& spec = specs[i];
+    // An input sharing its type parameter with an earlier present input must match it.
+    for (size_t j = 0; j < i && spec.type_param[0] != '\0'; ++j) {
+      if (types[j] != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED &&
+          std::string(specs[j].type_param) == spec.type_param && types[j] != types[i]) {
+        return Str(op, ": input '", spec.name, "' must have the type of ", specs[j].name, " (",
+                   TypeName(types[j]), "), got ", TypeName(types[i]));
+      }
+    }
+    if (std::find(spec.types, spec.types + spec.num_types, types[i]) == spec.types + spec.num_types) {
+      return Str(op, ": input '", spec.name, "' must be ", TypeList(spec), ", got ",
+                 TypeName(types[i]));
+    }
+  }
+  return {};
+}
+
+void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
+                       size_t index, const std::vector<int64_t>& shape,
+                       ONNXTensorElementDataType expected, bool required) {
+  Ort::UnownedValue value{nullptr};
+  if (index < ctx.GetOutputCount()) value = ctx.GetOutput(index, shape);
+  if (!value) {
+    if (required) Fail(Str(op, ": output '", outputs[index].name, "' is required, got none"));
+    return nullptr;
+  }
+  const ONNXTensorElementDataType type = value.GetTensorTypeAndShapeInfo().GetElementType();
+  if (type != expected) {
+    Fail(Str(op, ": output '", outputs[index].name, "' must be ", TypeName(expected),
+             " for these inputs, but the graph types it ", TypeName(type),
+             " (declare the graph's output types, or give the inputs a known rank)"));
+  }
+  return value.GetTensorMutableRawData();  // null when empty
 }
 
 InputView GetInputView(Ort::KernelContext& ctx, size_t index) {
@@ -93,15 +224,33 @@ void RegisterManifestEntry(const OpManifestEntry& entry) {
   Manifest().push_back(entry);
 }
 
-std::string ManifestJson() {
+namespace {
+void ParamsJson(std::ostream& os, const ParamSpec* params, size_t n) {
+  os << '[';
+  for (size_t i = 0; i < n; ++i) {
+    const ParamSpec& p = params[i];
+    os << (i ? ", " : "") << "{\"name\": \"" << p.name << "\", \"optional\": "
+       << (p.optional ? "true" : "false") << ", \"types\": [";
+    for (size_t t = 0; t < p.num_types; ++t) os << (t ? ", " : "") << '"' << TypeName(p.types[t]) << '"';
+    os << "]}";
+  }
+  os << ']';
+}
+}  // namespace
+
+std::string ManifestJson(const char* domain) {
   std::lock_guard<std::mutex> lock(ManifestMutex());
   std::ostringstream os;
   os.precision(17);
-  os << "{\"domain\": \"" << kDomain << "\", \"ops\": [";
+  os << "{\"domain\": \"" << domain << "\", \"ops\": [";
   for (size_t i = 0; i < Manifest().size(); ++i) {
     const auto& e = Manifest()[i];
     os << (i ? ", " : "") << "{\"name\": \"" << e.name << "\", \"provider\": \"" << e.provider
-       << "\", \"attributes\": [";
+       << "\", \"since_version\": " << e.since_version << ", \"inputs\": ";
+    ParamsJson(os, e.inputs, e.num_inputs);
+    os << ", \"outputs\": ";
+    ParamsJson(os, e.outputs, e.num_outputs);
+    os << ", \"attributes\": [";
     for (size_t j = 0; j < e.num_attrs; ++j) {
       const AttrSpec& a = e.attrs[j];
       os << (j ? ", " : "") << "{\"name\": \"" << a.name << "\", \"kind\": \""
@@ -189,17 +338,59 @@ OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t
   return status;
 }
 
-OrtStatusPtr InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec,
-                          int64_t* value) {
-  *value = static_cast<int64_t>(spec.default_value);
+int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec) {
+  int64_t value = static_cast<int64_t>(spec.default_value);
   const OrtOpAttr* attr = nullptr;
   OrtStatus* s = api.ShapeInferContext_GetAttribute(ctx, spec.name, &attr);
   if (s != nullptr || attr == nullptr) {
     if (s) api.ReleaseStatus(s);
-    return nullptr;  // absent: the default
+    return value;  // absent: the default
   }
+  int64_t read = 0;
   size_t written = 0;
-  return api.ReadOpAttr(attr, ORT_OP_ATTR_INT, value, sizeof(int64_t), &written);
+  if (OrtStatus* r = api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &read, sizeof(int64_t), &written)) {
+    api.ReleaseStatus(r);
+    return value;
+  }
+  return read;
+}
+
+void CheckKernelInputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* specs,
+                           size_t n) {
+  const OrtApi& api = Ort::GetApi();
+  size_t count = 0;
+  Ort::ThrowOnError(api.KernelInfo_GetInputCount(info, &count));
+  std::vector<ONNXTensorElementDataType> types(n, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  for (size_t i = 0; i < n && i < count; ++i) {
+    OrtTypeInfo* type_info = nullptr;
+    if (OrtStatus* s = api.KernelInfo_GetInputTypeInfo(info, i, &type_info)) {
+      api.ReleaseStatus(s);  // an absent optional input has no type
+      continue;
+    }
+    if (type_info == nullptr) continue;
+    const OrtTensorTypeAndShapeInfo* tensor = nullptr;  // owned by type_info
+    if (OrtStatus* s = api.CastTypeInfoToTensorInfo(type_info, &tensor)) api.ReleaseStatus(s);
+    if (tensor != nullptr) {
+      if (OrtStatus* s = api.GetTensorElementType(tensor, &types[i])) {
+        api.ReleaseStatus(s);
+        types[i] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+      }
+    }
+    api.ReleaseTypeInfo(type_info);
+  }
+  const std::string error = CheckInputTypes(op, specs, n, types.data());
+  if (!error.empty()) Fail(error);
+}
+
+OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,
+                                  const ParamSpec* specs, size_t n) {
+  std::vector<ONNXTensorElementDataType> types(n, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  for (size_t i = 0; i < n; ++i) {
+    InferredTensor t{};
+    if (GetInferInput(api, ctx, i, &t)) types[i] = t.type;
+  }
+  const std::string error = CheckInputTypes(op, specs, n, types.data());
+  return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
 }  // namespace ascend_moe

@@ -14,7 +14,6 @@
 
 namespace ascend_moe {
 
-inline constexpr const char* kDomain = "ascend.moe";
 inline constexpr const char* kCpuProvider = "CPUExecutionProvider";
 inline constexpr const char* kCannProvider = "CANNExecutionProvider";
 
@@ -34,9 +33,9 @@ std::string Str(const Args&... args) {
 std::string ShapeStr(const std::vector<int64_t>& shape);
 const char* TypeName(ONNXTensorElementDataType type);
 
-// One attribute of an op: its ONNX name, kind and default. Each op keeps a static table of
-// these; the kernels read attributes through it and the library's manifest
-// (AscendMoeOpsManifest) publishes it so tests can compare it with the ONNX schema.
+// One attribute of an op: its ONNX name, kind and default. The tables are generated from the
+// ONNX schemas (op_defs.gen.h); the kernels read attributes through them and the library's
+// manifest (AscendMoeOpsManifest) publishes them.
 struct AttrSpec {
   enum Kind { kInt, kFloat };
   const char* name;
@@ -45,8 +44,38 @@ struct AttrSpec {
   double default_value;  // unused when required
 };
 
-int64_t ReadIntAttr(const OrtKernelInfo* info, const AttrSpec& spec);
-float ReadFloatAttr(const OrtKernelInfo* info, const AttrSpec& spec);
+// One input or output of an op (generated from the ONNX schema): name, type parameter (inputs
+// sharing one must have the same type; empty for a fixed type), optional, allowed element types.
+struct ParamSpec {
+  const char* name;
+  const char* type_param;
+  bool optional;
+  const ONNXTensorElementDataType* types;
+  size_t num_types;
+};
+
+// Attribute values read through the table; an attribute of another kind (a STRING, INTS, ... or
+// a FLOAT where an INT is declared) fails with a message naming it, its kind and its value,
+// instead of being taken for absent. Absent optional attributes take the table's default.
+int64_t ReadIntAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec);
+float ReadFloatAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec);
+
+// "float, float16 or bfloat16": the allowed types of an input, for messages.
+std::string TypeList(const ParamSpec& spec);
+
+// The message for the first input whose element type the op does not accept (not in the
+// schema's list, or unlike an earlier input with the same type parameter); empty when all are
+// accepted. types[i] is UNDEFINED for absent or unknown inputs.
+std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
+                            const ONNXTensorElementDataType* types);
+
+// Output `index` of the call with `shape`, checked to have element type `expected` (the graph
+// decides an output's type; a model whose untyped outputs ORT typed otherwise fails here
+// instead of having the kernel write past the buffer). Null when the node omits the output
+// (a trailing or "" optional output) and `required` is false.
+void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
+                       size_t index, const std::vector<int64_t>& shape,
+                       ONNXTensorElementDataType expected, bool required);
 
 // What a kernel sees of one input: absent inputs have present == false.
 struct InputView {
@@ -63,12 +92,18 @@ int64_t NumElements(const std::vector<int64_t>& shape);
 struct OpManifestEntry {
   const char* name;
   const char* provider;
+  int since_version;
   const AttrSpec* attrs;
   size_t num_attrs;
+  const ParamSpec* inputs;
+  size_t num_inputs;
+  const ParamSpec* outputs;
+  size_t num_outputs;
 };
 void RegisterManifestEntry(const OpManifestEntry& entry);
-// JSON of every registered op: {"domain", "ops": [{"name", "provider", "attributes": [...]}]}.
-std::string ManifestJson();
+// JSON of every registered op: {"domain", "ops": [{"name", "provider", "since_version",
+// "inputs": [...], "outputs": [...], "attributes": [...]}]}.
+std::string ManifestJson(const char* domain);
 
 // Output shape inference through the raw C API. A dim is a value >= 0 or a symbolic name.
 struct InferDim {
@@ -85,8 +120,15 @@ struct InferredTensor {
 bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, InferredTensor* out);
 OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i,
                             const InferredTensor& t);
-OrtStatusPtr InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec,
-                          int64_t* value);
+// An INT attribute at shape inference, or its default when absent or unreadable (a wrong kind
+// is reported by the kernel's constructor, which runs at session creation too).
+int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec);
+// Fails kernel creation (session creation) when an input's element type is not accepted.
+void CheckKernelInputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* specs,
+                           size_t n);
+// Fails shape inference when an input's element type is not accepted.
+OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,
+                                  const ParamSpec* specs, size_t n);
 
 // Runs fn(begin, end) over [0, n) in chunks of at least `grain` on the session's intra-op pool.
 // Exceptions thrown inside a chunk are rethrown on the calling thread (first one wins).

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "op_defs.gen.h"
 #include "op_utils.h"
 
 namespace ascend_moe {

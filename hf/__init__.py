@@ -1,0 +1,27 @@
+"""Hugging Face ``transformers`` MoE models with the fused Ascend router.
+
+- ``configs``: MoeGatingTopKHash attributes from an HF config, one function per architecture
+  (no transformers needed: config.json dicts work too);
+- ``patch(model)`` / ``unpatch(model)``: route every supported MoE block of a loaded model with
+  ``torch.ops.custom.npu_moe_gating_top_k`` and the project's expert formulation, in place;
+- ``export``: one MoE layer, several, or the whole causal LM (prefill) to ONNX.
+See docs/huggingface.md.
+"""
+
+from .configs import HFConfigError, Routing, routing
+
+__all__ = ["HFConfigError", "Routing", "routing", "patch", "unpatch"]
+
+
+def patch(model, *, quiet: bool = False) -> list[str]:
+    """Route every supported MoE block of ``model`` with the fused op, in place (see ``hf.patching``)."""
+    from .patching import patch as _patch
+
+    return _patch(model, quiet=quiet)
+
+
+def unpatch(model) -> int:
+    """Restore the HF classes of every patched block."""
+    from .patching import unpatch as _unpatch
+
+    return _unpatch(model)

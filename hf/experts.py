@@ -1,0 +1,72 @@
+"""The project's expert formulation on a Hugging Face experts module's own weights.
+
+``routed_experts`` is the one place the patched HF blocks call the expert computation of
+``models.layers`` (``GroupedExperts.forward`` with its bucket positions), so a change of that
+formulation reaches the HF path here. The HF fused ``gate_up_proj`` [E, 2I, H] is read as two
+views (gate rows first, as HF's ``chunk(2)``), never copied.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from ascend_moe_onnx.models import layers
+
+
+def expert_weights(experts: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(gate [E, I, H], up [E, I, H], down [E, H, I]) views of an HF experts module's parameters."""
+    gate_up, down = experts.gate_up_proj, experts.down_proj
+    inter = gate_up.shape[1] // 2
+    return gate_up[:, :inter], gate_up[:, inter:], down
+
+
+def fused_layout_ok(experts: torch.nn.Module) -> str:
+    """'' when ``experts`` holds HF's concatenated, non-transposed SwiGLU weights, else why not."""
+    gate_up, down = getattr(experts, "gate_up_proj", None), getattr(experts, "down_proj", None)
+    if not isinstance(gate_up, torch.Tensor) or not isinstance(down, torch.Tensor):
+        return "no gate_up_proj / down_proj expert tensors"
+    if any(getattr(experts, n, None) is not None for n in ("gate_up_proj_bias", "down_proj_bias")):
+        return "expert biases"
+    if gate_up.dim() != 3 or down.dim() != 3 or gate_up.shape[1] % 2:
+        return f"expert tensors of shapes {tuple(gate_up.shape)} / {tuple(down.shape)}"
+    E, two_i, H = gate_up.shape
+    if tuple(down.shape) != (E, H, two_i // 2):
+        return f"down_proj {tuple(down.shape)} does not match gate_up_proj {tuple(gate_up.shape)}"
+    return ""
+
+
+def routed_experts(x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
+                   experts: torch.nn.Module, limit: float = 0.0) -> torch.Tensor:
+    """Sum over the k slots of ``weights * expert(x)`` for rows ``x`` [T, H] and ``expert_idx``
+    [T, k]; every op rounded to x's dtype as the project's blocks do. Returns [T, H] in x's dtype."""
+    gate, up, down = expert_weights(experts)
+    dtype = x.dtype
+    compute = layers.compute_dtype(dtype)
+    view = SimpleNamespace(num_experts=gate.shape[0], gate_proj=gate, up_proj=up, down_proj=down,
+                           dtype=dtype, limit=limit, act_fp32=False)
+    T, k = expert_idx.shape
+    flat = expert_idx.reshape(-1).to(torch.int64)
+    pos, counts = layers.padded_positions(flat, view.num_experts)
+    capacity = counts.max().item()
+    torch._check(capacity >= 0)
+    rows = x.to(compute)[torch.arange(T * k) // k]  # one row per (token, slot)
+    y = layers.GroupedExperts.forward(view, rows, flat, pos, capacity)
+    routed = (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
+    return layers.rounded(routed.to(compute), dtype).to(dtype)
+
+
+def swiglu_mlp(x: torch.Tensor, mlp: torch.nn.Module, limit: float = 0.0) -> torch.Tensor:
+    """An HF gate/up/down MLP module (the shared expert) through the project's SwiGLU, x's dtype."""
+    dtype = x.dtype
+    out = layers.swiglu(x.to(layers.compute_dtype(dtype)), mlp.gate_proj.weight, mlp.up_proj.weight,
+                        mlp.down_proj.weight, dtype, limit)
+    return out.to(dtype)
+
+
+def plain_mlp(mlp: torch.nn.Module) -> bool:
+    """Whether ``mlp`` is a bias-free gate/up/down Linear SwiGLU that ``swiglu_mlp`` can run."""
+    names = ("gate_proj", "up_proj", "down_proj")
+    return all(isinstance(getattr(mlp, n, None), torch.nn.Linear) and getattr(mlp, n).bias is None
+               for n in names)

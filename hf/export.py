@@ -1,0 +1,170 @@
+"""Export a patched Hugging Face MoE model to ONNX: the whole causal LM (prefill) or MoE layers.
+
+- ``PrefillLM``: ``input_ids`` [batch, sequence] -> ``logits`` [batch, sequence, vocab], no cache;
+- ``MoELayers``: ``hidden_states`` [tokens, hidden] (+ ``input_ids`` [tokens] when a DeepSeek-V4
+  hash layer is among them) -> one output ``layer_<i>`` per chosen MoE layer, each block applied
+  to the same input.
+Both go through ``exporters.export`` (one MoeGatingTopKHash node per MoE layer, function bodies
+attached, checked).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from ascend_moe_onnx.exporters import export
+
+from .configs import ALIASES
+from .patching import patch
+
+
+class PrefillLM(torch.nn.Module):
+    """A causal LM's prefill graph: ``input_ids`` -> ``logits`` (no past key values)."""
+
+    input_names = ("input_ids",)
+    output_names = ("logits",)
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits of every position."""
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+    def example_inputs(self, batch: int = 2, sequence: int = 8, seed: int = 0) -> tuple:
+        """Random token ids."""
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randint(0, self.model.config.get_text_config().vocab_size, (batch, sequence), generator=g),)
+
+    def dynamic_shapes(self) -> tuple:
+        """Batch and sequence dimensions stay dynamic."""
+        return ({0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")},)
+
+
+def moe_blocks(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
+    """{layer index: patched MoE block} of a patched model."""
+    out = {}
+    for name, module in model.named_modules():
+        if hasattr(module, "_ascend_routing"):
+            m = re.search(r"layers\.(\d+)\.", name + ".")
+            if m:
+                out[int(m.group(1))] = module
+    return out
+
+
+class MoELayers(torch.nn.Module):
+    """Chosen MoE blocks of a patched model side by side: each takes the same hidden states."""
+
+    def __init__(self, blocks: dict[int, torch.nn.Module], hidden: int, vocab: int):
+        super().__init__()
+        self.layer_ids = sorted(blocks)
+        self.blocks = torch.nn.ModuleList(blocks[i] for i in self.layer_ids)
+        self.hidden, self.vocab = hidden, vocab
+        self.hashed = any(getattr(b, "is_hash", False) for b in self.blocks)
+        self.input_names = ("hidden_states", "input_ids") if self.hashed else ("hidden_states",)
+        self.output_names = tuple(f"layer_{i}" for i in self.layer_ids)
+
+    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None):
+        """Each block's output on ``hidden_states`` [T, H]."""
+        x = hidden_states[None]  # HF blocks take [batch, sequence, hidden]
+        outs = []
+        for block in self.blocks:
+            kw = {"input_ids": input_ids[None]} if getattr(block, "is_hash", False) else {}
+            outs.append(block(x, **kw)[0])
+        return tuple(outs)
+
+    def example_inputs(self, tokens: int = 8, seed: int = 0, dtype=torch.float32) -> tuple:
+        """Random hidden states (and token ids when a hash layer is present)."""
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(tokens, self.hidden, generator=g).to(dtype)
+        return (x, torch.randint(0, self.vocab, (tokens,), generator=g)) if self.hashed else (x,)
+
+    def dynamic_shapes(self) -> tuple:
+        """The token dimension stays dynamic."""
+        tokens = torch.export.Dim("tokens")
+        return tuple({0: tokens} for _ in self.input_names)
+
+
+def parse_layers(text: str) -> tuple[int, int]:
+    """'N' or 'N-M' -> (N, M) inclusive."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text or "")
+    if not m:
+        raise ValueError(f"--layers must be N or N-M (layer numbers), got '{text}'")
+    first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+    if last < first:
+        raise ValueError(f"--layers {text}: the last layer is before the first")
+    return first, last
+
+
+def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
+
+    A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
+    loaded with the transformers class it maps to (DeepSeek-V3); no remote code runs.
+    """
+    import json
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = Path(directory)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"no config.json in {path} (expected a save_pretrained directory)")
+    fields = json.loads((path / "config.json").read_text())
+    kw = {}
+    alias = ALIASES.get(fields.get("model_type"))
+    if alias is not None:
+        fields = {k: v for k, v in fields.items() if k not in ("model_type", "auto_map", "architectures")}
+        kw["config"] = AutoConfig.for_model(alias, **fields)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+
+
+def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,
+                 tokens: int = 8, **kwargs):
+    """Patch ``model`` (if not yet) and export it: the prefill LM, or MoE ``layers`` (first, last).
+    Returns (ONNX ModelProto, the exported wrapper module)."""
+    if not moe_blocks(model):
+        patch(model)
+    if layers is None:
+        wrapper = PrefillLM(model)
+        example = wrapper.example_inputs(2, tokens)
+    else:
+        blocks = moe_blocks(model)
+        chosen = {i: b for i, b in blocks.items() if layers[0] <= i <= layers[1]}
+        if not chosen:
+            raise ValueError(f"--layers {layers[0]}-{layers[1]}: no patched MoE layer there "
+                             f"(MoE layers: {sorted(blocks) or 'none'})")
+        text = model.config.get_text_config()
+        wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
+        example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)
+    proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
+                   input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
+                   **kwargs)
+    return proto, wrapper
+
+
+class ascend_translations:
+    """Context manager: transformers' own ONNX exporter (``transformers.exporters.OnnxExporter``)
+    translates the ascend.moe torch ops while inside it.
+
+    transformers keeps its translations in a module-level table and takes none from the caller;
+    this adds ``exporters.custom_translation_table()`` to it and restores the table on exit.
+    """
+
+    def __enter__(self):
+        from transformers.exporters import exporter_onnx
+
+        from ascend_moe_onnx.exporters import custom_translation_table
+
+        self._table = exporter_onnx._ONNX_TRANSLATION_TABLE
+        self._saved = dict(self._table)
+        self._table.update(custom_translation_table())
+        return self
+
+    def __exit__(self, *exc):
+        self._table.clear()
+        self._table.update(self._saved)
+        return False

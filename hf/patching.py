@@ -1,0 +1,168 @@
+"""``patch(model)``: route every supported Hugging Face MoE block with MoeGatingTopKHash.
+
+A patched block keeps its modules and weights; only its class changes, to a subclass whose
+``forward`` computes the router logits as the HF router does, calls
+``torch.ops.custom.npu_moe_gating_top_k`` once with the attributes ``configs.py`` derives from the
+config, runs the experts with the project's formulation (``experts.routed_experts``) and adds the
+shared expert(s) as HF does. ``unpatch`` restores the HF classes.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from ascend_moe_onnx import exporters  # noqa: F401  (defines torch.ops.custom.npu_moe_gating_top_k)
+from ascend_moe_onnx.models import layers
+
+from . import experts as ex
+from .configs import Routing, model_type_of, routing
+
+# model_type -> HF class names of its MoE blocks.
+BLOCK_CLASSES = {
+    "deepseek_v2": ("DeepseekV2Moe",),
+    "deepseek_v3": ("DeepseekV3MoE",),
+    "glm4_moe": ("Glm4MoeMoE",),
+    "qwen3_moe": ("Qwen3MoeSparseMoeBlock",),
+    "qwen2_moe": ("Qwen2MoeSparseMoeBlock",),
+    "mixtral": ("MixtralSparseMoeBlock",),
+    "deepseek_v4": ("DeepseekV4SparseMoeBlock",),
+}
+_PATCHED: dict[type, type] = {}
+
+
+def router_logits(gate: torch.nn.Module, x: torch.Tensor, r: Routing) -> torch.Tensor:
+    """Router logits [T, E] with HF's dtype rule: float32 ``F.linear`` or in the model dtype
+    (bfloat16 computed in float32 and rounded, as the project's blocks do)."""
+    if r.logits_fp32:
+        return F.linear(x.float(), gate.weight.float())
+    compute = layers.compute_dtype(x.dtype)
+    w = gate.weight.to(compute)
+    logits = torch.matmul(x.to(compute), w.transpose(0, 1))
+    return layers.rounded(logits, x.dtype).to(x.dtype)
+
+
+def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing, input_ids=None):
+    """One fused routing call -> (weights [T, k] in HF's dtype, expert_idx [T, k] int32)."""
+    tid2eid = getattr(gate, "tid2eid", None)
+    hashed = tid2eid is not None
+    bias = getattr(gate, "e_score_correction_bias", None) if r.bias and not hashed else None
+    # The op takes bias in the logits' type: widen (exactly) when HF adds a float32 bias.
+    x = logits.float() if (r.weights_fp32 or bias is not None) else logits
+    kw = {}
+    if bias is not None:
+        kw["bias"] = bias.float()
+    if hashed:
+        if input_ids is None:
+            raise ValueError("a DeepSeek-V4 hash layer needs input_ids (the model passes them to its MoE blocks)")
+        kw.update(input_ids=input_ids.reshape(-1), tid2eid=tid2eid)
+    y, idx, scores = torch.ops.custom.npu_moe_gating_top_k(x, r.top_k, **kw, **r.op_attributes())
+    if r.weights_from_scores:  # HF does not renormalise these scores: weights straight from them
+        y = scores.gather(1, idx.long()) * r.routed_scaling_factor
+    return (y if r.weights_fp32 else y.to(logits.dtype)), idx
+
+
+def _shared(block: torch.nn.Module, x: torch.Tensor, r: Routing):
+    if r.shared == "plain":
+        mlp = block.shared_experts
+        return ex.swiglu_mlp(x, mlp, r.swiglu_limit) if ex.plain_mlp(mlp) else mlp(x)
+    if r.shared == "gated":
+        mlp = block.shared_expert
+        out = ex.swiglu_mlp(x, mlp) if ex.plain_mlp(mlp) else mlp(x)
+        compute = layers.compute_dtype(x.dtype)
+        g = torch.matmul(x.to(compute), block.shared_expert_gate.weight.to(compute).transpose(0, 1))
+        g = layers.rounded(torch.sigmoid(layers.rounded(g, x.dtype)), x.dtype)
+        return layers.rounded(g * out.to(compute), x.dtype).to(x.dtype)
+    return None
+
+
+def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None):
+    """Patched MoE block forward: HF router logits -> MoeGatingTopKHash -> project experts."""
+    r: Routing = self._ascend_routing
+    shape = hidden_states.shape
+    x = hidden_states.reshape(-1, shape[-1])
+    w, idx = route(self.gate, router_logits(self.gate, x, r), r, input_ids)
+    out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit)
+    shared = _shared(self, x, r)
+    if shared is not None:  # added in the compute dtype, rounded once (no bfloat16 Add on ORT's CPU)
+        compute = layers.compute_dtype(x.dtype)
+        out = layers.rounded(out.to(compute) + shared.to(compute), x.dtype).to(x.dtype)
+    return out.reshape(shape)
+
+
+def _patched_class(cls: type) -> type:
+    if cls not in _PATCHED:
+        _PATCHED[cls] = type(f"Ascend{cls.__name__}", (cls,), {"forward": fused_forward,
+                                                               "_ascend_original": cls})
+    return _PATCHED[cls]
+
+
+def _unsupported_reason(block: torch.nn.Module) -> str:
+    gate = getattr(block, "gate", None)
+    if gate is None or not isinstance(getattr(gate, "weight", None), torch.Tensor):
+        return "no gate.weight router"
+    if getattr(gate, "bias", None) is not None and isinstance(gate.bias, torch.Tensor):
+        return "router with a bias"
+    return ex.fused_layout_ok(block.experts) if hasattr(block, "experts") else "no experts module"
+
+
+def _is_moe_block(module: torch.nn.Module) -> bool:
+    return hasattr(module, "experts") and isinstance(module.experts, torch.nn.Module) and (
+        hasattr(module, "gate") or hasattr(module, "router"))
+
+
+def patch_block(block: torch.nn.Module, r: Routing) -> None:
+    """Route one HF MoE block with the fused op (its class must be in ``BLOCK_CLASSES``)."""
+    original = getattr(type(block), "_ascend_original", type(block))
+    why = _unsupported_reason(block)
+    if why:
+        raise ValueError(f"{original.__name__}: cannot patch ({why})")
+    block._ascend_routing = r
+    block.__class__ = _patched_class(original)
+
+
+def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
+    """Route every supported MoE block of an HF model with the fused op, in place.
+
+    Returns the names of the patched modules. Unsupported MoE blocks are left as they are, with a
+    one-line note on stderr each (unless ``quiet``). Raises HFConfigError when the config asks
+    for routing the op cannot reproduce.
+    """
+    config = getattr(model, "config", None)
+    if config is None:
+        raise ValueError("patch: the model has no .config (expected a transformers PreTrainedModel)")
+    model_type = model_type_of(config)
+    names = BLOCK_CLASSES.get(model_type, ())
+    r = routing(config) if names else None
+    patched, notes = [], []
+    for name, module in model.named_modules():
+        cls = type(module)
+        original = getattr(cls, "_ascend_original", cls)
+        if original.__name__ in names:
+            why = _unsupported_reason(module)
+            if why:
+                notes.append(f"{name}: {original.__name__} left unpatched ({why})")
+                continue
+            patch_block(module, r)
+            patched.append(name)
+        elif _is_moe_block(module):
+            notes.append(f"{name}: {cls.__name__} left unpatched (model_type {model_type!r} has no "
+                         "fused-router mapping)")
+    if not quiet:
+        for line in notes:
+            print(f"ascend_moe_onnx.hf: {line}", file=sys.stderr)
+    return patched
+
+
+def unpatch(model: torch.nn.Module) -> int:
+    """Restore the HF classes of every patched block; returns how many were restored."""
+    count = 0
+    for module in model.modules():
+        original = getattr(type(module), "_ascend_original", None)
+        if original is not None and type(module) is not original:
+            module.__class__ = original
+            del module._ascend_routing
+            count += 1
+    return count

@@ -1,0 +1,148 @@
+"""The per-op test table (in the manner of onnxscript's OpInfo): one entry per ascend.moe op feeds
+the generic tests of tests/test_op_table.py (schema vs the C++ manifest, bad cases through every
+layer, ...). A new op is one OpInfo here plus its own semantic tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing
+
+
+@dataclass(frozen=True)
+class BadCase:
+    """Inputs (ONNX input name -> array; None or missing = absent) and attributes that break one
+    rule; ``message`` is the exact text after "<op>: " in every layer. ``ort`` False: the ORT
+    custom-op API cannot see the fault (docs/contributing.md says why); ``torch`` False: the
+    torch front end's own signature typing rejects the call before the op's validation."""
+
+    id: str
+    inputs: dict
+    attrs: dict
+    message: str
+    ort: bool = True
+    torch: bool = True
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """What the generic tests need to know of one op."""
+
+    name: str
+    spec: ModuleType  # onnx_schemas.<op>: SCHEMA, INPUT_NAMES, OUTPUT_NAMES, reference, <Op>Ref
+    bad_cases: Callable[[], list]
+    # Calls the torch front end with torch tensors keyed by input name (None = absent).
+    torch_call: Callable[[dict, dict], tuple] = field(repr=False)
+    # Valid (inputs, attributes) with every optional input present: the generic agreement and
+    # type tests run on them.
+    samples: Callable[[], list] = field(repr=False, default=lambda: [])
+
+
+def _gating_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    attrs = dict(attrs)
+    tensors = {n: t for n, t in inputs.items() if n != "x" and t is not None}
+    return torch.ops.custom.npu_moe_gating_top_k(inputs["x"], attrs.pop("k"), **tensors, **attrs)
+
+
+def _rerouting_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return torch.ops.npu.npu_moe_re_routing(inputs["tokens"], inputs["expert_token_num_per_rank"],
+                                           per_token_scales=inputs.get("per_token_scales"), **attrs)
+
+
+def _gating_cases():
+    from tests.gating_cases import bad_cases
+
+    return bad_cases()
+
+
+def _rerouting_cases():
+    from tests.rerouting_cases import bad_cases
+
+    return bad_cases()
+
+
+def _gating_samples():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    bias = (rng.standard_normal(16) * 0.1).astype(np.float32)
+    full = {"x": x, "bias": bias, "input_ids": rng.integers(0, 9, (2, 5)).astype(np.int64),
+            "tid2eid": rng.integers(0, 16, (9, 3)).astype(np.int32),
+            "additional_bias": (rng.standard_normal(16) * 0.1).astype(np.float32),
+            "additional_token_mask": rng.random((2, 5)) < 0.5}
+    return [
+        (full, dict(k=3, norm_type=2, routed_scaling_factor=1.5, out_flag=1)),
+        ({"x": x, "bias": bias}, dict(k=4, group_count=4, k_group=2, group_select_mode=1, norm_type=1)),
+        ({"x": x}, dict(k=2, renorm=1)),
+    ]
+
+
+def _rerouting_samples():
+    rng = np.random.default_rng(13)
+    counts = np.array([[1, 0, 2], [2, 1, 0]], np.int64)
+    tokens = rng.integers(-128, 128, (6, 4)).astype(np.int8)
+    scales = rng.standard_normal((6, 2)).astype(np.float32)
+    return [
+        ({"tokens": tokens, "expert_token_num_per_rank": counts, "per_token_scales": scales},
+         dict(idx_type=1, expert_token_num_type=0)),
+        ({"tokens": tokens.astype(np.float32), "expert_token_num_per_rank": counts.astype(np.int32)}, {}),
+    ]
+
+
+OPS = [
+    OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
+    OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
+]
+
+
+def bad_case_params():
+    """``(op, case)`` pairs for pytest.mark.parametrize, with ids ``<op>-<case>``."""
+    return [(op, case) for op in OPS for case in op.bad_cases()]
+
+
+def bad_case_id(value) -> str:
+    return value.name if isinstance(value, OpInfo) else value.id
+
+
+def present(inputs: dict) -> dict:
+    """The inputs that are given."""
+    return {n: a for n, a in inputs.items() if a is not None}
+
+
+def node_model(op: OpInfo, inputs: dict, attrs: dict, opset_version: int | None = None,
+               ranks: bool = False) -> onnx.ModelProto:
+    """A one-node model: graph inputs named like the op's inputs, of unknown shape (element types
+    known) or, with ``ranks``, of known rank with symbolic dims; absent middle inputs as "";
+    every output named and left to shape inference."""
+    from tests.rerouting_cases import TYPES, type_name
+
+    given = present(inputs)
+    names = [n if n in given else "" for n in op.spec.INPUT_NAMES]
+    while names and names[-1] == "":
+        names.pop()
+    def dims(name):
+        return [f"{name}_{i}" for i in range(np.ndim(given[name]))] if ranks else None
+
+    graph_inputs = [helper.make_tensor_value_info(n, TYPES[type_name(given[n])][1], dims(n))
+                    for n in names if n]
+    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in op.spec.OUTPUT_NAMES]
+    node = helper.make_node(op.name, names, list(op.spec.OUTPUT_NAMES), domain=onnx_schemas.DOMAIN, **attrs)
+    return helper.make_model(
+        helper.make_graph([node], op.name, graph_inputs, outputs),
+        opset_imports=[helper.make_opsetid("", 20),
+                       helper.make_opsetid(onnx_schemas.DOMAIN, opset_version or onnx_schemas.OPSET_VERSION)],
+        ir_version=10)

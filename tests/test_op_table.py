@@ -1,0 +1,201 @@
+"""Generic tests run for every op of tests/op_table.py: the C++ library declares what the ONNX
+schema says; every bad case gives the same message in the C++ kernels (through ONNX Runtime),
+the NumPy reference, the onnx.reference op and the torch front end."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx.defs import OpSchema
+from onnx.reference import ReferenceEvaluator
+
+from ascend_moe_onnx import onnx_schemas, ort_custom_ops
+from ascend_moe_onnx.ort_custom_ops import generate_op_defs
+from tests.op_table import OPS, bad_case_id, bad_case_params, node_model, present
+
+ort = pytest.importorskip("onnxruntime")
+from tests.rerouting_cases import ort_errors, run_feeds, session, to_torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU = "CPUExecutionProvider"
+
+
+def exactly(op, message: str) -> str:
+    """A pattern matching '<op>: <message>' at the end of an error text."""
+    return re.escape(f"{op.name}: {message}") + r"\s*$"
+
+
+# ---- one source per fact: the C++ side states what the schema states -----------------------------
+
+
+def test_generated_op_defs_header_is_current():
+    """ort_custom_ops/src/op_defs.gen.h is what the generator makes from the schemas."""
+    checked_in = (ROOT / "ort_custom_ops" / "src" / "op_defs.gen.h").read_text()
+    assert checked_in == generate_op_defs.generate(), (
+        "stale op_defs.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
+
+
+def _schema_params(schema, formal) -> list[dict]:
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    return [{"name": p.name, "optional": p.option == OpSchema.FormalParameterOption.Optional,
+             "types": [t[len("tensor("):-1] for t in constraints.get(p.type_str, [p.type_str])]}
+            for p in formal]
+
+
+@pytest.mark.parametrize("op", OPS, ids=bad_case_id)
+def test_library_declares_the_schema(op):
+    """Names, input/output order, optional flags, allowed types, attribute kinds and defaults of
+    the built library (its manifest) equal the ONNX schema's, for every execution provider."""
+    schema = op.spec.SCHEMA
+    manifest = ort_custom_ops.manifest()
+    assert manifest["domain"] == schema.domain
+    entries = [e for e in manifest["ops"] if e["name"] == op.name]
+    assert "CPUExecutionProvider" in {e["provider"] for e in entries}
+    for entry in entries:
+        assert entry["since_version"] == schema.since_version
+        assert entry["inputs"] == _schema_params(schema, schema.inputs)
+        assert entry["outputs"] == _schema_params(schema, schema.outputs)
+        attrs = {a["name"]: a for a in entry["attributes"]}
+        assert set(attrs) == set(schema.attributes)
+        for name, attr in schema.attributes.items():
+            got = attrs[name]
+            assert got["kind"] == {OpSchema.AttrType.INT: "int", OpSchema.AttrType.FLOAT: "float"}[attr.type]
+            assert got["required"] == attr.required
+            if attr.required:
+                assert got["default"] is None
+                continue
+            default = helper.get_attribute_value(attr.default_value)
+            assert np.float32(got["default"]) == np.float32(default) if got["kind"] == "float" \
+                else got["default"] == default, (name, got, default)
+
+
+def test_every_schema_is_in_the_table():
+    assert {op.name for op in OPS} == set(onnx_schemas.SCHEMAS)
+    assert {op["name"] for op in ort_custom_ops.manifest()["ops"]} == set(onnx_schemas.SCHEMAS)
+
+
+# ---- bad cases: one table per op, identical messages in every layer ---------------------------
+
+
+_ORT_BLIND = pytest.mark.xfail(strict=True, reason="the ORT custom-op API (1.21 headers) cannot "
+                                                  "list a node's attributes: unknown names pass")
+
+
+@pytest.mark.parametrize("op,case", [pytest.param(op, c, marks=() if c.ort else _ORT_BLIND)
+                                     for op, c in bad_case_params()], ids=bad_case_id)
+def test_bad_case_in_onnx_runtime(op, case):
+    model = node_model(op, case.inputs, case.attrs, ranks=True)
+    with pytest.raises(ort_errors(), match=exactly(op, case.message)):
+        run_feeds(session(model), present(case.inputs))
+
+
+@pytest.mark.parametrize("op,case", bad_case_params(), ids=bad_case_id)
+def test_bad_case_in_the_numpy_reference(op, case):
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        op.spec.reference(*[case.inputs.get(n) for n in op.spec.INPUT_NAMES], **case.attrs)
+
+
+@pytest.mark.parametrize("op,case", bad_case_params(), ids=bad_case_id)
+def test_bad_case_in_the_onnx_reference_evaluator(op, case):
+    model = node_model(op, case.inputs, case.attrs)
+    evaluator = ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS)
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        evaluator.run(None, present(case.inputs))
+
+
+@pytest.mark.parametrize("op,case", [p for p in bad_case_params() if p[1].torch], ids=bad_case_id)
+def test_bad_case_in_the_torch_op(op, case):
+    inputs = {n: to_torch(a) for n, a in case.inputs.items()}
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        op.torch_call(inputs, case.attrs)
+
+
+# ---- typed kernels: a wrong input type fails when the session is created -------------------------
+
+
+def _wrong_type_params():
+    out = []
+    for op in OPS:
+        inputs, attrs = op.samples()[0]
+        for spec in op.spec.SCHEMA.inputs:
+            out.append(pytest.param(op, inputs, attrs, spec, id=f"{op.name}-{spec.name}"))
+    return out
+
+
+@pytest.mark.parametrize("op,inputs,attrs,spec", _wrong_type_params())
+def test_wrong_input_type_fails_at_session_creation(op, inputs, attrs, spec):
+    """A double input (no input accepts double) is rejected when the session is created, with
+    the run-time validation's message naming the input."""
+    from ascend_moe_onnx.onnx_schemas._common import type_list
+
+    bad = dict(inputs, **{spec.name: np.asarray(inputs[spec.name]).astype(np.float64)})
+    schema = op.spec.SCHEMA
+    first_like = next(p.name for p in schema.inputs if p.type_str == spec.type_str)
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    if first_like != spec.name:  # shares its type parameter with an earlier input
+        like_type = np.asarray(inputs[first_like]).dtype
+        from ascend_moe_onnx.onnx_schemas._common import onnx_type_name
+
+        message = f"input '{spec.name}' must have the type of {first_like} ({onnx_type_name(like_type)}), got double"
+    else:
+        allowed = [t[len("tensor("):-1] for t in constraints.get(spec.type_str, [spec.type_str])]
+        message = f"input '{spec.name}' must be {type_list(allowed)}, got double"
+    model = node_model(op, bad, attrs)
+    with pytest.raises(ort_errors(), match=exactly(op, message)):
+        ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(1), providers=[CPU])
+
+
+# ---- every layer computes the same on valid samples ---------------------------------------------
+
+
+def _sample_params():
+    return [pytest.param(op, inputs, attrs, id=f"{op.name}-{i}")
+            for op in OPS for i, (inputs, attrs) in enumerate(op.samples())]
+
+
+def _assert_same_outputs(op, got, expected, what):
+    assert len(got) == len(expected) == len(op.spec.OUTPUT_NAMES), what
+    for name, g, e in zip(op.spec.OUTPUT_NAMES, got, expected):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.dtype == e.dtype and g.shape == e.shape, (what, name, g.dtype, e.dtype, g.shape, e.shape)
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, rtol=2e-6, atol=1e-30, err_msg=f"{what} {name}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"{what} {name}")
+
+
+@pytest.mark.parametrize("op,inputs,attrs", _sample_params())
+def test_layers_agree_on_samples(op, inputs, attrs):
+    """The C++ kernel, the function body (ORT without the library), onnx.reference and the torch
+    op all give the NumPy reference's outputs."""
+    from ascend_moe_onnx.onnx_schemas.functions import attach_functions
+    from tests.rerouting_cases import to_numpy
+
+    expected = op.spec.reference(*[inputs.get(n) for n in op.spec.INPUT_NAMES], **attrs)
+    model = node_model(op, inputs, attrs, ranks=True)
+    feeds = present(inputs)
+    _assert_same_outputs(op, run_feeds(session(model), feeds), expected, "C++ kernel")
+    _assert_same_outputs(op, run_feeds(session(attach_functions(model), library=False), feeds),
+                         expected, "function body")
+    evaluator = ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS)
+    _assert_same_outputs(op, evaluator.run(None, feeds), expected, "onnx.reference")
+    torch_out = op.torch_call({n: to_torch(a) for n, a in inputs.items()}, attrs)
+    _assert_same_outputs(op, [to_numpy(t) for t in torch_out], expected, "torch op")
+
+
+# ---- opset version ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [2, 1000])
+def test_other_opset_versions_are_rejected_by_check_model(version):
+    """The ops exist only at version 1 (a breaking change gets a new op name)."""
+    op = OPS[0]
+    model = node_model(op, {"x": np.zeros((2, 8), np.float32)}, {"k": 2}, opset_version=version)
+    with pytest.raises(onnx.checker.ValidationError, match=re.escape(
+            f"imports opset ascend.moe version {version}; the ascend.moe ops exist only at version 1")):
+        onnx_schemas.check_model(model)
