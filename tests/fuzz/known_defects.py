@@ -92,9 +92,11 @@ KNOWN_DEFECTS: list[KnownDefect] = [
     KnownDefect("6", "UB: shifts in the scalar ExpF (hash rows) for NaN logits", _nan_logits, sanitizer_only=True,
                 reproducer=lambda: _gating(dict(k=2, norm_type=1), _logits(rows=3, value=np.nan),
                                            input_ids=np.zeros(3, np.int64), tid2eid=np.zeros((4, 2), np.int32))),
-    KnownDefect("4", "attributes with unknown (e.g. misspelled) names are ignored", _unknown_attribute_name,
+    KnownDefect("4", "ORT limitation, documented in docs/contributing.md: a kernel cannot see attributes "
+                "with unknown names (norm=1); onnx_schemas.check_model rejects them", _unknown_attribute_name,
                 reproducer=lambda: _gating(dict(k=2, norm=1), _logits())),
-    KnownDefect("9", "ascend.moe opset versions other than 1 accepted", _opset_version,
+    KnownDefect("9", "ORT limitation, documented in docs/contributing.md: a kernel cannot see the model's "
+                "opset_import (version 2 runs); onnx_schemas.check_model rejects it", _opset_version,
                 reproducer=lambda: _gating(dict(k=2), _logits(), opset=2)),
     KnownDefect("N2", "MoeReRouting declares permute_per_token_scales a scalar when per_token_scales "
                 "is omitted through an empty input name (Shape() folds to [], the tensor is [0])",
@@ -114,9 +116,10 @@ class KnownFailureMessage:
 
 KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = [
     KnownFailureMessage(
-        "N1", "when the library's shape inference sets no output types (x of unknown rank, or a node "
-        "it rejects), ORT gives every output the last input's type: valid models are rejected and "
-        "invalid ones get ORT's type error instead of the library's message",
+        "N1", "ORT limitation, documented in docs/contributing.md: when the library's shape inference "
+        "sets no output types (x of unknown rank, or a node it rejects), ORT gives the outputs another "
+        "input's type: a graph declaring the right output type is rejected, and invalid nodes get ORT's "
+        "type error instead of the library's message",
         ("wrong_rejection", "unclear_error"),
         r"Type Error: Type \(tensor\(\w+\)\) of output arg \(\w+\) of node \(\w*\) does not match expected type",
         reproducer=lambda: _gating(dict(k=2), _logits(rows=3), ("y", "expert_idx"), {"x": "unknown_rank"},
