@@ -43,11 +43,6 @@ def _unknown_rank_rerouting(c: Case) -> bool:
         c.input_dims.get(n) == "unknown_rank" for n in ("tokens", "per_token_scales") if n in c.node_inputs)
 
 
-def _nan_logits(c: Case) -> bool:
-    x = c.inputs.get("x") if c.op == GATING else None
-    return x is not None and x.dtype != np.bool_ and bool(np.isnan(x.astype(np.float32)).any())
-
-
 def _unknown_attribute_name(c: Case) -> bool:
     known = GATING_ATTRS if c.op == GATING else REROUTING_ATTRS
     return any(n not in known for n in c.attrs)
@@ -89,9 +84,6 @@ def _logits(rows=4, experts=8, value=None):
 KNOWN_DEFECTS: list[KnownDefect] = [
     KnownDefect("3", "MoeReRouting declares scalar outputs for inputs of unknown rank", _unknown_rank_rerouting,
                 reproducer=lambda: _rerouting({}, dims={"tokens": "unknown_rank"})),
-    KnownDefect("6", "UB: shifts in the scalar ExpF (hash rows) for NaN logits", _nan_logits, sanitizer_only=True,
-                reproducer=lambda: _gating(dict(k=2, norm_type=1), _logits(rows=3, value=np.nan),
-                                           input_ids=np.zeros(3, np.int64), tid2eid=np.zeros((4, 2), np.int32))),
     KnownDefect("4", "ORT limitation, documented in docs/contributing.md: a kernel cannot see attributes "
                 "with unknown names (norm=1); onnx_schemas.check_model rejects them", _unknown_attribute_name,
                 reproducer=lambda: _gating(dict(k=2, norm=1), _logits())),
@@ -128,11 +120,7 @@ KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = [
 
 
 # Existing tests that exercise a sanitizer-only defect (deselected by .ci/jobs/30-sanitizers.sh).
-SANITIZER_DESELECT: dict[str, list[str]] = {
-    "6": ["tests/test_gating_ort.py::test_nan_ranks_below_minus_infinity",
-          "tests/test_gating_ort.py::test_nan_in_long_rows",
-          "tests/test_gating_ort.py::test_softmax_with_nan_gives_nan_scores"],
-}
+SANITIZER_DESELECT: dict[str, list[str]] = {}
 
 
 def match(case: Case, sanitizers: bool = False) -> str | None:
