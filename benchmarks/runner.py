@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
 
 RESULTS_DIR = Path("benchmark-results")  # relative to the current directory, never inside the package
 SUITES = ("gating", "rerouting", "model")

@@ -14,6 +14,8 @@ from pathlib import Path
 import onnx
 from onnx import helper
 
+from ascend_moe_onnx.onnx_schemas.functions import OVERLOADS_MIN_ORT
+
 CANN = "CANNExecutionProvider"
 
 
@@ -182,7 +184,7 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
             cann = f"{CANN}: needs the custom-op library"
         body = (node.op_type, node.overload) in functions
         without = ("without the library: attached function body"
-                   + (f" (overload '{node.overload}', needs onnxruntime >= 1.32)" if node.overload else "")
+                   + (f" (overload '{node.overload}', needs onnxruntime >= {OVERLOADS_MIN_ORT})" if node.overload else "")
                    if body else "without the library: no function body, the session would fail")
         lines += [f"    runs on: {cpu}", f"             {cann}", f"             {without}"]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
     moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
     moe-onnx export --hf DIR [--layers N-M | --whole-model] [--dtype D] -o model.onnx
+    moe-onnx export PRESET --ep-ranks N [--quant int8] -o DIR   (expert parallel: docs/expert-parallel.md)
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
     moe-onnx info model.onnx
     moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model]   (docs/benchmarks.md)
@@ -20,9 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # see ARCHITECTURE: torch_npu autoload
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Modules of the optional extras (torch, models); the core install has none of them.
+OPTIONAL_MODULES = {"torch", "onnxscript", "safetensors", "tqdm"}
 
 
 class CLIError(Exception):
@@ -79,6 +82,30 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     which.add_argument("--layers", metavar="N-M", help="export the MoE blocks of layers N..M (default: whole model)")
     which.add_argument("--whole-model", action="store_true", help="export the causal LM's prefill graph (default)")
     p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="where to write the model")
+    p.add_argument("--ep-ranks", type=int, metavar="N",
+                   help="expert parallel: write a router graph, one expert graph per rank and ep.json "
+                        "into the directory -o (docs/expert-parallel.md)")
+    p.add_argument("--quant", choices=("int8",), help="with --ep-ranks: the expert graphs take int8 "
+                   "tokens with per-token scales")
+
+
+def _cmd_export_ep(args) -> int:
+    from ascend_moe_onnx.ep import artefacts
+    from ascend_moe_onnx.models import presets
+
+    if args.ep_ranks < 1:
+        raise CLIError(f"--ep-ranks must be >= 1, got {args.ep_ranks}")
+    block = presets.build(args.preset, args.size, args.dtype, weights=args.weights, layer=args.layer,
+                          intermediate=args.intermediate, seed=args.seed)
+    try:
+        manifest = artefacts.export_layer(block, args.ep_ranks, args.output, args.quant or "", args.tokens)
+    except artefacts.EPError as e:
+        raise CLIError(str(e)) from None
+    lay = manifest["layout"]
+    print(f"wrote {args.output}: router + {args.ep_ranks} expert graphs ({lay['experts'] // args.ep_ranks} "
+          f"local experts each) + {artefacts.MANIFEST}: preset {args.preset}, size {args.size}, "
+          f"quant {args.quant or 'none'}")
+    return EXIT_OK
 
 
 def _cmd_export_hf(args) -> int:
@@ -134,6 +161,10 @@ def _cmd_export(args) -> int:
     if not args.preset:
         raise CLIError("export: name a PRESET, or pass --hf DIR")
     _check_block_args(args)
+    if args.ep_ranks is not None:
+        return _cmd_export_ep(args)
+    if args.quant:
+        raise CLIError("--quant needs --ep-ranks")
     with _progress(3, f"export {args.preset}") as bar:
         bar.set_postfix_str("building the block")
         block = presets.build(args.preset, args.size, args.dtype, weights=args.weights, layer=args.layer,
@@ -294,13 +325,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # torch.onnx logs one warning per torchvision op it cannot register; irrelevant here.
     logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
-    from ascend_moe_onnx.models.presets import PresetError
-    from ascend_moe_onnx.models.weights import WeightsError
+    try:
+        from ascend_moe_onnx.models.presets import PresetError
+        from ascend_moe_onnx.models.weights import WeightsError
+
+        user_errors: tuple = (CLIError, PresetError, WeightsError)
+    except ImportError:  # a core install (no torch extras): `info` still works
+        user_errors = (CLIError,)
 
     try:
         return args.run(args)
-    except (CLIError, PresetError, WeightsError) as e:
+    except user_errors as e:
         message = str(e)
+    except ModuleNotFoundError as e:
+        if e.name not in OPTIONAL_MODULES:
+            raise
+        message = f"'{args.command}' needs {e.name}: pip install 'ascend-moe-onnx[models]'"
     except FileNotFoundError as e:
         message = str(e) if not e.filename else f"no such file: {e.filename}"
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""Torch ops for MoeGatingTopKHash (SPEC §1) and their ONNX translations.
+"""Torch ops for MoeGatingTopKHash (docs/operators.md §1) and their ONNX translations.
 
 - ``torch.ops.custom.npu_moe_gating_top_k``: the Ascend recipe's op, with hash routing.
 - ``torch.ops.npu.npu_moe_gating_top_k``: torch_npu's built-in (no hash inputs, norm_type 0/1).
@@ -19,7 +19,7 @@ from ._torch_lib import IMPL_KEY, described, from_numpy, library, onnx_type_name
 
 D = spec.DEFAULTS
 
-# Attribute order of each torch front end's signature (SPEC §1.1); defaults come from the schema.
+# Attribute order of each torch front end's signature (docs/operators.md §1.1); defaults come from the schema.
 CUSTOM_ATTR_ORDER = ("k_group", "group_count", "routed_scaling_factor", "eps",
                      "group_select_mode", "renorm", "norm_type", "out_flag")
 NPU_ATTR_ORDER = ("k_group", "group_count", "group_select_mode", "renorm", "norm_type", "out_flag",
@@ -55,7 +55,7 @@ def _validate(x, tensors: dict, attrs: dict) -> None:
 
 def gating_top_k(x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
                  additional_token_mask=None, **attributes):
-    """SPEC §1.2 through the NumPy reference, on any device; returns ``(y, expert_idx, out)``."""
+    """docs/operators.md §1.2 through the NumPy reference, on any device; returns ``(y, expert_idx, out)``."""
     attrs = _attrs(**attributes)
     tensors = (bias, input_ids, tid2eid, additional_bias, additional_token_mask)
     y, idx, out = spec.reference(to_numpy(x), *(to_numpy(t) for t in tensors), **attrs)

@@ -1,4 +1,4 @@
-"""Torch op for MoeReRouting (SPEC §2): ``torch.ops.npu.npu_moe_re_routing``.
+"""Torch op for MoeReRouting (docs/operators.md §2): ``torch.ops.npu.npu_moe_re_routing``.
 
 Defined by :func:`define_torch_ops` (called by ``exporters.define_torch_ops``) unless torch_npu
 already defines it: the implementation is the NumPy reference (onnx_schemas) on any device, the
@@ -45,7 +45,7 @@ def _validate(tokens, counts, scales, attrs) -> None:
 
 
 def re_routing(tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):
-    """SPEC §2.2 through the NumPy reference, on any device; returns the 4 outputs."""
+    """docs/operators.md §2.2 through the NumPy reference, on any device; returns the 4 outputs."""
     outs = spec.reference(to_numpy(tokens), to_numpy(expert_token_num_per_rank),
                           to_numpy(per_token_scales), **_attrs(**attributes))
     return tuple(from_numpy(o, tokens.device) for o in outs)

@@ -2,7 +2,7 @@
 
 Router: ``gate`` logits in the model dtype; softmax in float32, top-k, renormalise over the k
 selected (``norm_topk_prob``; Mixtral always), weights cast back to the model dtype. This is
-MoeGatingTopKHash with norm_type 0 and renorm 1 (SPEC §1.4). No shared expert.
+MoeGatingTopKHash with norm_type 0 and renorm 1 (docs/operators.md §1.4). No shared expert.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ inlines the model-local function otherwise).
 Bodies are specialised per node: a builder bakes one node's attributes into the body and skips its
 absent optional inputs. When all nodes of an op type share one specialisation the model gets one
 plain function; otherwise every specialisation becomes an overload (IR version 10), which only
-ONNX Runtime >= 1.32 honours (1.24 and 1.21 ignore ``overload`` and inline the wrong body).
+ONNX Runtime >= 1.27.0 honours (``OVERLOADS_MIN_ORT``; older runtimes ignore ``overload`` and inline
+the wrong body).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ BUILDERS: dict[str, Builder] = {
 
 OVERLOAD_IR_VERSION = 10  # NodeProto.overload / FunctionProto.overload appeared in IR version 10
 FUNCTIONS_IR_VERSION = 8  # model-local functions appeared in IR version 8
+# The first ONNX Runtime that inlines the overload a node names (measured: 1.26.0 and older inline
+# another specialisation's body).
+OVERLOADS_MIN_ORT = "1.27.0"
 
 
 def _schema(op_type: str) -> OpSchema:
@@ -158,7 +162,7 @@ def attach_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     """Return a copy of ``model`` with one specialised function body per distinct ascend.moe node kind.
 
     Replaces bodies attached before. Several specialisations of one op become overloads (IR >= 10),
-    with a warning: ONNX Runtime < 1.32 ignores overloads.
+    with a warning: ONNX Runtime older than ``OVERLOADS_MIN_ORT`` ignores overloads.
     """
     m = strip_functions(model)
     ours = _ours()
@@ -204,8 +208,8 @@ def attach_functions(model: onnx.ModelProto) -> onnx.ModelProto:
         m.ir_version = max(m.ir_version, OVERLOAD_IR_VERSION)
         warnings.warn(
             f"ascend.moe function bodies attached as overloads for {', '.join(overloaded)}: ONNX Runtime "
-            "< 1.32 ignores overloads and, without the custom-op library, inlines the wrong body "
-            "(verified: 1.32 correct; 1.24 and 1.21 wrong). Load the library there.",
+            f"< {OVERLOADS_MIN_ORT} ignores overloads and, without the custom-op library, inlines the "
+            "wrong body. Load the library there.",
             stacklevel=2,
         )
     return m

@@ -1,4 +1,4 @@
-"""MoeGatingTopKHash (SPEC §1): ONNX schema, shape inference, validation and NumPy reference."""
+"""MoeGatingTopKHash (docs/operators.md §1): ONNX schema, shape inference, validation and NumPy reference."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- validation (SPEC §1.3), shared by the NumPy reference and the torch ops ------------------
+# ---- validation (docs/operators.md §1.3), shared by the NumPy reference and the torch ops ------------------
 
 
 def _err(what: str) -> ValueError:
@@ -126,7 +126,7 @@ def _shape(shape) -> str:
 
 
 def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -> None:
-    """Check the attribute rules of SPEC §1.3; ``num_experts`` enables the E-dependent ones."""
+    """Check the attribute rules of docs/operators.md §1.3; ``num_experts`` enables the E-dependent ones."""
     k, kg, gc = attrs["k"], attrs["k_group"], attrs["group_count"]
     if not 1 <= k <= MAX_K:
         raise _err(f"attribute 'k' must be in [1, {MAX_K}], got {k}")
@@ -162,12 +162,12 @@ def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -
 
 
 def grouping_effective(attrs: dict[str, Any]) -> bool:
-    """Whether group-limited selection applies (SPEC §1.2 step 3)."""
+    """Whether group-limited selection applies (docs/operators.md §1.2 step 3)."""
     return 1 < attrs["group_count"] and attrs["k_group"] < attrs["group_count"]
 
 
 def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
-    """Check shapes and dtypes of SPEC §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
+    """Check shapes and dtypes of docs/operators.md §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
 
     dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'. A dim
     that is not an int (None, or a symbolic size of a torch fake tensor) is unknown: the rules
@@ -238,7 +238,7 @@ def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.
         )
 
 
-# ---- NumPy reference (SPEC §1.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §1.2) -------------------------------------------------------------
 
 
 def _rank_key(b: np.ndarray) -> np.ndarray:
@@ -253,7 +253,7 @@ def _rank_key(b: np.ndarray) -> np.ndarray:
 
 
 def normalise(x2: np.ndarray, norm_type: int) -> np.ndarray:
-    """Scores s of SPEC §1.2 step 1, in float32, for rows of float32 logits."""
+    """Scores s of docs/operators.md §1.2 step 1, in float32, for rows of float32 logits."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if norm_type == NORM_SOFTMAX:
             e = np.exp(x2 - x2.max(axis=-1, keepdims=True))
@@ -267,7 +267,7 @@ def normalise(x2: np.ndarray, norm_type: int) -> np.ndarray:
 
 
 def select_top_k(b: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
-    """Expert indices of SPEC §1.2 steps 3-4 for rows of selection scores ``b`` [R, E]."""
+    """Expert indices of docs/operators.md §1.2 steps 3-4 for rows of selection scores ``b`` [R, E]."""
     R, E = b.shape
     key = _rank_key(b)
     if grouping_effective(attrs) and R:
@@ -296,7 +296,7 @@ def reference(
     additional_token_mask: np.ndarray | None = None,
     **attributes: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Compute ``(y, expert_idx, out)`` of SPEC §1.2 with NumPy (float32 arithmetic)."""
+    """Compute ``(y, expert_idx, out)`` of docs/operators.md §1.2 with NumPy (float32 arithmetic)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     x = np.asarray(x)
     given = {

@@ -1,4 +1,4 @@
-"""Pure-ONNX function body of MoeGatingTopKHash (SPEC §1.2), specialised for one node.
+"""Pure-ONNX function body of MoeGatingTopKHash (docs/operators.md §1.2), specialised for one node.
 
 The body is built for one combination of (attributes, present optional inputs): attributes are
 baked in as constants and absent inputs are never referenced, so every node gets a small,
@@ -27,13 +27,13 @@ from .moe_gating_top_k_hash import (
 
 # float64 selection keys (the NumPy reference's _rank_key): every float32 number maps to itself,
 # -inf and NaN to finite doubles below every float32, and experts of dropped groups to -inf, so a
-# single TopK (ties -> lower index) gives SPEC §1.2 step 4's order.
+# single TopK (ties -> lower index) gives docs/operators.md §1.2 step 4's order.
 _KEY_NEG_INF = -1e300
 _KEY_NAN = -1e301
 
 
 def _check_presence(has: dict[str, bool], attrs: dict[str, Any]) -> None:
-    """The presence rules of SPEC §1.3 that are known without tensor shapes."""
+    """The presence rules of docs/operators.md §1.3 that are known without tensor shapes."""
     if has["input_ids"] != has["tid2eid"]:
         given, missing = ("input_ids", "tid2eid") if has["input_ids"] else ("tid2eid", "input_ids")
         raise ValueError(f"{OP_TYPE}: input '{given}' needs input '{missing}' (hash routing uses both)")
@@ -55,7 +55,7 @@ def _rank_key(g: BodyBuilder, b: str, may_be_neg_inf: bool) -> str:
 
 
 def _normalise(g: BodyBuilder, x2: str, norm_type: int, axis: str) -> str:
-    """Scores s of SPEC §1.2 step 1 for float32 rows ``x2``."""
+    """Scores s of docs/operators.md §1.2 step 1 for float32 rows ``x2``."""
     one = g.const([1.0], np.float32)
     if norm_type == NORM_SOFTMAX:
         m = g.op("ReduceMax", x2, axis, keepdims=1)
@@ -76,7 +76,7 @@ def _normalise(g: BodyBuilder, x2: str, norm_type: int, axis: str) -> str:
 
 def _group_mask(g: BodyBuilder, key: str, b: str, biased: bool, attrs: dict[str, Any], shape_re: str,
                 e_dim: str, axis: str) -> str:
-    """Key with the experts of all but the k_group best groups set to -inf (SPEC §1.2 step 3)."""
+    """Key with the experts of all but the k_group best groups set to -inf (docs/operators.md §1.2 step 3)."""
     G = attrs["group_count"]
     minus_one = g.const([-1], np.int64)
     g_const = g.const([G], np.int64)
@@ -84,12 +84,14 @@ def _group_mask(g: BodyBuilder, key: str, b: str, biased: bool, attrs: dict[str,
     gkey = g.op("Reshape", key, shape_rgp)  # [R, G, P]
     if attrs["group_select_mode"] == 0:
         # max of the keys == key of the max, since the key map is monotone
-        gscore = g.op("ReduceMax", gkey, axis, keepdims=0)
+        gscore = g.op("Squeeze", g.op("ReduceMax", gkey, axis, keepdims=1), axis)
     else:
         _, top2 = g.op("TopK", gkey, g.const([2], np.int64), axis=-1, outputs=2)
         pair = g.op("GatherElements", g.op("Reshape", b, shape_rgp), top2, axis=2)
         # the float32 sum of the two largest scores, then keyed like any score
-        gscore = _rank_key(g, g.op("ReduceSum", pair, axis, keepdims=0), may_be_neg_inf=biased)
+        # keepdims=1 + Squeeze: ReduceSum(keepdims=0) with an empty dim gives the wrong shape on ORT <= 1.31.1
+        pair_sum = g.op("Squeeze", g.op("ReduceSum", pair, axis, keepdims=1), axis)
+        gscore = _rank_key(g, pair_sum, may_be_neg_inf=biased)
     _, kept = g.op("TopK", gscore, g.const([attrs["k_group"]], np.int64), axis=-1, outputs=2)
     false = numpy_helper.from_array(np.zeros(1, dtype=bool), "false")
     true = numpy_helper.from_array(np.ones(1, dtype=bool), "true")
@@ -150,9 +152,17 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
             biased = True
         # s is never -inf (it is >= 0 or NaN): only a bias can bring -inf in.
         key = _rank_key(g, b, may_be_neg_inf=biased)
+        # One padding row keeps every TopK input non-empty at R = 0: TopK over an empty tensor
+        # kills the process (SIGFPE) on ONNX Runtime <= 1.30. The row is dropped after selection.
+        pad_shape = g.op("Concat", g.const([1], np.int64), e_dim, axis=0)
+        key = g.op("Concat", key, g.op("ConstantOfShape", pad_shape,
+                                       value=numpy_helper.from_array(np.zeros(1, np.float64))), axis=0)
         if grouping_effective(attrs):
+            b = g.op("Concat", b, g.op("ConstantOfShape", pad_shape,
+                                       value=numpy_helper.from_array(np.zeros(1, np.float32))), axis=0)
             key = _group_mask(g, key, b, biased, attrs, shape_re, e_dim, axis)
         _, idx = g.op("TopK", key, k_const, axis=-1, largest=1, sorted=1, outputs=2)
+        idx = g.op("Slice", idx, g.const([0], np.int64), g.op("Shape", x2, end=1), g.const([0], np.int64))
 
     if hashing:
         ids = g.op("Cast", g.op("Reshape", "input_ids", minus_one), to=TensorProto.INT64)

@@ -1,4 +1,4 @@
-"""MoeReRouting (SPEC §2): ONNX schema, shape inference, validation and NumPy reference."""
+"""MoeReRouting (docs/operators.md §2): ONNX schema, shape inference, validation and NumPy reference."""
 
 from __future__ import annotations
 
@@ -92,12 +92,12 @@ def _known(d) -> bool:
     return isinstance(d, (int, np.integer))
 
 
-# ---- validation (SPEC §2.3), shared by the NumPy reference and the torch op -------------------
+# ---- validation (docs/operators.md §2.3), shared by the NumPy reference and the torch op -------------------
 # The messages are those of the C++ kernel (ort_custom_ops/src/moe_re_routing_validate.cc).
 
 
 def validate_attributes(attrs: dict[str, Any]) -> None:
-    """Check expert_token_num_type and idx_type (SPEC §2.3)."""
+    """Check expert_token_num_type and idx_type (docs/operators.md §2.3)."""
     if attrs["expert_token_num_type"] not in (CUMSUM, COUNT):
         raise _err("attribute 'expert_token_num_type' must be 0 (cumulative counts) or "
                    f"1 (per-expert counts), got {attrs['expert_token_num_type']}")
@@ -196,10 +196,10 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (SPEC §2.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §2.2) -------------------------------------------------------------
 
 def block_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(src, dst)`` [N, E] int64: first row of each (rank, expert) block before / after (SPEC §2.2)."""
+    """``(src, dst)`` [N, E] int64: first row of each (rank, expert) block before / after (docs/operators.md §2.2)."""
     c = np.asarray(counts, dtype=np.int64)
     flat = c.reshape(-1)
     src = (np.cumsum(flat) - flat).reshape(c.shape)
@@ -224,7 +224,7 @@ def reference(
     per_token_scales: np.ndarray | None = None,
     **attributes: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of SPEC §2.2.
+    """``(permute_tokens, permute_per_token_scales, permute_token_idx, expert_token_num)`` of docs/operators.md §2.2.
 
     Attributes: ``expert_token_num_type``, ``idx_type`` (defaults from the schema).
     """

@@ -1,11 +1,11 @@
-"""Pure-ONNX function body of MoeReRouting (SPEC §2.2), specialised for one node.
+"""Pure-ONNX function body of MoeReRouting (docs/operators.md §2.2), specialised for one node.
 
 The attributes are baked in and ``per_token_scales`` is referenced only when the node has it, so
 each node gets a small, branch-free graph of standard default-domain ops (opset >= 18). How it
 works: the destination row ``d`` lies in block ``k(d)`` = the number of blocks (in expert-major
 order) whose inclusive end is <= d, found with one ScatterElements(add) + CumSum over A + 1 slots;
 then ``gather_idx[d] = d + src[k] - dst[k]`` and every output is a Gather. A = 0 and zero counts
-need no special case. On counts that break SPEC §2.3 a Gather or ScatterElements index falls out
+need no special case. On counts that break docs/operators.md §2.3 a Gather or ScatterElements index falls out
 of range and the runtime reports an error (the body does not produce a validation message).
 
 Not bit for bit in two respects: ONNX has no Gather for float8 and a function body cannot branch
@@ -94,7 +94,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     else:  # scatter index: idx[gather_idx[d]] = d
         inverse = op("ScatterElements", filled(a_1d, 0), gather_idx, rows, axis=0)
         op("Cast", inverse, to=TensorProto.INT32, output=out_idx)
-    per_expert = op("ReduceSum", c64, axis0, keepdims=0)  # [E]
+    # keepdims=1 + Squeeze: ReduceSum(keepdims=0) with an empty dim gives the wrong shape on ORT <= 1.31.1
+    per_expert = op("Squeeze", op("ReduceSum", c64, axis0, keepdims=1), axis0)  # [E]
     if attrs["expert_token_num_type"] != COUNT:
         per_expert = op("CumSum", per_expert, zero)
     op("CastLike", per_expert, counts, output=out_etn)

@@ -9,17 +9,43 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.metadata
+import itertools
 import json
 import os
 from pathlib import Path
 
 LIBRARY_NAME = "libascend_moe_ort.so"
 _ENV_VAR = "ASCEND_MOE_ORT_LIBRARY"
+# The oldest ONNX Runtime the library supports; the library itself refuses older runtimes too
+# (their custom-op shape inference crashes on a node with an absent optional input before a
+# present one). Kept equal to the library's and pyproject's floor by a test.
+MIN_ORT_VERSION = "1.24.1"
 
 from .cann import CannFallbackWarning, cann_provider, inference_session  # noqa: E402
 
-__all__ = ["LIBRARY_NAME", "get_library_path", "register", "manifest", "session_options",
-           "cann_provider", "inference_session", "CannFallbackWarning"]
+__all__ = ["LIBRARY_NAME", "MIN_ORT_VERSION", "get_library_path", "register", "manifest", "session_options",
+           "check_ort_version", "cann_provider", "inference_session", "CannFallbackWarning"]
+
+
+def _version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split("+")[0].split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def check_ort_version(version: str | None = None) -> None:
+    """Raise RuntimeError when ONNX Runtime (``version``, default: the installed one) is too old."""
+    if version is None:
+        import onnxruntime as ort
+
+        version = ort.__version__
+    if _version_tuple(version) < _version_tuple(MIN_ORT_VERSION):
+        raise RuntimeError(
+            f"ascend.moe custom ops need ONNX Runtime >= {MIN_ORT_VERSION}, this environment has "
+            f"onnxruntime {version}: pip install 'onnxruntime>={MIN_ORT_VERSION}'"
+        )
 
 
 def _candidates():
@@ -50,7 +76,8 @@ def get_library_path() -> str:
 
 
 def register(session_options) -> None:
-    """Register the custom-op library on an ``onnxruntime.SessionOptions``."""
+    """Register the custom-op library on an ``onnxruntime.SessionOptions`` (checks the ORT version)."""
+    check_ort_version()
     session_options.register_custom_ops_library(get_library_path())
 
 

@@ -89,7 +89,7 @@ def assert_weights_close(got_y, ref_y, dtype: str):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * 1e-3)
 
 
-# ---- bad cases (SPEC §1.3): one table for every layer -------------------------------------------
+# ---- bad cases (docs/operators.md §1.3): one table for every layer -------------------------------------------
 
 X8 = np.zeros((3, 8), np.float32)
 F8 = np.zeros(8, np.float32)
@@ -101,7 +101,7 @@ def _hash(k=2, ids=None, table=None, x=X8):
 
 
 def bad_cases() -> list:
-    """Every rule of SPEC §1.3 broken once, with the exact message all layers give after
+    """Every rule of docs/operators.md §1.3 broken once, with the exact message all layers give after
     "MoeGatingTopKHash: " (see tests/op_table.py for what runs them)."""
     from tests.op_table import BadCase as B
 

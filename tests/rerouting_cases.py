@@ -9,7 +9,10 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
-import torch
+try:  # torch is optional: the ORT-facing tests also run in environments without it
+    import torch
+except ImportError:
+    torch = None
 from onnx import TensorProto, helper
 
 from ascend_moe_onnx import onnx_schemas
@@ -17,26 +20,31 @@ from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions
 
-# ONNX type name -> (NumPy dtype, ONNX element type, torch dtype)
+
+def _torch_dtype(name: str):
+    return getattr(torch, name) if torch is not None else None
+
+
+# ONNX type name -> (NumPy dtype, ONNX element type, torch dtype or None without torch)
 TYPES = {
-    "float": (np.dtype(np.float32), TensorProto.FLOAT, torch.float32),
-    "float16": (np.dtype(np.float16), TensorProto.FLOAT16, torch.float16),
-    "bfloat16": (np.dtype(ml_dtypes.bfloat16), TensorProto.BFLOAT16, torch.bfloat16),
-    "int8": (np.dtype(np.int8), TensorProto.INT8, torch.int8),
-    "uint8": (np.dtype(np.uint8), TensorProto.UINT8, torch.uint8),
-    "float8e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), TensorProto.FLOAT8E4M3FN, torch.float8_e4m3fn),
-    "float8e5m2": (np.dtype(ml_dtypes.float8_e5m2), TensorProto.FLOAT8E5M2, torch.float8_e5m2),
-    "int32": (np.dtype(np.int32), TensorProto.INT32, torch.int32),
-    "int64": (np.dtype(np.int64), TensorProto.INT64, torch.int64),
-    "double": (np.dtype(np.float64), TensorProto.DOUBLE, torch.float64),
-    "bool": (np.dtype(np.bool_), TensorProto.BOOL, torch.bool),
+    "float": (np.dtype(np.float32), TensorProto.FLOAT, _torch_dtype("float32")),
+    "float16": (np.dtype(np.float16), TensorProto.FLOAT16, _torch_dtype("float16")),
+    "bfloat16": (np.dtype(ml_dtypes.bfloat16), TensorProto.BFLOAT16, _torch_dtype("bfloat16")),
+    "int8": (np.dtype(np.int8), TensorProto.INT8, _torch_dtype("int8")),
+    "uint8": (np.dtype(np.uint8), TensorProto.UINT8, _torch_dtype("uint8")),
+    "float8e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), TensorProto.FLOAT8E4M3FN, _torch_dtype("float8_e4m3fn")),
+    "float8e5m2": (np.dtype(ml_dtypes.float8_e5m2), TensorProto.FLOAT8E5M2, _torch_dtype("float8_e5m2")),
+    "int32": (np.dtype(np.int32), TensorProto.INT32, _torch_dtype("int32")),
+    "int64": (np.dtype(np.int64), TensorProto.INT64, _torch_dtype("int64")),
+    "double": (np.dtype(np.float64), TensorProto.DOUBLE, _torch_dtype("float64")),
+    "bool": (np.dtype(np.bool_), TensorProto.BOOL, _torch_dtype("bool")),
 }
 _BY_ONNX = {v[1]: v[0] for v in TYPES.values()}
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _RAW = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}  # NumPy types torch can wrap
-_TORCH_UINT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_TORCH_UINT = {1: _torch_dtype("uint8"), 2: _torch_dtype("int16"), 4: _torch_dtype("int32"), 8: _torch_dtype("int64")}
 
-WORKED_COUNTS = np.array([[1, 0, 2], [2, 1, 0]])  # SPEC §2.2
+WORKED_COUNTS = np.array([[1, 0, 2], [2, 1, 0]])  # docs/operators.md §2.2
 WORKED_GATHER = [0, 3, 4, 5, 1, 2]
 WORKED_SCATTER = [0, 4, 5, 1, 2, 3]
 
@@ -213,7 +221,7 @@ def type_name(a: np.ndarray) -> str:
 
 
 def bad_cases() -> list:
-    """Every rule of SPEC §2.3 broken once, with the exact message all layers give after
+    """Every rule of docs/operators.md §2.3 broken once, with the exact message all layers give after
     "MoeReRouting: " (see tests/op_table.py for what runs them)."""
     from tests.op_table import BadCase
     f = np.zeros((6, 4), np.float32)

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.ort_custom_ops import _version_tuple
 from ascend_moe_onnx.onnx_schemas import functions
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions, specialisation_key, strip_functions
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, normalise, reference
@@ -161,7 +162,7 @@ def assert_close_ulp(got, want, dtype_name, ulps, context, what):
 
 
 def float64_expected(x, idx, attrs):
-    """SPEC §1.2 steps 1 and 6 in float64 for the given indices: the yardstick for s and y."""
+    """docs/operators.md §1.2 steps 1 and 6 in float64 for the given indices: the yardstick for s and y."""
     E, k = x.shape[-1], idx.shape[-1]
     x64 = x.reshape(-1, E).astype(np.float32).astype(np.float64)
     nt = attrs.get("norm_type", 0)
@@ -376,6 +377,8 @@ def test_two_specialisations_become_overloads():
     keys = sorted(f.overload for f in model.functions)
     assert len(keys) == 2 and all(keys)
     assert sorted(n.overload for n in model.graph.node) == keys
+    if _version_tuple(ort.__version__) < _version_tuple(functions.OVERLOADS_MIN_ORT):
+        return  # older runtimes inline the wrong overload (the warning above says so)
     rng = np.random.default_rng(3)
     feeds = {"x": rng.standard_normal((9, 16)).astype(np.float16),
              "bias": (rng.standard_normal(16) * 0.2).astype(np.float16)}
@@ -449,6 +452,8 @@ def test_nodes_in_subgraphs_get_bodies():
         model = attach_functions(model)
     assert len(model.functions) == 2
     onnx.checker.check_model(model, full_check=True)
+    if _version_tuple(ort.__version__) < _version_tuple(functions.OVERLOADS_MIN_ORT):
+        return  # two specialisations are overloads: older runtimes inline the wrong one
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
     sess = session(model)
     for c, nt in ((True, 1), (False, 0)):
@@ -469,7 +474,13 @@ def test_checker_and_ort_accept_every_opset(opset):
              "additional_token_mask": np.array([True, False, True])}
     model = attach_functions(make_model(attrs, feeds, ["R"], 16, opset=opset))
     onnx.checker.check_model(model, full_check=True)
-    check_against_reference(session(model), feeds, attrs, f"opset {opset}")
+    try:
+        sess = session(model)
+    except ort.capi.onnxruntime_pybind11_state.Fail as e:
+        if f"Opset {opset} is under development" in str(e):
+            pytest.skip(f"onnxruntime {ort.__version__} does not run opset {opset} yet")
+        raise
+    check_against_reference(sess, feeds, attrs, f"opset {opset}")
     hashed = {"x": rng.standard_normal((3, 16)).astype(np.float32),
               "input_ids": np.array([1, -1, 2], np.int64),
               "tid2eid": rng.integers(0, 16, (3, 4)).astype(np.int32),

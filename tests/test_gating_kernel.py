@@ -182,7 +182,7 @@ def test_every_path_matches_reference(isa, tmp_path):
 
 @pytest.mark.parametrize("isa", ISA_PATHS)
 def test_nan_and_inf_rows_on_every_path(isa, tmp_path):
-    """SPEC NaN rule on every path: NaN scores rank below every number; run in a child process."""
+    """The NaN rule of docs/operators.md on every path: NaN scores rank below every number; run in a child process."""
     script = """
 import sys, numpy as np
 sys.path.insert(0, {root!r})

@@ -1,5 +1,5 @@
 """MoeGatingTopKHash in ONNX Runtime through the custom-op library: agreement with the NumPy
-reference, worked behaviours, shape inference, threading, and every validation rule of SPEC §1.3."""
+reference, worked behaviours, shape inference, threading, and every validation rule of docs/operators.md §1.3."""
 
 from __future__ import annotations
 
@@ -397,7 +397,7 @@ ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
 
 
 @pytest.mark.skipif(ORT_VERSION < (1, 32), reason="ORT 1.21 aborts when shape inference sets a "
-                    "missing output (ARCHITECTURE.md); checked on 1.32")
+                    "missing output; checked on 1.32")
 def test_two_output_node():
     """`out` is optional: a node may emit only y and expert_idx."""
     x = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
@@ -517,7 +517,7 @@ def test_baseline_and_default_builds_agree():
             assert np.abs(a - b).max(initial=0) <= 16  # positive floats: ulp = integer distance
 
 
-# ---- validation (SPEC §1.3): the bad-case table is run by tests/test_op_table.py ---------------
+# ---- validation (docs/operators.md §1.3): the bad-case table is run by tests/test_op_table.py ---------------
 
 from tests.gating_cases import _hash as _hash_inputs  # noqa: E402
 

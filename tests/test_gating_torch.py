@@ -90,7 +90,7 @@ def test_opcheck_custom_and_npu():
                           dict(bias=bias.half(), norm_type=0, renorm=1))
 
 
-# ---- worked behaviours of SPEC §1.2 -------------------------------------------------------------
+# ---- worked behaviours of docs/operators.md §1.2 -------------------------------------------------------------
 
 
 def custom(x, k, **kw):
@@ -157,7 +157,7 @@ def test_out_is_empty_without_out_flag():
     assert out.shape == (0,) and out.dtype == torch.float32
 
 
-# ---- validation: every rule of SPEC §1.3 ---------------------------------------------------------
+# ---- validation: every rule of docs/operators.md §1.3 ---------------------------------------------------------
 
 X = torch.zeros(4, 8)
 B = torch.zeros(8)

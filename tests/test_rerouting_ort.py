@@ -1,6 +1,6 @@
 """MoeReRouting in ONNX Runtime: the C++ kernel of the custom-op library and the pure-ONNX function
-body agree bit for bit with the NumPy reference and the torch op (SPEC §2), and the kernel rejects
-every invalid input of SPEC §2.3 with a message naming the input and the value."""
+body agree bit for bit with the NumPy reference and the torch op (docs/operators.md §2), and the kernel rejects
+every invalid input of docs/operators.md §2.3 with a message naming the input and the value."""
 
 from __future__ import annotations
 
@@ -9,6 +9,13 @@ import onnx
 import pytest
 
 from ascend_moe_onnx import ort_custom_ops
+try:
+    import torch  # noqa: F401
+
+    torch_available = True
+except ImportError:  # the ORT-facing checks still run without torch
+    torch_available = False
+
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import (
     WORKED_COUNTS,
@@ -111,7 +118,8 @@ def test_randomized_sweep_torch_reference_library_and_function_agree():
         tokens, counts, scales, attrs = _random_case(rng)
         expected = spec.reference(tokens, counts, scales, **attrs)
         what = f"case {case}: tokens {tokens.dtype}{list(tokens.shape)} counts {counts.tolist()} {attrs}"
-        assert_outputs_same(run_torch(tokens, counts, scales, **attrs), expected, f"torch {what}")
+        if torch_available:
+            assert_outputs_same(run_torch(tokens, counts, scales, **attrs), expected, f"torch {what}")
         for backend in BACKENDS:
             assert_outputs_same(_run(backend, tokens, counts, scales, **attrs), expected, f"{backend} {what}",
                                 function_body=backend == "function")

@@ -1,4 +1,4 @@
-"""MoeReRouting schema, shape inference, NumPy reference and onnx.reference op (SPEC §2)."""
+"""MoeReRouting schema, shape inference, NumPy reference and onnx.reference op (docs/operators.md §2)."""
 
 from __future__ import annotations
 

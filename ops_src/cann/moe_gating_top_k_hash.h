@@ -1,4 +1,4 @@
-// MoeGatingTopKHash on an Ascend NPU (SPEC §1): CANN's built-in aclnnMoeGatingTopK (no hash input,
+// MoeGatingTopKHash on an Ascend NPU (docs/operators.md §1): CANN's built-in aclnnMoeGatingTopK (no hash input,
 // within its documented limits), the cann-recipes-infer custom operator aclnnMoeGatingTopKHash
 // (libcust_opapi.so: hash routing and sqrt-softplus), or a fallback that copies the inputs to the
 // host, runs the CPU kernel (ops_src/cpu) and copies the results back. Plain C++ over device

@@ -1,4 +1,4 @@
-// MoeReRouting on an Ascend NPU (SPEC §2): aclnnMoeReRouting where its documented limits allow,
+// MoeReRouting on an Ascend NPU (docs/operators.md §2): aclnnMoeReRouting where its documented limits allow,
 // otherwise device-to-device row copies planned on the host from the counts. Plain C++ over device
 // pointers, the caller's stream and workspace callback; knows nothing of ONNX Runtime.
 #pragma once

@@ -1,4 +1,4 @@
-// CPU kernel of MoeGatingTopKHash. See the header and SPEC §1.2.
+// CPU kernel of MoeGatingTopKHash. See the header and docs/operators.md §1.2.
 //
 // Per row: widen x to float32, normalise it into the scores s (vectorisable exp / log1p,
 // accurate to about one float32 ulp), map the selection scores b = s + bias to order-preserving

@@ -1,7 +1,7 @@
-// CPU kernel of MoeGatingTopKHash (SPEC §1.2): normalise router logits, add the selection bias,
+// CPU kernel of MoeGatingTopKHash (docs/operators.md §1.2): normalise router logits, add the selection bias,
 // restrict to the best expert groups, pick the top-k experts (or look them up in the token-id
 // table) and write renormalised, scaled weights. Plain C++ over raw pointers: no ORT, no Python.
-// The caller validates shapes and attributes (SPEC §1.3); the kernel itself checks the
+// The caller validates shapes and attributes (docs/operators.md §1.3); the kernel itself checks the
 // data-dependent rules (token ids and table entries in range) and never reads out of bounds.
 #pragma once
 

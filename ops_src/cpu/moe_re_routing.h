@@ -1,4 +1,4 @@
-// MoeReRouting CPU kernel (SPEC §2): regroups the rows of an expert-parallel all-to-all receive
+// MoeReRouting CPU kernel (docs/operators.md §2): regroups the rows of an expert-parallel all-to-all receive
 // buffer from (source rank, local expert) order into (local expert, source rank) order.
 // Plain C++ over raw pointers: rows are moved as bytes, so one kernel serves every token and scale
 // element type. Knows nothing of ONNX Runtime or torch.

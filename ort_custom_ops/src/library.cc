@@ -1,6 +1,9 @@
 // Entry points of the custom-op library: RegisterCustomOps (called by ONNX Runtime through
 // SessionOptions.register_custom_ops_library) and AscendMoeOpsManifest (for tests and tools).
+#include <array>
+#include <cstdio>
 #include <mutex>
+#include <string>
 
 #define ORT_STR_(x) #x
 #define ORT_STR(x) ORT_STR_(x)
@@ -10,6 +13,18 @@
 #define ASCEND_MOE_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+// The oldest ONNX Runtime the library supports (also in pyproject.toml, ort_custom_ops/__init__.py
+// and the README; a test keeps them equal). Older runtimes crash in their custom-op shape
+// inference for a node with an absent optional input before a present one (fixed in 1.24).
+#define ASCEND_MOE_MIN_ORT "1.24.1"
+
+// (major, minor, patch) of a "major.minor.patch..." string; {-1, -1, -1} if it is not one.
+std::array<int, 3> ParseVersion(const char* text) {
+  std::array<int, 3> v{0, 0, 0};
+  if (text == nullptr || std::sscanf(text, "%d.%d.%d", &v[0], &v[1], &v[2]) < 2) return {-1, -1, -1};
+  return v;
+}
 
 // The domain must outlive every session that uses it; ORT only keeps a pointer.
 Ort::CustomOpDomain& Domain() {
@@ -25,6 +40,14 @@ Ort::CustomOpDomain& Domain() {
 
 ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
                                                             const OrtApiBase* api_base) {
+  const char* version = api_base->GetVersionString();
+  if (ParseVersion(version) < ParseVersion(ASCEND_MOE_MIN_ORT)) {
+    // API 1 exists in every runtime: enough to report the problem instead of crashing later.
+    const std::string msg = std::string("ascend.moe custom ops need ONNX Runtime >= " ASCEND_MOE_MIN_ORT
+                                        ", this process runs ONNX Runtime ") +
+                            (version ? version : "(unknown version)");
+    return api_base->GetApi(1)->CreateStatus(ORT_FAIL, msg.c_str());
+  }
   const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
   if (api == nullptr) {
     // The runtime is older than the headers this library was built with; API 1 can still say so.
@@ -45,6 +68,9 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
   }
   return nullptr;
 }
+
+// The oldest supported ONNX Runtime version, "major.minor.patch" (for tests and tools).
+ASCEND_MOE_EXPORT const char* AscendMoeMinOrtVersion() { return ASCEND_MOE_MIN_ORT; }
 
 // Names, inputs, outputs and attributes (kinds, defaults) as the C++ kernels use them (JSON); valid for the process lifetime.
 ASCEND_MOE_EXPORT const char* AscendMoeOpsManifest() {

@@ -94,7 +94,7 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
   const cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
   CannDevice device(ctx, kGtX);
   if (path.call && args.hash && args.params.rows > 0) {
-    // The NPU checks neither ids nor table entries (SPEC §1.3): check them here, as the CPU
+    // The NPU checks neither ids nor table entries (docs/operators.md §1.3): check them here, as the CPU
     // kernel reports them.
     const unsigned char* table = table_host_.data();
     std::vector<unsigned char> downloaded;

@@ -1,4 +1,4 @@
-// ascend.moe::MoeGatingTopKHash for ONNX Runtime (SPEC §1): the op definition (inputs, outputs,
+// ascend.moe::MoeGatingTopKHash for ONNX Runtime (docs/operators.md §1): the op definition (inputs, outputs,
 // attributes, shape inference) and the CPU kernel, which validates (moe_gating_top_k_hash_validate)
 // and runs ops_src/cpu over the rows on the session's intra-op thread pool. A kernel for another
 // execution provider registers beside it through AscendMoeOp<MoeGatingDef, ThatKernel>.
@@ -17,7 +17,7 @@ namespace ascend_moe {
 
 namespace {
 
-// Output types and shapes (SPEC §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
+// Output types and shapes (docs/operators.md §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
 // dims in int32, out = x.shape (float) when out_flag = 1, else [0]. Symbolic dims keep their
 // names. The context cannot tell how many outputs the node has, so all three are set: exported
 // nodes must carry all three (ORT 1.21 aborts on a missing one; 1.32 accepts two-output nodes).
@@ -123,7 +123,7 @@ struct MoeGatingCpuKernel {
   MoeGatingAttrs attrs_;
 };
 
-// The op definition, independent of the execution provider (SPEC §1.1).
+// The op definition, independent of the execution provider (docs/operators.md §1.1).
 struct MoeGatingDef {
   static constexpr const char* kName = kMoeGatingName;
   static constexpr int kSinceVersion = gating_defs::kSinceVersion;

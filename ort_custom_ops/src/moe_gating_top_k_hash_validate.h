@@ -1,4 +1,4 @@
-// MoeGatingTopKHash attribute table and validation (SPEC §1.3), shared by every execution
+// MoeGatingTopKHash attribute table and validation (docs/operators.md §1.3), shared by every execution
 // provider's kernel: errors name the input or attribute and the offending value.
 #pragma once
 
@@ -44,7 +44,7 @@ struct MoeGatingAttrs {
   float eps;
 };
 
-// Whether group-limited selection applies (SPEC §1.2 step 3).
+// Whether group-limited selection applies (docs/operators.md §1.2 step 3).
 inline bool MoeGatingGroupingEffective(const MoeGatingAttrs& a) {
   return a.group_count > 1 && a.k_group < a.group_count;
 }
@@ -74,7 +74,7 @@ struct MoeGatingProblem {
   bool additional = false;  // additional_bias and the mask given (the mask selects rows)
 };
 
-// Checks the input-dependent rules of SPEC §1.3 (ranks, dims, types, combinations; no data is
+// Checks the input-dependent rules of docs/operators.md §1.3 (ranks, dims, types, combinations; no data is
 // read) and returns the kernel's view of the call. Token ids and table entries are checked by
 // the kernel while it reads them.
 MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& inputs,

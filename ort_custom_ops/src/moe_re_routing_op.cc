@@ -1,4 +1,4 @@
-// ascend.moe::MoeReRouting for ONNX Runtime (SPEC §2): the op definition (inputs, outputs,
+// ascend.moe::MoeReRouting for ONNX Runtime (docs/operators.md §2): the op definition (inputs, outputs,
 // attributes, shape inference) and the CPU kernel, which validates and calls ops_src/cpu.
 #include <iterator>
 
@@ -12,7 +12,7 @@ namespace ascend_moe {
 
 namespace {
 
-// Output types and shapes from the input types/shapes (SPEC §2.1); attribute values checked so
+// Output types and shapes from the input types/shapes (docs/operators.md §2.1); attribute values checked so
 // a bad node fails at session creation. An input without dims has an unknown rank (a rank-0
 // input fails at run time): the C API cannot declare "unknown rank" (it would declare a scalar,
 // which ORT's optimisers then trust), so outputs shaped like such an input are left unset.
@@ -104,7 +104,7 @@ struct MoeReRoutingCpuKernel {
   MoeReRoutingAttrs attrs_;
 };
 
-// The op definition, independent of the execution provider (SPEC §2.1).
+// The op definition, independent of the execution provider (docs/operators.md §2.1).
 struct MoeReRoutingDef {
   static constexpr const char* kName = kMoeReRoutingName;
   static constexpr int kSinceVersion = rerouting_defs::kSinceVersion;

@@ -1,4 +1,4 @@
-// MoeReRouting attribute table and input validation (SPEC §2.3), shared by every execution
+// MoeReRouting attribute table and input validation (docs/operators.md §2.3), shared by every execution
 // provider's kernel: errors name the input or attribute and the offending value.
 #pragma once
 

@@ -23,7 +23,7 @@ skip_without_cann()
 TOKEN_TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int8": np.int8,
                "uint8": np.uint8, "float8e4m3fn": ml_dtypes.float8_e4m3fn, "float8e5m2": ml_dtypes.float8_e5m2}
 SCALE_TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-WORKED = np.array([[1, 0, 2], [2, 1, 0]])  # SPEC §2.2
+WORKED = np.array([[1, 0, 2], [2, 1, 0]])  # docs/operators.md §2.2
 
 
 def rerouting_model(tokens, counts, scales=None, **attrs) -> bytes:

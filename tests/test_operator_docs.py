@@ -1,0 +1,51 @@
+"""docs/operators.md: its generated reference blocks match the ONNX schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.onnx_schemas import docgen
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "operators.md"
+
+
+@pytest.mark.skipif(not DOC.is_file(), reason="needs the source tree's docs/")
+def test_generated_blocks_are_fresh():
+    text = DOC.read_text(encoding="utf-8")
+    assert docgen.update(text) == text, (
+        "docs/operators.md is stale: run python -m ascend_moe_onnx.onnx_schemas.docgen docs/operators.md")
+
+
+def test_rendering_covers_every_input_output_and_attribute():
+    for name, schema in onnx_schemas.SCHEMAS.items():
+        block = docgen.render_op(schema)
+        for p in list(schema.inputs) + list(schema.outputs):
+            assert f"`{p.name}`" in block, (name, p.name)
+        for attr in schema.attributes:
+            assert f"| `{attr}` |" in block, (name, attr)
+        assert name in docgen.SHAPE_EXAMPLES and "→" in block, name
+
+
+def test_a_changed_schema_makes_the_doc_stale():
+    text = docgen.update(f"{docgen.BEGIN.format(op='MoeGatingTopKHash')}\nold\n{docgen.END.format(op='MoeGatingTopKHash')}\n"
+                         f"{docgen.BEGIN.format(op='MoeReRouting')}\n{docgen.END.format(op='MoeReRouting')}\n")
+    assert "old" not in text and "| `k` | INT | required |" in text
+    with pytest.raises(ValueError, match="no generated block for MoeReRouting"):
+        docgen.update(f"{docgen.BEGIN.format(op='MoeGatingTopKHash')}\n{docgen.END.format(op='MoeGatingTopKHash')}\n")
+
+
+def test_the_repository_refers_to_nothing_outside_it():
+    root = DOC.parent.parent
+    if not (root / ".git").exists():
+        pytest.skip("needs a git checkout")
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    needles = ("../shared", "/work/shared", "SPEC.md", "ARCHITECTURE.md")
+    offenders = [f"{f}: {n}" for f in files if (root / f).is_file()
+                 for n in needles if n in (root / f).read_text(encoding="utf-8", errors="replace")
+                 and f != "tests/test_operator_docs.py"]
+    assert not offenders, offenders
