@@ -118,12 +118,8 @@ def rerouting_table(rows: list[dict]) -> str:
 
 
 def model_table(rows: list[dict]) -> str:
-    """Block time with the fused node and speed-up over each baseline."""
-    header = ["preset", "hidden/E/k/I", "thr", "tokens", "fused ms"] + [f"vs {n}" for n in model.BASELINES]
-    body = [[r["preset"], f"{r['hidden']}/{r['experts']}/{r['k']}/{r['intermediate']}", str(r["threads"]),
-             str(r["tokens"]), f"{r['time_s'][model.FUSED] * 1e3:.2f}"]
-            + [f"{r['speedup'][n]:.2f}x" for n in model.BASELINES] for r in rows]
-    return _table(header, body)
+    """Per case: each candidate's time, share of the routed-rows bound and peak memory (model.table)."""
+    return model.table(rows)
 
 
 def markdown(results: dict) -> str:

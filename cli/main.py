@@ -55,6 +55,9 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=int, default=8, metavar="N",
                    help="token count of the export example (>= 2; the token dimension stays dynamic)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    p.add_argument("--experts", default=None, metavar="ort|onnx|padded",
+                   help="expert formulation in the graph: ort (com.microsoft.MoE, ONNX Runtime >= 1.23; "
+                        "default), onnx (standard ops, any runtime), padded (E x C buckets); docs/models.md")
 
 
 def _check_block_args(args) -> None:
@@ -66,6 +69,13 @@ def _check_block_args(args) -> None:
         raise CLIError(f"--intermediate must be >= 1, got {args.intermediate}")
     if args.weights is not None and not Path(args.weights).exists():
         raise CLIError(f"weights: no such file or directory: {args.weights}")
+    if args.experts is not None:
+        from ascend_moe_onnx.models import experts
+
+        try:
+            experts.check(args.experts)
+        except experts.ExpertsError as e:
+            raise CLIError(f"--experts: {e}") from None
     for name in getattr(args, "presets", None) or [getattr(args, "preset", None)]:
         if name is not None:
             presets.preset(name)
@@ -176,14 +186,14 @@ def _cmd_export(args) -> int:
         out = Path(args.output)
         if out.parent and not out.parent.exists():
             raise CLIError(f"output directory does not exist: {out.parent}")
-        verify.export_block(block, args.tokens, path=out, external_data=external)
+        verify.export_block(block, args.tokens, path=out, external_data=external, experts=args.experts)
         bar.update(2)
     if block.note:
         print(f"note: {block.note}")
     written = out.stat().st_size + (out.with_name(out.name + ".data").stat().st_size if external else 0)
     where = f" + {out.name}.data" if external else ""
     print(f"wrote {out}{where} ({written / 2**20:.1f} MiB): preset {args.preset}, size {args.size}, "
-          f"dtype {block.dtype_name}, inputs {', '.join(block.input_names)}, "
+          f"dtype {block.dtype_name}, experts {args.experts or block.experts_formulation}, inputs {', '.join(block.input_names)}, "
           f"outputs {', '.join(block.output_names)}")
     return EXIT_OK
 
@@ -243,7 +253,7 @@ def _cmd_verify(args) -> int:
             checks += verify.verify_preset(
                 name, args.size, args.dtype, weights=args.weights, layer=args.layer,
                 intermediate=args.intermediate, export_tokens=args.tokens, token_counts=counts,
-                seed=args.seed, progress=bar, provider=args.provider)
+                seed=args.seed, progress=bar, provider=args.provider, experts=args.experts)
             if checks[-1].info:
                 notes.append(f"note: {name}: {checks[-1].info}")
     print(verify.format_table(checks))

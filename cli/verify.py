@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ascend_moe_onnx.models import experts as routed_experts
 from ascend_moe_onnx.models import presets
 from ascend_moe_onnx.models.runtime import EXPORT_TOKENS, export_block, run_ort, run_torch, sessions, to_numpy  # noqa: F401
 
@@ -60,6 +61,7 @@ class Check:
     tol: float = 0.0
     compared: int = 0  # token counts actually compared
     note: str = ""  # "error: ..." (fails) or "skipped: ..." (path not available)
+    experts: str = ""  # expert formulation of the exported block (models.experts)
     info: str = ""  # how the block was built (e.g. a shrunk expert width)
 
     @property
@@ -121,12 +123,21 @@ def _compare(check: Check, T: int, got: list, ref: list, scores, tie_tol: float,
 
 
 def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, cache_key=None,
-                 progress=None, path=None, provider: str = "cpu") -> list[Check]:
-    """Export ``block``, run every path at each token count, compare; one Check per path pair.
+                 progress=None, path=None, provider: str = "cpu", experts: str | None = None) -> list[Check]:
+    """Export ``block`` (expert formulation ``experts``, models.experts; None: the block's own), run
+    every path at each token count, compare; one Check per path pair.
 
     The default token counts leave out the export example's (the interesting case is a count the
     graph was not traced with); counts given by the caller all run.
     """
+    with routed_experts.using(block, experts):
+        checks = _verify_block(block, token_counts, export_tokens, cache_key, progress, path, provider)
+    for c in checks:
+        c.experts = block.experts_formulation if experts is None else experts
+    return checks
+
+
+def _verify_block(block, token_counts, export_tokens, cache_key, progress, path, provider) -> list[Check]:
     token_counts = _token_counts(block, token_counts, export_tokens)
     name, dtype = block.preset, block.dtype_name
     checks = [Check(name, dtype, g, r, tol=TOLERANCES[dtype]) for g, r in paths(provider)]
@@ -172,14 +183,16 @@ def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, c
 
 def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
                   intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS, token_counts=None,
-                  seed: int = 0, progress=None, path=None, provider: str = "cpu") -> list[Check]:
-    """Build a preset's block (random or checkpoint weights) and verify it."""
+                  seed: int = 0, progress=None, path=None, provider: str = "cpu",
+                  experts: str | None = None) -> list[Check]:
+    """Build a preset's block (random or checkpoint weights) and verify it (expert formulation
+    ``experts``, default the block's own)."""
     dtype = dtype or presets.default_dtype(name)
     block = presets.build(name, size, dtype, weights=weights, layer=layer, intermediate=intermediate,
                           seed=seed)
     key = None if weights is not None else (name, size, dtype, intermediate, seed)
     checks = verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path,
-                          provider=provider)
+                          provider=provider, experts=experts)
     for c in checks:
         c.info = block.note
     return checks
@@ -201,13 +214,13 @@ def steps(size: str = "tiny", token_counts=None, export_tokens: int = EXPORT_TOK
 
 def format_table(checks: list[Check]) -> str:
     """A fixed-width table of checks: per block and path, index agreement, errors, tolerance, result."""
-    head = ("block", "dtype", "compared", "index agree", "near-ties", "max abs err", "max rel err",
+    head = ("block", "dtype", "experts", "compared", "index agree", "near-ties", "max abs err", "max rel err",
             "tolerance", "result")
     rows = []
     for c in checks:
         skipped = c.note.startswith("skipped")
         result = "skip" if skipped else ("PASS" if c.passed else "FAIL")
-        rows.append((c.preset, c.dtype, f"{c.got} vs {c.ref}",
+        rows.append((c.preset, c.dtype, c.experts, f"{c.got} vs {c.ref}",
                      "-" if skipped else f"{c.agreement:.4f}", str(len(c.near_ties)),
                      "-" if skipped else f"{c.max_abs:.2e}", "-" if skipped else f"{c.max_rel:.2e}",
                      f"{c.tol:.0e}", result + (f"  ({c.note})" if c.note else "")))

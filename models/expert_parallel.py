@@ -4,7 +4,8 @@ After the dispatch all-to-all a rank holds A tokens grouped by source rank, then
 with the ``[ranks, local_experts]`` counts. The block regroups them by expert with MoeReRouting,
 dequantises them (int8 tokens x float32 per-token scales; the plain variant takes the tokens as
 they are), runs every expert on its segment (``expert_token_num`` gives the segment lengths; the
-export path runs the segments as padded buckets, see ``models.layers``), and puts the results back
+formulation is chosen per export, ``models.experts.segments``; ``padded`` runs the segments as
+padded buckets), and puts the results back
 into received order with ``permute_token_idx``: idx_type 0 (gather index, Ascend's only mode) by
 a scatter, idx_type 1 (scatter index, an extension) by a gather. The combine step (routing weights)
 happens on the source rank after the return all-to-all and is not part of this block.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from . import experts as routed_experts
 from .layers import GroupedExperts, MoEConfig, compute_dtype, rounded
 
 
@@ -26,6 +28,7 @@ class ExpertParallelBlock(torch.nn.Module):
     """
 
     output_names = ("output", "expert_token_num")
+    experts_formulation: str = routed_experts.DEFAULT  # models.experts.FORMULATIONS
 
     def __init__(self, cfg: MoEConfig, dtype: torch.dtype = torch.float32):
         super().__init__()
@@ -35,7 +38,7 @@ class ExpertParallelBlock(torch.nn.Module):
             ("per_token_scales",) if cfg.quant == "int8" else ())
 
     def forward(self, *inputs):
-        """Export path: MoeReRouting -> dequantise -> padded experts -> received order."""
+        """Export path: MoeReRouting -> dequantise -> experts on their segments -> received order."""
         named = dict(zip(self.input_names, inputs))
         tokens, counts = named["tokens"], named["expert_token_num_per_rank"]
         pt, ps, idx, etn = torch.ops.npu.npu_moe_re_routing(
@@ -44,19 +47,25 @@ class ExpertParallelBlock(torch.nn.Module):
         x = pt.to(self.compute)
         if self.cfg.quant == "int8":
             x = rounded(x * ps.to(self.compute)[:, None], self.dtype)
-        A = tokens.shape[0]
-        rows = torch.arange(A)
-        ends = torch.cumsum(etn.to(torch.int64), 0)
-        expert = (rows[:, None] >= ends[None, :]).to(torch.int64).sum(1)  # segment of each row
-        pos = rows - (ends - etn.to(torch.int64))[expert]
-        capacity = etn.max().item()
-        torch._check(capacity >= 0)
-        y = self.experts(x, expert, pos, capacity)
+        if self.experts_formulation == "padded":
+            y = self._padded_experts(x, etn)
+        else:
+            y = routed_experts.segments(self.experts, x, etn, self.experts_formulation)
         if self.cfg.idx_type == 0:  # permute_tokens[i] = tokens[idx[i]]  ->  out[idx[i]] = y[i]
             out = torch.index_put(torch.zeros_like(y), (idx.to(torch.int64),), y)
         else:  # idx[j] = where received row j went
             out = y[idx.to(torch.int64)]
         return out.to(self.dtype), etn
+
+    def _padded_experts(self, x, etn):
+        """The ``padded`` formulation: segments as [E, C, H] buckets."""
+        rows = torch.arange(x.shape[0])
+        ends = torch.cumsum(etn.to(torch.int64), 0)
+        expert = (rows[:, None] >= ends[None, :]).to(torch.int64).sum(1)  # segment of each row
+        pos = rows - (ends - etn.to(torch.int64))[expert]
+        capacity = etn.max().item()
+        torch._check(capacity >= 0)
+        return self.experts(x, expert, pos, capacity)
 
     def forward_native(self, *inputs):
         """Plain-torch reference: each (source rank, expert) block straight through its expert, in

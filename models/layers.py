@@ -9,13 +9,11 @@ summation order. float16 and float32 blocks compute in their own dtype (ORT runs
 inserting float32 casts where it lacks a float16 kernel). The plain-torch reference path uses
 native torch ops in the block's dtype, so the comparison also checks that emulation.
 
-Experts. The export path runs the experts as one batched computation over a zero-padded
-``[E, C, H]`` buffer (C = most rows any expert gets, a data-dependent size): each (token, slot)
-pair is scattered to row ``pos`` of its expert's bucket, the buckets go through batched MatMuls
-and the results are gathered back. The graph has a fixed, small number of nodes whatever E is,
-exports in seconds, and works for every token count; the compute is E*C rows instead of the T*k
-rows actually routed (C is close to T*k/E for balanced routing, at most T). The reference path
-loops over experts in eager torch (the Hugging Face formulation).
+Experts. The export path computes only the T*k routed rows, with the formulation chosen per
+export (``experts_formulation``: ``ort``, ``onnx`` or ``padded``; see models.experts). ``padded``
+is the earlier formulation: one batched computation over a zero-padded ``[E, C, H]`` buffer
+(C = most rows any expert gets), E*C rows instead of T*k. The reference path loops over experts in
+eager torch (the Hugging Face formulation).
 """
 
 from __future__ import annotations
@@ -27,6 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from ascend_moe_onnx import exporters  # noqa: F401  (defines the torch ops)
+
+from . import experts as routed_experts
 
 
 @dataclass
@@ -190,6 +190,7 @@ class RoutedMoE(torch.nn.Module):
 
     input_names: tuple = ("hidden_states",)
     output_names: tuple = ("output", "expert_idx")
+    experts_formulation: str = routed_experts.DEFAULT  # models.experts.FORMULATIONS
 
     def __init__(self, cfg: MoEConfig, dtype: torch.dtype = torch.float32):
         super().__init__()
@@ -241,24 +242,31 @@ class RoutedMoE(torch.nn.Module):
 
     # ---- forward --------------------------------------------------------------------------------
     def forward(self, *inputs):
-        """Export path (custom op + padded experts) -> (output, expert_idx)."""
+        """Export path (custom op + routed experts) -> (output, expert_idx)."""
         named = dict(zip(self.input_names, inputs))
         x = named["hidden_states"]
         w, idx = self.route(self.router_logits(x), named)
+        xc = x.to(self.compute)
+        if self.experts_formulation == "padded":
+            routed = self._padded_experts(xc, w, idx)
+        else:
+            routed = routed_experts.routed(self.experts, xc, w, idx, self.experts_formulation)
+        out = rounded(routed.to(self.compute), self.dtype)
+        if self.shared_experts is not None:
+            out = rounded(out + self.shared_experts(xc), self.dtype)
+        return out.to(self.dtype), idx
+
+    def _padded_experts(self, xc, w, idx):
+        """The ``padded`` formulation: [E, C, H] buckets -> weighted sum over the k slots (float32)."""
         T, k = idx.shape
         flat = idx.reshape(-1).to(torch.int64)
         pos, counts = padded_positions(flat, self.cfg.experts)
         capacity = counts.max().item()
         torch._check(capacity >= 0)
-        xc = x.to(self.compute)
         rows = xc[torch.arange(T * k) // k]  # one row per (token, slot)
         y = self.experts(rows, flat, pos, capacity)
         # Weighted sum over the k slots in float32, rounded once (DeepSeek's moe_infer does the same).
-        routed = (y.float().reshape(T, k, x.shape[-1]) * w.float().reshape(T, k, 1)).sum(1)
-        out = rounded(routed.to(self.compute), self.dtype)
-        if self.shared_experts is not None:
-            out = rounded(out + self.shared_experts(xc), self.dtype)
-        return out.to(self.dtype), idx
+        return (y.float().reshape(T, k, xc.shape[-1]) * w.float().reshape(T, k, 1)).sum(1)
 
     def forward_native(self, *inputs):
         """Plain-torch reference (no custom ops) -> (output, expert_idx int32)."""

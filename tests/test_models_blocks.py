@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ascend_moe_onnx.cli import verify
+from ascend_moe_onnx.models import experts as routed_experts
 from ascend_moe_onnx.models import presets
 from tests.gating_cases import assert_routing_equal
 
@@ -28,10 +29,28 @@ CASES = ([(name, "float32") for name in presets.PRESETS if name != "ep-bf16"]
             ("mixtral", "float16"), ("deepseek-v2", "float16"), ("ep-bf16", "float16")])
 
 
-def _exported(block):
+# Every case through every routed-rows formulation; padded (the old formulation) in float32 only.
+FORMULATION_CASES = [(n, d, f) for n, d in CASES for f in routed_experts.FORMULATIONS
+                     if f != "padded" or d == "float32"]
+# Op types each formulation must (or must not) put in the graph (routed blocks: onnx also has an If).
+FORMULATION_OPS = {"ort": ({"MoE"}, {"Loop"}), "onnx": ({"Loop"}, {"MoE"}),
+                   "padded": (set(), {"MoE", "Loop"})}
+
+
+def _exported(block, experts=None):
     key = (block.preset, "tiny", block.dtype_name, None, 0)
-    data = verify.export_block(block, EXPORT_TOKENS, cache_key=key)
+    data = verify.export_block(block, EXPORT_TOKENS, cache_key=key, experts=experts)
     return onnx.load_from_string(data), verify.sessions(data)
+
+
+def _all_op_types(graph) -> set:
+    ops = set()
+    for n in graph.node:
+        ops.add(n.op_type)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                ops |= _all_op_types(a.g)
+    return ops
 
 
 def assert_output_close(got, ref, dtype: str, rows=None, what=""):
@@ -45,32 +64,49 @@ def assert_output_close(got, ref, dtype: str, rows=None, what=""):
     assert err <= verify.TOLERANCES[dtype], f"{what}: max rel error {err:.3g} > {verify.TOLERANCES[dtype]:g}"
 
 
-@pytest.mark.parametrize("name,dtype", CASES, ids=[f"{n}-{d}" for n, d in CASES])
-def test_block_graph(name, dtype):
-    """The verify harness (what `moe-onnx verify` runs) passes every path pair at every count."""
+@pytest.mark.parametrize("name,dtype,experts", FORMULATION_CASES,
+                         ids=[f"{n}-{d}-{f}" for n, d, f in FORMULATION_CASES])
+def test_block_graph(name, dtype, experts):
+    """The verify harness (what `moe-onnx verify` runs) passes every path pair at every count, with
+    each expert formulation; the graph holds that formulation's ops."""
     block = presets.build(name, "tiny", dtype)
-    model, sessions = _exported(block)
+    with routed_experts.using(block, experts):
+        _check_block_graph(block, name, dtype, experts)
+
+
+def _check_block_graph(block, name, dtype, experts):
+    model, sessions = _exported(block, experts)
     ours = [n for n in model.graph.node if n.domain == "ascend.moe"]
     assert len(ours) == 1, [n.op_type for n in ours]
+    assert not [n for n in model.graph.node if n.domain == routed_experts.DOMAIN]
+    need, never = FORMULATION_OPS[experts]
+    ops = _all_op_types(model.graph)
+    if experts == "onnx" and hasattr(block, "selection_scores"):
+        need = need | {"If"}
+    assert need <= ops and not (never & ops), (experts, sorted(ops))
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "tokens"
     assert not isinstance(sessions["ort-functions"], str), sessions["ort-functions"]
-    checks = verify.verify_block(block, TOKEN_COUNTS, cache_key=(block.preset, "tiny", block.dtype_name, None, 0))
+    checks = verify.verify_block(block, TOKEN_COUNTS, cache_key=(block.preset, "tiny", block.dtype_name, None, 0),
+                                 experts=experts)
     assert [(c.got, c.ref) for c in checks] == list(verify.PATHS)
     for c in checks:
-        what = f"{name} {dtype} {c.got} vs {c.ref}"
+        what = f"{name} {dtype} {experts} {c.got} vs {c.ref}"
+        assert c.experts == experts, what
         assert c.tokens == list(TOKEN_COUNTS) and c.compared == len(TOKEN_COUNTS), what
         assert c.passed, f"{what}: {c}"
         if c.near_ties:  # shown in pytest's warnings summary, not only with -s
             warnings.warn(f"{what}: near-ties (tokens, row, experts, score spread) {c.near_ties}")
 
 
+@pytest.mark.parametrize("experts", routed_experts.FORMULATIONS)
 @pytest.mark.parametrize("name", list(presets.PRESETS))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_export_path_matches_reference_in_torch(name, dtype):
-    """Eager torch, every preset and dtype: the custom-op path against the plain-torch reference."""
+def test_export_path_matches_reference_in_torch(name, dtype, experts):
+    """Eager torch, every preset, dtype and expert formulation: the custom-op path against the
+    plain-torch reference."""
     block = presets.build(name, "tiny", dtype, seed=1)
     inputs = block.example_inputs(40, seed=2)
-    with torch.no_grad():
+    with torch.no_grad(), routed_experts.using(block, experts):
         (out, idx), (ref_out, ref_idx) = block(*inputs), block.forward_native(*inputs)
     assert out.dtype == ref_out.dtype == block.dtype
     rows = np.ones(40, dtype=bool)
@@ -116,14 +152,37 @@ def test_tied_experts_follow_the_tie_rule_and_are_reported():
         assert_routing_equal(forced, idx, scores, verify.tie_tolerance(block))
 
 
-def test_empty_and_single_token_batches_in_ort():
+@pytest.mark.parametrize("experts", ["ort", "onnx"])
+def test_empty_and_single_token_batches_in_ort(experts):
     """0 and 1 tokens run through a graph exported with 8 (routed and expert-parallel blocks)."""
     for name in ("deepseek-v3", "ep-int8"):
         block = presets.build(name)
-        _, sessions = _exported(block)
+        _, sessions = _exported(block, experts)
         for T in (0, 1):
             inputs = block.example_inputs(T, seed=9)
             results, like = verify.run_torch(block, inputs)
             got = verify.run_ort(sessions["ort"], block, inputs, like)
             assert got[0].shape == (T, block.cfg.hidden)
             assert_output_close(got[0], results["reference"][0], "float32", what=f"{name} T={T}")
+
+
+def test_unknown_formulation_is_a_clear_error():
+    block = presets.build("mixtral")
+    with pytest.raises(routed_experts.ExpertsError, match="unknown formulation 'fused'.*ort, onnx, padded"):
+        with routed_experts.using(block, "fused"):
+            pass
+
+
+def test_onnx_formulation_takes_both_branches_on_one_file():
+    """One exported file: the gather branch at few routed rows, the sorted Loop above
+    GATHER_MAX_ROWS (hash rows repeat experts: duplicates inside a token's k)."""
+    block = presets.build("deepseek-v4-hash", "tiny", "float32")
+    _, sessions = _exported(block, "onnx")
+    k = block.cfg.top_k
+    small, large = routed_experts.GATHER_MAX_ROWS // k, 4 * routed_experts.GATHER_MAX_ROWS // k
+    for T in (small, small + 1, large):
+        inputs = block.example_inputs(T, seed=T)
+        results, like = verify.run_torch(block, inputs)
+        got = verify.run_ort(sessions["ort"], block, inputs, like)
+        np.testing.assert_array_equal(got[1], results["reference"][1])
+        assert_output_close(got[0], results["reference"][0], "float32", what=f"T={T}")

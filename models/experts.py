@@ -1,0 +1,392 @@
+"""Routed experts: E SwiGLU experts applied to the rows routed to them, and nothing else.
+
+A block hands its experts one of two layouts:
+
+- ``routed(experts, x, weights, expert_idx, formulation)``: token-major rows ``x`` [T, H] with the
+  router's ``weights`` / ``expert_idx`` [T, k]; returns the weighted sum over the k slots [T, H]
+  (float32). Used by the routed blocks (models.layers).
+- ``segments(experts, x, counts, formulation)``: rows already sorted by expert, ``counts`` [E]
+  rows per expert (MoeReRouting's ``expert_token_num``); returns each row through its expert
+  [A, H]. Used by the expert-parallel block.
+
+Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., experts=...)``):
+
+- ``ort``: ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT 1.23, also CUDA).
+  It does its own softmax top-k, so it is fed pseudo-logits that select exactly our experts with
+  exactly our weights: ``log(Σ w)`` per chosen expert (a hash table may name an expert twice),
+  ``-1e30`` elsewhere; softmax turns that into ``w / Σw``, so the op's output rows are multiplied
+  by ``Σw`` afterwards (routed_scaling_factor and unnormalised weights included). Gate/up rows are
+  interleaved (``swiglu_fusion=1``), ``activation_alpha=1, activation_beta=0``; DeepSeek-V4's
+  clamp is the op's ``swiglu_limit`` (the same asymmetric clamp). The op runs in float32 for every
+  block dtype (no bfloat16 kernel; the float16 kernel is wrong on ORT 1.23): float16 / bfloat16
+  weights are cast once, at session creation, and the output is rounded once.
+- ``onnx``: standard ONNX ops only (any runtime). An ``If`` on the routed-row count P = T·k picks
+  one of two branches inside the graph: up to ``GATHER_MAX_ROWS`` rows, gather each row's expert
+  weights and run one batched MatMul over the P rows (decode); above, sort the rows by expert
+  (TopK), run a ``Loop`` over the experts that received rows, each on its contiguous segment,
+  collect the segments in a sequence and put the rows back in order (prefill). No buffer grows
+  with E·C; the weights of an active expert are copied once per call (ONNX has no view of one
+  expert of a stacked initializer).
+- ``padded``: the previous formulation (zero-padded ``[E, C, H]`` buckets, C = the largest expert
+  load), kept for comparison in the benchmarks; never the default.
+
+In the exported graph ``ort`` and ``onnx`` are first one placeholder node (domain ``DOMAIN``)
+carrying the inputs and attributes; ``expand`` (called by ``exporters.export``) replaces it by the
+formulation's nodes. In eager torch both compute the routed rows expert by expert (the numbers the
+graph computes, up to summation order). The bfloat16 emulation of models.layers (every op's result
+rounded to bfloat16) is kept by ``onnx``; ``ort`` rounds once, at its output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper
+
+FORMULATIONS = ("ort", "onnx", "padded")
+DEFAULT = "ort"
+DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an exported model
+OP_ROUTED, OP_SEGMENTS = "RoutedExperts", "ExpertSegments"
+GATHER_MAX_ROWS = 32  # onnx formulation: at most this many routed rows take the gather branch
+_NEVER = -1e30  # pseudo-logit of the experts a row did not choose
+_ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
+               torch.bfloat16: TensorProto.BFLOAT16}
+
+
+class ExpertsError(ValueError):
+    """An unknown formulation or one that cannot express a block (message says which and why)."""
+
+
+def check(formulation: str) -> str:
+    """``formulation`` if known, else an ExpertsError naming the known ones."""
+    if formulation not in FORMULATIONS:
+        raise ExpertsError(f"experts: unknown formulation '{formulation}' (known: {', '.join(FORMULATIONS)})")
+    return formulation
+
+
+def ort_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the ``ort`` formulation runs the MoE op in: always float32 (ORT's CPU kernel has no
+    bfloat16, and its float16 kernel returns wrong results on ORT 1.23)."""
+    return torch.float32
+
+
+@contextlib.contextmanager
+def using(module: torch.nn.Module, formulation: str | None):
+    """Inside the block, every submodule with an ``experts_formulation`` uses ``formulation``
+    (None: keep theirs); restored on exit."""
+    if formulation is None:
+        yield module
+        return
+    check(formulation)
+    owners = [m for m in module.modules() if hasattr(m, "experts_formulation")]
+    before = [m.experts_formulation for m in owners]
+    for m in owners:
+        m.experts_formulation = formulation
+    try:
+        yield module
+    finally:
+        for m, f in zip(owners, before):
+            m.experts_formulation = f
+
+
+# ---- torch side ----------------------------------------------------------------------------------
+
+def _attributes(experts, formulation: str) -> dict:
+    return {"formulation": formulation, "limit": float(experts.limit), "act_fp32": int(experts.act_fp32),
+            "dtype": _ONNX_DTYPE[experts.dtype], "inter": int(experts.gate_proj.shape[1])}
+
+
+def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formulation: str) -> torch.Tensor:
+    """Eager: row ``p`` of ``x`` through expert ``expert[p]``, one matmul chain per active expert
+    (``ort``: in float32 like the MoE op, float32 result; else in the block's numerics and dtype,
+    models.layers.swiglu)."""
+    from .layers import swiglu
+
+    ort = formulation == "ort"
+    dtype = ort_dtype(experts.dtype) if ort else experts.dtype
+    rows = x.float() if ort else x
+    y = rows.new_empty(rows.shape)
+    order = torch.argsort(expert, stable=True)
+    counts = torch.bincount(expert, minlength=experts.num_experts).tolist()
+    start = 0
+    for e, n in enumerate(counts):
+        if n:
+            sel = order[start:start + n]
+            y[sel] = swiglu(rows[sel], experts.gate_proj[e], experts.up_proj[e], experts.down_proj[e], dtype,
+                            experts.limit, experts.act_fp32)
+            start += n
+    return y
+
+
+def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
+           formulation: str) -> torch.Tensor:
+    """Weighted sum over the k slots of each token's experts: ``x`` [T, H] (compute dtype),
+    ``weights`` / ``expert_idx`` [T, k] -> [T, H] float32 (``padded`` is handled by the caller)."""
+    check(formulation)
+    if torch.onnx.is_in_onnx_export():
+        y = torch.onnx.ops.symbolic(
+            f"{DOMAIN}::{OP_ROUTED}", [x, weights, expert_idx, experts.gate_proj, experts.up_proj,
+                                       experts.down_proj],
+            {**_attributes(experts, formulation), "k": int(expert_idx.shape[1])}, dtype=torch.float32,
+            shape=x.shape, version=1)
+        return y
+    T, k = expert_idx.shape
+    flat = expert_idx.reshape(-1).to(torch.int64)
+    rows = x[torch.arange(T * k) // k]
+    y = _rows_through_experts(experts, rows, flat, formulation)
+    return (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
+
+
+def segments(experts, x: torch.Tensor, counts: torch.Tensor, formulation: str) -> torch.Tensor:
+    """Rows sorted by expert (``counts`` [E] rows each) through their expert -> [A, H], x's dtype."""
+    check(formulation)
+    if torch.onnx.is_in_onnx_export():
+        return torch.onnx.ops.symbolic(
+            f"{DOMAIN}::{OP_SEGMENTS}", [x, counts, experts.gate_proj, experts.up_proj, experts.down_proj],
+            _attributes(experts, formulation), dtype=x.dtype, shape=x.shape, version=1)
+    expert = torch.repeat_interleave(torch.arange(counts.shape[0]), counts.to(torch.int64))
+    return _rows_through_experts(experts, x, expert, formulation).to(x.dtype)
+
+
+# ---- ONNX side: placeholder -> formulation -------------------------------------------------------
+
+class _Builder:
+    """Appends nodes with unique names (``prefix`` + counter) to a list."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.nodes, self._n = prefix, [], itertools.count()
+
+    def name(self, hint: str = "t") -> str:
+        return f"{self.prefix}{hint}_{next(self._n)}"
+
+    def op(self, op_type: str, inputs: list, n_out: int = 1, domain: str = "", outputs=None, **attrs):
+        outs = outputs or [self.name(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.name("n"), domain=domain,
+                                           **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def const(self, value, dtype=np.int64) -> str:
+        arr = np.asarray(value, dtype=dtype)
+        return self.op("Constant", [], value=onnx.numpy_helper.from_array(arr, self.name("c")))
+
+    def cast(self, v: str, to: int) -> str:
+        return self.op("Cast", [v], to=to)
+
+
+def _attrs(node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: dict) -> str:
+    """SwiGLU on rows ``x`` with gate|up weights ``w_gu`` ([.., H, 2I], gate first) and down
+    ``w_down`` ([.., I, H]); every result rounded to the block dtype when it is bfloat16 (models.layers)."""
+    bf16 = a["dtype"] == TensorProto.BFLOAT16
+    compute = TensorProto.FLOAT if bf16 else a["dtype"]
+
+    def rnd(v):
+        return b.cast(b.cast(v, TensorProto.BFLOAT16), TensorProto.FLOAT) if bf16 else v
+
+    gu = rnd(b.op("MatMul", [x, w_gu]))
+    g = b.op("Slice", [gu, b.const([0]), b.const([inter]), b.const([-1])])
+    u = b.op("Slice", [gu, b.const([inter]), b.const([2 * inter]), b.const([-1])])
+    act_fp32 = a["act_fp32"] and compute != TensorProto.FLOAT
+    if act_fp32:
+        g, u = b.cast(g, TensorProto.FLOAT), b.cast(u, TensorProto.FLOAT)
+    limit = a["limit"]
+    if limit:
+        ftype = TensorProto.FLOAT if act_fp32 else compute
+        npt = np.float32 if ftype == TensorProto.FLOAT else np.float16
+        u = b.op("Clip", [u, b.const(-limit, npt), b.const(limit, npt)])
+        g = b.op("Min", [g, b.const(limit, npt)])
+    silu = b.op("Mul", [g, b.op("Sigmoid", [g])])
+    if act_fp32:
+        h = b.cast(b.op("Mul", [silu, u]), compute)
+    elif a["act_fp32"]:  # bfloat16 emulation: the activation is rounded once
+        h = rnd(b.op("Mul", [silu, u]))
+    else:
+        h = rnd(b.op("Mul", [rnd(silu), u]))
+    return rnd(b.op("MatMul", [h, w_down]))
+
+
+def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, interleave: bool):
+    """Stacked expert weights in the layout a formulation needs (constant-folded by ONNX Runtime at
+    session creation: the nodes only read initializers)."""
+    if a["dtype"] != to:
+        gate, up, down = (b.cast(t, to) for t in (gate, up, down))
+    if interleave:  # MoE op: [E, 2I, H] with gate/up rows interleaved; down [E, H, I] as stored
+        pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])],
+                    axis=2)
+        shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1]),
+                                b.op("Shape", [gate], start=2, end=3)], axis=0)
+        return b.op("Reshape", [pair, shape]), down
+    # MatMul layout: rows @ [E, H, 2I] (gate columns first) and @ [E, I, H]
+    gu = b.op("Transpose", [b.op("Concat", [gate, up], axis=1)], perm=[0, 2, 1])
+    return gu, b.op("Transpose", [down], perm=[0, 2, 1])
+
+
+def _ort_moe(b: _Builder, x: str, pseudo: str, gate: str, up: str, down: str, k: int, a: dict) -> str:
+    """``com.microsoft.MoE`` in float32 on rows ``x`` with float32 ``pseudo``-logits -> float32 rows."""
+    attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
+                 normalize_routing_weights=0)
+    if a["limit"]:
+        attrs["swiglu_limit"] = float(a["limit"])
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
+    xin = x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
+    return b.op("MoE", [xin, pseudo, fc1, "", fc2], domain="com.microsoft", **attrs)
+
+
+def _expand_routed_ort(b: _Builder, node) -> None:
+    a = _attrs(node)
+    x, w, idx, gate, up, down = node.input
+    wf = b.cast(w, TensorProto.FLOAT)
+    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.op("Shape", [gate], start=0, end=1)], axis=0)
+    zeros = b.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
+    summed = b.op("ScatterElements", [zeros, b.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
+    pseudo = b.op("Max", [b.op("Log", [summed]), b.const(_NEVER, np.float32)])
+    y = _ort_moe(b, x, pseudo, gate, up, down, a["k"], a)
+    total = b.op("ReduceSum", [wf, b.const([1])], keepdims=1)
+    b.op("Mul", [y, total], outputs=[node.output[0]])
+
+
+def _expand_segments_ort(b: _Builder, node) -> None:
+    a = _attrs(node)
+    x, counts, gate, up, down = node.input
+    ends = b.op("CumSum", [b.cast(counts, TensorProto.INT64), b.const(0)])
+    rows = b.op("Range", [b.const(0), b.op("Squeeze", [b.op("Shape", [x], start=0, end=1)]), b.const(1)])
+    # expert of row r = number of segment ends <= r ([A, E] compare: E is a rank's few local experts)
+    expert = b.op("ReduceSum", [b.cast(b.op("GreaterOrEqual", [b.op("Unsqueeze", [rows, b.const([1])]),
+                                                             b.op("Unsqueeze", [ends, b.const([0])])]),
+                                       TensorProto.INT64), b.const([1])], keepdims=1)
+    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.op("Shape", [gate], start=0, end=1)], axis=0)
+    never = b.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
+    zero = b.op("ConstantOfShape", [b.op("Shape", [expert])],
+                value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
+    pseudo = b.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
+    y = _ort_moe(b, x, pseudo, gate, up, down, 1, a)
+    if a["dtype"] == TensorProto.FLOAT16:  # back to the rows' dtype (bfloat16 blocks compute in float32)
+        b.op("Cast", [y], to=TensorProto.FLOAT16, outputs=[node.output[0]])
+    else:
+        b.op("Identity", [y], outputs=[node.output[0]])
+
+
+def _segment_loop(b: _Builder, xs: str, counts: str, w_gu: str, w_down: str, inter: int, a: dict,
+                  compute: int) -> str:
+    """Loop over the experts with rows: expert e runs on rows [start_e, end_e) of ``xs``; the
+    segments are collected in a sequence and concatenated (rows stay in ``xs`` order)."""
+    ends = b.op("CumSum", [counts, b.const(0)])
+    starts = b.op("Sub", [ends, counts])
+    active = b.op("Squeeze", [b.op("NonZero", [counts]), b.const([0])])
+    trips = b.op("Size", [active])
+    body = _Builder(b.prefix + "loop_")
+    i, cond_in, seq_in = body.name("i"), body.name("cond"), body.name("seq")
+    e = body.op("Gather", [active, i])
+    start = body.op("Unsqueeze", [body.op("Gather", [starts, e]), body.const([0])])
+    end = body.op("Unsqueeze", [body.op("Gather", [ends, e]), body.const([0])])
+    seg = body.op("Slice", [xs, start, end, body.const([0])])
+    y = _swiglu_nodes(body, seg, body.op("Gather", [w_gu, e]), body.op("Gather", [w_down, e]), inter, a)
+    cond_out = body.op("Identity", [cond_in])
+    seq_out = body.op("SequenceInsert", [seq_in, y])
+    graph = helper.make_graph(
+        body.nodes, "segments",
+        [helper.make_tensor_value_info(i, TensorProto.INT64, []),
+         helper.make_tensor_value_info(cond_in, TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info(seq_in, compute, None)],
+        [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info(seq_out, compute, None)])
+    empty = b.op("SequenceEmpty", [], dtype=compute)
+    seq = b.op("Loop", [trips, "", empty], body=graph)
+    # an empty sequence cannot be concatenated: start it with a [0, H] block
+    head = b.op("Slice", [xs, b.const([0]), b.const([0]), b.const([0])])
+    seq = b.op("SequenceInsert", [seq, head, b.const(0)])
+    return b.op("ConcatFromSequence", [seq], axis=0)
+
+
+def _expand_routed_onnx(b: _Builder, node) -> None:
+    a = _attrs(node)
+    inter = a["inter"]
+    x, w, idx, gate, up, down = node.input
+    bf16 = a["dtype"] == TensorProto.BFLOAT16
+    compute = TensorProto.FLOAT if bf16 else a["dtype"]
+    k = a["k"]
+    w_gu, w_down = _weights(b, gate, up, down, a, compute, interleave=False)
+    flat = b.op("Reshape", [b.cast(idx, TensorProto.INT64), b.const([-1])])
+    P = b.op("Size", [flat])
+    tok = b.op("Div", [b.op("Range", [b.const(0), P, b.const(1)]), b.const(k)])
+    rows = b.op("Gather", [x, tok])  # [P, H], one row per (token, slot)
+
+    # then: gather each row's expert weights, one batched MatMul chain over the P rows
+    g = _Builder(b.prefix + "gather_")
+    r3 = g.op("Unsqueeze", [rows, g.const([1])])  # [P, 1, H]
+    y3 = _swiglu_nodes(g, r3, g.op("Gather", [w_gu, flat]), g.op("Gather", [w_down, flat]), inter, a)
+    y_gather = g.op("Squeeze", [y3, g.const([1])])
+    # else: sort rows by expert, Loop over the active experts' segments, back to row order
+    s = _Builder(b.prefix + "sort_")
+    order = s.op("TopK", [flat, s.op("Reshape", [P, s.const([1])])], n_out=2, largest=0, sorted=1)[1]
+    xs = s.op("Gather", [rows, order])
+    E = s.op("Shape", [w_gu], start=0, end=1)
+    counts = s.op("ScatterElements", [s.op("ConstantOfShape", [E], value=helper.make_tensor(
+        "z", TensorProto.INT64, [1], [0])), flat, s.op("Expand", [s.const(1), s.op("Shape", [flat])])],
+        axis=0, reduction="add")
+    ys = _segment_loop(s, xs, counts, w_gu, w_down, inter, a, compute)
+    inv = s.op("ScatterElements", [order, order, s.op("Range", [s.const(0), P, s.const(1)])], axis=0)
+    y_sorted = s.op("Gather", [ys, inv])
+    out_g, out_s = g.op("Identity", [y_gather]), s.op("Identity", [y_sorted])
+    small = b.op("LessOrEqual", [P, b.const(GATHER_MAX_ROWS)])
+    y = b.op("If", [small], then_branch=helper.make_graph(g.nodes, "gather", [], [
+        helper.make_tensor_value_info(out_g, compute, None)]), else_branch=helper.make_graph(s.nodes, "sorted", [], [
+            helper.make_tensor_value_info(out_s, compute, None)]))
+    yk = b.op("Reshape", [b.cast(y, TensorProto.FLOAT) if compute != TensorProto.FLOAT else y,
+                          b.op("Concat", [b.const([-1, k]), b.op("Shape", [x], start=1, end=2)], axis=0)])
+    wk = b.op("Unsqueeze", [b.cast(w, TensorProto.FLOAT), b.const([2])])
+    summed = b.op("ReduceSum", [b.op("Mul", [yk, wk]), b.const([1])], keepdims=1)
+    b.op("Squeeze", [summed, b.const([1])], outputs=[node.output[0]])
+
+
+def _expand_segments_onnx(b: _Builder, node) -> None:
+    a = _attrs(node)
+    inter = a["inter"]
+    x, counts, gate, up, down = node.input
+    compute = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
+    w_gu, w_down = _weights(b, gate, up, down, a, compute, interleave=False)
+    y = _segment_loop(b, x, b.cast(counts, TensorProto.INT64), w_gu, w_down, inter, a, compute)
+    b.op("Identity", [y], outputs=[node.output[0]])
+
+
+_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_ort, (OP_ROUTED, "onnx"): _expand_routed_onnx,
+              (OP_SEGMENTS, "ort"): _expand_segments_ort, (OP_SEGMENTS, "onnx"): _expand_segments_onnx}
+
+
+def expand(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned).
+
+    Adds the ``com.microsoft`` opset import when the ``ort`` formulation is used and removes the
+    placeholder domain's import."""
+    graph = model.graph
+    if not any(n.domain == DOMAIN for n in graph.node):
+        return model
+    nodes, uses_ms = [], False
+    for count, node in enumerate(graph.node):
+        if node.domain != DOMAIN:
+            nodes.append(node)
+            continue
+        a = _attrs(node)
+        formulation = a["formulation"].decode() if isinstance(a["formulation"], bytes) else a["formulation"]
+        expander = _EXPANDERS.get((node.op_type, formulation))
+        if expander is None:
+            raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
+        b = _Builder(f"experts{count}_")
+        expander(b, node)
+        nodes.extend(b.nodes)
+        uses_ms |= formulation == "ort"
+    del graph.node[:]
+    graph.node.extend(nodes)
+    imports = [o for o in model.opset_import if o.domain != DOMAIN]
+    if uses_ms and not any(o.domain == "com.microsoft" for o in imports):
+        imports.append(helper.make_opsetid("com.microsoft", 1))
+    del model.opset_import[:]
+    model.opset_import.extend(imports)
+    return model
