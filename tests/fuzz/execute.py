@@ -1,0 +1,228 @@
+"""Runs one fuzz case through ONNX Runtime with the library and classifies the outcome against
+the contract (:mod:`tests.fuzz.oracle`) and the NumPy references. Runs inside a worker process
+(:mod:`tests.fuzz.pool`): a crash here kills only the worker."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import time
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from tests.fuzz.cases import GATING, NP_TYPES, REROUTING_OUTPUTS, Case, type_name
+from tests.fuzz.oracle import Expectation, expect
+
+OK = "ok"
+CRASH = "crash"
+HANG = "hang"
+MISMATCH = "mismatch"
+UNCLEAR = "unclear_error"
+WRONG_REJECTION = "wrong_rejection"
+ACCEPTED_BAD_ATTRIBUTE = "accepted_bad_attribute"
+ACCEPTED_BAD_INPUT = "accepted_bad_input"
+REFERENCE_ERROR = "reference_error"
+KNOWN_DEFECT = "known_defect"
+OUTCOMES = (OK, CRASH, HANG, MISMATCH, UNCLEAR, WRONG_REJECTION, ACCEPTED_BAD_ATTRIBUTE, ACCEPTED_BAD_INPUT,
+            REFERENCE_ERROR, KNOWN_DEFECT)
+FAILURES = tuple(o for o in OUTCOMES if o not in (OK, KNOWN_DEFECT))
+
+ELEM_TYPES = {
+    "float": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
+    "double": TensorProto.DOUBLE, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
+    "int32": TensorProto.INT32, "int64": TensorProto.INT64, "uint64": TensorProto.UINT64,
+    "bool": TensorProto.BOOL, "float8e4m3fn": TensorProto.FLOAT8E4M3FN, "float8e5m2": TensorProto.FLOAT8E5M2,
+}
+RAW_VIEW = {"bfloat16": np.uint16, "float8e4m3fn": np.uint8, "float8e5m2": np.uint8}
+
+
+# ---- model -------------------------------------------------------------------------------------
+
+
+def _output_types(case: Case) -> dict:
+    def t(name, fallback="float"):
+        a = case.inputs.get(name) if name in case.node_inputs else None
+        return ELEM_TYPES.get(type_name(a), TensorProto.FLOAT) if a is not None else ELEM_TYPES[fallback]
+
+    if case.op == GATING:
+        return {"y": t("x"), "expert_idx": TensorProto.INT32, "out": TensorProto.FLOAT}
+    return {"permute_tokens": t("tokens"), "permute_per_token_scales": t("per_token_scales"),
+            "permute_token_idx": TensorProto.INT32, "expert_token_num": t("expert_token_num_per_rank", "int64")}
+
+
+def build_model(case: Case):
+    """Single-node model (plus Shape probes of the outputs when ``case.shape_probes``)."""
+    graph_inputs = []
+    for name in case.node_inputs:
+        if not name:
+            continue
+        a = case.inputs[name]
+        mode = case.input_dims.get(name, "static")
+        dims = None if mode == "unknown_rank" else (
+            list(a.shape) if mode == "static" else [f"{name}_{i}" for i in range(a.ndim)])
+        graph_inputs.append(helper.make_tensor_value_info(name, ELEM_TYPES[type_name(a)], dims))
+    nodes = [helper.make_node(case.op, case.node_inputs, case.outputs, domain="ascend.moe", **case.attrs)]
+    types = _output_types(case)
+    graph_outputs = [helper.make_tensor_value_info(o, types[o], None) for o in case.outputs if o]
+    if case.shape_probes:
+        for o in case.outputs:
+            if o:
+                nodes.append(helper.make_node("Shape", [o], [f"shape__{o}"]))
+                graph_outputs.append(helper.make_tensor_value_info(f"shape__{o}", TensorProto.INT64, [None]))
+    graph = helper.make_graph(nodes, "fuzz", graph_inputs, graph_outputs)
+    return helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid("ascend.moe", case.opset)])
+
+
+def _ort_value(ort, a: np.ndarray):
+    a = np.require(a, requirements="C")  # np.ascontiguousarray would turn a scalar into [1]
+    name = type_name(a)
+    if name in RAW_VIEW:  # the Python API has no NumPy type for these
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(RAW_VIEW[name]), ELEM_TYPES[name])
+    return ort.OrtValue.ortvalue_from_numpy(a)
+
+
+def _to_numpy(value) -> np.ndarray:
+    """Copy any tensor OrtValue (bfloat16 and float8 included) into a NumPy array."""
+    dtype = np.dtype(NP_TYPES[value.data_type()[len("tensor("):-1]])
+    shape = tuple(value.shape())
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.zeros(shape, dtype)
+    raw = ctypes.string_at(value.data_ptr(), count * dtype.itemsize)
+    return np.frombuffer(raw, dtype).reshape(shape).copy()
+
+
+def run_ort(case: Case) -> dict:
+    """Build, create the session and run; returns {graph output name: array}."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    so = ort_custom_ops.session_options(case.threads)
+    so.log_severity_level = 4
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if case.optimize
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    sess = ort.InferenceSession(build_model(case).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    binding = sess.io_binding()
+    for name in case.node_inputs:
+        if name:
+            binding.bind_ortvalue_input(name, _ort_value(ort, case.inputs[name]))
+    names = [o.name for o in sess.get_outputs()]
+    for name in names:
+        binding.bind_output(name)
+    sess.run_with_iobinding(binding)
+    return {n: _to_numpy(v) for n, v in zip(names, binding.get_outputs())}
+
+
+# ---- classification ----------------------------------------------------------------------------
+
+
+def names_any(message: str, names) -> bool:
+    """Whether the message names one of ``names`` as a word (``'x'``, ``(x)``, ``x=``...)."""
+    return any(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", message) for n in names)
+
+
+def _reference(case: Case):
+    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing
+
+    given = {n: case.inputs[n] for n in case.node_inputs if n}
+    if case.op == GATING:
+        return moe_gating_top_k_hash.reference(**given, **case.attrs)
+    return moe_re_routing.reference(given.get("tokens"), given.get("expert_token_num_per_rank"),
+                                    given.get("per_token_scales"), **case.attrs)
+
+
+def _compare_gating(case: Case, got: dict, ref) -> str | None:
+    from tests.gating_cases import WEIGHT_RTOL, assert_routing_equal, selection_scores
+
+    ry, ridx, rout = ref
+    x = case.inputs["x"]
+    y, idx = got["y"], got["expert_idx"]
+    if y.dtype != ry.dtype or y.shape != ry.shape:
+        return f"y is {y.dtype}{list(y.shape)}, reference {ry.dtype}{list(ry.shape)}"
+    if idx.dtype != np.int32 or idx.shape != ridx.shape:
+        return f"expert_idx is {idx.dtype}{list(idx.shape)}, reference int32{list(ridx.shape)}"
+    attrs = {"norm_type": case.attrs.get("norm_type", 0)}
+    present = {n: case.inputs[n] for n in case.node_inputs if n}
+    try:
+        assert_routing_equal(idx, ridx, selection_scores(present, attrs))
+        same = (idx == ridx).all(axis=-1)
+        rtol = WEIGHT_RTOL[type_name(x)]
+        np.testing.assert_allclose(y.astype(np.float64)[same], ry.astype(np.float64)[same],
+                                   rtol=rtol, atol=rtol * 1e-3)
+        if "out" in got:
+            out = got["out"]
+            if out.dtype != np.float32 or out.shape != rout.shape:
+                return f"out is {out.dtype}{list(out.shape)}, reference float32{list(rout.shape)}"
+            np.testing.assert_allclose(out, rout, rtol=4e-6, atol=1e-30)
+    except AssertionError as e:
+        return str(e).strip()[:600]
+    return None
+
+
+def _compare_rerouting(case: Case, got: dict, ref) -> str | None:
+    for name, r in zip(REROUTING_OUTPUTS, ref):
+        g = got[name]
+        if g.dtype != r.dtype or g.shape != r.shape:
+            return f"{name} is {g.dtype}{list(g.shape)}, reference {r.dtype}{list(r.shape)}"
+        if g.tobytes() != np.ascontiguousarray(r).tobytes():
+            want = np.ascontiguousarray(r).reshape(-1).view(np.uint8)
+            bad = np.flatnonzero(g.reshape(-1).view(np.uint8) != want)
+            return f"{name} differs from the reference (bit for bit) from byte {int(bad[0])}"
+    return None
+
+
+def _check_probes(got: dict) -> str | None:
+    for name, value in got.items():
+        if name.startswith("shape__"):
+            real = list(got[name[len("shape__"):]].shape)
+            if value.tolist() != real:
+                return f"Shape({name[len('shape__'):]}) gives {value.tolist()} in the graph, the tensor is {real}"
+    return None
+
+
+def _check_reference_rejects(case: Case, exp: Expectation) -> str | None:
+    """For an invalid case: the NumPy reference must raise a clear error too."""
+    try:
+        _reference(case)
+    except (ValueError, TypeError) as e:
+        return None if names_any(str(e), exp.names) else f"reference error names none of {sorted(exp.names)}: {e}"
+    except Exception as e:  # noqa: BLE001 - any other exception is a reference defect
+        return f"reference raises {type(e).__name__}: {e}"
+    return f"reference accepts the invalid case ({'; '.join(exp.reasons)})"
+
+
+def classify(case: Case) -> dict:
+    """Run ``case`` and return {outcome, detail, seconds, reasons}."""
+    exp = expect(case)
+    start = time.perf_counter()
+    error = None
+    try:
+        got = run_ort(case)
+    except Exception as e:  # noqa: BLE001 - ORT raises several exception types
+        error = str(e)
+    seconds = time.perf_counter() - start
+
+    def result(outcome, detail=""):
+        return {"outcome": outcome, "detail": detail, "seconds": seconds, "reasons": exp.reasons,
+                "valid": exp.valid}
+
+    if error is not None:
+        if exp.valid:
+            return result(WRONG_REJECTION, error[:600])
+        if not names_any(error, exp.names):
+            return result(UNCLEAR, f"expected one of {sorted(exp.names)} named: {error[:600]}")
+    elif not exp.valid:
+        kind = ACCEPTED_BAD_ATTRIBUTE if exp.attribute_fault else ACCEPTED_BAD_INPUT
+        return result(kind, "; ".join(exp.reasons))
+    if not exp.valid:
+        problem = _check_reference_rejects(case, exp) if exp.reference_applies else None
+        return result(REFERENCE_ERROR, problem) if problem else result(OK)
+    try:
+        ref = _reference(case)
+    except Exception as e:  # noqa: BLE001
+        return result(REFERENCE_ERROR, f"reference rejects a valid case: {type(e).__name__}: {e}"[:600])
+    problem = (_compare_gating if case.op == GATING else _compare_rerouting)(case, got, ref) or _check_probes(got)
+    return result(MISMATCH, problem) if problem else result(OK)

@@ -1,0 +1,155 @@
+"""Known defects that the fuzzer does not count as failures while they are being fixed on other
+branches: issue 15's items (by number) and the ones the fuzzer found since ("N1", ...).
+
+Two kinds of entry: ``KNOWN_DEFECTS`` match a case before it runs (the case is skipped: crashes
+cost a worker restart each), ``KNOWN_FAILURE_MESSAGES`` match a failed result by its message.
+Both are counted under their item in the summary.
+
+When a fix is merged, delete its entries: the CI slice then runs those cases again and fails if
+the defect is still there. Each predicate is as narrow as the defect, so it hides nothing else.
+``sanitizer_only`` entries matter only in ASan/UBSan builds (the defect is undefined behaviour
+with correct results)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from tests.fuzz.cases import (
+    GATING, GATING_DEFAULTS, GATING_INPUTS, REROUTING, REROUTING_DEFAULTS, REROUTING_OUTPUTS, Case, gen_case,
+)
+from tests.fuzz.source import RandomSource
+
+GATING_ATTRS = set(GATING_DEFAULTS) | {"k"}
+REROUTING_ATTRS = set(REROUTING_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    item: str
+    summary: str
+    matches: Callable[[Case], bool]
+    sanitizer_only: bool = False
+    # When set, the case still runs and only these outcomes of it are counted as the defect.
+    only_outcomes: tuple = ()
+    # A minimal case that shows the defect (test_known_defects.py checks it still does).
+    reproducer: Callable[[], Case] | None = None
+
+
+def _unknown_rank_rerouting(c: Case) -> bool:
+    return c.op == REROUTING and any(
+        c.input_dims.get(n) == "unknown_rank" for n in ("tokens", "per_token_scales") if n in c.node_inputs)
+
+
+def _unknown_attribute_name(c: Case) -> bool:
+    known = GATING_ATTRS if c.op == GATING else REROUTING_ATTRS
+    return any(n not in known for n in c.attrs)
+
+
+def _underflowing_logits(c: Case) -> bool:
+    x = c.inputs.get("x") if c.op == GATING else None
+    if x is None or x.dtype == np.bool_ or c.attrs.get("norm_type") not in (1, 2):
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool((x.astype(np.float32) < -87).any())
+
+
+def _opset_version(c: Case) -> bool:
+    return c.opset != 1
+
+
+def _scales_empty_name(c: Case) -> bool:
+    return c.op == REROUTING and len(c.node_inputs) == 3 and c.node_inputs[2] == ""
+
+
+
+# ---- minimal reproducers -----------------------------------------------------------------------
+
+
+def _gating(attrs, x, outputs=("y", "expert_idx", "out"), dims=None, opset=1, **extra) -> Case:
+    inputs = {"x": x, **extra}
+    names = [n if n in inputs else "" for n in GATING_INPUTS]
+    while names[-1] == "":
+        names.pop()
+    return Case(GATING, attrs, inputs, names, list(outputs), dims or {}, opset=opset)
+
+
+def _rerouting(attrs, node_inputs=None, dims=None, probes=True) -> Case:
+    inputs = {"tokens": np.arange(12, dtype=np.float32).reshape(6, 2),
+              "expert_token_num_per_rank": np.array([[1, 0, 2], [2, 1, 0]], np.int64)}
+    return Case(REROUTING, attrs, inputs, node_inputs or list(inputs), list(REROUTING_OUTPUTS), dims or {},
+                shape_probes=probes)
+
+
+def _logits(rows=4, experts=8, value=None):
+    if value is not None:
+        return np.full((rows, experts), value, np.float32)
+    return np.random.default_rng(0).standard_normal((rows, experts)).astype(np.float32)
+
+
+KNOWN_DEFECTS: list[KnownDefect] = [
+    KnownDefect("3", "MoeReRouting declares scalar outputs for inputs of unknown rank", _unknown_rank_rerouting,
+                reproducer=lambda: _rerouting({}, dims={"tokens": "unknown_rank"})),
+    KnownDefect("8b", "after the kernel's stable sigmoid (item 8), the NumPy reference still computes "
+                "1 / (1 + exp(-x)) in float32 and underflows below x = -87: weights differ there",
+                _underflowing_logits, only_outcomes=("mismatch",),
+                reproducer=lambda: gen_case(RandomSource.for_case(3, 17029))),
+    KnownDefect("4", "ORT limitation, documented in docs/contributing.md: a kernel cannot see attributes "
+                "with unknown names (norm=1); onnx_schemas.check_model rejects them", _unknown_attribute_name,
+                reproducer=lambda: _gating(dict(k=2, norm=1), _logits())),
+    KnownDefect("9", "ORT limitation, documented in docs/contributing.md: a kernel cannot see the model's "
+                "opset_import (version 2 runs); onnx_schemas.check_model rejects it", _opset_version,
+                reproducer=lambda: _gating(dict(k=2), _logits(), opset=2)),
+    KnownDefect("N2", "MoeReRouting declares permute_per_token_scales a scalar when per_token_scales "
+                "is omitted through an empty input name (Shape() folds to [], the tensor is [0])",
+                _scales_empty_name,
+                reproducer=lambda: _rerouting({}, ["tokens", "expert_token_num_per_rank", ""])),
+]
+
+
+@dataclass(frozen=True)
+class KnownFailureMessage:
+    item: str
+    summary: str
+    outcomes: tuple
+    pattern: str
+    reproducer: Callable[[], Case] | None = None
+
+
+KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = [
+    KnownFailureMessage(
+        "N1", "ORT limitation, documented in docs/contributing.md: when the library's shape inference "
+        "sets no output types (x of unknown rank, or a node it rejects), ORT gives the outputs another "
+        "input's type: a graph declaring the right output type is rejected, and invalid nodes get ORT's "
+        "type error instead of the library's message",
+        ("wrong_rejection", "unclear_error"),
+        r"Type Error: Type \(tensor\(\w+\)\) of output arg \(\w+\) of node \(\w*\) does not match expected type",
+        reproducer=lambda: _gating(dict(k=2), _logits(rows=3), ("y", "expert_idx"), {"x": "unknown_rank"},
+                                   input_ids=np.zeros(3, np.int64), tid2eid=np.zeros((4, 2), np.int32))),
+]
+
+
+# Existing tests that exercise a sanitizer-only defect (deselected by .ci/jobs/30-sanitizers.sh).
+SANITIZER_DESELECT: dict[str, list[str]] = {}
+
+
+def match(case: Case, sanitizers: bool = False) -> str | None:
+    """The issue item number of the first known defect ``case`` may trigger, or None."""
+    for d in KNOWN_DEFECTS:
+        if not d.only_outcomes and (sanitizers or not d.sanitizer_only) and d.matches(case):
+            return d.item
+    return None
+
+
+def explain(case: Case, result: dict) -> str | None:
+    """The item of a known defect that explains the failed ``result`` of ``case``, or None."""
+    for k in KNOWN_DEFECTS:
+        if result["outcome"] in k.only_outcomes and k.matches(case):
+            return k.item
+    for d in KNOWN_FAILURE_MESSAGES:
+        if result["outcome"] in d.outcomes and re.search(d.pattern, result.get("detail") or ""):
+            return d.item
+    return None
