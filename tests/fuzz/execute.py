@@ -134,6 +134,19 @@ def _reference(case: Case):
                                     given.get("per_token_scales"), **case.attrs)
 
 
+def _subnormal_slack(x: np.ndarray, ridx: np.ndarray, norm_type: int) -> np.ndarray:
+    """Per row: 8 * 2^-149 / (smallest chosen score), the relative error subnormal scores allow."""
+    from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import normalise
+
+    if x.size == 0 or ridx.size == 0:
+        return np.zeros(ridx.shape[0])
+    with np.errstate(all="ignore"):
+        scores = normalise(x.astype(np.float32), norm_type).astype(np.float64)
+        chosen = np.take_along_axis(scores, np.clip(ridx, 0, x.shape[1] - 1).astype(np.int64), axis=1)
+        smallest = np.nan_to_num(np.abs(chosen), nan=1.0).min(axis=1)
+        return np.minimum(8 * 2.0**-149 / np.maximum(smallest, 2.0**-149), 1.0)
+
+
 def _compare_gating(case: Case, got: dict, ref) -> str | None:
     from tests.gating_cases import WEIGHT_RTOL, assert_routing_equal, selection_scores
 
@@ -150,8 +163,15 @@ def _compare_gating(case: Case, got: dict, ref) -> str | None:
         assert_routing_equal(idx, ridx, selection_scores(present, attrs))
         same = (idx == ridx).all(axis=-1)
         rtol = WEIGHT_RTOL[type_name(x)]
-        np.testing.assert_allclose(y.astype(np.float64)[same], ry.astype(np.float64)[same],
-                                   rtol=rtol, atol=rtol * 1e-3)
+        # Where the chosen experts' scores are subnormal, docs/operators.md bounds them absolutely
+        # (4 * 2^-149), so the weights made from them get that much relative slack per row.
+        slack = _subnormal_slack(x, ridx, attrs["norm_type"])[same][:, None]
+        got_y, ref_y = y.astype(np.float64)[same], ry.astype(np.float64)[same]
+        bound = (rtol + slack) * np.abs(ref_y) + rtol * 1e-3
+        if not (np.abs(got_y - ref_y) <= bound).all():
+            worst = float(np.max(np.abs(got_y - ref_y) - bound))
+            raise AssertionError(f"weights differ from the reference beyond rtol {rtol} "
+                                 f"(+ subnormal slack): worst excess {worst:.3g}")
         if "out" in got:
             out = got["out"]
             if out.dtype != np.float32 or out.shape != rout.shape:

@@ -49,14 +49,6 @@ def _unknown_attribute_name(c: Case) -> bool:
     return any(n not in known for n in c.attrs)
 
 
-def _underflowing_logits(c: Case) -> bool:
-    x = c.inputs.get("x") if c.op == GATING else None
-    if x is None or x.dtype == np.bool_ or c.attrs.get("norm_type") not in (1, 2):
-        return False
-    with np.errstate(invalid="ignore"):
-        return bool((x.astype(np.float32) < -87).any())
-
-
 def _opset_version(c: Case) -> bool:
     return c.opset != 1
 
@@ -93,10 +85,6 @@ def _logits(rows=4, experts=8, value=None):
 KNOWN_DEFECTS: list[KnownDefect] = [
     KnownDefect("3", "MoeReRouting declares scalar outputs for inputs of unknown rank", _unknown_rank_rerouting,
                 reproducer=lambda: _rerouting({}, dims={"tokens": "unknown_rank"})),
-    KnownDefect("8b", "after the kernel's stable sigmoid (item 8), the NumPy reference still computes "
-                "1 / (1 + exp(-x)) in float32 and underflows below x = -87: weights differ there",
-                _underflowing_logits, only_outcomes=("mismatch",),
-                reproducer=lambda: gen_case(RandomSource.for_case(3, 17029))),
     KnownDefect("4", "ORT limitation, documented in docs/contributing.md: a kernel cannot see attributes "
                 "with unknown names (norm=1); onnx_schemas.check_model rejects them", _unknown_attribute_name,
                 reproducer=lambda: _gating(dict(k=2, norm=1), _logits())),
