@@ -14,8 +14,11 @@ namespace {
 
 // Output types and shapes from the input types/shapes (docs/operators.md §2.1); attribute values checked so
 // a bad node fails at session creation. An input without dims has an unknown rank (a rank-0
-// input fails at run time): the C API cannot declare "unknown rank" (it would declare a scalar,
-// which ORT's optimisers then trust), so outputs shaped like such an input are left unset.
+// input fails at run time), and the C API cannot declare "unknown rank" (it would declare a
+// scalar, which ORT's optimisers then trust). tokens is [A, H] by the contract, so
+// permute_tokens is declared [?, ?] then; per_token_scales may be [A] or [A, S], so an output
+// shaped like scales of unknown rank is left unset (docs/reliability.md: ORT then types it from
+// another input).
 OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   using namespace rerouting_defs;
@@ -31,9 +34,9 @@ OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeIn
   const bool has_scales = GetInferInput(api, ctx, kRrScales, &scales);
   const bool tokens_rank_known = !tokens.dims.empty();
 
-  if (tokens_rank_known) {
-    if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteTokens, tokens)) return s;
-  }
+  InferredTensor permute_tokens = tokens;
+  if (!tokens_rank_known) permute_tokens.dims = {InferDim{}, InferDim{}};  // [A, H], both unknown
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteTokens, permute_tokens)) return s;
   if (!has_scales) {
     const InferredTensor empty{ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {InferDim{0, {}}}, true};
     if (OrtStatusPtr s = SetInferOutput(api, ctx, kRrPermuteScales, empty)) return s;

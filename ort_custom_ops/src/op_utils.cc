@@ -284,6 +284,8 @@ bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, Infer
   size_t rank = 0;
   if (OrtStatus* s = api.GetTensorElementType(info, &type)) { api.ReleaseStatus(s); return false; }
   if (OrtStatus* s = api.GetDimensionsCount(info, &rank)) { api.ReleaseStatus(s); return false; }
+  // An optional input omitted through an empty name reaches shape inference without a type.
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) return false;
   std::vector<int64_t> dims(rank);
   std::vector<const char*> symbols(rank, nullptr);
   if (rank) {

@@ -116,7 +116,8 @@ struct InferredTensor {
   bool rank_known = true;
 };
 // Input index `i` of a shape-inference context, as type + dims (symbolic names kept).
-// Returns false when the input is absent.
+// Returns false when the input is absent (no input at `i`, or one without a type: omitted
+// through an empty name).
 bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, InferredTensor* out);
 OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i,
                             const InferredTensor& t);

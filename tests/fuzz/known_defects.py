@@ -39,11 +39,6 @@ class KnownDefect:
     reproducer: Callable[[], Case] | None = None
 
 
-def _unknown_rank_rerouting(c: Case) -> bool:
-    return c.op == REROUTING and any(
-        c.input_dims.get(n) == "unknown_rank" for n in ("tokens", "per_token_scales") if n in c.node_inputs)
-
-
 def _unknown_attribute_name(c: Case) -> bool:
     known = GATING_ATTRS if c.op == GATING else REROUTING_ATTRS
     return any(n not in known for n in c.attrs)
@@ -51,11 +46,6 @@ def _unknown_attribute_name(c: Case) -> bool:
 
 def _opset_version(c: Case) -> bool:
     return c.opset != 1
-
-
-def _scales_empty_name(c: Case) -> bool:
-    return c.op == REROUTING and len(c.node_inputs) == 3 and c.node_inputs[2] == ""
-
 
 
 # ---- minimal reproducers -----------------------------------------------------------------------
@@ -83,18 +73,12 @@ def _logits(rows=4, experts=8, value=None):
 
 
 KNOWN_DEFECTS: list[KnownDefect] = [
-    KnownDefect("3", "MoeReRouting declares scalar outputs for inputs of unknown rank", _unknown_rank_rerouting,
-                reproducer=lambda: _rerouting({}, dims={"tokens": "unknown_rank"})),
     KnownDefect("4", "ORT limitation, documented in docs/contributing.md: a kernel cannot see attributes "
                 "with unknown names (norm=1); onnx_schemas.check_model rejects them", _unknown_attribute_name,
                 reproducer=lambda: _gating(dict(k=2, norm=1), _logits())),
     KnownDefect("9", "ORT limitation, documented in docs/contributing.md: a kernel cannot see the model's "
                 "opset_import (version 2 runs); onnx_schemas.check_model rejects it", _opset_version,
                 reproducer=lambda: _gating(dict(k=2), _logits(), opset=2)),
-    KnownDefect("N2", "MoeReRouting declares permute_per_token_scales a scalar when per_token_scales "
-                "is omitted through an empty input name (Shape() folds to [], the tensor is [0])",
-                _scales_empty_name,
-                reproducer=lambda: _rerouting({}, ["tokens", "expert_token_num_per_rank", ""])),
 ]
 
 
