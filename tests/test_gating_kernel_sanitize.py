@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def sanitized_driver(tmp_path_factory) -> Path:
     if shutil.which("g++") is None:
         pytest.skip("g++ not found")
+    if not (ROOT / "ops_src/cpu").is_dir():
+        pytest.skip("needs the source tree's ops_src/ (tests run from an installed wheel)")
     exe = tmp_path_factory.mktemp("sanitize") / "gating_sanitize"
     sources = [str(ROOT / "tests/native/gating_sanitize.cc")] + sorted(
         str(p) for p in (ROOT / "ops_src/cpu").glob("*.cc"))
