@@ -33,6 +33,7 @@ def exactly(op, message: str) -> str:
 # ---- one source per fact: the C++ side states what the schema states -----------------------------
 
 
+@pytest.mark.skipif(not (ROOT / "ort_custom_ops" / "src").is_dir(), reason="needs the source tree")
 def test_generated_op_defs_header_is_current():
     """ort_custom_ops/src/op_defs.gen.h is what the generator makes from the schemas."""
     checked_in = (ROOT / "ort_custom_ops" / "src" / "op_defs.gen.h").read_text()
