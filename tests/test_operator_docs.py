@@ -44,8 +44,9 @@ def test_the_repository_refers_to_nothing_outside_it():
     import subprocess
 
     files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
-    needles = ("../shared", "/work/shared", "SPEC.md", "ARCHITECTURE.md")
+    # Spelled in pieces so that this file does not match itself.
+    shared, spec, arch = "sha" + "red", "SP" + "EC.md", "ARCHI" + "TECTURE.md"
+    needles = (f"../{shared}", f"/work/{shared}", spec, arch)
     offenders = [f"{f}: {n}" for f in files if (root / f).is_file()
-                 for n in needles if n in (root / f).read_text(encoding="utf-8", errors="replace")
-                 and f != "tests/test_operator_docs.py"]
+                 for n in needles if n in (root / f).read_text(encoding="utf-8", errors="replace")]
     assert not offenders, offenders
