@@ -94,6 +94,8 @@ def test_moe_layers_export_matches_hf_blocks(case):
                 refs[i] = b(x[None], **kw)[0].numpy()
     proto, wrapper = hf_export.export_model(model, layers=layers)
     assert sum(n.op_type == GATING for n in proto.graph.node) == len(refs)
+    # The experts run on the routed rows only (models.experts' default: ORT's MoE op).
+    assert sum((n.domain, n.op_type) == ("com.microsoft", "MoE") for n in proto.graph.node) == len(refs)
     feeds = {"hidden_states": x.numpy()}
     if "input_ids" in wrapper.input_names:
         feeds["input_ids"] = ids.numpy()
