@@ -1,17 +1,11 @@
-// Scalar conversions shared by the CPU kernels: float16 / bfloat16 <-> float32.
+// Scalar conversions of the CPU kernels' outputs: float32 -> float16 / bfloat16 (inputs are
+// widened by the vectorised loaders in the kernel itself).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 namespace ascend_moe::cpu {
-
-inline float Bf16ToFloat(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // Round to nearest even; NaN stays a (quiet) NaN.
 inline uint16_t FloatToBf16(float f) {
@@ -20,29 +14,6 @@ inline uint16_t FloatToBf16(float f) {
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
-}
-
-inline float Fp16ToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1fu) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do { ++e; mant <<= 1; } while ((mant & 0x400u) == 0);
-      bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
 }
 
 // Round to nearest even, with overflow to inf and gradual underflow.
