@@ -56,6 +56,8 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
                   "was built with (ORT_API_VERSION " ORT_STR(ORT_API_VERSION) ")");
   }
   Ort::InitApi(api);
+  const std::array<int, 3> v = ParseVersion(version);
+  ascend_moe::SetRuntimeVersion(v[0], v[1], v[2]);
   try {
     static std::mutex mu;
     std::lock_guard<std::mutex> lock(mu);

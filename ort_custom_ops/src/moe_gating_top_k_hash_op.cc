@@ -19,8 +19,9 @@ namespace {
 
 // Output types and shapes (docs/operators.md §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
 // dims in int32, out = x.shape (float) when out_flag = 1, else [0]. Symbolic dims keep their
-// names. The context cannot tell how many outputs the node has, so all three are set: exported
-// nodes must carry all three (ORT 1.21 aborts on a missing one; 1.32 accepts two-output nodes).
+// names. The context cannot tell how many outputs the node has, and ORT < 1.32 aborts when an
+// output the node lacks is set: there, the optional `out` is left to ORT (its type, float, is
+// fixed by the op's declaration), so two-output nodes run on every supported version.
 OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   const int64_t k = InferAttrInt(api, ctx, gating_defs::kAttrs[gating_defs::kAttrK]);
@@ -43,6 +44,7 @@ OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInfer
   if (out_flag == 1) out.dims = x.dims;
   if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtY, y)) return s;
   if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtExpertIdx, idx)) return s;
+  if (!RuntimeAtLeast(1, 32, 0)) return nullptr;
   return SetInferOutput(api, ctx, kGtOut, out);
 }
 

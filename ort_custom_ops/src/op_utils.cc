@@ -267,6 +267,18 @@ std::string ManifestJson(const char* domain) {
   return os.str();
 }
 
+namespace {
+std::atomic<int> runtime_version{0};  // major * 1000000 + minor * 1000 + patch; 0 = not recorded
+}  // namespace
+
+void SetRuntimeVersion(int major, int minor, int patch) {
+  runtime_version.store(major * 1000000 + minor * 1000 + patch);
+}
+
+bool RuntimeAtLeast(int major, int minor, int patch) {
+  return runtime_version.load() >= major * 1000000 + minor * 1000 + patch;
+}
+
 bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, InferredTensor* out) {
   size_t count = 0;
   if (OrtStatus* s = api.ShapeInferContext_GetInputCount(ctx, &count)) {

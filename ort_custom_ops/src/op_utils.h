@@ -105,6 +105,11 @@ void RegisterManifestEntry(const OpManifestEntry& entry);
 // "inputs": [...], "outputs": [...], "attributes": [...]}]}.
 std::string ManifestJson(const char* domain);
 
+// The ONNX Runtime version of this process ("major.minor.patch"), recorded by RegisterCustomOps;
+// lets shape inference avoid what older runtimes mishandle.
+void SetRuntimeVersion(int major, int minor, int patch);
+bool RuntimeAtLeast(int major, int minor, int patch);
+
 // Output shape inference through the raw C API. A dim is a value >= 0 or a symbolic name.
 struct InferDim {
   int64_t value = -1;
