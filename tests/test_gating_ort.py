@@ -428,11 +428,15 @@ def test_shape_inference_keeps_symbolic_dims():
     shapes = {o.name: (o.type, o.shape) for o in sess.get_outputs()}
     assert shapes["y"] == ("tensor(float)", ["batch", "seq", 4])
     assert shapes["expert_idx"] == ("tensor(int32)", ["batch", "seq", 4])
-    assert shapes["out"] == ("tensor(float)", ["batch", "seq", 16])
+    # Below ORT 1.32 the library leaves the optional out's shape to ORT (those runtimes abort when
+    # shape inference sets an output a two-output node lacks).
+    if ORT_VERSION >= (1, 32):
+        assert shapes["out"] == ("tensor(float)", ["batch", "seq", 16])
     sess = session(make_model(dict(k=4), {"x": x.astype(np.float16)}, x_dims=["batch", "seq", 16]))
     shapes = {o.name: (o.type, o.shape) for o in sess.get_outputs()}
     assert shapes["y"] == ("tensor(float16)", ["batch", "seq", 4])
-    assert shapes["out"] == ("tensor(float)", [0])
+    if ORT_VERSION >= (1, 32):
+        assert shapes["out"] == ("tensor(float)", [0])
 
 
 # ---- threading -----------------------------------------------------------------------------------
