@@ -82,14 +82,10 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
     args.additional_bias = views.additional_bias.data;
     args.mask = views.mask.data;
   }
-  using gating_defs::kOutputs;
-  args.y = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtY, p.y_shape, views.x.type, true);
-  args.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
-      ctx, kMoeGatingName, kOutputs, kGtExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
-  // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
-  void* out = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtOut, p.out_shape,
-                               ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);
-  if (p.params.out_flag) args.out = static_cast<float*>(out);
+  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views.x.type);
+  args.y = outs.y;
+  args.expert_idx = outs.expert_idx;
+  args.out = outs.out;
 
   const cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
   CannDevice device(ctx, kGtX);

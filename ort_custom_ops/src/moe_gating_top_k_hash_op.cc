@@ -110,14 +110,10 @@ struct MoeGatingCpuKernel {
     }
 
     cpu::MoeGatingTopKHashOutputs outputs;
-    using gating_defs::kOutputs;
-    outputs.y = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtY, p.y_shape, views.x.type, true);
-    outputs.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
-        ctx, kMoeGatingName, kOutputs, kGtExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
-    // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
-    void* out = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtOut, p.out_shape,
-                                 ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);
-    if (p.params.out_flag) outputs.out = static_cast<float*>(out);
+    const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views.x.type);
+    outputs.y = outs.y;
+    outputs.expert_idx = outs.expert_idx;
+    outputs.out = outs.out;
     RunMoeGatingCpu(ctx, p, inputs, outputs);
   }
 

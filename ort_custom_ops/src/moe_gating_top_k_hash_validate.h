@@ -80,4 +80,25 @@ struct MoeGatingProblem {
 MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& inputs,
                                          const MoeGatingAttrs& attrs);
 
+// The outputs of one call, allocated with the shapes validation decided (every EP's kernel).
+struct MoeGatingOutputBuffers {
+  void* y = nullptr;
+  int32_t* expert_idx = nullptr;
+  float* out = nullptr;  // null unless out_flag = 1
+};
+inline MoeGatingOutputBuffers AllocateMoeGatingOutputs(Ort::KernelContext& ctx,
+                                                       const MoeGatingProblem& p,
+                                                       ONNXTensorElementDataType x_type) {
+  using gating_defs::kOutputs;
+  MoeGatingOutputBuffers b;
+  b.y = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtY, p.y_shape, x_type, true);
+  b.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
+      ctx, kMoeGatingName, kOutputs, kGtExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
+  // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
+  void* out = GetCheckedOutput(ctx, kMoeGatingName, kOutputs, kGtOut, p.out_shape,
+                               ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);
+  if (p.params.out_flag) b.out = static_cast<float*>(out);
+  return b;
+}
+
 }  // namespace ascend_moe
