@@ -4,7 +4,7 @@ plain torch, same weights, same process, and against the routed-rows lower bound
 Candidates (``CANDIDATES``):
 - ``ort``: the block exported with the default formulation (MoeGatingTopKHash node -> pseudo-logits
   -> ``com.microsoft.MoE``), custom-op library loaded;
-- ``onnx``: the portable formulation (standard ops: gather branch / sorted Loop);
+- ``onnx``: the portable formulation (standard ops: rows sorted by expert, a Loop over the active experts);
 - ``padded``: the earlier zero-padded ``[E, C, H]`` formulation (skipped above ``PADDED_MAX_TOKENS``:
   its buffers grow with E·C);
 - ``ort-moe``: ONNX Runtime's MoE op routing by itself (router MatMul -> MoE with softmax top-k and
