@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from ascend_moe_onnx.benchmarks import gating, model, report, rerouting, runner, timing
 
@@ -58,6 +59,10 @@ def test_smoke_json_fields(smoke):
     for row in data["model"]:
         assert set(row["speedup"]) == set(model.BASELINES)
         assert min(row["agreement"].values()) == 1.0
+        # decode-sized cases rotate through several inputs, the same for every candidate
+        assert row["rotation"] == (model.ROTATION if row["tokens"] <= model.ROTATE_MAX_TOKENS else 1)
+        assert row["bound"]["rotation"] == row["rotation"]
+        assert row["process_peak_mib"] > 0 and set(row["peak_mib"]) == set(row["best_s"])
 
 
 def test_smoke_markdown_has_every_section(smoke):
@@ -93,6 +98,25 @@ def test_measure_interleaves_and_counts_samples():
     assert all(v.calls_per_sample == 1 for v in t.values())
     # after the calibration calls, the repetitions rotate the order: ab, ba, ab
     assert calls[2 * timing.CALIBRATION_CALLS:] == ["a", "b", "b", "a", "a", "b"]
+
+
+def test_model_rotation_selects_different_experts_and_bound_reads_dram_past_the_cache():
+    """The rotated inputs of a decode case route to different experts; the bound averages the
+    calls and reads at the DRAM rate once the rotation's working set exceeds the cache."""
+    block = model.build_block("qwen3-30b-a3b", "tiny")
+    xs = model._inputs(block, 1, 4)
+    assert len(xs) == 4 and len(model._inputs(block, model.ROTATE_MAX_TOKENS + 1, 4)) == 1
+    with torch.no_grad():
+        chosen = {tuple(sorted(block.route_native(block.router_logits_native(x), {"hidden_states": x})[1]
+                               .flatten().tolist())) for x in xs}
+    assert len(chosen) > 1
+    rates = {"matmul_flops": 1e15, "read_bytes": 1e9, "llc_bytes": 1, "threads": 1}
+    b = model.lower_bound(block, xs, rates)
+    c = block.cfg
+    assert b["read_probe"] == "dram" and b["rotation"] == 4
+    assert b["bytes"] <= b["working_set_bytes"] <= 4 * (c.experts * 3 * c.hidden * c.intermediate + c.hidden * c.experts)
+    assert b["seconds"] == pytest.approx(b["bytes"] / 1e9)  # memory-bound at these rates
+    assert model.lower_bound(block, xs[:1], rates)["working_set_bytes"] < b["working_set_bytes"]
 
 
 def test_model_targets_are_evaluated_from_full_size_rows():
