@@ -19,7 +19,8 @@ copy fits a shared machine. The weights exist once in torch; the sessions read t
 Inputs (``ROTATION``): up to ``ROTATE_MAX_TOKENS`` tokens, successive calls rotate through several
 inputs that route to different experts, as successive tokens (and layers) of a model do, so each
 call reads its experts' weights from DRAM as in decode, not from the cache the previous identical
-call filled. Every candidate gets the same rotation.
+call filled. Every candidate gets the same rotation; a timed call is one pass over it, and times
+are reported per input (pass / rotation length).
 
 Lower bound (``bound``): the routed rows' work at the machine's measured rates, whichever is larger:
 FLOPs (router + T·k routed rows + shared expert) at the measured float32 MatMul rate, or the bytes
@@ -38,7 +39,6 @@ resident memory after the block (weights, sessions and all).
 from __future__ import annotations
 
 import gc
-import itertools
 import os
 import tempfile
 from dataclasses import dataclass
@@ -388,15 +388,18 @@ def _sessions(block, workdir: str, threads: int, arena: bool, models: dict, log,
             models[n] = (path, weights)
         out[n] = shared_session(*models[n], threads, arena)
         gc.collect()
+        log(f"model: {n} session{'' if arena else ' (no arena)'} open: resident "
+            f"{(_status_kib('VmRSS') or 0) / 2**20:.2f} GiB, peak so far {(_status_kib('VmHWM') or 0) / 2**20:.2f} GiB")
     return out
 
 
-def _cycle(fns: list):
-    """One callable that calls ``fns`` in turn, one per call."""
-    it = itertools.cycle(fns)
-
+def _rotation(fns: list):
+    """One callable that calls each of ``fns`` once, in order: one pass over a case's rotation, so
+    that every sample covers every input of it (the bound is their average; a sample of single
+    calls would keep the cheapest input's time)."""
     def run():
-        return next(it)()
+        for fn in fns:
+            fn()
 
     return run
 
@@ -458,10 +461,12 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                                 r()
                                 slowest = max(slowest, time.perf_counter() - t0)
                                 agree[n] = min(agree[n], _agreement(common.bound_output(r, 0), ref))
-                        fns = {n: _cycle(rs) for n, rs in runners.items()}
-                        fns["torch"] = _cycle([lambda x=x: torch_call(x) for x in xs])
+                        fns = {n: _rotation(rs) for n, rs in runners.items()}
+                        fns["torch"] = _rotation([lambda x=x: torch_call(x) for x in xs])
                         n_rep = plan.slow_repeats if slowest > SLOW_CALL_S else max(repeats, plan.min_repeats)
                         t, load, attempts = timing.measure_quietly(fns, n_rep, min_sample_s, threads)
+                        for v in t.values():  # per call: a rotation is len(xs) calls
+                            v.samples = [x / len(xs) for x in v.samples]
                     # probes after every case, the best kept: on a shared machine a neighbour's
                     # memory traffic lowers a probe as much as a candidate, and the bound is the
                     # fastest the machine goes
@@ -499,7 +504,8 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                     row["process_peak_mib"] = process_peak
                 results += rows
                 log(f"model {name}: process peak resident memory {process_peak / 1024:.2f} GiB")
-        del block
+            del models  # holds views of the block's weights and ORT's MoE op's fc1
+        del block, inputs
         gc.collect()
     return results
 
@@ -512,6 +518,9 @@ def _peaks(block, workdir: str, models: dict, inputs: dict, log) -> tuple[dict, 
     _return_freed_memory()
     peaks: dict = {T: {} for T in inputs}
     seen = 0
+    if models.get("ort-moe") is not None:  # its fc1 again made last, after the others' folding
+        models["ort-moe"] = None
+        gc.collect()
     for n in list(models):
         sess = _sessions(block, workdir, 1, False, models, log, only=n)[n]
         for T, xs in inputs.items():
@@ -522,6 +531,8 @@ def _peaks(block, workdir: str, models: dict, inputs: dict, log) -> tuple[dict, 
             seen = max(seen, _status_kib("VmHWM") or 0)
             peaks[T][n] = peak_growth_mib(fn)
         del sess
+        if n == "ort-moe":
+            models[n] = None
         gc.collect()
     with common.torch_threads(1), torch.no_grad():
         for T, xs in inputs.items():
