@@ -530,6 +530,7 @@ def _peaks(block, workdir: str, models: dict, inputs: dict, log) -> tuple[dict, 
             fn()  # first call: lazy initialisation is not the call's working memory
             seen = max(seen, _status_kib("VmHWM") or 0)
             peaks[T][n] = peak_growth_mib(fn)
+        fn = None  # its binding holds the session
         del sess
         if n == "ort-moe":
             models[n] = None
