@@ -461,6 +461,7 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                                 r()
                                 slowest = max(slowest, time.perf_counter() - t0)
                                 agree[n] = min(agree[n], _agreement(common.bound_output(r, 0), ref))
+                        r = rs = None  # a runner holds its session: none may outlive the timing
                         fns = {n: _rotation(rs) for n, rs in runners.items()}
                         fns["torch"] = _rotation([lambda x=x: torch_call(x) for x in xs])
                         n_rep = plan.slow_repeats if slowest > SLOW_CALL_S else max(repeats, plan.min_repeats)
