@@ -83,12 +83,21 @@ enum class GatingIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
 GatingIsa MoeGatingTopKHashIsa();
 const char* GatingIsaName(GatingIsa isa);
 
+// How the AVX-512 build selects the experts: with its own 512-bit code (wide) or with the AVX2
+// build's 256-bit code (narrow; faster where the CPU splits 512-bit operations in two, as AMD
+// Zen 4 does). kAuto: narrow on AMD CPUs, wide elsewhere, unless the environment variable
+// ASCEND_MOE_CPU_SELECT = wide | narrow (read once) says otherwise. Other builds ignore it.
+enum class GatingSelect : int { kAuto = 0, kWide = 1, kNarrow = 2 };
+// The choice kAuto makes in this process.
+GatingSelect MoeGatingTopKHashSelect();
+
 // MoeGatingTopKHashRows with a given build (benchmarks, tests): false, computing nothing, when
 // the CPU cannot run it; else the data error (if any) in *error.
 bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
                                   const MoeGatingTopKHashOutputs& outputs, int64_t begin,
-                                  int64_t end, MoeGatingTopKHashError* error);
+                                  int64_t end, MoeGatingTopKHashError* error,
+                                  GatingSelect select = GatingSelect::kAuto);
 
 // The error as a message in the project's convention ("MoeGatingTopKHash: input '...' ...").
 std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,
