@@ -40,7 +40,7 @@ def plans(mode: str) -> dict:
         # One dtype: every gating case exports its reference router, and exports dominate the run.
         return {"gating": GatingPlan(presets=("DeepSeek-V3", "DeepSeek-V4-hash"), tokens=(1, 8, 300),
                                      dtypes=("float32",), threads=(1, 2), size="tiny",
-                                     scaling_min_tokens=300),
+                                     scaling_min_tokens=300, isa_tokens=300, isa_calls=2, isa_rounds=1),
                 "rerouting": ReRoutingPlan(shapes=((2, 3, 40, 24),), threads=(1,)),
                 "model": ModelPlan(size="tiny", intermediate=None, tokens=(1, 8), threads=(1,)),
                 "repeats": 2, "min_sample_s": 0.0002}
