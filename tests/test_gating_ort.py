@@ -533,15 +533,32 @@ def test_group_count_without_effective_grouping_allows_hash_and_mode_1():
     np.testing.assert_array_equal(idx, [[2, 3], [4, 5], [6, 7]])
 
 
-def test_outputs_typed_otherwise_by_ort_are_refused_not_overwritten():
-    """x of unknown rank, untyped graph outputs and other inputs after x: ORT types y like the
-    last such input (here bool) and the C API cannot declare "type of x, rank unknown". The kernel
-    refuses to write float weights into that buffer (it used to write past its end)."""
-    from tests.op_table import OPS, node_model
-    from tests.rerouting_cases import run_feeds, session as rr_session
-
-    inputs, attrs = OPS[0].samples()[0]
-    model = node_model(OPS[0], inputs, attrs)  # unknown ranks
+@pytest.mark.parametrize("extra", ["none", "hash", "mask"])
+def test_x_of_unknown_rank_is_refused_at_session_creation(extra):
+    """x of unknown rank: the C API cannot declare y as "x's type, unknown rank", and ORT types
+    an output the library leaves unset like the node's last input (int32 with a hash table, bool
+    with a mask), so a graph declaring y's true type failed with ORT's "Type Error" or the
+    kernel found y typed bool at run time. The library types y itself and refuses the node when
+    the session is created, naming x."""
+    rows, experts = 3, 8
+    inputs = {"x": np.random.default_rng(0).standard_normal((rows, experts)).astype(np.float32)}
+    if extra == "hash":
+        inputs.update(input_ids=np.zeros(rows, np.int64), tid2eid=np.zeros((4, 2), np.int32))
+    if extra == "mask":
+        inputs.update(additional_bias=np.zeros(experts, np.float32),
+                      additional_token_mask=np.zeros(rows, np.bool_))
+    model = make_model(dict(k=2), inputs, outputs=2)
+    del model.graph.input[0].type.tensor_type.shape.dim[:]
+    model.graph.input[0].type.tensor_type.ClearField("shape")
     with pytest.raises(Exception, match=re.escape(
-            "MoeGatingTopKHash: output 'y' must be float for these inputs, but the graph types it bool")):
-        run_feeds(rr_session(model), inputs)
+            "MoeGatingTopKHash: input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph")):
+        session(model)
+
+
+def test_x_of_rank_1_fails_with_the_validation_message_not_a_type_error():
+    """A rank-1 x (invalid) still gets typed outputs, so the run reports the contract's message."""
+    inputs = {"x": np.zeros(8, np.float32), "input_ids": np.zeros(1, np.int64),
+              "tid2eid": np.zeros((4, 2), np.int32)}
+    with pytest.raises(Exception, match=re.escape(
+            "MoeGatingTopKHash: input 'x' must have rank >= 2, got shape [8]")):
+        run_session(session(make_model(dict(k=2), inputs, outputs=2)), inputs, 2)
