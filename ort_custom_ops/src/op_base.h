@@ -123,9 +123,13 @@ struct AscendMoeOp
   static OrtStatusPtr ORT_API_CALL CheckTypesAndInferShapes(const OrtCustomOp* op,
                                                             OrtShapeInferContext* ctx) {
     const OrtApi& api = Ort::GetApi();
-    if (OrtStatusPtr s = InferCheckInputTypes(api, ctx, Def::kName, Def::kInputs, Def::kNumInputs))
-      return s;
-    return Def::InferShapes(op, ctx);
+    // The outputs are declared even when an input type is refused: ORT would type them like the
+    // node's last input and report its own type clash instead of the library's message.
+    OrtStatusPtr types = InferCheckInputTypes(api, ctx, Def::kName, Def::kInputs, Def::kNumInputs);
+    OrtStatusPtr shapes = Def::InferShapes(op, ctx);
+    if (types == nullptr) return shapes;
+    if (shapes != nullptr) api.ReleaseStatus(shapes);
+    return types;
   }
 
   static OrtCustomOpInputOutputCharacteristic Characteristic(bool optional) {
