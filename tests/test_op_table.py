@@ -83,8 +83,8 @@ def test_every_schema_is_in_the_table():
 # ---- bad cases: one table per op, identical messages in every layer ---------------------------
 
 
-_ORT_BLIND = pytest.mark.xfail(strict=True, reason="the ORT custom-op API (1.21 headers) cannot "
-                                                  "list a node's attributes: unknown names pass")
+_ORT_BLIND = pytest.mark.xfail(strict=True, reason="no ORT custom-op API (up to 1.32) lists a node's "
+                                                  "attributes: unknown names pass (docs/contributing.md)")
 
 
 @pytest.mark.parametrize("op,case", [pytest.param(op, c, marks=() if c.ort else _ORT_BLIND)
