@@ -107,6 +107,15 @@ def _present(case: Case, name: str) -> np.ndarray | None:
 # ---- MoeGatingTopKHash (SPEC §1.3) -------------------------------------------------------------
 
 
+def _element_types(case: Case, f: _Faults, x_type: str) -> None:
+    """Element-type faults of the inputs other than x (they need no shapes)."""
+    for name, allowed in (("bias", (x_type,)), ("additional_bias", (x_type,)), ("input_ids", INT_TYPES),
+                          ("tid2eid", INT_TYPES), ("additional_token_mask", ("bool",))):
+        a = _present(case, name)
+        if a is not None and type_name(a) not in allowed:
+            f.add(f"{name} is {type_name(a)}", name)
+
+
 def _gating(case: Case, f: _Faults) -> None:
     kinds = {n: "INT" for n in GATING_INT_ATTRS} | {n: "FLOAT" for n in GATING_FLOAT_ATTRS}
     a = _attributes(case, f, kinds, dict(GATING_DEFAULTS, k=None), ("k",))
@@ -141,6 +150,7 @@ def _gating(case: Case, f: _Faults) -> None:
         f.add(f"x is {x_type}", "x")
     if x.ndim < 2:
         f.add(f"x has rank {x.ndim}", "x")
+        _element_types(case, f, x_type)  # checked when the session is created, before x's rank
         return
     E = x.shape[-1]
     R = int(np.prod(x.shape[:-1]))
