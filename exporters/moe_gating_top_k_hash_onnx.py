@@ -6,7 +6,7 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
-from .moe_gating_top_k_hash import CUSTOM_ATTR_ORDER, FLOAT_ATTRS, NPU_ATTR_ORDER
+from .moe_gating_top_k_hash import CUSTOM_ATTR_ORDER, FLOAT_ATTRS, NPU_ATTR_ORDER, split_router_args
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 GATING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
@@ -16,12 +16,19 @@ def gating_translation(x, k, bias=None, input_ids=None, tid2eid=None, additional
                        additional_token_mask=None, **attributes):
     """Dynamo translation: one MoeGatingTopKHash node carrying every attribute and all outputs.
 
-    Attributes the call leaves out take the schema's defaults; both torch front ends share it.
+    Attributes the call leaves out take the schema's defaults; both torch front ends and the
+    router op share it.
     """
     attrs = {**spec.DEFAULTS, **attributes, "k": k}
     typed = {n: float(v) if isinstance(spec.DEFAULTS[n], float) else int(v) for n, v in attrs.items()}
     return GATING_OP(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
                      **typed, _num_outputs=3)
+
+
+def router_translation(x, *args):
+    """Dynamo translation of torch.ops.ascend_moe.moe_gating_top_k_hash (positional arguments)."""
+    tensors, attrs = split_router_args(args)
+    return gating_translation(x, attrs.pop("k"), *tensors, **attrs)
 
 
 def custom_gating_symbolic(g, x, k, bias, input_ids, tid2eid, additional_bias,
@@ -34,6 +41,12 @@ def custom_gating_symbolic(g, x, k, bias, input_ids, tid2eid, additional_bias,
 def npu_gating_symbolic(g, x, k, bias, *attrs):
     """TorchScript symbolic of torch.ops.npu.npu_moe_gating_top_k (schema argument order)."""
     return _gating_symbolic(g, x, k, [bias], dict(zip(NPU_ATTR_ORDER, attrs)))
+
+
+def router_symbolic(g, x, *args):
+    """TorchScript symbolic of torch.ops.ascend_moe.moe_gating_top_k_hash (schema argument order)."""
+    tensors, attrs = split_router_args(args)
+    return _gating_symbolic(g, x, attrs.pop("k"), list(tensors), attrs)
 
 
 def _gating_symbolic(g, x, k, optional_tensors, attrs):
