@@ -508,3 +508,12 @@ def test_outputs_typed_otherwise_by_ort_are_refused_not_overwritten():
     with pytest.raises(Exception, match=re.escape(
             "MoeGatingTopKHash: output 'y' must be float for these inputs, but the graph types it bool")):
         run_feeds(rr_session(model), inputs)
+
+
+def test_routing_comparison_excuses_no_near_tie():
+    """Two experts one float32 ulp apart in the selection scores, swapped: a mismatch, reported with
+    the gap, never excused as rounding (the tie rule makes the reference's order exact)."""
+    b = np.array([[1.0, np.nextafter(np.float32(1.0), np.float32(2.0)), 0.0]], np.float32)
+    with pytest.raises(AssertionError, match=r"experts \[0, 1\].*1 float32 ulp apart"):
+        assert_routing_equal([[0, 1]], [[1, 0]], b)
+    assert_routing_equal([[1, 0]], [[1, 0]], b)
