@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import re
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -15,20 +14,9 @@ from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
 from tests.gating_cases import (
     BIAS_MODES, CONFIGS, assert_routing_equal, assert_weights_close, make_inputs, seed_of, selection_scores,
 )
+from tests.rerouting_cases import to_numpy, to_torch  # bit-exact, every element type
 
 TORCH_DTYPES = {"float": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def to_torch(a: np.ndarray) -> torch.Tensor:
-    if a.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a))
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    if t.dtype == torch.bfloat16:
-        return t.float().numpy().astype(ml_dtypes.bfloat16)
-    return t.numpy()
 
 
 def run_custom(inputs: dict, attrs: dict):
