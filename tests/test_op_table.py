@@ -62,6 +62,21 @@ def _schema_params(schema, formal) -> list[dict]:
             for p in formal]
 
 
+# Where validation messages name inputs by hand (C++ validators, Python validators): each name is
+# one the schema declares, so a renamed input cannot leave a message behind.
+_NAMED_INPUT = re.compile("|".join([r'(?:FailInput|CheckBiasLike)\("(\w+)"', r"input '(\w+)'",
+                                      r'const char\* k\w+ = "(\w+)"', r'\? "(\w+)" : "(\w+)"']))
+
+
+@pytest.mark.skipif(not (ROOT / "ort_custom_ops" / "src").is_dir(), reason="needs the source tree")
+@pytest.mark.parametrize("op", OPS, ids=bad_case_id)
+def test_inputs_named_in_messages_are_the_schemas(op):
+    stem = op.spec.__name__.rsplit(".", 1)[1]
+    sources = [ROOT / "ort_custom_ops" / "src" / f"{stem}_validate.cc", ROOT / "onnx_schemas" / f"{stem}.py"]
+    named = {n for path in sources for m in _NAMED_INPUT.finditer(path.read_text()) for n in m.groups() if n}
+    assert len(named) >= 3 and named <= set(op.spec.INPUT_NAMES), sorted(named - set(op.spec.INPUT_NAMES))
+
+
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)
 def test_library_declares_the_schema(op):
     """Names, input/output order, optional flags, allowed types, attribute kinds and defaults of
