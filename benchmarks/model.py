@@ -4,7 +4,7 @@ plain torch, same weights, same process, and against the routed-rows lower bound
 Candidates (``CANDIDATES``):
 - ``ort``: the block exported with the default formulation (MoeGatingTopKHash node -> pseudo-logits
   -> ``com.microsoft.MoE``), custom-op library loaded;
-- ``onnx``: the portable formulation (standard ops: gather branch / sorted Loop);
+- ``onnx``: the portable formulation (standard ops: rows sorted by expert, a Loop over the active experts);
 - ``padded``: the earlier zero-padded ``[E, C, H]`` formulation (skipped above ``PADDED_MAX_TOKENS``:
   its buffers grow with E·C);
 - ``ort-moe``: ONNX Runtime's MoE op routing by itself (router MatMul -> MoE with softmax top-k and
@@ -14,7 +14,9 @@ Candidates (``CANDIDATES``):
 Lower bound (``bound``): the routed rows' work at the machine's measured rates, whichever is larger:
 FLOPs (router + T·k routed rows + shared expert) at the measured float32 MatMul rate, or the bytes
 of the weights the call must read (router, the distinct selected experts, shared expert) at the
-measured read bandwidth. ``share``: bound / candidate time. Times are the fastest sample
+measured read bandwidth: of a probe of the same size when they fit the last-level cache (the
+samples call a block again and again on the same input, so they find them there), else of DRAM
+(``lower_bound``). ``share``: bound / candidate time; ``share_dram``: against the DRAM-rate bound. Times are the fastest sample
 (``best_s``; medians in ``time_s``): on a shared machine a 2 ms call is often descheduled for tens
 of ms, which moves medians by whole factors but not the fastest sample. ``peak_mib``: the growth of the
 process's peak resident memory during one call (ORT sessions without the memory arena, so each
@@ -42,6 +44,7 @@ BASELINES = {
 }
 CANDIDATES = (FUSED, *BASELINES)
 PADDED_MAX_TOKENS = 256
+SHARE_TARGETS = {1: 0.8, 16: 0.6}  # tokens -> the default formulation's share of the bound (issue 9)
 TOLERANCE = 2e-5  # float32 max rel error against the torch reference (cli.verify.TOLERANCES)
 
 # name -> (preset, full-size changes). Full hidden size and expert count; expert width cut so that
@@ -106,28 +109,73 @@ def ort_moe_model(block) -> bytes | None:
 
 # ---- machine rates and the bound -----------------------------------------------------------------
 
+DRAM_PROBE_MIN_BYTES = 128 * 2**20  # the DRAM probe reads at least this, and 4x the last-level cache
+
+
+def last_level_cache_bytes() -> int | None:
+    """Size of the largest CPU cache (Linux sysfs; None where unknown)."""
+    import glob
+
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
+        digits = text.rstrip("KMGkmg")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes) if sizes else None
+
+
+def read_rate(nbytes: int, threads: int, calls: int = 20) -> float:
+    """Read bandwidth (B/s) of a float32 sum over ``nbytes``, summed again and again like the
+    benchmark's samples call a block again and again on the same input: the best of ``calls``
+    (short calls, so that some run undisturbed on a shared machine). A buffer that fits the
+    caches is then read from them."""
+    import time
+
+    with common.torch_threads(threads):
+        buf = torch.ones(max(nbytes // 4, 2**18))
+        buf.sum()
+        best = float("inf")
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            buf.sum()
+            best = min(best, time.perf_counter() - t0)
+    return buf.numel() * 4 / best
+
+
 def machine_rates(threads: int) -> dict:
-    """Measured float32 MatMul rate (FLOP/s, 512x1024 @ 1024x1024) and read bandwidth (B/s, a sum over
-    128 MiB, far beyond the caches) with ``threads`` torch threads: the best of 20 calls (short
-    calls, so that some run undisturbed on a shared machine)."""
+    """Measured float32 MatMul rate (FLOP/s, 512x1024 @ 1024x1024, best of 20 calls) with
+    ``threads`` torch threads, the last-level cache size and the DRAM read bandwidth (``read_rate``
+    over 4x that cache, at least DRAM_PROBE_MIN_BYTES). Working sets that fit the cache get their
+    own probe (``lower_bound``)."""
     import time
 
     with common.torch_threads(threads):
         a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
-        big = torch.ones(32 * 2**20)
-        best_mm = best_rd = float("inf")
+        best_mm = float("inf")
         for _ in range(20):
             t0 = time.perf_counter()
             torch.mm(a, b)
             best_mm = min(best_mm, time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            big.sum()
-            best_rd = min(best_rd, time.perf_counter() - t0)
-    return {"matmul_flops": 2 * 512 * 1024 * 1024 / best_mm, "read_bytes": big.numel() * 4 / best_rd}
+    llc = last_level_cache_bytes()
+    dram = read_rate(max(DRAM_PROBE_MIN_BYTES, 4 * (llc or 0)), threads)
+    return {"matmul_flops": 2 * 512 * 1024 * 1024 / best_mm, "read_bytes": dram, "llc_bytes": llc,
+            "threads": threads}
 
 
 def lower_bound(block, x: torch.Tensor, rates: dict) -> dict:
-    """The routed-rows lower bound of one call on ``x``: FLOPs, bytes and seconds."""
+    """The routed-rows lower bound of one call on ``x``: FLOPs, bytes and seconds.
+
+    The benchmark calls a block again and again on the same input (``timing.measure``), so the
+    weights one call reads are its working set: when they fit the last-level cache they are read
+    at the rate of a probe of that size, read again and again the same way (``read_rate``; the
+    cache's rate, partly), else at the DRAM rate. ``seconds_dram``: the bound at the DRAM rate
+    whatever the size (what a model whose other layers evict the cache between calls would get)."""
     c = block.cfg
     with torch.no_grad():
         _, idx = block.route_native(block.router_logits_native(x), {"hidden_states": x})
@@ -137,8 +185,13 @@ def lower_bound(block, x: torch.Tensor, rates: dict) -> dict:
     shared = 3 * c.hidden * c.shared * c.intermediate
     flops = 2 * (T * k * per_expert + T * shared + T * c.hidden * c.experts)
     nbytes = 4 * (distinct * per_expert + shared + c.hidden * c.experts)
-    seconds = max(flops / rates["matmul_flops"], nbytes / rates["read_bytes"])
-    return {"flops": flops, "bytes": nbytes, "seconds": seconds, "distinct_experts": distinct}
+    llc = rates.get("llc_bytes")
+    cached = llc is not None and nbytes <= llc
+    read = read_rate(nbytes, rates.get("threads", 1)) if cached else rates["read_bytes"]
+    compute_s = flops / rates["matmul_flops"]
+    return {"flops": flops, "bytes": nbytes, "seconds": max(compute_s, nbytes / read),
+            "seconds_dram": max(compute_s, nbytes / rates["read_bytes"]), "read_probe": "cache" if cached else "dram",
+            "read_bytes": read, "distinct_experts": distinct}
 
 
 # ---- peak memory ---------------------------------------------------------------------------------
@@ -249,11 +302,16 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                         agree[n] = _agreement(common.bound_output(fn, 0), ref)
                     fns["torch"] = torch_ref
                     t, load, attempts = timing.measure_quietly(fns, max(repeats, plan.min_repeats), min_sample_s, threads)
+                # probes after every case, the best kept: on a shared machine a neighbour's
+                # memory traffic lowers a probe as much as a candidate, and the bound is the
+                # fastest the machine goes
+                rates = {key: max(v, rates[key]) if key in ("matmul_flops", "read_bytes") else v
+                         for key, v in machine_rates(threads).items()}
                 bound = lower_bound(block, x, rates)
                 time_s = {n: v.median for n, v in t.items()}
                 best_s = {n: min(v.samples) for n, v in t.items()}
                 row = {
-                    "suite": "model", "block": name, "preset": block.preset, "hidden": cfg.hidden,
+                    "suite": "model", "size": plan.size, "block": name, "preset": block.preset, "hidden": cfg.hidden,
                     "experts": cfg.experts, "k": cfg.top_k, "intermediate": cfg.intermediate,
                     "shared": cfg.shared, "dtype": "float32", "threads": threads, "tokens": T,
                     "time_s": time_s, "best_s": best_s,
@@ -262,11 +320,13 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                     "speedup": {n: (best_s[n] / best_s[FUSED] if n in t else None) for n in BASELINES},
                     "bound_s": bound["seconds"], "bound": bound, "rates": rates,
                     "share": {n: bound["seconds"] / s for n, s in best_s.items()},
+                    "share_dram": {n: bound["seconds_dram"] / s for n, s in best_s.items()},
                     "peak_mib": peaks.get(T, {}),
                     "agreement": agree, "other_load_cores": load, "attempts": attempts,
                 }
                 results.append(row)
-                log(f"model {name} I={cfg.intermediate} t={threads} T={T:<5d} bound {bound['seconds'] * 1e3:8.2f} ms  "
+                log(f"model {name} I={cfg.intermediate} t={threads} T={T:<5d} bound {bound['seconds'] * 1e3:8.2f} ms "
+                    f"({bound['read_probe']})  "
                     + " ".join(f"{n}={s * 1e3:.2f}ms({row['share'][n] * 100:.0f}%)" for n, s in best_s.items()))
             del sessions
             gc.collect()
@@ -300,11 +360,11 @@ def table(rows: list[dict]) -> str:
     """Markdown table: per case, each candidate's fastest-sample time, its share of the bound and
     peak memory; the default (ort) and onnx formulations relative to the best of ort-moe and torch."""
     head = ["block", "H/E/k/I", "thr", "tokens", "bound ms"] + [f"{n} ms (share, MiB)" for n in CANDIDATES] \
-        + ["ort vs best(ort-moe, torch)", "onnx vs best"]
+        + ["ort vs best(ort-moe, torch)", "onnx vs best", "onnx vs ort", "ort share of DRAM-rate bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["block"], f"{r['hidden']}/{r['experts']}/{r['k']}/{r['intermediate']}", str(r["threads"]),
-                 str(r["tokens"]), f"{r['bound_s'] * 1e3:.2f}"]
+                 str(r["tokens"]), f"{r['bound_s'] * 1e3:.2f} ({r['bound'].get('read_probe', 'dram')})"]
         for n in CANDIDATES:
             if n in r["best_s"]:
                 peak = r["peak_mib"].get(n)
@@ -313,6 +373,31 @@ def table(rows: list[dict]) -> str:
             else:
                 cells.append("n/a")
         best = min(r["best_s"][n] for n in ("ort-moe", "torch") if n in r["best_s"])
-        cells += [f"{r['best_s']['ort'] / best:.2f}x", f"{r['best_s']['onnx'] / best:.2f}x"]
+        cells += [f"{r['best_s']['ort'] / best:.2f}x", f"{r['best_s']['onnx'] / best:.2f}x",
+                  f"{r['best_s']['onnx'] / r['best_s']['ort']:.2f}x",
+                  f"{r['share_dram']['ort'] * 100:.0f}%" if "share_dram" in r else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def targets(rows: list[dict]) -> list[tuple[str, str, bool]]:
+    """Issue 9's targets on the full-size rows: (target, measured, met)."""
+    out = []
+    for r in rows:
+        if r.get("size") != "full":
+            continue
+        case = f"model {r['block']} {r['tokens']} tok, {r['threads']} thr"
+        best = {n: r["best_s"][n] for n in ("ort-moe", "torch") if n in r["best_s"]}
+        fastest = min(best, key=best.get)
+        rel = r["best_s"][FUSED] / best[fastest]
+        out.append((f"{case}: {FUSED} within 1.1x of the best of ort-moe and torch",
+                    f"{rel:.2f}x ({fastest})", rel <= 1.1))
+        if "onnx" in r["best_s"]:
+            rel = r["best_s"]["onnx"] / r["best_s"][FUSED]
+            out.append((f"{case}: onnx within 2x of {FUSED}", f"{rel:.2f}x", rel <= 2))
+        if r["tokens"] in SHARE_TARGETS:
+            want, got = SHARE_TARGETS[r["tokens"]], r["share"][FUSED]
+            out.append((f"{case}: {FUSED} >= {want * 100:.0f}% of the routed-rows bound",
+                        f"{got * 100:.0f}% ({r['bound'].get('read_probe', 'dram')} probe; "
+                        f"{r['share_dram'][FUSED] * 100:.0f}% of the DRAM-rate bound)", got >= want))
+    return out

@@ -61,6 +61,8 @@ def targets(results: dict) -> list[dict]:
             sp = min(r["speedup"]["torch-index_select"] for r in rows)
             add(f"re-routing {dtype} 16384x7168, {threads} thr: faster than torch index_select (worst case)",
                 rows, f"{sp:.2f}x", sp > 1)
+    for name, measured, met in model.targets(results.get("model", [])):
+        out.append({"target": name, "measured": measured, "met": bool(met)})
     return out
 
 
