@@ -41,11 +41,40 @@ def test_generated_op_defs_header_is_current():
         "stale op_defs.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
 
 
+@pytest.mark.skipif(not (ROOT / "ops_src" / "cpu").is_dir(), reason="needs the source tree")
+def test_kernel_structs_take_their_defaults_from_the_schema():
+    """ops_src/cpu/attr_defaults.gen.h is current, and no kernel struct states an attribute default
+    of its own (the ORT and CANN front ends, the fake runtime and the benchmarks all fill them)."""
+    import re
+
+    assert (ROOT / "ops_src" / "cpu" / "attr_defaults.gen.h").read_text() == generate_op_defs.generate_defaults(), (
+        "stale attr_defaults.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
+    names = "|".join(n for op in OPS for n in op.spec.SCHEMA.attributes if n != "k")
+    literal = re.compile(rf"^\s*(?:int64_t|float|int)\s+({names})\s*=\s*[-0-9.]", re.M)
+    for header in sorted((ROOT / "ops_src" / "cpu").glob("*.h")):
+        assert not literal.findall(header.read_text()), (header.name, literal.findall(header.read_text()))
+
+
 def _schema_params(schema, formal) -> list[dict]:
     constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
     return [{"name": p.name, "optional": p.option == OpSchema.FormalParameterOption.Optional,
              "types": [t[len("tensor("):-1] for t in constraints.get(p.type_str, [p.type_str])]}
             for p in formal]
+
+
+# Where validation messages name inputs by hand (C++ validators, Python validators): each name is
+# one the schema declares, so a renamed input cannot leave a message behind.
+_NAMED_INPUT = re.compile("|".join([r'(?:FailInput|CheckBiasLike)\("(\w+)"', r"input '(\w+)'",
+                                      r'const char\* k\w+ = "(\w+)"', r'\? "(\w+)" : "(\w+)"']))
+
+
+@pytest.mark.skipif(not (ROOT / "ort_custom_ops" / "src").is_dir(), reason="needs the source tree")
+@pytest.mark.parametrize("op", OPS, ids=bad_case_id)
+def test_inputs_named_in_messages_are_the_schemas(op):
+    stem = op.spec.__name__.rsplit(".", 1)[1]
+    sources = [ROOT / "ort_custom_ops" / "src" / f"{stem}_validate.cc", ROOT / "onnx_schemas" / f"{stem}.py"]
+    named = {n for path in sources for m in _NAMED_INPUT.finditer(path.read_text()) for n in m.groups() if n}
+    assert len(named) >= 3 and named <= set(op.spec.INPUT_NAMES), sorted(named - set(op.spec.INPUT_NAMES))
 
 
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)
