@@ -124,6 +124,24 @@ def test_bad_case_in_onnx_runtime(op, case):
         run_feeds(session(model), present(case.inputs))
 
 
+def _is_attribute_case(case) -> bool:
+    """Unknown names, wrong kinds, missing required attributes (values are the kernels' job)."""
+    return re.match(r"attribute '\w+' (is not an attribute|must be (INT|FLOAT), got|is required)",
+                    case.message) is not None
+
+
+@pytest.mark.parametrize("op,case", [p for p in bad_case_params() if _is_attribute_case(p[1])],
+                         ids=bad_case_id)
+def test_bad_attribute_case_in_the_project_session(op, case):
+    """``ort_custom_ops.inference_session`` (the project's way into ORT) checks the nodes first, so
+    what ORT cannot show a kernel (unknown attribute names) is refused too, with the same message."""
+    model = node_model(op, case.inputs, case.attrs, ranks=True)
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        ort_custom_ops.inference_session(model)
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        onnx_schemas.check_nodes(model.SerializeToString())
+
+
 @pytest.mark.parametrize("op,case", bad_case_params(), ids=bad_case_id)
 def test_bad_case_in_the_numpy_reference(op, case):
     with pytest.raises(ValueError, match=exactly(op, case.message)):
@@ -229,3 +247,24 @@ def test_other_opset_versions_are_rejected_by_check_model(version):
     with pytest.raises(onnx.checker.ValidationError, match=re.escape(
             f"imports opset ascend.moe version {version}; the ascend.moe ops exist only at version 1")):
         onnx_schemas.check_model(model)
+    with pytest.raises(ValueError, match=re.escape(f"imports opset ascend.moe version {version};")):
+        ort_custom_ops.inference_session(model)
+
+
+def test_check_nodes_looks_inside_subgraphs_and_names_the_node():
+    """A node inside an If branch is checked like a top-level one; valid models pass."""
+    op = OPS[0]
+    inner = node_model(op, {"x": np.zeros((2, 8), np.float32)}, {"k": 2, "norm": 1})
+    inner.graph.node[0].name = "router"
+    branch = inner.graph
+    cond = helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])
+    outs = [helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
+            for o in branch.output]
+    node = helper.make_node("If", ["c"], [o.name for o in branch.output],
+                            then_branch=branch, else_branch=branch)
+    graph = helper.make_graph([node], "g", [cond] + list(branch.input), outs)
+    model = helper.make_model(graph, opset_imports=list(inner.opset_import))
+    with pytest.raises(ValueError, match=re.escape("node 'router': MoeGatingTopKHash: attribute 'norm' "
+                                                   "is not an attribute of MoeGatingTopKHash")):
+        onnx_schemas.check_nodes(model)
+    onnx_schemas.check_nodes(node_model(op, {"x": np.zeros((2, 8), np.float32)}, {"k": 2}))
