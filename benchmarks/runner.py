@@ -9,7 +9,6 @@ numbers mean nothing). Results go to ``./benchmark-results/<mode>.{md,json}`` (o
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import shlex
 import sys
@@ -79,7 +78,6 @@ def run(args) -> int:
 
     from . import gating, machine, model, report, rerouting
 
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     cfg = plans(mode)
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attr_defaults.gen.h"
+
 namespace ascend_moe::cpu {
 
 // Element type of x, bias, additional_bias and y.
@@ -23,15 +25,16 @@ inline constexpr int64_t kGatingMaxExperts = 2048;
 struct MoeGatingTopKHashParams {
   int64_t rows = 0;         // R: tokens
   int64_t experts = 0;      // E
-  int64_t k = 1;            // experts per token, 1..64, <= E
-  int64_t k_group = 1;      // groups kept
-  int64_t group_count = 1;  // groups, divides E
-  int64_t group_select_mode = 0;  // 0 = max, 1 = top-2 sum
-  int64_t renorm = 0;             // 1 = renormalise softmax weights too
-  int64_t norm_type = 0;          // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
-  int64_t out_flag = 0;           // 1 = write the scores to `out`
-  float routed_scaling_factor = 1.0f;
-  float eps = 1e-20f;
+  // Attributes; defaults from the schema (attr_defaults.gen.h). k is required: it has none.
+  int64_t k = 0;  // experts per token, 1..64, <= E
+  int64_t k_group = attr_defaults::moe_gating_top_k_hash::kKGroup;          // groups kept
+  int64_t group_count = attr_defaults::moe_gating_top_k_hash::kGroupCount;  // groups, divides E
+  int64_t group_select_mode = attr_defaults::moe_gating_top_k_hash::kGroupSelectMode;  // 0 = max, 1 = top-2 sum
+  int64_t renorm = attr_defaults::moe_gating_top_k_hash::kRenorm;        // 1 = renormalise softmax weights too
+  int64_t norm_type = attr_defaults::moe_gating_top_k_hash::kNormType;   // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
+  int64_t out_flag = attr_defaults::moe_gating_top_k_hash::kOutFlag;     // 1 = write the scores to `out`
+  float routed_scaling_factor = attr_defaults::moe_gating_top_k_hash::kRoutedScalingFactor;
+  float eps = attr_defaults::moe_gating_top_k_hash::kEps;
 };
 
 // Raw inputs; optional ones are null when absent.
