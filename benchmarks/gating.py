@@ -8,6 +8,9 @@ otherwise run for the same routing, on the same logits:
 - ``torch-eager``: that plain-torch reference routing in eager torch;
 - ``torch-op``: the CPU implementation of the torch custom op (exporters), eager.
 
+Rows of suite "gating_isa" (benchmarks/gating_isa.py): the fused node's ns per row on each
+instruction-set path of the kernel, one thread, beside issue 14's floor estimate.
+
 Presets keep the published routing sizes (experts, k, groups, hash table); the router shells have
 no experts. Logits are N(0, 1), the selection bias N(0, 0.1^2) rounded to bfloat16 (so float32 and
 bfloat16 runs use the same bias), the hash table uniform random expert ids.
@@ -24,7 +27,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from . import common, timing
+from . import common, gating_isa, timing
 
 FUSED = "ort-fused"
 FLOOR = "ort-floor"  # not a baseline: one Shape node on the same input, ORT's per-call cost
@@ -59,6 +62,9 @@ class GatingPlan:
     threads: tuple = (1, 2)
     size: str = "full"  # "tiny" routes with the tiny presets (smoke test)
     scaling_min_tokens: int = 256  # thread scaling of the fused node from this many tokens on
+    isa_tokens: int = 4096  # ns/row per ISA path (gating_isa) at this many tokens; 0: not measured
+    isa_calls: int = 20  # calls per child process and round (the fastest counts)
+    isa_rounds: int = 2
 
 
 class _ReferenceRouter(torch.nn.Module):
@@ -236,6 +242,12 @@ def run(plan: GatingPlan, repeats: int, min_sample_s: float, log=print) -> list[
                         results.append(row)
                         log(_describe(row))
             results += _scaling(name, router, dtype, fused, all_inputs, plan, repeats, min_sample_s, log)
+        if plan.isa_tokens and "float32" in plan.dtypes:
+            inputs = router.inputs(plan.isa_tokens)
+            ns = gating_isa.measure(router.fused_model("float32").SerializeToString(), inputs,
+                                    plan.isa_tokens, plan.isa_calls, plan.isa_rounds)
+            results.append(gating_isa.row(name, "float32", plan.isa_tokens, ns))
+            log(gating_isa.describe(results[-1]))
     return results
 
 

@@ -20,21 +20,28 @@ def _cpuinfo() -> dict:
     return info
 
 
-def isa_path() -> str:
-    """The instruction-set build of the gating kernel the library picks on this machine.
-
-    Inferred the way the library decides (it exports no query): AVX-512 (F, BW, DQ, VL) where the
-    CPU has it, else AVX2 + FMA, else the baseline build (SSE2 on x86-64); ASCEND_MOE_CPU_ISA =
-    baseline | avx2 lowers the choice.
-    """
+def isa_paths() -> list[str]:
+    """The instruction-set builds of the gating kernel this CPU runs, lowest first: "baseline"
+    (SSE2 on x86-64; the only one elsewhere), "avx2" (AVX2 + FMA), "avx512" (F, BW, DQ, VL)."""
     if platform.machine() not in ("x86_64", "AMD64"):
-        return "baseline"
+        return ["baseline"]
     flags = set(_cpuinfo().get("flags", "").split())
     paths = ["baseline"]
     if {"avx2", "fma"} <= flags:
         paths.append("avx2")
         if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
             paths.append("avx512")
+    return paths
+
+
+def isa_path() -> str:
+    """The instruction-set build of the gating kernel the library picks on this machine.
+
+    Inferred the way the library decides (it exports no query): the best of isa_paths();
+    ASCEND_MOE_CPU_ISA = baseline | avx2 lowers the choice. (The AVX-512 build selects with the
+    AVX2 build's code on AMD CPUs unless ASCEND_MOE_CPU_SELECT = wide; docs/kernel.md.)
+    """
+    paths = isa_paths()
     wanted = os.environ.get("ASCEND_MOE_CPU_ISA")
     if wanted in paths[:-1]:
         return f"{wanted} (forced by ASCEND_MOE_CPU_ISA)"

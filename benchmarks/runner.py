@@ -9,7 +9,6 @@ numbers mean nothing). Results go to ``./benchmark-results/<mode>.{md,json}`` (o
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import shlex
 import sys
@@ -40,7 +39,7 @@ def plans(mode: str) -> dict:
         # One dtype: every gating case exports its reference router, and exports dominate the run.
         return {"gating": GatingPlan(presets=("DeepSeek-V3", "DeepSeek-V4-hash"), tokens=(1, 8, 300),
                                      dtypes=("float32",), threads=(1, 2), size="tiny",
-                                     scaling_min_tokens=300),
+                                     scaling_min_tokens=300, isa_tokens=300, isa_calls=2, isa_rounds=1),
                 "rerouting": ReRoutingPlan(shapes=((2, 3, 40, 24),), threads=(1,)),
                 "model": ModelPlan(size="tiny", intermediate=None, tokens=(1, 8), threads=(1,)),
                 "repeats": 2, "min_sample_s": 0.0002}
@@ -79,7 +78,6 @@ def run(args) -> int:
 
     from . import gating, machine, model, report, rerouting
 
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     cfg = plans(mode)
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]

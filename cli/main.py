@@ -15,7 +15,6 @@ on stderr, no traceback).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -333,8 +332,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``moe-onnx`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    # torch.onnx logs one warning per torchvision op it cannot register; irrelevant here.
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     try:
         from ascend_moe_onnx.models.presets import PresetError
         from ascend_moe_onnx.models.weights import WeightsError

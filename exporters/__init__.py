@@ -1,9 +1,9 @@
 """Torch front ends of the ascend.moe ops and their ONNX export.
 
 Importing this package defines ``torch.ops.custom.npu_moe_gating_top_k``,
-``torch.ops.npu.npu_moe_gating_top_k`` and ``torch.ops.npu.npu_moe_re_routing`` (implementation
-through the NumPy references for every device, fake kernel) unless torch_npu
-already does, by calling :func:`define_torch_ops` below, and has no other side effect. Use
+``torch.ops.npu.npu_moe_gating_top_k`` (front ends of ``torch.ops.ascend_moe.moe_gating_top_k_hash``)
+and ``torch.ops.npu.npu_moe_re_routing`` (implementation through the NumPy references for every
+device, fake kernel, gating autograd) unless torch_npu already does, by calling :func:`define_torch_ops` below, and has no other side effect. Use
 :func:`export` or pass :func:`custom_translation_table` to ``torch.onnx.export(..., dynamo=True)``.
 """
 
@@ -33,6 +33,8 @@ OPS = [
      moe_gating_top_k_hash_onnx.custom_gating_symbolic),
     ("npu", "npu_moe_gating_top_k", moe_gating_top_k_hash_onnx.gating_translation,
      moe_gating_top_k_hash_onnx.npu_gating_symbolic),
+    ("ascend_moe", "moe_gating_top_k_hash", moe_gating_top_k_hash_onnx.router_translation,
+     moe_gating_top_k_hash_onnx.router_symbolic),
     ("npu", "npu_moe_re_routing", moe_re_routing_onnx.re_routing_translation,
      moe_re_routing_onnx.re_routing_symbolic),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 
 import ml_dtypes
 import numpy as np
@@ -98,3 +99,23 @@ def schema_default(value) -> str:
     if isinstance(value, float):
         return str(np.float32(value))  # shortest form of the float32 default, e.g. 1e-20
     return str(value)
+
+
+_SYMBOLIC_ARG_KINDS = {"Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b"}
+
+
+def torchscript_symbolic(schema: str, fn):
+    """``fn(g, *args)`` behind ``torch.onnx.symbolic_helper.parse_args`` (the documented decorator
+    for TorchScript symbolics), which passes constant arguments as Python values: the argument kinds
+    and names (parse_args reads the names from the signature) come from the op's ``schema``."""
+    from torch.onnx.symbolic_helper import parse_args
+
+    args = [a.split("=")[0].split() for a in schema[1:schema.index(") ->")].split(", ") if a != "*"]
+
+    def symbolic(g, *values):
+        return fn(g, *values)
+
+    symbolic.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ["g"] + [name for _, name in args]])
+    symbolic.__doc__ = fn.__doc__
+    return parse_args(*(_SYMBOLIC_ARG_KINDS[kind] for kind, _ in args))(symbolic)

@@ -23,6 +23,7 @@ _PROTO_LIMIT = 2**31 - 1
 @contextlib.contextmanager
 def _quiet_exporter():
     """Silence the exporter's noise that says nothing about this model (e.g. torchvision absent)."""
+    # torch.onnx has no public switch for these registry warnings: its module's logger, only here.
     logger = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = logger.level
     logger.setLevel(logging.ERROR)

@@ -6,7 +6,8 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
-from .moe_re_routing import ATTR_ORDER
+from ._torch_lib import torchscript_symbolic
+from .moe_re_routing import ATTR_ORDER, SCHEMA
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 RE_ROUTING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
@@ -22,16 +23,15 @@ def re_routing_translation(tokens, expert_token_num_per_rank, per_token_scales=N
     )
 
 
-def re_routing_symbolic(g, tokens, expert_token_num_per_rank, per_token_scales, *attrs):
+def _re_routing(g, tokens, expert_token_num_per_rank, per_token_scales, *attrs):
     """TorchScript symbolic of torch.ops.npu.npu_moe_re_routing (schema argument order)."""
     import torch
-    from torch.onnx import symbolic_helper as sh
 
     inputs = [tokens, expert_token_num_per_rank]
     has_scales = per_token_scales is not None and not per_token_scales.node().mustBeNone()
     if has_scales:
         inputs.append(per_token_scales)
-    kw = {f"{name}_i": int(sh._get_const(v, "i", name)) for name, v in zip(ATTR_ORDER, attrs)}
+    kw = {f"{name}_i": int(v) for name, v in zip(ATTR_ORDER, attrs)}
     outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, outputs=4, **kw)
     # TorchScript cannot infer a custom op's outputs: set them from the inputs' types and shapes.
     t_type, c_type = tokens.type(), expert_token_num_per_rank.type()
@@ -47,3 +47,6 @@ def re_routing_symbolic(g, tokens, expert_token_num_per_rank, per_token_scales, 
     if c_sizes is not None:
         outs[3].setType(c_type.with_sizes(c_sizes[1:]))
     return tuple(outs)
+
+
+re_routing_symbolic = torchscript_symbolic(SCHEMA, _re_routing)

@@ -30,12 +30,13 @@ class Routing:
     model_type: str
     experts: int
     top_k: int
-    norm_type: int = spec.NORM_SOFTMAX
-    renorm: int = 0
-    group_count: int = 1
-    k_group: int = 1
-    group_select_mode: int = 0
-    routed_scaling_factor: float = 1.0
+    # the op's attributes: defaults from the schema
+    norm_type: int = spec.DEFAULTS["norm_type"]
+    renorm: int = spec.DEFAULTS["renorm"]
+    group_count: int = spec.DEFAULTS["group_count"]
+    k_group: int = spec.DEFAULTS["k_group"]
+    group_select_mode: int = spec.DEFAULTS["group_select_mode"]
+    routed_scaling_factor: float = spec.DEFAULTS["routed_scaling_factor"]
     bias: bool = False  # e_score_correction_bias steers selection
     hash_layers: tuple = ()  # layer indices routed by tid2eid[input_ids]
     logits_fp32: bool = True  # router logits F.linear in float32 (else in the model dtype)

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from ascend_moe_onnx import exporters  # noqa: F401  (defines the torch ops)
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import DEFAULTS as GATING_DEFAULTS
+from ascend_moe_onnx.onnx_schemas.moe_re_routing import DEFAULTS as RE_ROUTING_DEFAULTS
 
 from . import experts as routed_experts
 
@@ -38,13 +40,13 @@ class MoEConfig:
     top_k: int
     intermediate: int
     shared: int = 0  # shared experts, fused into one SwiGLU of width shared * intermediate
-    norm_type: int = 0  # 0 softmax, 1 sigmoid, 2 sqrt(softplus)
+    norm_type: int = GATING_DEFAULTS["norm_type"]  # 0 softmax, 1 sigmoid, 2 sqrt(softplus)
     bias: bool = False  # e_score_correction_bias (selection only)
-    group_count: int = 1
-    k_group: int = 1
-    group_select_mode: int = 0
-    renorm: int = 0
-    routed_scaling_factor: float = 1.0
+    group_count: int = GATING_DEFAULTS["group_count"]
+    k_group: int = GATING_DEFAULTS["k_group"]
+    group_select_mode: int = GATING_DEFAULTS["group_select_mode"]
+    renorm: int = GATING_DEFAULTS["renorm"]
+    routed_scaling_factor: float = GATING_DEFAULTS["routed_scaling_factor"]
     router_fp32: bool = True  # router logits computed and kept in float32
     swiglu_limit: float = 0.0  # DeepSeek-V4 clamp (0 = none)
     act_fp32: bool = False  # SwiGLU activation in float32, rounded once (DeepSeek-V4)
@@ -53,7 +55,7 @@ class MoEConfig:
     image_tokens: bool = False  # additional_token_mask input + additional_bias buffer
     ranks: int = 0  # expert-parallel block: source ranks N (local experts = experts)
     quant: str = ""  # expert-parallel block: "int8" (with per-token scales) or "" (plain)
-    idx_type: int = 0  # expert-parallel block: MoeReRouting idx_type
+    idx_type: int = RE_ROUTING_DEFAULTS["idx_type"]  # expert-parallel block: MoeReRouting idx_type
 
     def replace(self, **changes) -> "MoEConfig":
         """A copy with some fields changed."""

@@ -12,7 +12,7 @@ import onnx
 import onnx.defs
 
 from . import moe_gating_top_k_hash, moe_re_routing
-from ._common import DOMAIN, OPSET_VERSION, attribute_defaults
+from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes
 
 # One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
 # DEFAULTS, reference() and an onnx.reference OpRun class.
@@ -24,7 +24,7 @@ REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef, moe_re_routing.MoeR
 _lock = threading.Lock()
 
 __all__ = ["DOMAIN", "OPSET_VERSION", "SCHEMAS", "REFERENCE_OPS", "OP_MODULES", "register",
-           "attribute_defaults", "opset_import", "check_model"]
+           "attribute_defaults", "opset_import", "check_model", "check_nodes"]
 
 
 def register() -> None:
@@ -40,22 +40,66 @@ def opset_import() -> onnx.OperatorSetIdProto:
     return onnx.helper.make_opsetid(DOMAIN, OPSET_VERSION)
 
 
-def check_model(model: onnx.ModelProto | str | os.PathLike, full_check: bool = True) -> None:
-    """``onnx.checker.check_model`` with these schemas registered, and a check that the model
-    imports the ascend.moe domain at the one version its ops exist at.
+def _graphs(graph: onnx.GraphProto):
+    """``graph`` and every subgraph (If/Loop/Scan bodies) inside it."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
 
-    Needed because neither ONNX nor ONNX Runtime rejects another version by itself: ONNX resolves
-    a node to the newest schema not above the imported version, and ORT registers custom-op
-    domains for versions 1 to 1000 and gives kernels no way to see the imported version.
+
+def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
+    """Check what ONNX Runtime cannot show the library's kernels: the ascend.moe opset version a
+    model imports, and every ascend.moe node's op type and attribute names and kinds (a misspelled
+    ``norm=1`` would otherwise run with the defaults). Cheap: reads no weights. Raises ValueError
+    with the kernels' own messages."""
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+    elif isinstance(model, (bytes, bytearray)):
+        proto = onnx.load_from_string(bytes(model))
+    else:
+        proto = onnx.load(os.fspath(model), load_external_data=False)
+    imports = list(proto.opset_import) + [i for f in proto.functions for i in f.opset_import]
+    for imp in imports:
+        if imp.domain == DOMAIN and imp.version != OPSET_VERSION:
+            raise ValueError(
+                f"model imports opset {DOMAIN} version {imp.version}; the {DOMAIN} ops exist only at "
+                f"version {OPSET_VERSION} (a breaking change gets a new op name, never a new version)")
+    nodes = [n for g in _graphs(proto.graph) for n in g.node]
+    nodes += [n for f in proto.functions for n in f.node]
+    for node in nodes:
+        if node.domain != DOMAIN:
+            continue
+        schema = SCHEMAS.get(node.op_type)
+        if schema is None:
+            raise ValueError(f"node '{node.name}': {DOMAIN} has no op '{node.op_type}' "
+                             f"(known: {', '.join(sorted(SCHEMAS))})")
+        try:
+            resolve_attributes(schema, {a.name: onnx.helper.get_attribute_value(a)
+                                        for a in node.attribute})
+        except ValueError as e:
+            raise ValueError(f"node '{node.name}': {e}") from None
+
+
+def check_model(model: onnx.ModelProto | str | os.PathLike, full_check: bool = True) -> None:
+    """``onnx.checker.check_model`` with these schemas registered, after :func:`check_nodes`
+    (the imported ascend.moe version and the nodes' attributes, with the kernels' messages).
+
+    The version check is needed because neither ONNX nor ONNX Runtime rejects another version by
+    itself: ONNX resolves a node to the newest schema not above the imported version, and ORT
+    registers custom-op domains for versions 1 to 1000 and gives kernels no way to see the
+    imported version.
     """
     register()
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(
         os.fspath(model), load_external_data=False)
-    imports = list(proto.opset_import) + [i for f in proto.functions for i in f.opset_import]
-    for imp in imports:
-        if imp.domain == DOMAIN and imp.version != OPSET_VERSION:
-            raise onnx.checker.ValidationError(
-                f"model imports opset {DOMAIN} version {imp.version}; the {DOMAIN} ops exist only at "
-                f"version {OPSET_VERSION} (a breaking change gets a new op name, never a new version)")
+    try:
+        check_nodes(proto)
+    except ValueError as e:
+        raise onnx.checker.ValidationError(str(e)) from None
     onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else os.fspath(model),
                              full_check=full_check)

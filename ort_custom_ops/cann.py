@@ -67,14 +67,19 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 
     When CANN was asked for but cannot run (no CANN EP in this onnxruntime, CANN libraries
     missing), the session is made on the CPU and a :class:`CannFallbackWarning` says why, instead
-    of ONNX Runtime's printed banner.
+    of ONNX Runtime's printed banner. The model's ascend.moe nodes are checked first with
+    :func:`onnx_schemas.check_nodes`: ORT gives custom-op kernels no way to see a misspelled
+    attribute name or the imported opset version.
     """
     import onnxruntime as ort
+
+    from ascend_moe_onnx import onnx_schemas
 
     from . import register
 
     if provider not in ("cpu", "cann"):
         raise ValueError(f"provider must be 'cpu' or 'cann', got {provider!r}")
+    onnx_schemas.check_nodes(model)  # what ORT cannot show a custom-op kernel (attribute names, opset)
     so = sess_options if sess_options is not None else ort.SessionOptions()
     register(so)
     providers = ["CPUExecutionProvider"]

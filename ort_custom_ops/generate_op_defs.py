@@ -1,8 +1,10 @@
 """Write ``ort_custom_ops/src/op_defs.gen.h`` from the ONNX schemas (the single statement of op
-names, input/output order, optional flags, allowed types, attribute kinds and defaults).
+names, input/output order, optional flags, allowed types, attribute kinds and defaults), and
+``ops_src/cpu/attr_defaults.gen.h``: the attribute defaults alone, for the kernels' parameter structs
+(the kernels do not include ONNX Runtime's headers).
 
-The header is checked in so that a plain ``pip install .`` needs nothing but a C++ compiler;
-``tests/test_op_defs.py`` fails when it differs from what this module generates. Regenerate with
+The headers are checked in so that a plain ``pip install .`` needs nothing but a C++ compiler;
+``tests/test_op_table.py`` fails when they differ from what this module generates. Regenerate with
 ``python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs``.
 """
 
@@ -17,6 +19,7 @@ from onnx import helper
 from onnx.defs import OpSchema
 
 HEADER_PATH = Path(__file__).resolve().parent / "src" / "op_defs.gen.h"
+DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "ops_src" / "cpu" / "attr_defaults.gen.h"
 _MODULE = "ascend_moe_onnx.ort_custom_ops.generate_op_defs"
 
 
@@ -116,17 +119,48 @@ def generate() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _default_constant(name: str, attr: OpSchema.Attribute) -> str:
+    value = helper.get_attribute_value(attr.default_value)
+    if attr.type == OpSchema.AttrType.FLOAT:
+        return f"inline constexpr float k{_camel(name)} = {str(np.float32(value))}f;"
+    return f"inline constexpr int64_t k{_camel(name)} = {int(value)};"
+
+
+def generate_defaults() -> str:
+    """The text of attr_defaults.gen.h: every optional attribute's default (required ones have none)."""
+    from ascend_moe_onnx import onnx_schemas
+
+    lines = [
+        "// Attribute defaults generated from the ONNX schemas (onnx_schemas), for the kernels' parameter",
+        f"// structs. Do not edit: regenerate with `python -m {_MODULE}`;",
+        "// tests/test_op_table.py fails when this file and the schemas differ.",
+        "#pragma once",
+        "",
+        "#include <cstdint>",
+        "",
+        "namespace ascend_moe::attr_defaults {",
+        "",
+    ]
+    for schema in onnx_schemas.SCHEMAS.values():
+        lines.append(f"namespace {_snake(schema.name)} {{")
+        lines += [_default_constant(n, a) for n, a in sorted(schema.attributes.items()) if not a.required]
+        lines += [f"}}  // namespace {_snake(schema.name)}", ""]
+    lines.append("}  // namespace ascend_moe::attr_defaults")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write the header (or, with --check, exit 1 when the checked-in one is stale)."""
+    """Write the headers (or, with --check, exit 1 when a checked-in one is stale)."""
     argv = sys.argv[1:] if argv is None else argv
-    text = generate()
+    outputs = {HEADER_PATH: generate(), DEFAULTS_PATH: generate_defaults()}
     if "--check" in argv:
-        if HEADER_PATH.read_text() != text:
-            print(f"{HEADER_PATH} is stale: run python -m {_MODULE}", file=sys.stderr)
-            return 1
-        return 0
-    HEADER_PATH.write_text(text)
-    print(f"wrote {HEADER_PATH}")
+        stale = [p for p, text in outputs.items() if p.read_text() != text]
+        for p in stale:
+            print(f"{p} is stale: run python -m {_MODULE}", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -3,7 +3,6 @@ every element type (bfloat16 / float8 through OrtValue), torch <-> NumPy bit-exa
 
 from __future__ import annotations
 
-import ctypes
 
 import ml_dtypes
 import numpy as np
@@ -19,6 +18,7 @@ from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions
+from tests import ort_values
 
 
 def _torch_dtype(name: str):
@@ -39,7 +39,6 @@ TYPES = {
     "double": (np.dtype(np.float64), TensorProto.DOUBLE, _torch_dtype("float64")),
     "bool": (np.dtype(np.bool_), TensorProto.BOOL, _torch_dtype("bool")),
 }
-_BY_ONNX = {v[1]: v[0] for v in TYPES.values()}
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _RAW = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}  # NumPy types torch can wrap
 _TORCH_UINT = {1: _torch_dtype("uint8"), 2: _torch_dtype("int16"), 4: _torch_dtype("int32"), 8: _torch_dtype("int64")}
@@ -180,24 +179,9 @@ def session(model: onnx.ModelProto, library: bool = True, threads: int | None = 
     return _SESSIONS[key]
 
 
-def _ortvalue(a: np.ndarray) -> ort.OrtValue:
-    a = np.require(a, requirements='C')
-    name = next(n for n, v in TYPES.items() if v[0] == a.dtype)
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(_UINT[a.dtype.itemsize]), TYPES[name][1])
-
-
-def _from_ortvalue(v: ort.OrtValue) -> np.ndarray:
-    dtype = _BY_ONNX[v.element_type()]
-    out = np.empty(v.shape(), dtype=dtype)
-    if out.nbytes:
-        ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
-    return out
-
-
 def run_feeds(sess, feeds: dict) -> list[np.ndarray]:
     """Run a session on NumPy inputs of any element type (bfloat16 / float8 included)."""
-    values = {name: _ortvalue(a) for name, a in feeds.items()}
-    return [_from_ortvalue(v) for v in sess.run_with_ort_values(None, values)]
+    return ort_values.run(sess, feeds)
 
 
 def run_ort(sess, tokens, counts, scales=None) -> list[np.ndarray]:

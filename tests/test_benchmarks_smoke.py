@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from ascend_moe_onnx.benchmarks import gating, model, report, rerouting, runner, timing
+from ascend_moe_onnx.benchmarks import gating, gating_isa, model, report, rerouting, runner, timing
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,11 @@ def test_smoke_json_fields(smoke):
         if row["dtype"] == "float32":
             assert min(row["agreement"].values()) == 1.0, row["agreement"]
     assert data["gating_scaling"] and all(r["speedup"] > 0 for r in data["gating_scaling"])
+    isa = data["gating_isa"]  # ns/row per ISA path, each forced in a child process
+    assert [r["preset"] for r in isa] == list(plan.presets)
+    for row in isa:
+        assert list(row["ns_per_row"]) == gating_isa.paths() and all(v > 0 for v in row["ns_per_row"].values())
+        assert set(row["floor_ns"]) <= set(row["ns_per_row"])
     for row in data["rerouting"]:
         assert set(rerouting.BASELINES) <= set(row["time_s"])
         assert row["copy_limit"] in rerouting.COPIES
@@ -70,14 +75,14 @@ def test_smoke_markdown_has_every_section(smoke):
     _, out, _ = smoke
     text = (out / "smoke.md").read_text()
     for heading in ("# Benchmark results (smoke)", "## MoeGatingTopKHash", "### Thread scaling",
-                    "## MoeReRouting", "## Model level"):
+                    "### Per instruction-set path", "## MoeReRouting", "## Model level"):
         assert heading in text
     assert "| isa_path |" in text
 
 
 def test_targets_are_evaluated_from_rows():
     """The target checks read the rows they need (synthetic rows: no measurement)."""
-    sp = {n: 10.0 for n in gating.BASELINES}
+    sp = {n: 20.0 for n in gating.BASELINES}
     rows = {"gating": [dict(preset="DeepSeek-V3", dtype="float32", tokens=t, threads=1, speedup=sp)
                        for t in (16, 4096)],
             "gating_scaling": [dict(preset="DeepSeek-V3", dtype="float32", tokens=4096, threads=2, speedup=1.2)],

@@ -68,7 +68,7 @@ def test_verify_list(capsys):
 
 
 def test_verify_with_weights_and_dtype(capsys, tmp_path):
-    from tests.test_models_weights import state_dict
+    from tests.checkpoints import state_dict
 
     save_file(state_dict(presets.build("deepseek-v3", seed=4), "model.layers.9.mlp."), tmp_path / "w.safetensors")
     code, out, err = run_main(capsys, "verify", "deepseek-v3", "--weights", tmp_path, "--dtype", "bfloat16",

@@ -33,7 +33,7 @@ def checkpoint(tmp_path_factory):
     """A safetensors checkpoint of the layer (weights unlike the default seed's)."""
     from safetensors.torch import save_file
 
-    from tests.test_models_weights import state_dict
+    from tests.checkpoints import state_dict
 
     path = tmp_path_factory.mktemp("ckpt") / "layer.safetensors"
     save_file(state_dict(presets.build(PRESET, "tiny", "float32", seed=5), "model.layers.3.mlp."), path)

@@ -18,8 +18,10 @@ from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx.ort_custom_ops import _version_tuple
 from ascend_moe_onnx.onnx_schemas import functions
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions, specialisation_key, strip_functions
-from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, normalise, reference
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash_function import build_function
+from tests import ort_values
+from tests.gating_cases import assert_routing_equal, selection_scores
 
 DOMAIN = onnx_schemas.DOMAIN
 OP = "MoeGatingTopKHash"
@@ -73,39 +75,12 @@ def make_model(attrs, feeds, lead_dims, E, opset=18, ir_version=10):
     )
 
 
-def _ortvalue(a: np.ndarray) -> ort.OrtValue:
-    if a.dtype == DTYPES["bfloat16"][1]:  # ORT's numpy bridge has no bfloat16: pass the bits
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(a)
-
-
 def session(model) -> ort.InferenceSession:
     """A plain CPU session: no custom-op library, so ORT must inline the model-local function."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-
-
-def run(sess, feeds, out_specs):
-    """Run with io binding into preallocated outputs (``out_specs``: name -> (shape, numpy dtype)),
-    which is how bfloat16 outputs reach numpy."""
-    binding = sess.io_binding()
-    for name, a in feeds.items():
-        binding.bind_ortvalue_input(name, _ortvalue(np.ascontiguousarray(a)))
-    results = {}
-    for name, (shape, dtype) in out_specs.items():
-        buf = np.zeros(shape, dtype)
-        results[name] = buf
-        binding.bind_ortvalue_output(name, _ortvalue(buf))
-    sess.run_with_iobinding(binding)
-    return results
-
-
-def out_specs(attrs, x, prefix=""):
-    lead, k = x.shape[:-1], attrs["k"]
-    return {prefix + "y": (lead + (k,), x.dtype), prefix + "expert_idx": (lead + (k,), np.int32),
-            prefix + "out": (x.shape if attrs.get("out_flag") else (0,), np.float32)}
 
 
 # ---- comparisons -------------------------------------------------------------------------------
@@ -118,35 +93,6 @@ def ulp(v: np.ndarray, dtype_name: str) -> np.ndarray:
     with np.errstate(divide="ignore"):
         exp = np.floor(np.log2(np.where(v > 0, v, 1.0)))
     return np.exp2(np.maximum(exp, min_exp) - mant)
-
-
-def selection_scores(x, feeds, attrs):
-    """The reference's float32 selection scores b (for explaining index mismatches)."""
-    E = x.shape[-1]
-    s = normalise(x.reshape(-1, E).astype(np.float32), attrs.get("norm_type", 0))
-    b = s.copy()
-    if "bias" in feeds:
-        b = s + feeds["bias"].astype(np.float32)
-    if "additional_token_mask" in feeds:
-        m = feeds["additional_token_mask"].reshape(-1, 1)
-        b = np.where(m, s + feeds["additional_bias"].astype(np.float32), b)
-    return b
-
-
-def assert_indices(got, want, b, context):
-    """Exact index match; a mismatch message says whether it is a float32 near-tie."""
-    if np.array_equal(got, want):
-        return
-    k = want.shape[-1]
-    g2, w2 = got.reshape(-1, k), want.reshape(-1, k)
-    lines = []
-    for r in np.flatnonzero((g2 != w2).any(axis=1))[:5]:
-        gv, wv = b[r, g2[r]], b[r, w2[r]]
-        gap = np.abs(gv.astype(np.float64) - wv) / ulp(wv, "float")
-        kind = "near-tie (<= 4 float32 ulp)" if np.nanmax(gap, initial=0) <= 4 else "REAL MISMATCH"
-        lines.append(f"row {r}: got {g2[r].tolist()} (b={gv.tolist()}), want {w2[r].tolist()} "
-                     f"(b={wv.tolist()}): {kind}")
-    pytest.fail(f"{context}: expert_idx differs in {int((g2 != w2).any(axis=1).sum())} rows\n" + "\n".join(lines))
 
 
 def assert_close_ulp(got, want, dtype_name, ulps, context, what):
@@ -187,11 +133,14 @@ def float64_expected(x, idx, attrs):
 def check_against_reference(sess, feeds, attrs, context):
     """Indices exactly as the NumPy reference; s and y within a few ulp of a float64 evaluation."""
     x = feeds["x"]
-    res = run(sess, feeds, out_specs(attrs, x))
+    res = ort_values.run_named(sess, feeds)
     _, want_idx, want_out = reference(*(feeds.get(n) for n in INPUT_NAMES), **attrs)
     dtype_name = next(n for n, v in DTYPES.items() if v[1] == x.dtype)
     assert res["expert_idx"].shape == want_idx.shape
-    assert_indices(res["expert_idx"], want_idx, selection_scores(x, feeds, attrs), context)
+    try:
+        assert_routing_equal(res["expert_idx"], want_idx, selection_scores(feeds, attrs))
+    except AssertionError as e:
+        pytest.fail(f"{context}: {e}")
     s64, w64 = float64_expected(x, want_idx, attrs)
     # Against float64, not the float32 reference: NumPy's own float32 exp is up to ~2.4 ulp off.
     # float32 weights: a few ulp; narrower types: the float64 value rounded, give or take one step.

@@ -39,8 +39,17 @@ def cpu_isa_paths() -> list[str]:
     if {"avx2", "fma"} <= flags:
         paths.append("avx2")
     if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
-        paths.append("avx512")
+        paths += ["avx512", "avx512-wide"]
     return paths
+
+
+def isa_env(path: str) -> dict:
+    """Environment that forces a path of cpu_isa_paths(): the AVX-512 build selects with the AVX2
+    build's code ("avx512", the default on AMD CPUs) or its own ("avx512-wide")."""
+    if path.startswith("avx512"):
+        return dict(ASCEND_MOE_CPU_ISA="avx512",
+                    ASCEND_MOE_CPU_SELECT="wide" if path == "avx512-wide" else "narrow")
+    return dict(ASCEND_MOE_CPU_ISA=path)
 
 
 ISA_PATHS = cpu_isa_paths()
@@ -139,7 +148,7 @@ def run_on_path(isa: str, tmp_path) -> dict:
     """Outputs of every case with the kernel forced to one ISA path (a fresh process: the
     library reads ASCEND_MOE_CPU_ISA once)."""
     path = str(tmp_path / f"{isa}.npz")
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa,
+    env = dict(os.environ, **isa_env(isa),
                ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
     proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)],
                           env=env, capture_output=True, text=True, timeout=300)
@@ -200,7 +209,7 @@ for attrs in [dict(k=8, norm_type=1, k_group=4, group_count=8, group_select_mode
     assert (idx == ridx).all(), (attrs, np.flatnonzero((idx != ridx).any(1)))
 print("ok")
 """
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa,
+    env = dict(os.environ, **isa_env(isa),
                ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
     proc = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT))], env=env,
                           capture_output=True, text=True, timeout=120)
@@ -282,7 +291,7 @@ x = np.load({xp!r})
 _, _, out = run_ort({{"x": x}}, dict(k=4, norm_type={nt}, out_flag=1))
 np.save({op!r}, out)
 """
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa,
+    env = dict(os.environ, **isa_env(isa),
                ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
     op = str(tmp_path / "out.npy")
     proc = subprocess.run([sys.executable, "-c", script.format(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_gating_kernel import ISA_PATHS
+from tests.test_gating_kernel import ISA_PATHS, isa_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ def sanitized_driver(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("isa", ISA_PATHS)
 def test_no_sanitizer_report(sanitized_driver, isa):
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa, UBSAN_OPTIONS="print_stacktrace=1",
+    env = dict(os.environ, **isa_env(isa), UBSAN_OPTIONS="print_stacktrace=1",
                ASAN_OPTIONS="detect_leaks=0")
     env.pop("LD_PRELOAD", None)
     proc = subprocess.run([str(sanitized_driver)], env=env, capture_output=True, text=True,

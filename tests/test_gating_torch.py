@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import re
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -13,22 +12,11 @@ import torch
 from ascend_moe_onnx import exporters  # noqa: F401  (defines the torch ops)
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
 from tests.gating_cases import (
-    BIAS_MODES, CONFIGS, assert_routing_equal, assert_weights_close, make_inputs, selection_scores,
+    BIAS_MODES, CONFIGS, assert_routing_equal, assert_weights_close, make_inputs, seed_of, selection_scores,
 )
+from tests.rerouting_cases import to_numpy, to_torch  # bit-exact, every element type
 
 TORCH_DTYPES = {"float": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def to_torch(a: np.ndarray) -> torch.Tensor:
-    if a.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a))
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    if t.dtype == torch.bfloat16:
-        return t.float().numpy().astype(ml_dtypes.bfloat16)
-    return t.numpy()
 
 
 def run_custom(inputs: dict, attrs: dict):
@@ -50,7 +38,7 @@ CASES = [
 
 @pytest.mark.parametrize("cfg,bias_mode,hash_ids,dtype,lead", CASES)
 def test_custom_op_matches_reference(cfg, bias_mode, hash_ids, dtype, lead):
-    rng = np.random.default_rng(abs(hash((cfg, bias_mode, hash_ids, dtype, lead))) % 2**32)
+    rng = np.random.default_rng(seed_of(cfg, bias_mode, hash_ids, dtype, lead))
     attrs = CONFIGS[cfg]
     inputs = make_inputs(rng, attrs, bias_mode, hash_ids, dtype, lead)
     y, idx, out = run_custom(inputs, attrs)
@@ -186,10 +174,12 @@ def test_npu_op_rejects_sqrt_softplus():
 
 
 def test_ops_are_registered_for_every_device():
-    """Not for the CPU key only: the implementation moves data to the host and back."""
-    for op in (torch.ops.custom.npu_moe_gating_top_k.default, torch.ops.npu.npu_moe_gating_top_k.default,
-               torch.ops.npu.npu_moe_re_routing.default):
+    """Not for the CPU key only: the implementation moves data to the host and back; the gating
+    front ends are composites of the router op, whatever the device."""
+    for op in (torch.ops.ascend_moe.moe_gating_top_k_hash.default, torch.ops.npu.npu_moe_re_routing.default):
         assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeExplicitAutograd"), op
+    for op in (torch.ops.custom.npu_moe_gating_top_k.default, torch.ops.npu.npu_moe_gating_top_k.default):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"), op
 
 
 def test_fake_kernel_validates():

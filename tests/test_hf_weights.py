@@ -13,31 +13,12 @@ from safetensors.torch import save_file
 from ascend_moe_onnx.cli import verify
 from ascend_moe_onnx.models import presets
 from ascend_moe_onnx.models.weights import INDEX_FILE, WeightsError
-
-
-def _fused_state_dict(block, prefix: str) -> dict:
-    """A preset block's weights in transformers 5's fused expert layout."""
-    sd = {prefix + "gate.weight": block.gate.weight.clone(),
-          prefix + "experts.gate_up_proj": torch.cat([block.experts.gate_proj, block.experts.up_proj], dim=1),
-          prefix + "experts.down_proj": block.experts.down_proj.clone()}
-    if hasattr(block.gate, "e_score_correction_bias"):
-        sd[prefix + "gate.e_score_correction_bias"] = block.gate.e_score_correction_bias.clone()
-    for proj in ("gate_proj", "up_proj", "down_proj"):
-        if block.shared_experts is not None:
-            sd[f"{prefix}shared_experts.{proj}.weight"] = getattr(block.shared_experts, proj).clone()
-    return sd
-
-
-def _same(a, b, tokens=17):
-    inputs = a.example_inputs(tokens, seed=4)
-    with torch.no_grad():
-        (oa, ia), (ob, ib) = a(*inputs), b(*inputs)
-    assert torch.equal(ia, ib) and torch.equal(oa, ob)
+from tests.checkpoints import assert_same_outputs, fused_state_dict
 
 
 def test_fused_layout_and_sharded_index(tmp_path):
     src = presets.build("deepseek-v3", seed=5)
-    sd = _fused_state_dict(src, "model.layers.1.mlp.")
+    sd = fused_state_dict(src, "model.layers.1.mlp.")
     names = sorted(sd)
     shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
               "model-00002-of-00002.safetensors": names[len(names) // 2:]}
@@ -45,7 +26,7 @@ def test_fused_layout_and_sharded_index(tmp_path):
         save_file({k: sd[k] for k in keys}, tmp_path / file)
     (tmp_path / INDEX_FILE).write_text(json.dumps({"weight_map": {k: f for f, ks in shards.items() for k in ks}}))
     (tmp_path / "stray.safetensors").write_bytes(b"not read: the index names the shards")
-    _same(src, presets.build("deepseek-v3", weights=tmp_path))
+    assert_same_outputs(src, presets.build("deepseek-v3", weights=tmp_path), tokens=17)
 
     (tmp_path / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(WeightsError, match="names shard.*model-00002-of-00002"):
@@ -54,12 +35,12 @@ def test_fused_layout_and_sharded_index(tmp_path):
 
 def test_fused_layout_errors(tmp_path):
     src = presets.build("qwen3-moe", seed=1)
-    sd = _fused_state_dict(src, "")
+    sd = fused_state_dict(src, "")
     sd["experts.down_proj"] = sd["experts.down_proj"][:, :, :-1].contiguous()
     save_file(sd, tmp_path / "a.safetensors")
     with pytest.raises(WeightsError, match="'experts.down_proj' has shape"):
         presets.build("qwen3-moe", weights=tmp_path / "a.safetensors")
-    sd = _fused_state_dict(src, "")
+    sd = fused_state_dict(src, "")
     sd["experts.gate_up_bias"] = torch.zeros(1)
     save_file(sd, tmp_path / "b.safetensors")
     with pytest.raises(WeightsError, match="unknown expert tensor experts.gate_up_bias"):
@@ -67,7 +48,7 @@ def test_fused_layout_errors(tmp_path):
 
 
 def _layer_checkpoint(tmp_path, src, config: dict):
-    save_file(_fused_state_dict(src, "model.layers.1.mlp."), tmp_path / "w.safetensors")
+    save_file(fused_state_dict(src, "model.layers.1.mlp."), tmp_path / "w.safetensors")
     (tmp_path / "config.json").write_text(json.dumps(config))
     return tmp_path
 

@@ -16,7 +16,6 @@ import torch
 from ascend_moe_onnx.cli import verify
 from ascend_moe_onnx.models import experts as routed_experts
 from ascend_moe_onnx.models import presets
-from tests.gating_cases import assert_routing_equal
 
 EXPORT_TOKENS = verify.EXPORT_TOKENS
 TOKEN_COUNTS = (1, 3, 17, 64)  # never the export example
@@ -111,7 +110,10 @@ def test_export_path_matches_reference_in_torch(name, dtype, experts):
     if hasattr(block, "selection_scores"):
         with torch.no_grad():
             scores = block.selection_scores(dict(zip(block.input_names, inputs))).double().numpy()
-        ties = assert_routing_equal(idx.numpy(), ref_idx.numpy(), scores, verify.tie_tolerance(block))
+        # The plain-torch reference ranks bfloat16 / float16 scores with torch.topk: rows may
+        # differ from the op at near-ties, classified by the verify harness's own rule.
+        ties, bad = verify.classify_rows(idx.numpy(), ref_idx.numpy(), scores, verify.tie_tolerance(block))
+        assert not bad, f"{name} {dtype}: rows differ beyond a near-tie: {bad[:5]}"
         rows[[t[0] for t in ties]] = False
     else:
         assert torch.equal(idx, ref_idx)
@@ -141,13 +143,11 @@ def test_tied_experts_follow_the_tie_rule_and_are_reported():
     forced = idx.copy()
     forced[rows] = [5, 2]  # what a reference with the other tie order returns
     scores = block.selection_scores({"hidden_states": inputs[0]}).double().numpy()
-    ties = assert_routing_equal(forced, idx, scores, verify.tie_tolerance(block))
-    assert [t[0] for t in ties] == rows.tolist() and all(t[2] == 0.0 for t in ties)
-    ties_cli, bad = verify.classify_rows(forced, idx, scores, verify.tie_tolerance(block))
-    assert [t[0] for t in ties_cli] == rows.tolist() and not bad
+    ties, bad = verify.classify_rows(forced, idx, scores, verify.tie_tolerance(block))
+    assert [t[0] for t in ties] == rows.tolist() and all(t[2] == 0.0 for t in ties) and not bad
     forced[rows[0]] = [5, 7]  # expert 7 instead of 2 is not a tie
-    with pytest.raises(AssertionError, match="beyond a near-tie"):
-        assert_routing_equal(forced, idx, scores, verify.tie_tolerance(block))
+    ties, bad = verify.classify_rows(forced, idx, scores, verify.tie_tolerance(block))
+    assert [t[0] for t in bad] == [rows[0]] and [t[0] for t in ties] == rows[1:].tolist()
 
 
 @pytest.mark.parametrize("experts", ["ort", "onnx"])

@@ -12,35 +12,7 @@ from safetensors.torch import save_file
 from ascend_moe_onnx.cli import verify
 from ascend_moe_onnx.models import presets
 from ascend_moe_onnx.models.weights import WeightsError
-
-PROJ = {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"}
-MIXTRAL_PROJ = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
-
-
-def state_dict(block, prefix: str, proj=PROJ, bias_key="gate.e_score_correction_bias", shared="shared_experts.",
-               router_dtype=None) -> dict:
-    """The block's weights under Hugging Face key names (per-expert tensors)."""
-    sd = {prefix + "gate.weight": block.gate.weight.to(router_dtype or block.dtype).clone()}
-    if hasattr(block.gate, "e_score_correction_bias"):
-        sd[prefix + bias_key] = block.gate.e_score_correction_bias.clone()
-    if hasattr(block.gate, "tid2eid"):
-        sd[prefix + "gate.tid2eid"] = block.gate.tid2eid.clone()
-    for i in range(block.cfg.experts):
-        for ours, theirs in proj.items():
-            sd[f"{prefix}experts.{i}.{theirs}.weight"] = getattr(block.experts, ours)[i].clone()
-    if block.shared_experts is not None:
-        for ours, theirs in proj.items():
-            sd[f"{prefix}{shared}{theirs}.weight"] = getattr(block.shared_experts, ours).clone()
-    return sd
-
-
-def _same_outputs(a, b, tokens=11):
-    inputs = a.example_inputs(tokens, seed=4)
-    with torch.no_grad():
-        (oa, ia), (ob, ib) = a(*inputs), b(*inputs)
-    assert torch.equal(ia, ib)
-    assert torch.equal(oa, ob)
-
+from tests.checkpoints import MIXTRAL_PROJ, assert_same_outputs, state_dict
 
 def test_deepseek_v3_layer_with_prefix_and_config(tmp_path):
     src = presets.build("deepseek-v3", dtype="bfloat16", seed=3)
@@ -53,7 +25,7 @@ def test_deepseek_v3_layer_with_prefix_and_config(tmp_path):
          "scoring_func": "sigmoid", "norm_topk_prob": True}))
     block = presets.build("deepseek-v3", dtype="bfloat16", weights=tmp_path)
     assert block.cfg == src.cfg
-    _same_outputs(src, block)
+    assert_same_outputs(src, block)
 
 
 def test_config_json_overrides_routing_and_sizes_come_from_shapes(tmp_path):
@@ -74,15 +46,15 @@ def test_mixtral_names_and_layer_choice(tmp_path):
     save_file(sd, tmp_path / "m.safetensors")
     with pytest.raises(WeightsError, match="2 MoE layers"):
         presets.build("mixtral", weights=tmp_path)
-    _same_outputs(b, presets.build("mixtral", weights=tmp_path, layer="1"))
-    _same_outputs(a, presets.build("mixtral", weights=tmp_path, layer="model.layers.0."))
+    assert_same_outputs(b, presets.build("mixtral", weights=tmp_path, layer="1"))
+    assert_same_outputs(a, presets.build("mixtral", weights=tmp_path, layer="model.layers.0."))
 
 
 def test_deepseek_v4_hash_layer_original_names(tmp_path):
     src = presets.build("deepseek-v4-hash", seed=7)
     sd = state_dict(src, "layers.0.ffn.", MIXTRAL_PROJ, router_dtype=torch.float32)
     save_file(sd, tmp_path / "v4.safetensors")
-    _same_outputs(src, presets.build("deepseek-v4-hash", weights=tmp_path))
+    assert_same_outputs(src, presets.build("deepseek-v4-hash", weights=tmp_path))
     with pytest.raises(WeightsError, match="is a hash layer"):
         presets.build("deepseek-v4", weights=tmp_path)
 
@@ -91,7 +63,7 @@ def test_deepseek_v4_bias_named_gate_bias(tmp_path):
     src = presets.build("deepseek-v4", seed=8)
     sd = state_dict(src, "layers.5.ffn.", MIXTRAL_PROJ, bias_key="gate.bias", router_dtype=torch.float32)
     save_file(sd, tmp_path / "v4.safetensors")
-    _same_outputs(src, presets.build("deepseek-v4", weights=tmp_path))
+    assert_same_outputs(src, presets.build("deepseek-v4", weights=tmp_path))
 
 
 def test_loaded_layer_exports_and_verifies(tmp_path):

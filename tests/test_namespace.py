@@ -18,3 +18,16 @@ def test_parts_import_only_under_the_namespace():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
     assert out.stdout.strip() == "", f"imported as top-level packages: {out.stdout.strip()}"
+
+
+def test_exporters_use_only_public_torch_apis():
+    """No private torch / torch.onnx names in exporters/ (symbolic_helper._get_const, torch._C,
+    private modules' loggers), except the one logger torch.onnx offers no public switch for."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "exporters"
+    private = re.compile(r"\b(?:torch|sh|symbolic_helper|_C)\.(_\w+)|\"torch\.[\w.]*\._\w+")
+    allowed = {("export.py", '"torch.onnx._internal.exporter._registration')}
+    found = {(p.name, m.group(0)) for p in root.glob("*.py") for m in private.finditer(p.read_text())}
+    assert found == allowed, sorted(found - allowed)

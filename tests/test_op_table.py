@@ -41,11 +41,40 @@ def test_generated_op_defs_header_is_current():
         "stale op_defs.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
 
 
+@pytest.mark.skipif(not (ROOT / "ops_src" / "cpu").is_dir(), reason="needs the source tree")
+def test_kernel_structs_take_their_defaults_from_the_schema():
+    """ops_src/cpu/attr_defaults.gen.h is current, and no kernel struct states an attribute default
+    of its own (the ORT and CANN front ends, the fake runtime and the benchmarks all fill them)."""
+    import re
+
+    assert (ROOT / "ops_src" / "cpu" / "attr_defaults.gen.h").read_text() == generate_op_defs.generate_defaults(), (
+        "stale attr_defaults.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
+    names = "|".join(n for op in OPS for n in op.spec.SCHEMA.attributes if n != "k")
+    literal = re.compile(rf"^\s*(?:int64_t|float|int)\s+({names})\s*=\s*[-0-9.]", re.M)
+    for header in sorted((ROOT / "ops_src" / "cpu").glob("*.h")):
+        assert not literal.findall(header.read_text()), (header.name, literal.findall(header.read_text()))
+
+
 def _schema_params(schema, formal) -> list[dict]:
     constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
     return [{"name": p.name, "optional": p.option == OpSchema.FormalParameterOption.Optional,
              "types": [t[len("tensor("):-1] for t in constraints.get(p.type_str, [p.type_str])]}
             for p in formal]
+
+
+# Where validation messages name inputs by hand (C++ validators, Python validators): each name is
+# one the schema declares, so a renamed input cannot leave a message behind.
+_NAMED_INPUT = re.compile("|".join([r'(?:FailInput|CheckBiasLike)\("(\w+)"', r"input '(\w+)'",
+                                      r'const char\* k\w+ = "(\w+)"', r'\? "(\w+)" : "(\w+)"']))
+
+
+@pytest.mark.skipif(not (ROOT / "ort_custom_ops" / "src").is_dir(), reason="needs the source tree")
+@pytest.mark.parametrize("op", OPS, ids=bad_case_id)
+def test_inputs_named_in_messages_are_the_schemas(op):
+    stem = op.spec.__name__.rsplit(".", 1)[1]
+    sources = [ROOT / "ort_custom_ops" / "src" / f"{stem}_validate.cc", ROOT / "onnx_schemas" / f"{stem}.py"]
+    named = {n for path in sources for m in _NAMED_INPUT.finditer(path.read_text()) for n in m.groups() if n}
+    assert len(named) >= 3 and named <= set(op.spec.INPUT_NAMES), sorted(named - set(op.spec.INPUT_NAMES))
 
 
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)
@@ -83,8 +112,8 @@ def test_every_schema_is_in_the_table():
 # ---- bad cases: one table per op, identical messages in every layer ---------------------------
 
 
-_ORT_BLIND = pytest.mark.xfail(strict=True, reason="the ORT custom-op API (1.21 headers) cannot "
-                                                  "list a node's attributes: unknown names pass")
+_ORT_BLIND = pytest.mark.xfail(strict=True, reason="no ORT custom-op API (up to 1.32) lists a node's "
+                                                  "attributes: unknown names pass (docs/contributing.md)")
 
 
 @pytest.mark.parametrize("op,case", [pytest.param(op, c, marks=() if c.ort else _ORT_BLIND)
@@ -93,6 +122,24 @@ def test_bad_case_in_onnx_runtime(op, case):
     model = node_model(op, case.inputs, case.attrs, ranks=True)
     with pytest.raises(ort_errors(), match=exactly(op, case.message)):
         run_feeds(session(model), present(case.inputs))
+
+
+def _is_attribute_case(case) -> bool:
+    """Unknown names, wrong kinds, missing required attributes (values are the kernels' job)."""
+    return re.match(r"attribute '\w+' (is not an attribute|must be (INT|FLOAT), got|is required)",
+                    case.message) is not None
+
+
+@pytest.mark.parametrize("op,case", [p for p in bad_case_params() if _is_attribute_case(p[1])],
+                         ids=bad_case_id)
+def test_bad_attribute_case_in_the_project_session(op, case):
+    """``ort_custom_ops.inference_session`` (the project's way into ORT) checks the nodes first, so
+    what ORT cannot show a kernel (unknown attribute names) is refused too, with the same message."""
+    model = node_model(op, case.inputs, case.attrs, ranks=True)
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        ort_custom_ops.inference_session(model)
+    with pytest.raises(ValueError, match=exactly(op, case.message)):
+        onnx_schemas.check_nodes(model.SerializeToString())
 
 
 @pytest.mark.parametrize("op,case", bad_case_params(), ids=bad_case_id)
@@ -200,3 +247,24 @@ def test_other_opset_versions_are_rejected_by_check_model(version):
     with pytest.raises(onnx.checker.ValidationError, match=re.escape(
             f"imports opset ascend.moe version {version}; the ascend.moe ops exist only at version 1")):
         onnx_schemas.check_model(model)
+    with pytest.raises(ValueError, match=re.escape(f"imports opset ascend.moe version {version};")):
+        ort_custom_ops.inference_session(model)
+
+
+def test_check_nodes_looks_inside_subgraphs_and_names_the_node():
+    """A node inside an If branch is checked like a top-level one; valid models pass."""
+    op = OPS[0]
+    inner = node_model(op, {"x": np.zeros((2, 8), np.float32)}, {"k": 2, "norm": 1})
+    inner.graph.node[0].name = "router"
+    branch = inner.graph
+    cond = helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])
+    outs = [helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
+            for o in branch.output]
+    node = helper.make_node("If", ["c"], [o.name for o in branch.output],
+                            then_branch=branch, else_branch=branch)
+    graph = helper.make_graph([node], "g", [cond] + list(branch.input), outs)
+    model = helper.make_model(graph, opset_imports=list(inner.opset_import))
+    with pytest.raises(ValueError, match=re.escape("node 'router': MoeGatingTopKHash: attribute 'norm' "
+                                                   "is not an attribute of MoeGatingTopKHash")):
+        onnx_schemas.check_nodes(model)
+    onnx_schemas.check_nodes(node_model(op, {"x": np.zeros((2, 8), np.float32)}, {"k": 2}))

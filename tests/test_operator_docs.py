@@ -50,3 +50,31 @@ def test_the_repository_refers_to_nothing_outside_it():
     offenders = [f"{f}: {n}" for f in files if (root / f).is_file()
                  for n in needles if n in (root / f).read_text(encoding="utf-8", errors="replace")]
     assert not offenders, offenders
+
+
+def _arguments(signature: str) -> list[tuple[str, str | None]]:
+    """``(name, default)`` of each argument of a torch signature or schema text, ``*`` left out."""
+    inner = signature[signature.index("(") + 1:signature.index(")")]
+    out = []
+    for part in (p.strip() for p in inner.split(",")):
+        if part == "*":
+            continue
+        out.append((part.split("=")[0].split()[-1], part.partition("=")[2] or None))
+    return out
+
+
+@pytest.mark.skipif(not DOC.is_file(), reason="needs the source tree's docs/")
+def test_documented_torch_signatures_are_the_schemas():
+    """The hand-written torch front-end signatures in docs/operators.md: names, order and defaults
+    as the torch schemas (built from the ONNX schemas' defaults) state them."""
+    import re
+
+    from ascend_moe_onnx.exporters import moe_gating_top_k_hash, moe_re_routing
+
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    for op, schema in (("custom.npu_moe_gating_top_k", moe_gating_top_k_hash.CUSTOM_SCHEMA),
+                       ("npu.npu_moe_gating_top_k", moe_gating_top_k_hash.NPU_SCHEMA),
+                       ("npu.npu_moe_re_routing", moe_re_routing.SCHEMA)):
+        documented = re.search(rf"`torch\.ops\.{re.escape(op)}(\([^)]*\))", text)
+        assert documented, op
+        assert _arguments(documented.group(1)) == _arguments(schema), op

@@ -4,6 +4,8 @@ every invalid input of docs/operators.md §2.3 with a message naming the input a
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -23,6 +25,7 @@ from tests.rerouting_cases import (
     WORKED_SCATTER,
     assert_outputs_same,
     make_model,
+    ort_errors,
     random_bits,
     random_counts,
     run_ort,
@@ -220,3 +223,25 @@ def test_function_body_alone_has_no_custom_nodes():
     assert {n.domain for n in func.node} == {""}
     onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True), full_check=True)
 
+
+
+
+@pytest.mark.parametrize("attr", ["idx_type", "expert_token_num_type"])
+def test_bad_attribute_with_typed_graph_outputs_gets_the_library_message(attr):
+    """Shape inference declares the outputs even for a node it rejects: ORT used to type them like
+    the node's last input (scales, float) and fail with its own "Type Error" on permute_tokens
+    (declared float16) before the library could name the attribute."""
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info("tokens", TensorProto.FLOAT16, ["A", "H"]),
+              helper.make_tensor_value_info("counts", TensorProto.INT64, ["N", "E"]),
+              helper.make_tensor_value_info("scales", TensorProto.FLOAT, ["A"])]
+    types = [TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64]
+    outputs = [helper.make_tensor_value_info(n, t, None) for n, t in zip(spec.OUTPUT_NAMES, types)]
+    node = helper.make_node(spec.OP_TYPE, ["tokens", "counts", "scales"], list(spec.OUTPUT_NAMES),
+                            domain=spec.DOMAIN, **{attr: 2})
+    model = helper.make_model(helper.make_graph([node], "g", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(spec.DOMAIN, 1)],
+                              ir_version=10)
+    with pytest.raises(ort_errors(), match=re.escape(f"MoeReRouting: attribute '{attr}' must be 0")):
+        session(model)

@@ -5,7 +5,7 @@
 // or, to time an older kernel in the same process ("before" column), with its sources extracted
 // into DIR and compiled under another namespace:
 //   build/gating_micro_before (see build_gating_micro.sh BASE_COMMIT)
-// Run: build/gating_micro PRESET|all [rows] [seconds] [float32|bfloat16] [baseline|avx2|avx512]
+// Run: build/gating_micro PRESET|all [rows] [seconds] [float32|bfloat16] [baseline|avx2|avx512|avx512-wide]
 //   (the last argument: time only that path, e.g. under perf)
 //   PRESET: deepseek-v3 | kimi-k2 | qwen3-moe | deepseek-v4-hash | sigmoid-256 (no groups)
 // Prints ns/row per path (fastest repetition; the candidates are interleaved, each repetition
@@ -134,11 +134,18 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
   for (GatingIsa isa : {GatingIsa::kBaseline, GatingIsa::kAvx2, GatingIsa::kAvx512}) {
     MoeGatingTopKHashError error;
     if (!MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, 1, &error)) continue;
-    if (!only.empty() && only != GatingIsaName(isa)) continue;
-    candidates.push_back({GatingIsaName(isa), [&, isa] {
-      MoeGatingTopKHashError e;
-      return MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, rows, &e) && e.ok();
-    }});
+    // AVX-512: both selection widths (the library picks one per CPU; docs/kernel.md).
+    const bool both = isa == GatingIsa::kAvx512;
+    for (GatingSelect select : {GatingSelect::kNarrow, GatingSelect::kWide}) {
+      if (!both && select == GatingSelect::kWide) continue;
+      const std::string name = std::string(GatingIsaName(isa)) +
+                               (!both ? "" : select == GatingSelect::kNarrow ? "" : "-wide");
+      if (!only.empty() && only != name) continue;
+      candidates.push_back({name, [&, isa, select] {
+        MoeGatingTopKHashError e;
+        return MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, rows, &e, select) && e.ok();
+      }});
+    }
   }
 
   using Clock = std::chrono::steady_clock;
@@ -160,10 +167,10 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
               rotation);
   const double before = candidates[0].name == "before" ? candidates[0].best : 0;
   for (const Candidate& c : candidates) {
-    std::printf("  %-9s %7.1f", c.name.c_str(), c.best / rows * 1e9);
+    std::printf("  %-11s %7.1f", c.name.c_str(), c.best / rows * 1e9);
     if (before > 0 && &c != &candidates[0]) std::printf("   %.2fx before", c.best / before);
     if (c.idx != candidates[0].idx) std::printf("   EXPERTS DIFFER from %s", candidates[0].name.c_str());
-    double floor = c.name == "avx2" ? preset.floor_avx2 : c.name == "avx512" ? preset.floor_avx512 : 0;
+    double floor = c.name == "avx2" ? preset.floor_avx2 : c.name.rfind("avx512", 0) == 0 ? preset.floor_avx512 : 0;
     if (floor > 0 && !bf16) std::printf("   (floor estimate ~%.0f)", floor);
     std::printf("\n");
   }

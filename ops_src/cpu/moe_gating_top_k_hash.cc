@@ -56,9 +56,11 @@ namespace gating_avx2 {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define ASCEND_MOE_GATING_LANES 16
+#define ASCEND_MOE_GATING_NARROW gating_avx2
 namespace gating_avx512 {
 #include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
 }  // namespace gating_avx512
+#undef ASCEND_MOE_GATING_NARROW
 #undef ASCEND_MOE_GATING_LANES
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
@@ -104,7 +106,25 @@ GatingIsa ChooseIsa() {
   return static_cast<int>(wanted) < static_cast<int>(best) ? wanted : best;
 }
 
+// Narrow selection on AMD CPUs (Zen 4 executes a 512-bit permute or compression as two 256-bit
+// halves: the AVX2 build's selection measured faster there), unless ASCEND_MOE_CPU_SELECT says.
+GatingSelect ChooseSelect() {
+  const char* select = std::getenv("ASCEND_MOE_CPU_SELECT");
+  if (select != nullptr && std::strcmp(select, "wide") == 0) return GatingSelect::kWide;
+  if (select != nullptr && std::strcmp(select, "narrow") == 0) return GatingSelect::kNarrow;
+#if ASCEND_MOE_GATING_AVX2
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd")) return GatingSelect::kNarrow;
+#endif
+  return GatingSelect::kWide;
+}
+
 }  // namespace
+
+GatingSelect MoeGatingTopKHashSelect() {
+  static const GatingSelect select = ChooseSelect();
+  return select;
+}
 
 GatingIsa MoeGatingTopKHashIsa() {
   static const GatingIsa isa = ChooseIsa();
@@ -122,7 +142,8 @@ const char* GatingIsaName(GatingIsa isa) {
 bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
                                   const MoeGatingTopKHashOutputs& outputs, int64_t begin,
-                                  int64_t end, MoeGatingTopKHashError* error) {
+                                  int64_t end, MoeGatingTopKHashError* error,
+                                  GatingSelect select) {
   static const GatingIsa best = BestIsa();
   if (static_cast<int>(isa) > static_cast<int>(best)) return false;
   *error = {};
@@ -134,17 +155,19 @@ bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& 
   if (scratch.ints.size() < 4 * E + G + 1) scratch.ints.resize(4 * E + G + 1);
   float* f = scratch.floats.data();
   int32_t* i = scratch.ints.data();
+  if (select == GatingSelect::kAuto) select = MoeGatingTopKHashSelect();
+  const bool narrow = select == GatingSelect::kNarrow;
   switch (isa) {
 #if ASCEND_MOE_GATING_AVX2
     case GatingIsa::kAvx512:
-      *error = gating_avx512::Rows(params, inputs, outputs, begin, end, f, i);
+      *error = gating_avx512::Rows(params, inputs, outputs, begin, end, f, i, narrow);
       break;
     case GatingIsa::kAvx2:
-      *error = gating_avx2::Rows(params, inputs, outputs, begin, end, f, i);
+      *error = gating_avx2::Rows(params, inputs, outputs, begin, end, f, i, false);
       break;
 #endif
     default:
-      *error = gating_baseline::Rows(params, inputs, outputs, begin, end, f, i);
+      *error = gating_baseline::Rows(params, inputs, outputs, begin, end, f, i, false);
       break;
   }
   return true;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attr_defaults.gen.h"
+
 namespace ascend_moe::cpu {
 
 // Element type of x, bias, additional_bias and y.
@@ -23,15 +25,16 @@ inline constexpr int64_t kGatingMaxExperts = 2048;
 struct MoeGatingTopKHashParams {
   int64_t rows = 0;         // R: tokens
   int64_t experts = 0;      // E
-  int64_t k = 1;            // experts per token, 1..64, <= E
-  int64_t k_group = 1;      // groups kept
-  int64_t group_count = 1;  // groups, divides E
-  int64_t group_select_mode = 0;  // 0 = max, 1 = top-2 sum
-  int64_t renorm = 0;             // 1 = renormalise softmax weights too
-  int64_t norm_type = 0;          // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
-  int64_t out_flag = 0;           // 1 = write the scores to `out`
-  float routed_scaling_factor = 1.0f;
-  float eps = 1e-20f;
+  // Attributes; defaults from the schema (attr_defaults.gen.h). k is required: it has none.
+  int64_t k = 0;  // experts per token, 1..64, <= E
+  int64_t k_group = attr_defaults::moe_gating_top_k_hash::kKGroup;          // groups kept
+  int64_t group_count = attr_defaults::moe_gating_top_k_hash::kGroupCount;  // groups, divides E
+  int64_t group_select_mode = attr_defaults::moe_gating_top_k_hash::kGroupSelectMode;  // 0 = max, 1 = top-2 sum
+  int64_t renorm = attr_defaults::moe_gating_top_k_hash::kRenorm;        // 1 = renormalise softmax weights too
+  int64_t norm_type = attr_defaults::moe_gating_top_k_hash::kNormType;   // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
+  int64_t out_flag = attr_defaults::moe_gating_top_k_hash::kOutFlag;     // 1 = write the scores to `out`
+  float routed_scaling_factor = attr_defaults::moe_gating_top_k_hash::kRoutedScalingFactor;
+  float eps = attr_defaults::moe_gating_top_k_hash::kEps;
 };
 
 // Raw inputs; optional ones are null when absent.
@@ -83,12 +86,21 @@ enum class GatingIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
 GatingIsa MoeGatingTopKHashIsa();
 const char* GatingIsaName(GatingIsa isa);
 
+// How the AVX-512 build selects the experts: with its own 512-bit code (wide) or with the AVX2
+// build's 256-bit code (narrow; faster where the CPU splits 512-bit operations in two, as AMD
+// Zen 4 does). kAuto: narrow on AMD CPUs, wide elsewhere, unless the environment variable
+// ASCEND_MOE_CPU_SELECT = wide | narrow (read once) says otherwise. Other builds ignore it.
+enum class GatingSelect : int { kAuto = 0, kWide = 1, kNarrow = 2 };
+// The choice kAuto makes in this process.
+GatingSelect MoeGatingTopKHashSelect();
+
 // MoeGatingTopKHashRows with a given build (benchmarks, tests): false, computing nothing, when
 // the CPU cannot run it; else the data error (if any) in *error.
 bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
                                   const MoeGatingTopKHashOutputs& outputs, int64_t begin,
-                                  int64_t end, MoeGatingTopKHashError* error);
+                                  int64_t end, MoeGatingTopKHashError* error,
+                                  GatingSelect select = GatingSelect::kAuto);
 
 // The error as a message in the project's convention ("MoeGatingTopKHash: input '...' ...").
 std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,

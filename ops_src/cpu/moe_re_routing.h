@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attr_defaults.gen.h"
+
 namespace ascend_moe::cpu {
 
 enum class CountType { kInt32, kInt64 };
@@ -19,8 +21,9 @@ struct MoeReRoutingParams {
   int64_t scale_row_bytes = 0;  // bytes per scale row (element size for [A], S * size for [A, S])
   bool has_scales = false;
   CountType count_type = CountType::kInt64;  // element type of the counts and of expert_token_num
-  int64_t expert_token_num_type = 1;         // 1 = per-expert counts, 0 = inclusive prefix sums
-  int64_t idx_type = 0;                      // 0 = gather index, 1 = scatter index
+  // 1 = per-expert counts, 0 = inclusive prefix sums; defaults from the schema (attr_defaults.gen.h)
+  int64_t expert_token_num_type = attr_defaults::moe_re_routing::kExpertTokenNumType;
+  int64_t idx_type = attr_defaults::moe_re_routing::kIdxType;  // 0 = gather index, 1 = scatter index
   // Write the rows with non-temporal (cache-bypassing) stores: faster when the output is much
   // larger than the caches, since it is not read before it is overwritten. No effect where the
   // CPU has no such stores (the rows are then copied with memcpy).

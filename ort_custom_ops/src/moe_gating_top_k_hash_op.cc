@@ -22,6 +22,7 @@ namespace {
 // names. The context cannot tell how many outputs the node has, and ORT < 1.32 aborts when an
 // output the node lacks is set: there, the optional `out` is left to ORT (its type, float, is
 // fixed by the op's declaration), so two-output nodes run on every supported version.
+// A rank-1 x gets the outputs of that formula; the run rejects it with the validation's message.
 OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   const int64_t k = InferAttrInt(api, ctx, gating_defs::kAttrs[gating_defs::kAttrK]);
@@ -29,13 +30,13 @@ OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInfer
 
   InferredTensor x{};
   if (!GetInferInput(api, ctx, kGtX, &x)) return nullptr;  // nothing known
-  if (x.dims.size() == 1) {
-    const std::string error = Str(kMoeGatingName, ": input 'x' must have rank >= 2, got rank 1");
-    return api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
+  if (x.dims.empty()) {
+    // x of unknown rank (or rank 0). The C API cannot declare "x's type, unknown rank", and ORT
+    // would type an unset y like the node's last input (int32 with a hash table, bool with a
+    // mask): y gets x's type and a placeholder shape, and kernel creation refuses the node
+    // (MoeGatingDef::CheckGraphInputs), so no session ever runs with the placeholder.
+    return SetInferOutput(api, ctx, kGtY, InferredTensor{x.type, {}, true});
   }
-  // No dims: x's rank is unknown (a rank-0 x is rejected at run time). The C API cannot say
-  // "unknown rank" (it would declare scalars), so the outputs are left to ORT.
-  if (x.dims.empty()) return nullptr;
   InferredTensor y{x.type, {x.dims.begin(), x.dims.end() - 1}, true};
   y.dims.push_back(InferDim{k >= 1 ? k : -1, {}});
   InferredTensor idx = y;
@@ -44,8 +45,14 @@ OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInfer
   if (out_flag == 1) out.dims = x.dims;
   if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtY, y)) return s;
   if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtExpertIdx, idx)) return s;
-  if (!RuntimeAtLeast(1, 32, 0)) return nullptr;
-  return SetInferOutput(api, ctx, kGtOut, out);
+  if (RuntimeAtLeast(1, 32, 0)) {
+    if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtOut, out)) return s;
+  }
+  if (x.dims.size() == 1) {
+    const std::string error = Str(kMoeGatingName, ": input 'x' must have rank >= 2, got rank 1");
+    return api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
+  }
+  return nullptr;
 }
 
 // Elements of x per parallel chunk: rows cost about the same, so chunks of ~16K logits keep the
@@ -132,6 +139,14 @@ struct MoeGatingDef {
   static constexpr const AttrSpec* kAttrs = gating_defs::kAttrs;
   static constexpr size_t kNumAttrs = std::size(gating_defs::kAttrs);
   static constexpr auto InferShapes = &InferMoeGatingShapes;
+
+  // y's shape follows x's rank, which the C API cannot leave unknown (see InferMoeGatingShapes).
+  static void CheckGraphInputs(const std::vector<GraphTensor>& inputs) {
+    if (inputs[kGtX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[kGtX].rank == 0) {
+      Fail(Str(kName, ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
+                      "(ONNX Runtime needs x's rank to declare y's shape)"));
+    }
+  }
 };
 
 }  // namespace

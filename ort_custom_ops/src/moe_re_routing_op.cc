@@ -12,22 +12,15 @@ namespace ascend_moe {
 
 namespace {
 
-// Output types and shapes from the input types/shapes (docs/operators.md §2.1); attribute values checked so
-// a bad node fails at session creation. An input without dims has an unknown rank (a rank-0
-// input fails at run time), and the C API cannot declare "unknown rank" (it would declare a
-// scalar, which ORT's optimisers then trust). tokens is [A, H] by the contract, so
-// permute_tokens is declared [?, ?] then; per_token_scales may be [A] or [A, S], so an output
-// shaped like scales of unknown rank is left unset (docs/reliability.md: ORT then types it from
-// another input).
-OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
-  const OrtApi& api = Ort::GetApi();
+// Output types and shapes from the input types/shapes (docs/operators.md §2.1). An input without
+// dims has an unknown rank (a rank-0 input fails at run time), and the C API cannot declare
+// "unknown rank" (it would declare a scalar, which ORT's optimisers then trust). tokens is
+// [A, H] by the contract, so permute_tokens is declared [?, ?] then; per_token_scales may be [A]
+// or [A, S], so permute_per_token_scales is left unset for scales of unknown rank: ORT types an
+// unset output like the node's last input, which is per_token_scales itself (kernel creation
+// checks that type), and leaves its shape unknown.
+OrtStatusPtr SetMoeReRoutingOutputs(const OrtApi& api, OrtShapeInferContext* ctx) {
   using namespace rerouting_defs;
-  MoeReRoutingAttrs attrs{};
-  attrs.expert_token_num_type = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokenNumType]);
-  attrs.idx_type = InferAttrInt(api, ctx, kAttrs[kAttrIdxType]);
-  const std::string error = CheckMoeReRoutingAttrs(attrs);
-  if (!error.empty()) return api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
-
   InferredTensor tokens{}, counts{}, scales{};
   if (!GetInferInput(api, ctx, kRrTokens, &tokens)) return nullptr;  // nothing known
   const bool has_counts = GetInferInput(api, ctx, kRrCounts, &counts);
@@ -50,6 +43,20 @@ OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeIn
   InferredTensor expert_token_num{counts.type, {InferDim{}}, true};  // [E], rank 1 in any case
   if (counts.dims.size() == 2) expert_token_num.dims = {counts.dims[1]};
   return SetInferOutput(api, ctx, kRrExpertTokenNum, expert_token_num);
+}
+
+// Attribute values are checked so that a bad node fails at session creation.
+OrtStatusPtr ORT_API_CALL InferMoeReRoutingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  const OrtApi& api = Ort::GetApi();
+  using namespace rerouting_defs;
+  MoeReRoutingAttrs attrs{};
+  attrs.expert_token_num_type = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokenNumType]);
+  attrs.idx_type = InferAttrInt(api, ctx, kAttrs[kAttrIdxType]);
+  // A bad attribute fails kernel creation; the outputs are declared all the same, since ORT
+  // would type the unset ones like the node's last input and report a type clash instead.
+  const std::string error = CheckMoeReRoutingAttrs(attrs);
+  if (OrtStatusPtr s = SetMoeReRoutingOutputs(api, ctx)) return s;
+  return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
 // Rows moved per parallel chunk: large enough to amortise scheduling, small enough that the

@@ -6,9 +6,12 @@
 //   static constexpr const ParamSpec* kInputs; kNumInputs; kOutputs; kNumOutputs;
 //   static constexpr const AttrSpec* kAttrs; kNumAttrs;
 //   static OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext*);
+//   optional: static void CheckGraphInputs(const std::vector<GraphTensor>&);  // fails kernel
+//                                         // creation for input ranks the graph must declare
 // Input element types are checked against kInputs at session creation (when the kernel is
 // created; also at shape inference, which ORT only logs): the inputs are declared with an
-// undefined type because each accepts several.
+// undefined type because each accepts several. Output types are checked there too: ORT types
+// an output the shape inference left unset like the node's last input, which may be wrong.
 // `Kernel` is one execution provider's kernel:
 //   static constexpr const char* kProvider; explicit Kernel(const OrtKernelInfo*);
 //   void Compute(Ort::KernelContext&);
@@ -19,6 +22,8 @@
 #include <exception>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "op_utils.h"
 
@@ -57,6 +62,13 @@ template <typename Kernel>
 struct HasInputMemoryType<Kernel, std::void_t<decltype(Kernel::InputMemoryType(size_t{0}))>>
     : std::true_type {};
 
+template <typename Def, typename = void>
+struct HasCheckGraphInputs : std::false_type {};
+template <typename Def>
+struct HasCheckGraphInputs<
+    Def, std::void_t<decltype(Def::CheckGraphInputs(std::declval<const std::vector<GraphTensor>&>()))>>
+    : std::true_type {};
+
 template <typename Def, typename Kernel>
 struct AscendMoeOp
     : Ort::CustomOpBase<AscendMoeOp<Def, Kernel>, StatusKernel<Def, Kernel>, /*WithStatus=*/true> {
@@ -73,7 +85,11 @@ struct AscendMoeOp
     return ToStatus(Def::kName, [&] {
       // ORT only logs a failed shape inference (unless strict), so the types are checked here,
       // where a failure does fail session creation.
-      CheckKernelInputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs);
+      const std::vector<GraphTensor> inputs = KernelInputs(info, Def::kNumInputs);
+      CheckKernelInputTypes(Def::kName, Def::kInputs, Def::kNumInputs, inputs);
+      if constexpr (HasCheckGraphInputs<Def>::value) Def::CheckGraphInputs(inputs);
+      CheckKernelOutputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs, inputs,
+                             Def::kOutputs, Def::kNumOutputs);
       *kernel = new StatusKernel<Def, Kernel>(info);
     });
   }
@@ -107,9 +123,13 @@ struct AscendMoeOp
   static OrtStatusPtr ORT_API_CALL CheckTypesAndInferShapes(const OrtCustomOp* op,
                                                             OrtShapeInferContext* ctx) {
     const OrtApi& api = Ort::GetApi();
-    if (OrtStatusPtr s = InferCheckInputTypes(api, ctx, Def::kName, Def::kInputs, Def::kNumInputs))
-      return s;
-    return Def::InferShapes(op, ctx);
+    // The outputs are declared even when an input type is refused: ORT would type them like the
+    // node's last input and report its own type clash instead of the library's message.
+    OrtStatusPtr types = InferCheckInputTypes(api, ctx, Def::kName, Def::kInputs, Def::kNumInputs);
+    OrtStatusPtr shapes = Def::InferShapes(op, ctx);
+    if (types == nullptr) return shapes;
+    if (shapes != nullptr) api.ReleaseStatus(shapes);
+    return types;
   }
 
   static OrtCustomOpInputOutputCharacteristic Characteristic(bool optional) {

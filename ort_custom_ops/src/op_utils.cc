@@ -173,6 +173,25 @@ std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
   return {};
 }
 
+std::string OutputTypeMismatch(const char* op, const ParamSpec& output,
+                               ONNXTensorElementDataType expected, ONNXTensorElementDataType got) {
+  return Str(op, ": output '", output.name, "' must be ", TypeName(expected),
+             " for these inputs, but the graph types it ", TypeName(got));
+}
+
+ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSpec* inputs,
+                                             size_t num_inputs,
+                                             const ONNXTensorElementDataType* input_types) {
+  if (out.num_types == 1 || out.type_param[0] == '\0') return out.types[0];
+  for (size_t i = 0; i < num_inputs; ++i) {
+    if (input_types[i] != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED &&
+        std::string(inputs[i].type_param) == out.type_param) {
+      return input_types[i];
+    }
+  }
+  return out.types[0];
+}
+
 void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
                        size_t index, const std::vector<int64_t>& shape,
                        ONNXTensorElementDataType expected, bool required) {
@@ -183,11 +202,7 @@ void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec*
     return nullptr;
   }
   const ONNXTensorElementDataType type = value.GetTensorTypeAndShapeInfo().GetElementType();
-  if (type != expected) {
-    Fail(Str(op, ": output '", outputs[index].name, "' must be ", TypeName(expected),
-             " for these inputs, but the graph types it ", TypeName(type),
-             " (declare the graph's output types, or give the inputs a known rank)"));
-  }
+  if (type != expected) Fail(OutputTypeMismatch(op, outputs[index], expected, type));
   return value.GetTensorMutableRawData();  // null when empty
 }
 
@@ -369,31 +384,84 @@ int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpe
   return read;
 }
 
-void CheckKernelInputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* specs,
-                           size_t n) {
+namespace {
+
+// Type and rank of `type_info` (null: absent); releases it.
+GraphTensor ReadGraphTensor(const OrtApi& api, OrtTypeInfo* type_info) {
+  GraphTensor t;
+  if (type_info == nullptr) return t;
+  const OrtTensorTypeAndShapeInfo* tensor = nullptr;  // owned by type_info
+  if (OrtStatus* s = api.CastTypeInfoToTensorInfo(type_info, &tensor)) api.ReleaseStatus(s);
+  if (tensor != nullptr) {
+    if (OrtStatus* s = api.GetTensorElementType(tensor, &t.type)) {
+      api.ReleaseStatus(s);
+      t.type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    }
+    if (OrtStatus* s = api.GetDimensionsCount(tensor, &t.rank)) {
+      api.ReleaseStatus(s);
+      t.rank = 0;
+    }
+  }
+  api.ReleaseTypeInfo(type_info);
+  return t;
+}
+
+template <typename CountFn, typename InfoFn>
+std::vector<GraphTensor> ReadGraphTensors(size_t n, CountFn count_fn, InfoFn info_fn) {
   const OrtApi& api = Ort::GetApi();
   size_t count = 0;
-  Ort::ThrowOnError(api.KernelInfo_GetInputCount(info, &count));
-  std::vector<ONNXTensorElementDataType> types(n, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  Ort::ThrowOnError(count_fn(&count));
+  std::vector<GraphTensor> out(n);
   for (size_t i = 0; i < n && i < count; ++i) {
     OrtTypeInfo* type_info = nullptr;
-    if (OrtStatus* s = api.KernelInfo_GetInputTypeInfo(info, i, &type_info)) {
-      api.ReleaseStatus(s);  // an absent optional input has no type
+    if (OrtStatus* s = info_fn(i, &type_info)) {
+      api.ReleaseStatus(s);  // an absent optional input or output has no type
       continue;
     }
-    if (type_info == nullptr) continue;
-    const OrtTensorTypeAndShapeInfo* tensor = nullptr;  // owned by type_info
-    if (OrtStatus* s = api.CastTypeInfoToTensorInfo(type_info, &tensor)) api.ReleaseStatus(s);
-    if (tensor != nullptr) {
-      if (OrtStatus* s = api.GetTensorElementType(tensor, &types[i])) {
-        api.ReleaseStatus(s);
-        types[i] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-      }
-    }
-    api.ReleaseTypeInfo(type_info);
+    out[i] = ReadGraphTensor(api, type_info);
   }
-  const std::string error = CheckInputTypes(op, specs, n, types.data());
+  return out;
+}
+
+std::vector<ONNXTensorElementDataType> TypesOf(const std::vector<GraphTensor>& tensors) {
+  std::vector<ONNXTensorElementDataType> types;
+  for (const auto& t : tensors) types.push_back(t.type);
+  return types;
+}
+
+}  // namespace
+
+std::vector<GraphTensor> KernelInputs(const OrtKernelInfo* info, size_t n) {
+  const OrtApi& api = Ort::GetApi();
+  return ReadGraphTensors(
+      n, [&](size_t* c) { return api.KernelInfo_GetInputCount(info, c); },
+      [&](size_t i, OrtTypeInfo** t) { return api.KernelInfo_GetInputTypeInfo(info, i, t); });
+}
+
+std::vector<GraphTensor> KernelOutputs(const OrtKernelInfo* info, size_t n) {
+  const OrtApi& api = Ort::GetApi();
+  return ReadGraphTensors(
+      n, [&](size_t* c) { return api.KernelInfo_GetOutputCount(info, c); },
+      [&](size_t i, OrtTypeInfo** t) { return api.KernelInfo_GetOutputTypeInfo(info, i, t); });
+}
+
+void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,
+                           const std::vector<GraphTensor>& inputs) {
+  const std::string error = CheckInputTypes(op, specs, n, TypesOf(inputs).data());
   if (!error.empty()) Fail(error);
+}
+
+void CheckKernelOutputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* inputs,
+                            size_t num_inputs, const std::vector<GraphTensor>& input_infos,
+                            const ParamSpec* outputs, size_t num_outputs) {
+  const std::vector<ONNXTensorElementDataType> input_types = TypesOf(input_infos);
+  const std::vector<GraphTensor> graph = KernelOutputs(info, num_outputs);
+  for (size_t i = 0; i < num_outputs; ++i) {
+    if (graph[i].type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) continue;  // omitted
+    const ONNXTensorElementDataType expected =
+        ExpectedOutputType(outputs[i], inputs, num_inputs, input_types.data());
+    if (graph[i].type != expected) Fail(OutputTypeMismatch(op, outputs[i], expected, graph[i].type));
+  }
 }
 
 OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,

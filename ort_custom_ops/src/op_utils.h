@@ -69,9 +69,21 @@ std::string TypeList(const ParamSpec& spec);
 std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
                             const ONNXTensorElementDataType* types);
 
+// "<op>: output '<name>' must be <expected> for these inputs, but the graph types it <got>".
+std::string OutputTypeMismatch(const char* op, const ParamSpec& output,
+                               ONNXTensorElementDataType expected, ONNXTensorElementDataType got);
+
+// The element type the kernels write to output `out`: its one allowed type, else the type of
+// the first present input with the same type parameter, else (no such input: MoeReRouting's
+// permute_per_token_scales without scales) its first allowed type. `input_types` as for
+// CheckInputTypes.
+ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSpec* inputs,
+                                             size_t num_inputs,
+                                             const ONNXTensorElementDataType* input_types);
+
 // Output `index` of the call with `shape`, checked to have element type `expected` (the graph
-// decides an output's type; a model whose untyped outputs ORT typed otherwise fails here
-// instead of having the kernel write past the buffer). Null when the node omits the output
+// decides an output's type; kernel creation already refused graphs typing it otherwise, this
+// keeps the kernel from ever writing past a buffer). Null when the node omits the output
 // (a trailing or "" optional output) and `required` is false.
 void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
                        size_t index, const std::vector<int64_t>& shape,
@@ -129,9 +141,23 @@ OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t
 // An INT attribute at shape inference, or its default when absent or unreadable (a wrong kind
 // is reported by the kernel's constructor, which runs at session creation too).
 int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec);
-// Fails kernel creation (session creation) when an input's element type is not accepted.
-void CheckKernelInputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* specs,
-                           size_t n);
+// Element type and rank of a node's input or output as the graph declares it at kernel creation
+// (session creation). Absent ones (omitted, or "") have type UNDEFINED. rank == 0 means rank 0
+// or unknown: the 1.21 C API cannot tell them apart.
+struct GraphTensor {
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  size_t rank = 0;
+};
+std::vector<GraphTensor> KernelInputs(const OrtKernelInfo* info, size_t n);
+std::vector<GraphTensor> KernelOutputs(const OrtKernelInfo* info, size_t n);
+// Fail kernel creation (session creation) when an input's element type is not accepted, or when
+// the graph types an output otherwise than the kernel will write it (ORT types an output the
+// library's shape inference left unset like the node's last input).
+void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,
+                           const std::vector<GraphTensor>& inputs);
+void CheckKernelOutputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* inputs,
+                            size_t num_inputs, const std::vector<GraphTensor>& input_infos,
+                            const ParamSpec* outputs, size_t num_outputs);
 // Fails shape inference when an input's element type is not accepted.
 OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,
                                   const ParamSpec* specs, size_t n);

@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascend_moe_onnx import ort_custom_ops
+from tests import ort_values
 
 CANN = "CANNExecutionProvider"
 CANN_AVAILABLE = CANN in ort.get_available_providers()
@@ -36,8 +37,6 @@ ONNX_TYPES = {
     np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
     np.dtype(np.float64): TensorProto.DOUBLE,
 }
-_NP_TYPES = {v: k for k, v in ONNX_TYPES.items()}
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def fake_runtime() -> ctypes.CDLL:
@@ -88,22 +87,7 @@ def session(data: bytes, provider: str, profile_dir: Path | None = None) -> ort.
     return s
 
 
-def _ortvalue(a: np.ndarray) -> ort.OrtValue:
-    a = np.ascontiguousarray(a)
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(_UINT[a.dtype.itemsize]), ONNX_TYPES[a.dtype])
-
-
-def _numpy(v: ort.OrtValue) -> np.ndarray:
-    out = np.empty(v.shape(), dtype=_NP_TYPES[v.element_type()])
-    if out.nbytes:
-        ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
-    return out
-
-
-def run(sess: ort.InferenceSession, feeds: dict) -> list[np.ndarray]:
-    """Run on NumPy inputs of any element type; outputs as NumPy (bfloat16 / float8 included)."""
-    values = {n: _ortvalue(a) for n, a in feeds.items()}
-    return [_numpy(v) for v in sess.run_with_ort_values(None, values)]
+run = ort_values.run  # NumPy inputs of any element type; outputs as NumPy (bfloat16 / float8 included)
 
 
 def placement(data: bytes, feeds: dict, tmp_path: Path) -> dict:

@@ -4,14 +4,13 @@ the contract (:mod:`tests.fuzz.oracle`) and the NumPy references. Runs inside a 
 
 from __future__ import annotations
 
-import ctypes
 import re
 import time
 
 import numpy as np
 from onnx import TensorProto, helper
 
-from tests.fuzz.cases import GATING, NP_TYPES, REROUTING_OUTPUTS, Case, type_name
+from tests.fuzz.cases import GATING, REROUTING_OUTPUTS, Case, type_name
 from tests.fuzz.oracle import Expectation, expect
 
 OK = "ok"
@@ -34,7 +33,6 @@ ELEM_TYPES = {
     "int32": TensorProto.INT32, "int64": TensorProto.INT64, "uint64": TensorProto.UINT64,
     "bool": TensorProto.BOOL, "float8e4m3fn": TensorProto.FLOAT8E4M3FN, "float8e5m2": TensorProto.FLOAT8E5M2,
 }
-RAW_VIEW = {"bfloat16": np.uint16, "float8e4m3fn": np.uint8, "float8e5m2": np.uint8}
 
 
 # ---- model -------------------------------------------------------------------------------------
@@ -75,30 +73,12 @@ def build_model(case: Case):
         helper.make_opsetid("", 21), helper.make_opsetid("ascend.moe", case.opset)])
 
 
-def _ort_value(ort, a: np.ndarray):
-    a = np.require(a, requirements="C")  # np.ascontiguousarray would turn a scalar into [1]
-    name = type_name(a)
-    if name in RAW_VIEW:  # the Python API has no NumPy type for these
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(RAW_VIEW[name]), ELEM_TYPES[name])
-    return ort.OrtValue.ortvalue_from_numpy(a)
-
-
-def _to_numpy(value) -> np.ndarray:
-    """Copy any tensor OrtValue (bfloat16 and float8 included) into a NumPy array."""
-    dtype = np.dtype(NP_TYPES[value.data_type()[len("tensor("):-1]])
-    shape = tuple(value.shape())
-    count = int(np.prod(shape, dtype=np.int64))
-    if count == 0:
-        return np.zeros(shape, dtype)
-    raw = ctypes.string_at(value.data_ptr(), count * dtype.itemsize)
-    return np.frombuffer(raw, dtype).reshape(shape).copy()
-
-
 def run_ort(case: Case) -> dict:
     """Build, create the session and run; returns {graph output name: array}."""
     import onnxruntime as ort
 
     from ascend_moe_onnx import ort_custom_ops
+    from tests.ort_values import to_numpy, to_ortvalue
 
     so = ort_custom_ops.session_options(case.threads)
     so.log_severity_level = 4
@@ -108,12 +88,12 @@ def run_ort(case: Case) -> dict:
     binding = sess.io_binding()
     for name in case.node_inputs:
         if name:
-            binding.bind_ortvalue_input(name, _ort_value(ort, case.inputs[name]))
+            binding.bind_ortvalue_input(name, to_ortvalue(case.inputs[name]))
     names = [o.name for o in sess.get_outputs()]
     for name in names:
         binding.bind_output(name)
     sess.run_with_iobinding(binding)
-    return {n: _to_numpy(v) for n, v in zip(names, binding.get_outputs())}
+    return {n: to_numpy(v) for n, v in zip(names, binding.get_outputs())}
 
 
 # ---- classification ----------------------------------------------------------------------------
@@ -150,6 +130,24 @@ def _subnormal_slack(x: np.ndarray, ridx: np.ndarray, norm_type: int) -> np.ndar
         return np.minimum(8 * 2.0**-149 / np.maximum(smallest, 2.0**-149), 1.0).reshape(rows)
 
 
+# docs/kernel.md: the kernel's scores lie within 16 ulp of the correctly rounded value (4 for
+# sigmoid / sqrt-softplus), NumPy's within a few: experts whose reference selection scores are this
+# close (e.g. logits one ulp apart that NumPy rounds to one score) may rank either way. Random
+# campaigns meet such rows; the fixed-seed tests compare exactly (tests/gating_cases.py).
+_NEAR_TIE_ULP = 32
+
+
+def _score_near_tie_rows(got: np.ndarray, ref: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rows [R, k] whose experts differ only among experts within _NEAR_TIE_ULP of each other in ``b``."""
+    rows = np.zeros(got.shape[0], dtype=bool)
+    for r in np.flatnonzero((got != ref).any(axis=1)):
+        differ = sorted(set(got[r].tolist()) ^ set(ref[r].tolist())) or got[r][got[r] != ref[r]].tolist()
+        vals = b[r, differ].astype(np.float32)
+        if np.isfinite(vals).all():
+            rows[r] = np.ptp(vals) <= _NEAR_TIE_ULP * np.spacing(np.abs(vals).max())
+    return rows
+
+
 def _compare_gating(case: Case, got: dict, ref) -> str | None:
     from tests.gating_cases import WEIGHT_RTOL, assert_routing_equal, selection_scores
 
@@ -163,7 +161,10 @@ def _compare_gating(case: Case, got: dict, ref) -> str | None:
     attrs = {"norm_type": case.attrs.get("norm_type", 0)}
     present = {n: case.inputs[n] for n in case.node_inputs if n}
     try:
-        assert_routing_equal(idx, ridx, selection_scores(present, attrs))
+        k = ridx.shape[-1]
+        b = selection_scores(present, attrs)
+        ties = _score_near_tie_rows(idx.reshape(-1, k), ridx.reshape(-1, k), b)
+        assert_routing_equal(idx.reshape(-1, k)[~ties], ridx.reshape(-1, k)[~ties], b[~ties])
         same = (idx == ridx).all(axis=-1)
         rtol = WEIGHT_RTOL[type_name(x)]
         # Where the chosen experts' scores are subnormal, docs/operators.md bounds them absolutely

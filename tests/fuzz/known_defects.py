@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from tests.fuzz.cases import (
-    GATING, GATING_DEFAULTS, GATING_INPUTS, REROUTING, REROUTING_DEFAULTS, REROUTING_OUTPUTS, Case, gen_case,
+    GATING, GATING_DEFAULTS, GATING_INPUTS, REROUTING_DEFAULTS, Case, gen_case,
 )
 from tests.fuzz.source import RandomSource
 
@@ -59,13 +59,6 @@ def _gating(attrs, x, outputs=("y", "expert_idx", "out"), dims=None, opset=1, **
     return Case(GATING, attrs, inputs, names, list(outputs), dims or {}, opset=opset)
 
 
-def _rerouting(attrs, node_inputs=None, dims=None, probes=True) -> Case:
-    inputs = {"tokens": np.arange(12, dtype=np.float32).reshape(6, 2),
-              "expert_token_num_per_rank": np.array([[1, 0, 2], [2, 1, 0]], np.int64)}
-    return Case(REROUTING, attrs, inputs, node_inputs or list(inputs), list(REROUTING_OUTPUTS), dims or {},
-                shape_probes=probes)
-
-
 def _logits(rows=4, experts=8, value=None):
     if value is not None:
         return np.full((rows, experts), value, np.float32)
@@ -91,17 +84,7 @@ class KnownFailureMessage:
     reproducer: Callable[[], Case] | None = None
 
 
-KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = [
-    KnownFailureMessage(
-        "N1", "ORT limitation, documented in docs/contributing.md: when the library's shape inference "
-        "sets no output types (x of unknown rank, or a node it rejects), ORT gives the outputs another "
-        "input's type: a graph declaring the right output type is rejected, and invalid nodes get ORT's "
-        "type error instead of the library's message",
-        ("wrong_rejection", "unclear_error"),
-        r"Type Error: Type \(tensor\(\w+\)\) of output arg \(\w+\) of node \(\w*\) does not match expected type",
-        reproducer=lambda: _gating(dict(k=2), _logits(rows=3), ("y", "expert_idx"), {"x": "unknown_rank"},
-                                   input_ids=np.zeros(3, np.int64), tid2eid=np.zeros((4, 2), np.int32))),
-]
+KNOWN_FAILURE_MESSAGES: list[KnownFailureMessage] = []
 
 
 # Existing tests that exercise a sanitizer-only defect (deselected by .ci/jobs/30-sanitizers.sh).

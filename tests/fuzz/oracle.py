@@ -37,12 +37,15 @@ class _Faults:
         self.reasons: list = []
         self.attribute = False
         self.python_level = False  # a fault the NumPy reference's Python arguments can express
+        self.model_level = False   # a fault of the model, not of the arrays and attributes
 
-    def add(self, reason: str, *names: str, attribute: bool = False, python_level: bool = True) -> None:
+    def add(self, reason: str, *names: str, attribute: bool = False, python_level: bool = True,
+            model_level: bool = False) -> None:
         self.reasons.append(reason)
         self.names.update(names)
         self.attribute |= attribute
         self.python_level |= python_level
+        self.model_level |= model_level
 
 
 def attribute_kind(value) -> str:
@@ -83,7 +86,8 @@ def _attributes(case: Case, f: _Faults, kinds: dict, defaults: dict, required: t
 
 def _common(case: Case, f: _Faults) -> None:
     if case.opset != 1:
-        f.add(f"ascend.moe opset {case.opset} (only 1 exists)", "opset", "version", case.op, python_level=False)
+        f.add(f"ascend.moe opset {case.opset} (only 1 exists)", "opset", "version", case.op, python_level=False,
+              model_level=True)
 
 
 def expect(case: Case) -> Expectation:
@@ -92,7 +96,7 @@ def expect(case: Case) -> Expectation:
     _common(case, f)
     (_gating if case.op == GATING else _rerouting)(case, f)
     # The reference is a function of arrays and attributes: it cannot judge model-level faults.
-    model_level = case.opset != 1 or any(r.startswith("required input") for r in f.reasons)
+    model_level = f.model_level or any(r.startswith("required input") for r in f.reasons)
     return Expectation(not f.reasons, f.names, f.reasons, f.attribute, f.python_level and not model_level)
 
 
@@ -101,6 +105,15 @@ def _present(case: Case, name: str) -> np.ndarray | None:
 
 
 # ---- MoeGatingTopKHash (SPEC §1.3) -------------------------------------------------------------
+
+
+def _element_types(case: Case, f: _Faults, x_type: str) -> None:
+    """Element-type faults of the inputs other than x (they need no shapes)."""
+    for name, allowed in (("bias", (x_type,)), ("additional_bias", (x_type,)), ("input_ids", INT_TYPES),
+                          ("tid2eid", INT_TYPES), ("additional_token_mask", ("bool",))):
+        a = _present(case, name)
+        if a is not None and type_name(a) not in allowed:
+            f.add(f"{name} is {type_name(a)}", name)
 
 
 def _gating(case: Case, f: _Faults) -> None:
@@ -131,10 +144,13 @@ def _gating(case: Case, f: _Faults) -> None:
         f.add("required input 'x' missing", "x", "input 0")
         return
     x_type = type_name(x)
+    if case.input_dims.get("x") == "unknown_rank":  # docs/operators.md §1.3, ONNX Runtime
+        f.add("x declared with an unknown rank", "x", python_level=False, model_level=True)
     if x_type not in FLOAT_TYPES:
         f.add(f"x is {x_type}", "x")
     if x.ndim < 2:
         f.add(f"x has rank {x.ndim}", "x")
+        _element_types(case, f, x_type)  # checked when the session is created, before x's rank
         return
     E = x.shape[-1]
     R = int(np.prod(x.shape[:-1]))

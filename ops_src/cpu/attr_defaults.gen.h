@@ -1,0 +1,26 @@
+// Attribute defaults generated from the ONNX schemas (onnx_schemas), for the kernels' parameter
+// structs. Do not edit: regenerate with `python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs`;
+// tests/test_op_table.py fails when this file and the schemas differ.
+#pragma once
+
+#include <cstdint>
+
+namespace ascend_moe::attr_defaults {
+
+namespace moe_gating_top_k_hash {
+inline constexpr float kEps = 1e-20f;
+inline constexpr int64_t kGroupCount = 1;
+inline constexpr int64_t kGroupSelectMode = 0;
+inline constexpr int64_t kKGroup = 1;
+inline constexpr int64_t kNormType = 0;
+inline constexpr int64_t kOutFlag = 0;
+inline constexpr int64_t kRenorm = 0;
+inline constexpr float kRoutedScalingFactor = 1.0f;
+}  // namespace moe_gating_top_k_hash
+
+namespace moe_re_routing {
+inline constexpr int64_t kExpertTokenNumType = 1;
+inline constexpr int64_t kIdxType = 0;
+}  // namespace moe_re_routing
+
+}  // namespace ascend_moe::attr_defaults
