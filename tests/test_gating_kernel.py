@@ -90,10 +90,13 @@ def cases() -> list[tuple[str, dict, dict]]:
     rng = np.random.default_rng(1234)
     out = []
 
-    def add(name, attrs, rows, experts, bias=False, hash_k=0, scale=1.0, shift=0.0, step=0.0):
+    def add(name, attrs, rows, experts, bias=False, hash_k=0, scale=1.0, shift=0.0, step=0.0,
+            nan=0.0):
         x = (rng.standard_normal((rows, experts)) * scale + shift).astype(np.float32)
         if step:  # exact ties: few distinct logits
             x = (np.round(x / step) * step).astype(np.float32)
+        if nan:  # this fraction of the logits NaN
+            x[rng.random(x.shape) < nan] = np.nan
         inputs = {"x": x}
         if bias:
             inputs["bias"] = (rng.standard_normal(experts) * 0.1).astype(np.float32)
@@ -126,6 +129,11 @@ def cases() -> list[tuple[str, dict, dict]]:
     add("ties_sigmoid", dict(k=8, norm_type=1, out_flag=1), 200, 256, step=0.5)
     add("ties_few_values", dict(k=16, norm_type=0, out_flag=1), 100, 384, step=1.5)
     add("ties_grouped", dict(DEEPSEEK_V3), 200, 256, step=0.25)
+    # k = 2 k_group: the selection threshold is the kept groups' least second-largest key (NaN
+    # where a kept group holds fewer than two numbers), for both group score modes
+    add("grouped_max_ties", dict(DEEPSEEK_V3, group_select_mode=0), 200, 256, bias=True, step=0.5)
+    add("grouped_nan_second", dict(DEEPSEEK_V3), 200, 256, bias=True, nan=0.8)
+    add("grouped_max_nan_second", dict(DEEPSEEK_V3, group_select_mode=0), 200, 256, nan=0.9)
     add("ties_k64", dict(k=64, norm_type=1, out_flag=1), 50, 1024, step=0.5)
     add("very_negative_sigmoid", dict(k=8, norm_type=1, out_flag=1), 100, 96, scale=20.0, shift=-60.0)
     add("very_negative_softplus", dict(k=8, norm_type=2, out_flag=1), 100, 96, scale=40.0, shift=-100.0)
