@@ -156,8 +156,15 @@ def segments(experts, x: torch.Tensor, counts: torch.Tensor, formulation: str) -
 class _Builder:
     """Appends nodes with unique names (``prefix`` + counter) to a list."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, initializers: dict | None = None):
         self.prefix, self.nodes, self._n = prefix, [], itertools.count()
+        self.initializers = initializers if initializers is not None else {}  # the model's, by name
+        self.new_initializers: list[onnx.TensorProto] = []
+
+    def initializer(self, array: np.ndarray, hint: str) -> str:
+        name = self.name(hint)
+        self.new_initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
 
     def name(self, hint: str = "t") -> str:
         return f"{self.prefix}{hint}_{next(self._n)}"
@@ -171,6 +178,12 @@ class _Builder:
     def const(self, value, dtype=np.int64) -> str:
         arr = np.asarray(value, dtype=dtype)
         return self.op("Constant", [], value=onnx.numpy_helper.from_array(arr, self.name("c")))
+
+    def dims(self, v: str, start: int, end: int) -> str:
+        """``Shape(v)[start:end]``; a constant for an initializer (which may then be dropped)."""
+        if v in self.initializers:
+            return self.const(list(self.initializers[v].dims[start:end]))
+        return self.op("Shape", [v], start=start, end=end)
 
     def cast(self, v: str, to: int) -> str:
         return self.op("Cast", [v], to=to)
@@ -211,9 +224,28 @@ def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: di
     return rnd(b.op("MatMul", [h, w_down]))
 
 
+def _stored(b: _Builder, names) -> list[np.ndarray] | None:
+    """The initializers ``names`` as arrays, or None when one is not an in-memory initializer."""
+    protos = [b.initializers.get(n) for n in names]
+    if any(p is None or p.data_location == TensorProto.EXTERNAL for p in protos):
+        return None
+    return [onnx.numpy_helper.to_array(p) for p in protos]
+
+
 def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, interleave: bool):
-    """Stacked expert weights in the layout a formulation needs (constant-folded by ONNX Runtime at
-    session creation: the nodes only read initializers)."""
+    """Stacked expert weights in the layout a formulation needs.
+
+    Written as new initializers when the weights are initializers (always, for exported blocks):
+    ONNX Runtime 1.27+ does not constant-fold results over 1 GiB, so layout nodes on a full-size
+    block's weights would run again on every call. Otherwise (weights fed at run time) as nodes."""
+    arrays = _stored(b, (gate, up, down))
+    if arrays is not None:
+        g, u, d = (x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False) for x in arrays)
+        if interleave:  # MoE op: [E, 2I, H], gate/up rows interleaved; down [E, H, I] as stored
+            fc1 = np.stack((g, u), axis=2).reshape(g.shape[0], -1, g.shape[2])
+            return b.initializer(fc1, "fc1"), down if d is arrays[2] else b.initializer(d, "fc2")
+        return (b.initializer(np.concatenate((g, u), axis=1).transpose(0, 2, 1), "w_gate_up"),
+                b.initializer(d.transpose(0, 2, 1), "w_down"))
     if a["dtype"] != to:
         gate, up, down = (b.cast(t, to) for t in (gate, up, down))
     if interleave:  # MoE op: [E, 2I, H] with gate/up rows interleaved; down [E, H, I] as stored
@@ -242,7 +274,7 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     a = _attrs(node)
     x, w, idx, gate, up, down = node.input
     wf = b.cast(w, TensorProto.FLOAT)
-    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.op("Shape", [gate], start=0, end=1)], axis=0)
+    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
     zeros = b.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     summed = b.op("ScatterElements", [zeros, b.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
     pseudo = b.op("Max", [b.op("Log", [summed]), b.const(_NEVER, np.float32)])
@@ -260,7 +292,7 @@ def _expand_segments_ort(b: _Builder, node) -> None:
     expert = b.op("ReduceSum", [b.cast(b.op("GreaterOrEqual", [b.op("Unsqueeze", [rows, b.const([1])]),
                                                              b.op("Unsqueeze", [ends, b.const([0])])]),
                                        TensorProto.INT64), b.const([1])], keepdims=1)
-    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.op("Shape", [gate], start=0, end=1)], axis=0)
+    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
     never = b.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
     zero = b.op("ConstantOfShape", [b.op("Shape", [expert])],
                 value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
@@ -353,7 +385,8 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = model.graph
     if not any(n.domain == DOMAIN for n in graph.node):
         return model
-    nodes, uses_ms = [], False
+    initializers = {t.name: t for t in graph.initializer}
+    nodes, new_initializers, uses_ms = [], [], False
     for count, node in enumerate(graph.node):
         if node.domain != DOMAIN:
             nodes.append(node)
@@ -363,15 +396,38 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
         expander = _EXPANDERS.get((node.op_type, formulation))
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
-        b = _Builder(f"experts{count}_")
+        b = _Builder(f"experts{count}_", initializers)
         expander(b, node)
         nodes.extend(b.nodes)
+        new_initializers.extend(b.new_initializers)
         uses_ms |= formulation == "ort"
     del graph.node[:]
     graph.node.extend(nodes)
+    graph.initializer.extend(new_initializers)
+    _drop_unused_initializers(graph)
     imports = [o for o in model.opset_import if o.domain != DOMAIN]
     if uses_ms and not any(o.domain == "com.microsoft" for o in imports):
         imports.append(helper.make_opsetid("com.microsoft", 1))
     del model.opset_import[:]
     model.opset_import.extend(imports)
     return model
+
+
+def _names_read(graph: onnx.GraphProto) -> set[str]:
+    """Every name a node of ``graph`` or of its subgraphs (Loop/If bodies) reads, plus its outputs."""
+    names = {o.name for o in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                names |= _names_read(g)
+    return names
+
+
+def _drop_unused_initializers(graph: onnx.GraphProto) -> None:
+    """Drop the weights only the placeholders read (now stored again in their final layout)."""
+    used = _names_read(graph)
+    kept = [t for t in graph.initializer if t.name in used]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)

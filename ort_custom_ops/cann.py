@@ -75,13 +75,16 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 
     from ascend_moe_onnx import onnx_schemas
 
-    from . import register
+    from . import register, session_options
 
     if provider not in ("cpu", "cann"):
         raise ValueError(f"provider must be 'cpu' or 'cann', got {provider!r}")
     onnx_schemas.check_nodes(model)  # what ORT cannot show a custom-op kernel (attribute names, opset)
-    so = sess_options if sess_options is not None else ort.SessionOptions()
-    register(so)
+    if sess_options is None:
+        so = session_options()
+    else:
+        so = sess_options
+        register(so)
     providers = ["CPUExecutionProvider"]
     if provider == "cann":
         reason = cann_unavailable_reason()

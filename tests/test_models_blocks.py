@@ -182,3 +182,22 @@ def test_onnx_formulation_serves_decode_and_prefill_on_one_file():
         got = verify.run_ort(sessions["ort"], block, inputs, like)
         np.testing.assert_array_equal(got[1], results["reference"][1])
         assert_output_close(got[0], results["reference"][0], "float32", what=f"T={T}")
+
+
+@pytest.mark.parametrize("experts", ["ort", "onnx"])
+def test_expert_weights_are_stored_in_their_final_layout(experts):
+    """No node rearranges weights at session creation: ONNX Runtime 1.27+ does not constant-fold
+    results over 1 GiB, so a full-size block would redo the layout on every call. The stacked
+    weights the placeholders read are replaced, not kept beside their new layout."""
+    block = presets.build("deepseek-v3", "tiny", "bfloat16")
+    model = _exported(block, experts)[0]
+    constant = {t.name for t in model.graph.initializer}
+    constant |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    folded = [n.op_type for n in model.graph.node  # Shape's output is a few integers
+              if n.op_type != "Shape" and n.input and all(i in constant for i in n.input if i)]
+    assert not folded, folded
+    weights = {t.name: t for t in model.graph.initializer}
+    if experts == "ort":
+        fc1 = next(n for n in model.graph.node if n.op_type == "MoE").input[2]
+        assert weights[fc1].data_type == onnx.TensorProto.FLOAT
+    assert not any(name.endswith(("gate_proj", "up_proj")) for name in weights), sorted(weights)
