@@ -17,6 +17,11 @@ def pytest_addoption(parser):
                      help="also run the real-size model presets (slow)")
 
 
+def pytest_configure(config):
+    # Registered here, not in pyproject, so the suite run from an installed wheel knows it too.
+    config.addinivalue_line("markers", "full_size: real-size model presets (opt in with --full-size)")
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--full-size"):
         return
