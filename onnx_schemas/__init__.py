@@ -12,7 +12,7 @@ import onnx
 import onnx.defs
 
 from . import moe_gating_top_k_hash, moe_re_routing
-from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes
+from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes, walk_graphs
 
 # One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
 # DEFAULTS, reference() and an onnx.reference OpRun class.
@@ -40,18 +40,6 @@ def opset_import() -> onnx.OperatorSetIdProto:
     return onnx.helper.make_opsetid(DOMAIN, OPSET_VERSION)
 
 
-def _graphs(graph: onnx.GraphProto):
-    """``graph`` and every subgraph (If/Loop/Scan bodies) inside it."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
 def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
     """Check what ONNX Runtime cannot show the library's kernels: the ascend.moe opset version a
     model imports, and every ascend.moe node's op type and attribute names and kinds (a misspelled
@@ -69,7 +57,7 @@ def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
             raise ValueError(
                 f"model imports opset {DOMAIN} version {imp.version}; the {DOMAIN} ops exist only at "
                 f"version {OPSET_VERSION} (a breaking change gets a new op name, never a new version)")
-    nodes = [n for g in _graphs(proto.graph) for n in g.node]
+    nodes = [n for g in walk_graphs(proto.graph) for n in g.node]
     nodes += [n for f in proto.functions for n in f.node]
     for node in nodes:
         if node.domain != DOMAIN:

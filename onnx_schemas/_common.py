@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -178,3 +178,15 @@ def fail_inference(op: str, message: str):
 
 FLOAT = TensorProto.FLOAT
 INT32 = TensorProto.INT32
+
+
+def walk_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph nested in its nodes' attributes (If, Loop, Scan, ...)."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from walk_graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from walk_graphs(sub)

@@ -19,7 +19,7 @@ import onnx
 from onnx import helper
 from onnx.defs import OpSchema
 
-from ._common import DOMAIN, resolve_attributes
+from ._common import DOMAIN, resolve_attributes, walk_graphs
 from ._function_body import MIN_OPSET
 from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
 from .moe_re_routing_function import build_function as build_moe_re_routing
@@ -100,21 +100,9 @@ def specialisation_key(node: onnx.NodeProto) -> str:
     return "_".join([f"{a}{_fmt(attrs[n])}" for a, n in zip(abbrs, names)] + [f"i{bits}"])
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and every subgraph nested in its nodes' attributes (If, Loop, Scan, ...)."""
-    yield graph
-    for node in graph.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sub in a.graphs:
-                    yield from _graphs(sub)
-
-
 def _all_nodes(model: onnx.ModelProto, skip_functions: set) -> Iterator[onnx.NodeProto]:
     """Every node of the model: main graph, subgraphs, and model-local functions not in skip."""
-    containers = [g.node for g in _graphs(model.graph)]
+    containers = [g.node for g in walk_graphs(model.graph)]
     for f in model.functions:
         if (f.domain, f.name) in skip_functions:
             continue
@@ -122,10 +110,10 @@ def _all_nodes(model: onnx.ModelProto, skip_functions: set) -> Iterator[onnx.Nod
         for node in f.node:
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
-                    containers.extend(g.node for g in _graphs(a.g))
+                    containers.extend(g.node for g in walk_graphs(a.g))
                 elif a.type == onnx.AttributeProto.GRAPHS:
                     for sub in a.graphs:
-                        containers.extend(g.node for g in _graphs(sub))
+                        containers.extend(g.node for g in walk_graphs(sub))
     for nodes in containers:
         yield from nodes
 
