@@ -415,13 +415,9 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _names_read(graph: onnx.GraphProto) -> set[str]:
     """Every name a node of ``graph`` or of its subgraphs (Loop/If bodies) reads, plus its outputs."""
-    names = {o.name for o in graph.output}
-    for node in graph.node:
-        names.update(node.input)
-        for attr in node.attribute:
-            for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                names |= _names_read(g)
-    return names
+    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+
+    return {o.name for o in graph.output} | {i for g in walk_graphs(graph) for n in g.node for i in n.input}
 
 
 def _drop_unused_initializers(graph: onnx.GraphProto) -> None:
