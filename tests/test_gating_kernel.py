@@ -137,6 +137,11 @@ def cases() -> list[tuple[str, dict, dict]]:
     add("ties_k64", dict(k=64, norm_type=1, out_flag=1), 50, 1024, step=0.5)
     add("very_negative_sigmoid", dict(k=8, norm_type=1, out_flag=1), 100, 96, scale=20.0, shift=-60.0)
     add("very_negative_softplus", dict(k=8, norm_type=2, out_flag=1), 100, 96, scale=40.0, shift=-100.0)
+    # k = 8 float32 weights in one register (WeightsOf8): no renormalisation, a subnormal sum
+    # (eps = 0: the division path), softmax hash rows
+    add("softmax_k8_no_renorm", dict(k=8, norm_type=0, routed_scaling_factor=1.7, out_flag=1), 100, 128)
+    add("sigmoid_k8_subnormal_sum", dict(k=8, norm_type=1, eps=0.0, out_flag=1), 50, 96, shift=-96.0)
+    add("softmax_hash_k8", dict(k=8, norm_type=0, renorm=1), 100, 64, hash_k=8)
     return out
 
 
