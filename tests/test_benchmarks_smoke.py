@@ -59,6 +59,7 @@ def test_smoke_json_fields(smoke):
         assert set(rerouting.BASELINES) <= set(row["time_s"])
         assert row["copy_limit"] in rerouting.COPIES
         assert row["fraction_of_copy"] > 0 and row["gb_per_s"][rerouting.FUSED] > 0
+        assert row["fraction_of_node_copy"] > 0
     assert {r["counts"] for r in data["rerouting"]} == {"uniform", "skewed"}
     assert all("other_load_cores" in r for r in g + data["rerouting"] + data["model"])
     for row in data["model"]:
@@ -87,10 +88,13 @@ def test_targets_are_evaluated_from_rows():
                        for t in (16, 4096)],
             "gating_scaling": [dict(preset="DeepSeek-V3", dtype="float32", tokens=4096, threads=2, speedup=1.2)],
             "rerouting": [dict(tokens=16384, hidden=7168, dtype="int8", threads=1, fraction_of_copy=0.9,
-                               speedup={n: 1.5 for n in rerouting.BASELINES})]}
+                               speedup={n: 1.5 for n in rerouting.BASELINES}),
+                          dict(tokens=1024, hidden=2048, dtype="int8", threads=1, fraction_of_copy=0.85,
+                               fraction_of_node_copy=0.95, speedup={n: 1.5 for n in rerouting.BASELINES})]}
     got = {t["target"]: t["met"] for t in report.targets(rows)}
-    assert len(got) == 6
+    assert len(got) == 7
     assert [met for name, met in got.items() if "2 threads" in name] == [False]
+    assert [met for name, met in got.items() if "in cache" in name] == [False]  # 85% < 90%
     assert sum(got.values()) == 5
 
 
