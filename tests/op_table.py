@@ -44,7 +44,6 @@ class OpInfo:
     # Valid (inputs, attributes) with every optional input present: the generic agreement and
     # type tests run on them.
     samples: Callable[[], list] = field(repr=False, default=lambda: [])
-    function_body: bool = True  # has a pure-ONNX function body (onnx_schemas.functions)
     rtol: float = 2e-6  # agreement of the kernels with the NumPy reference (float outputs)
     atol: float = 1e-30
 
@@ -162,8 +161,7 @@ def _experts_cases():
 OPS = [
     OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
     OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
-    OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, function_body=False,
-           rtol=2e-5, atol=1e-6),
+    OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
 ]
 
 
