@@ -11,7 +11,10 @@ A block hands its experts one of two layouts:
 
 Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., experts=...)``):
 
-- ``ort``: ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT 1.23, also CUDA).
+- ``ort``: routed blocks: an ``If`` on T·k; up to ``OWN_KERNEL_MAX_ROWS`` routed rows the library's
+  ``MoeRoutedExperts`` (each selected expert read once per call), above it (and for the
+  expert-parallel segments) ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT
+  1.23, also CUDA); both read the same interleaved weights.
   It does its own softmax top-k, so it is fed pseudo-logits that select exactly our experts with
   exactly our weights: ``log(Σ w)`` per chosen expert (a hash table may name an expert twice),
   ``-1e30`` elsewhere; softmax turns that into ``w / Σw``, so the op's output rows are multiplied
