@@ -1,6 +1,6 @@
 """MoeRoutedExperts CPU kernel: the NumPy reference's results on every instruction-set path the
-CPU has (ASCEND_MOE_CPU_ISA, a fresh process each), with 1 and 2 intra-op threads (same result:
-the work split does not change the summation order), on shapes that exercise the vector tails,
+CPU has (ASCEND_MOE_CPU_ISA, a fresh process each), with 1 and 2 intra-op threads (same result;
+at these sizes the work is not split, so this checks the pool path, not the split), on shapes that exercise the vector tails,
 more rows per expert than one register tile holds, repeated experts and clamping."""
 
 from __future__ import annotations
