@@ -11,7 +11,10 @@ A block hands its experts one of two layouts:
 
 Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., experts=...)``):
 
-- ``ort``: ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT 1.23, also CUDA).
+- ``ort``: routed blocks: an ``If`` on T·k; up to ``OWN_KERNEL_MAX_ROWS`` routed rows the library's
+  ``MoeRoutedExperts`` (each selected expert read once per call), above it (and for the
+  expert-parallel segments) ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT
+  1.23, also CUDA); both read the same interleaved weights.
   It does its own softmax top-k, so it is fed pseudo-logits that select exactly our experts with
   exactly our weights: ``log(Σ w)`` per chosen expert (a hash table may name an expert twice),
   ``-1e30`` elsewhere; softmax turns that into ``w / Σw``, so the op's output rows are multiplied
@@ -52,6 +55,11 @@ DEFAULT = "ort"
 DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an exported model
 OP_ROUTED, OP_SEGMENTS = "RoutedExperts", "ExpertSegments"
 _NEVER = -1e30  # pseudo-logit of the experts a row did not choose
+# ``ort``: routed rows (T·k) up to which the library's MoeRoutedExperts runs instead of ORT's MoE op:
+# decode and small batches (16 tokens of a top-8 router are 128 rows), where the MoE op streams the
+# selected experts at 55-70 % of the memory's rate; from 256 tokens on the MoE op's GEMMs win.
+OWN_KERNEL_OP = "MoeRoutedExperts"
+OWN_KERNEL_MAX_ROWS = 256
 _ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
                torch.bfloat16: TensorProto.BFLOAT16}
 
@@ -259,28 +267,54 @@ def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, inter
     return gu, b.op("Transpose", [down], perm=[0, 2, 1])
 
 
-def _ort_moe(b: _Builder, x: str, pseudo: str, gate: str, up: str, down: str, k: int, a: dict) -> str:
-    """``com.microsoft.MoE`` in float32 on rows ``x`` with float32 ``pseudo``-logits -> float32 rows."""
+def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
+    """``com.microsoft.MoE`` in float32 on float32 rows ``x`` with float32 ``pseudo``-logits and the
+    interleaved weights ``fc1`` / ``fc2`` (``_weights``) -> float32 rows."""
     attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
                  normalize_routing_weights=0)
     if a["limit"]:
         attrs["swiglu_limit"] = float(a["limit"])
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
-    xin = x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
-    return b.op("MoE", [xin, pseudo, fc1, "", fc2], domain="com.microsoft", **attrs)
+    return b.op("MoE", [x, pseudo, fc1, "", fc2], domain="com.microsoft", outputs=outputs, **attrs)
+
+
+def _float_rows(b: _Builder, x: str, a: dict) -> str:
+    """The rows in float32 (bfloat16 blocks already hand their experts float32 rows)."""
+    return x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
+
+
+def _branch(b: _Builder, name: str, output: str) -> onnx.GraphProto:
+    """The nodes of ``b`` as an ``If`` branch whose one output is float32 ``output``."""
+    return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)])
 
 
 def _expand_routed_ort(b: _Builder, node) -> None:
+    """Up to ``OWN_KERNEL_MAX_ROWS`` routed rows: the library's MoeRoutedExperts (reads each selected
+    expert once, at the memory's rate); more: ``com.microsoft.MoE`` on pseudo-logits. One ``If`` on
+    T·k chooses at run time; both branches read the same weights."""
+    from ascend_moe_onnx import onnx_schemas
+
     a = _attrs(node)
     x, w, idx, gate, up, down = node.input
     wf = b.cast(w, TensorProto.FLOAT)
-    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
-    zeros = b.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
-    summed = b.op("ScatterElements", [zeros, b.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
-    pseudo = b.op("Max", [b.op("Log", [summed]), b.const(_NEVER, np.float32)])
-    y = _ort_moe(b, x, pseudo, gate, up, down, a["k"], a)
-    total = b.op("ReduceSum", [wf, b.const([1])], keepdims=1)
-    b.op("Mul", [y, total], outputs=[node.output[0]])
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
+    xin = _float_rows(b, x, a)
+
+    own = _Builder(b.prefix + "own_")
+    own_out = own.op(OWN_KERNEL_OP, [xin, idx, wf, fc1, fc2], domain=onnx_schemas.DOMAIN,
+                     swiglu_limit=float(a["limit"]))
+
+    moe = _Builder(b.prefix + "moe_")
+    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
+    zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
+    summed = moe.op("ScatterElements", [zeros, moe.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
+    pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
+    y = _ort_moe(moe, xin, pseudo, fc1, fc2, a["k"], a)
+    total = moe.op("ReduceSum", [wf, moe.const([1])], keepdims=1)
+    moe_out = moe.op("Mul", [y, total])
+
+    small = b.op("LessOrEqual", [b.op("Size", [idx]), b.const(OWN_KERNEL_MAX_ROWS)])
+    b.op("If", [small], outputs=[node.output[0]], then_branch=_branch(own, "own_kernel", own_out),
+         else_branch=_branch(moe, "ort_moe", moe_out))
 
 
 def _expand_segments_ort(b: _Builder, node) -> None:
@@ -297,7 +331,8 @@ def _expand_segments_ort(b: _Builder, node) -> None:
     zero = b.op("ConstantOfShape", [b.op("Shape", [expert])],
                 value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     pseudo = b.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
-    y = _ort_moe(b, x, pseudo, gate, up, down, 1, a)
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
+    y = _ort_moe(b, _float_rows(b, x, a), pseudo, fc1, fc2, 1, a)
     if a["dtype"] == TensorProto.FLOAT16:  # back to the rows' dtype (bfloat16 blocks compute in float32)
         b.op("Cast", [y], to=TensorProto.FLOAT16, outputs=[node.output[0]])
     else:
@@ -408,6 +443,11 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
     imports = [o for o in model.opset_import if o.domain != DOMAIN]
     if uses_ms and not any(o.domain == "com.microsoft" for o in imports):
         imports.append(helper.make_opsetid("com.microsoft", 1))
+    if uses_ms:  # the routed blocks' MoeRoutedExperts branch
+        from ascend_moe_onnx import onnx_schemas
+
+        if not any(o.domain == onnx_schemas.DOMAIN for o in imports):
+            imports.append(onnx_schemas.opset_import())
     del model.opset_import[:]
     model.opset_import.extend(imports)
     return model

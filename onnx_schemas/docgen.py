@@ -40,6 +40,11 @@ SHAPE_EXAMPLES: dict[str, list[tuple[dict[str, tuple[int, list]], dict[str, Any]
         ({"tokens": (TensorProto.BFLOAT16, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT32, ["N", "E"])},
          {}),
     ],
+    "MoeRoutedExperts": [
+        ({"x": (TensorProto.FLOAT, ["T", "H"]), "expert_idx": (TensorProto.INT32, ["T", "k"]),
+          "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
+          "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),
+    ],
 }
 
 _PRESENCE = {OpSchema.FormalParameterOption.Single: "required",

@@ -23,6 +23,7 @@ from ._common import DOMAIN, resolve_attributes, walk_graphs
 from ._function_body import MIN_OPSET
 from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
 from .moe_re_routing_function import build_function as build_moe_re_routing
+from .moe_routed_experts_function import build_function as build_moe_routed_experts
 
 Builder = Callable[[dict, Sequence[bool], int], onnx.FunctionProto]
 
@@ -31,6 +32,7 @@ Builder = Callable[[dict, Sequence[bool], int], onnx.FunctionProto]
 BUILDERS: dict[str, Builder] = {
     "MoeGatingTopKHash": build_moe_gating_top_k_hash,
     "MoeReRouting": build_moe_re_routing,
+    "MoeRoutedExperts": build_moe_routed_experts,
 }
 
 OVERLOAD_IR_VERSION = 10  # NodeProto.overload / FunctionProto.overload appeared in IR version 10

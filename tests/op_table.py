@@ -13,7 +13,7 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing
+from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,14 @@ class OpInfo:
     name: str
     spec: ModuleType  # onnx_schemas.<op>: SCHEMA, INPUT_NAMES, OUTPUT_NAMES, reference, <Op>Ref
     bad_cases: Callable[[], list]
-    # Calls the torch front end with torch tensors keyed by input name (None = absent).
-    torch_call: Callable[[dict, dict], tuple] = field(repr=False)
+    # Calls the torch front end with torch tensors keyed by input name (None = absent); None: the
+    # op has no torch front end (MoeRoutedExperts: an export-time op of the ``ort`` formulation).
+    torch_call: Callable[[dict, dict], tuple] | None = field(repr=False)
     # Valid (inputs, attributes) with every optional input present: the generic agreement and
     # type tests run on them.
     samples: Callable[[], list] = field(repr=False, default=lambda: [])
+    rtol: float = 2e-6  # agreement of the kernels with the NumPy reference (float outputs)
+    atol: float = 1e-30
 
 
 def _gating_torch(inputs: dict, attrs: dict):
@@ -103,15 +106,73 @@ def _rerouting_samples():
     ]
 
 
+def _experts_inputs(rng, T=3, H=20, E=5, I=6, k=2, idx_type=np.int64):
+    return {"x": rng.standard_normal((T, H)).astype(np.float32),
+            "expert_idx": rng.integers(0, E, (T, k)).astype(idx_type),
+            "routing_weights": rng.random((T, k)).astype(np.float32),
+            "gate_up_weights": (rng.standard_normal((E, 2 * I, H)) * 0.3).astype(np.float32),
+            "down_weights": (rng.standard_normal((E, H, I)) * 0.3).astype(np.float32)}
+
+
+def _experts_samples():
+    rng = np.random.default_rng(14)
+    return [
+        (_experts_inputs(rng), {}),
+        (_experts_inputs(rng, T=9, H=37, E=3, I=5, k=3, idx_type=np.int32), dict(swiglu_limit=0.5)),
+        (_experts_inputs(rng, T=0), {}),
+    ]
+
+
+def _experts_cases():
+    rng = np.random.default_rng(15)
+    good = _experts_inputs(rng)
+
+    def with_(**changes):
+        return {**good, **changes}
+
+    B = BadCase
+    return [
+        B("index-high", with_(expert_idx=np.array([[0, 1], [5, 2], [1, 1]])), {},
+          "input 'expert_idx' must be in [0, E) = [0, 5), got 5 at [1, 0]"),
+        B("index-negative", with_(expert_idx=np.array([[0, 1], [2, 2], [1, -1]], np.int32)), {},
+          "input 'expert_idx' must be in [0, E) = [0, 5), got -1 at [2, 1]"),
+        B("x-rank", with_(x=good["x"][None]), {}, "input 'x' must be 2-D [T, H], got shape [1, 3, 20]"),
+        B("idx-rows", with_(expert_idx=good["expert_idx"][:2]), {},
+          "input 'expert_idx' must be 2-D [T, k] with T = 3 (x.shape[0]), got shape [2, 2]"),
+        B("weights-shape", with_(routing_weights=good["routing_weights"][:, :1]), {},
+          "input 'routing_weights' must have the shape of expert_idx [3, 2], got shape [3, 1]"),
+        B("gate-up-odd", with_(gate_up_weights=good["gate_up_weights"][:, :11]), {},
+          "input 'gate_up_weights' must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = 20 "
+          "(x.shape[1]), got shape [5, 11, 20]"),
+        B("gate-up-hidden", with_(gate_up_weights=good["gate_up_weights"][:, :, :19]), {},
+          "input 'gate_up_weights' must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = 20 "
+          "(x.shape[1]), got shape [5, 12, 19]"),
+        B("down-shape", with_(down_weights=good["down_weights"][:4]), {},
+          "input 'down_weights' must be [E, H, I] = [5, 20, 6] (from gate_up_weights), got shape [4, 20, 6]"),
+        B("limit-negative", good, dict(swiglu_limit=-1.0),
+          "attribute 'swiglu_limit' must be finite and >= 0 (0 = no clamp), got -1"),
+        B("limit-kind", good, dict(swiglu_limit=1),
+          "attribute 'swiglu_limit' must be FLOAT, got INT 1"),
+        B("unknown-attribute", good, dict(limit=1.0),
+          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: swiglu_limit)", ort=False),
+    ]
+
+
 OPS = [
     OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
     OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
+    OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
 ]
 
 
 def bad_case_params():
     """``(op, case)`` pairs for pytest.mark.parametrize, with ids ``<op>-<case>``."""
     return [(op, case) for op in OPS for case in op.bad_cases()]
+
+
+def torch_bad_case_params():
+    """The bad cases of the ops that have a torch front end."""
+    return [(op, case) for op, case in bad_case_params() if case.torch and op.torch_call is not None]
 
 
 def bad_case_id(value) -> str:

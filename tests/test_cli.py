@@ -86,7 +86,8 @@ def test_export_then_info(capsys, tmp_path):
     assert [i.name for i in model.graph.input] == ["hidden_states", "input_ids", "additional_token_mask"]
     code, out, err = run_main(capsys, "info", path)
     assert code == 0, err
-    assert "1 ascend.moe node(s)" in out and "MoeGatingTopKHash" in out
+    # the router, and the ort formulation's MoeRoutedExperts (inside an If)
+    assert "2 ascend.moe node(s)" in out and "MoeGatingTopKHash" in out and "MoeRoutedExperts" in out
     assert "k=6" in out and "norm_type=2" in out and "routed_scaling_factor=1.5" in out
     assert "out_flag=0" in out and "eps=1e-20" in out
     assert "CPUExecutionProvider" in out and "CANNExecutionProvider" in out

@@ -197,7 +197,11 @@ def test_expert_weights_are_stored_in_their_final_layout(experts):
               if n.op_type != "Shape" and n.input and all(i in constant for i in n.input if i)]
     assert not folded, folded
     weights = {t.name: t for t in model.graph.initializer}
-    if experts == "ort":
-        fc1 = next(n for n in model.graph.node if n.op_type == "MoE").input[2]
-        assert weights[fc1].data_type == onnx.TensorProto.FLOAT
+    if experts == "ort":  # MoE op and MoeRoutedExperts (the If's two branches) read the same weights
+        from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+
+        nodes = [n for g in walk_graphs(model.graph) for n in g.node]
+        fc1 = {n.input[2] for n in nodes if n.op_type == "MoE"} | {n.input[3] for n in nodes
+                                                                 if n.op_type == "MoeRoutedExperts"}
+        assert len(fc1) == 1 and weights[fc1.pop()].data_type == onnx.TensorProto.FLOAT
     assert not any(name.endswith(("gate_proj", "up_proj")) for name in weights), sorted(weights)

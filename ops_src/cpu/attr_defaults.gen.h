@@ -23,4 +23,8 @@ inline constexpr int64_t kExpertTokenNumType = 1;
 inline constexpr int64_t kIdxType = 0;
 }  // namespace moe_re_routing
 
+namespace moe_routed_experts {
+inline constexpr float kSwigluLimit = 0.0f;
+}  // namespace moe_routed_experts
+
 }  // namespace ascend_moe::attr_defaults

@@ -94,4 +94,36 @@ inline constexpr AttrSpec kAttrs[] = {
 
 }  // namespace moe_re_routing
 
+// ---- MoeRoutedExperts
+namespace moe_routed_experts {
+
+inline constexpr const char* kName = "MoeRoutedExperts";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kNumIns = 5 };
+enum Out : size_t { kOutY = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrSwigluLimit = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInRoutingWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInGateUpWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInDownWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "", false, kInXTypes, std::size(kInXTypes)},
+    {"expert_idx", "TI", false, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
+    {"routing_weights", "", false, kInRoutingWeightsTypes, std::size(kInRoutingWeightsTypes)},
+    {"gate_up_weights", "", false, kInGateUpWeightsTypes, std::size(kInGateUpWeightsTypes)},
+    {"down_weights", "", false, kInDownWeightsTypes, std::size(kInDownWeightsTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ParamSpec kOutputs[] = {
+    {"y", "", false, kOutYTypes, std::size(kOutYTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
+};
+
+}  // namespace moe_routed_experts
+
 }  // namespace ascend_moe::defs

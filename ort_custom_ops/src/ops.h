@@ -11,12 +11,14 @@ namespace ascend_moe {
 
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
 std::vector<const OrtCustomOp*> MoeReRoutingOps();
+std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();  // CPU only
 
 // Every op of the library, in registration order.
 inline std::vector<const OrtCustomOp*> AllOps() {
   std::vector<const OrtCustomOp*> ops;
   for (auto* op : MoeGatingTopKHashOps()) ops.push_back(op);
   for (auto* op : MoeReRoutingOps()) ops.push_back(op);
+  for (auto* op : MoeRoutedExpertsOps()) ops.push_back(op);
   return ops;
 }
 

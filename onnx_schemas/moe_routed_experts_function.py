@@ -1,0 +1,52 @@
+"""Pure-ONNX function body of MoeRoutedExperts (docs/operators.md §3.2), specialised for one node.
+
+What runs where the custom-op library is not loaded: the selected experts' weights are gathered
+per (token, slot) pair ([T, k, 2I, H] and [T, k, H, I]) and applied with batched MatMuls. Correct
+for any input, but its memory grows with T·k times one expert's weights: the exporter uses the op
+only for small routed-row counts. Out-of-range indices make the Gather fail (the runtime's
+message, not the validation's).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import onnx
+
+from ._common import resolve_attributes
+from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from .moe_routed_experts import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
+
+
+def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
+    """Build the ``ascend.moe::MoeRoutedExperts`` body for one node's attributes."""
+    check_opset(SCHEMA, opset)
+    attrs = resolve_attributes(SCHEMA, dict(attributes))
+    validate_attributes(attrs)
+    has = present_flags(SCHEMA, present_inputs)
+    x, idx, w, gate_up, down = INPUT_NAMES
+    (y,) = OUTPUT_NAMES
+    g = BodyBuilder()
+    op, const = g.op, g.const
+
+    idx64 = op("Cast", idx, to=onnx.TensorProto.INT64)
+    fc1 = op("Gather", gate_up, idx64, axis=0)  # [T, k, 2I, H]
+    fc2 = op("Gather", down, idx64, axis=0)  # [T, k, H, I]
+    xk = op("Unsqueeze", x, const([1, 3], np.int64))  # [T, 1, H, 1]
+    gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
+    pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), op("Shape", down, start=2, end=3),
+                                      const([2], np.int64), axis=0))
+    gate = op("Squeeze", op("Slice", pairs, const([0], np.int64), const([1], np.int64), const([3], np.int64)),
+              const([3], np.int64))
+    up = op("Squeeze", op("Slice", pairs, const([1], np.int64), const([2], np.int64), const([3], np.int64)),
+            const([3], np.int64))
+    limit = attrs["swiglu_limit"]
+    if limit > 0:
+        gate = op("Min", gate, const(limit, np.float32))
+        up = op("Clip", up, const(-limit, np.float32), const(limit, np.float32))
+    act = op("Mul", op("Mul", gate, op("Sigmoid", gate)), up)  # [T, k, I]
+    out = op("MatMul", fc2, op("Unsqueeze", act, const([3], np.int64)))  # [T, k, H, 1]
+    weighted = op("Mul", out, op("Unsqueeze", w, const([2, 3], np.int64)))
+    op("Squeeze", op("ReduceSum", weighted, const([1], np.int64), keepdims=0), const([2], np.int64), outputs=[y])
+    return make_function(SCHEMA, attrs, has, g, opset)

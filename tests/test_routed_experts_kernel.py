@@ -1,0 +1,87 @@
+"""MoeRoutedExperts CPU kernel: the NumPy reference's results on every instruction-set path the
+CPU has (ASCEND_MOE_CPU_ISA, a fresh process each), with 1 and 2 intra-op threads (same result;
+at these sizes the work is not split, so this checks the pool path, not the split), on shapes that exercise the vector tails,
+more rows per expert than one register tile holds, repeated experts and clamping."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
+from tests.op_table import OPS, node_model
+
+pytest.importorskip("onnxruntime")
+ROOT = Path(__file__).resolve().parent.parent
+OP = next(op for op in OPS if op.name == spec.OP_TYPE)
+
+
+def cases():
+    rng = np.random.default_rng(21)
+    out = []
+    for T, H, E, I, k, limit in [(1, 70, 6, 33, 4, 0.0), (12, 48, 3, 17, 3, 0.7), (40, 129, 8, 64, 2, 0.0)]:
+        idx = rng.integers(0, E, (T, k))
+        idx[0, -1] = idx[0, 0]  # a token naming an expert twice (hash routing)
+        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int32),
+                  "routing_weights": rng.random((T, k)).astype(np.float32),
+                  "gate_up_weights": (rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)).astype(np.float32),
+                  "down_weights": (rng.standard_normal((E, H, I)) / np.sqrt(I)).astype(np.float32)}
+        out.append((inputs, {"swiglu_limit": limit} if limit else {}))
+    return out
+
+
+_CHILD = textwrap.dedent("""
+    import sys, numpy as np
+    sys.path.insert(0, {root!r})
+    import onnxruntime as ort
+    from ascend_moe_onnx import ort_custom_ops
+    from tests.op_table import OPS, node_model
+    from tests.test_routed_experts_kernel import OP, cases
+    out = {{}}
+    for i, (inputs, attrs) in enumerate(cases()):
+        model = node_model(OP, inputs, attrs, ranks=True).SerializeToString()
+        for threads in (1, 2):
+            sess = ort.InferenceSession(model, ort_custom_ops.session_options(threads), providers=["CPUExecutionProvider"])
+            out[f"{{i}}_{{threads}}"] = sess.run(None, inputs)[0]
+    np.savez({path!r}, **out)
+""")
+
+
+def _paths():
+    from tests.test_gating_kernel import cpu_isa_paths
+
+    return sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()})
+
+
+@pytest.mark.parametrize("isa", _paths())
+def test_every_isa_path_matches_the_reference(isa, tmp_path):
+    path = str(tmp_path / f"{isa}.npz")
+    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa)
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(path) as got:
+        for i, (inputs, attrs) in enumerate(cases()):
+            (expected,) = spec.reference(*[inputs[n] for n in spec.INPUT_NAMES], **attrs)
+            np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=1e-4, atol=1e-5, err_msg=f"{isa} case {i}")
+            np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
+
+
+def test_out_of_range_index_is_reported_not_read():
+    import onnxruntime as ort
+
+    inputs, attrs = cases()[1]
+    bad = dict(inputs, expert_idx=inputs["expert_idx"].copy())
+    bad["expert_idx"][7, 2] = 1 << 30
+    sess = ort.InferenceSession(node_model(OP, bad, attrs).SerializeToString(), ort_custom_ops.session_options(1),
+                                providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match=r"MoeRoutedExperts: input 'expert_idx' must be in \[0, E\) = \[0, 3\), "
+                                        r"got 1073741824 at \[7, 2\]"):
+        sess.run(None, bad)
