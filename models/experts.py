@@ -27,9 +27,9 @@ Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., exper
   ``Loop`` over the experts that received rows, each on its contiguous segment, collect the
   segments in a sequence and put the rows back in order. One graph serves decode and prefill; no
   buffer grows with E·C. Each iteration copies one active expert's weights (ONNX has no view of
-  one expert of a stacked initializer) and consumes them while they are in cache: at one token
-  this measured 2× faster than gathering all selected experts' weights first and running one
-  batched MatMul (that copy of every selected weight was then read again from memory).
+  one expert of a stacked initializer), one column chunk of ~2 MB at a time (``CHUNK_BYTES``),
+  each consumed by its MatMul while it is in cache: copying a whole 12.6 MB matrix first ran at
+  half the rate; gathering all selected experts' weights before one batched MatMul was slower still.
 - ``padded``: the previous formulation (zero-padded ``[E, C, H]`` buckets, C = the largest expert
   load), kept for comparison in the benchmarks; never the default.
 
@@ -104,7 +104,7 @@ def using(module: torch.nn.Module, formulation: str | None):
 
 def _attributes(experts, formulation: str) -> dict:
     return {"formulation": formulation, "limit": float(experts.limit), "act_fp32": int(experts.act_fp32),
-            "dtype": _ONNX_DTYPE[experts.dtype], "inter": int(experts.gate_proj.shape[1])}
+            "dtype": _ONNX_DTYPE[experts.dtype]}
 
 
 def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formulation: str) -> torch.Tensor:
@@ -201,18 +201,17 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: dict) -> str:
-    """SwiGLU on rows ``x`` with gate|up weights ``w_gu`` ([.., H, 2I], gate first) and down
-    ``w_down`` ([.., I, H]); every result rounded to the block dtype when it is bfloat16 (models.layers)."""
+def _swiglu_nodes(b: _Builder, x: str, project, a: dict) -> str:
+    """SwiGLU on rows ``x``; ``project(rows, which)`` is ``rows`` through the expert's ``gate``,
+    ``up`` or ``down`` projection. Every result rounded to the block dtype when it is bfloat16
+    (models.layers)."""
     bf16 = a["dtype"] == TensorProto.BFLOAT16
     compute = TensorProto.FLOAT if bf16 else a["dtype"]
 
     def rnd(v):
         return b.cast(b.cast(v, TensorProto.BFLOAT16), TensorProto.FLOAT) if bf16 else v
 
-    gu = rnd(b.op("MatMul", [x, w_gu]))
-    g = b.op("Slice", [gu, b.const([0]), b.const([inter]), b.const([-1])])
-    u = b.op("Slice", [gu, b.const([inter]), b.const([2 * inter]), b.const([-1])])
+    g, u = rnd(project(x, "gate")), rnd(project(x, "up"))
     act_fp32 = a["act_fp32"] and compute != TensorProto.FLOAT
     if act_fp32:
         g, u = b.cast(g, TensorProto.FLOAT), b.cast(u, TensorProto.FLOAT)
@@ -229,7 +228,7 @@ def _swiglu_nodes(b: _Builder, x: str, w_gu: str, w_down: str, inter: int, a: di
         h = rnd(b.op("Mul", [silu, u]))
     else:
         h = rnd(b.op("Mul", [rnd(silu), u]))
-    return rnd(b.op("MatMul", [h, w_down]))
+    return rnd(project(h, "down"))
 
 
 def _stored(b: _Builder, names) -> list[np.ndarray] | None:
@@ -240,8 +239,9 @@ def _stored(b: _Builder, names) -> list[np.ndarray] | None:
     return [onnx.numpy_helper.to_array(p) for p in protos]
 
 
-def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, interleave: bool):
-    """Stacked expert weights in the layout a formulation needs.
+def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int):
+    """Stacked expert weights in the MoE layout both `ort` branches read: fc1 [E, 2I, H] with gate/up
+    rows interleaved, fc2 [E, H, I] as stored.
 
     Written as new initializers when the weights are initializers (always, for exported blocks):
     ONNX Runtime 1.27+ does not constant-fold results over 1 GiB, so layout nodes on a full-size
@@ -249,22 +249,65 @@ def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, inter
     arrays = _stored(b, (gate, up, down))
     if arrays is not None:
         g, u, d = (x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False) for x in arrays)
-        if interleave:  # MoE op: [E, 2I, H], gate/up rows interleaved; down [E, H, I] as stored
-            fc1 = np.stack((g, u), axis=2).reshape(g.shape[0], -1, g.shape[2])
-            return b.initializer(fc1, "fc1"), down if d is arrays[2] else b.initializer(d, "fc2")
-        return (b.initializer(np.concatenate((g, u), axis=1).transpose(0, 2, 1), "w_gate_up"),
-                b.initializer(d.transpose(0, 2, 1), "w_down"))
+        fc1 = np.stack((g, u), axis=2).reshape(g.shape[0], -1, g.shape[2])
+        return b.initializer(fc1, "fc1"), down if d is arrays[2] else b.initializer(d, "fc2")
     if a["dtype"] != to:
         gate, up, down = (b.cast(t, to) for t in (gate, up, down))
-    if interleave:  # MoE op: [E, 2I, H] with gate/up rows interleaved; down [E, H, I] as stored
-        pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])],
-                    axis=2)
-        shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1]),
-                                b.op("Shape", [gate], start=2, end=3)], axis=0)
-        return b.op("Reshape", [pair, shape]), down
-    # MatMul layout: rows @ [E, H, 2I] (gate columns first) and @ [E, I, H]
-    gu = b.op("Transpose", [b.op("Concat", [gate, up], axis=1)], perm=[0, 2, 1])
-    return gu, b.op("Transpose", [down], perm=[0, 2, 1])
+    pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])], axis=2)
+    shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1]),
+                            b.op("Shape", [gate], start=2, end=3)], axis=0)
+    return b.op("Reshape", [pair, shape]), down
+
+
+# Column chunks of the `onnx` formulation's expert matrices: a Gather copies one chunk of one
+# expert and the MatMul after it reads the copy while it is still in the cache. Copying a whole
+# 12.6 MB gate|up matrix first and then reading it back ran at half the rate (~9 vs ~18 GB/s from
+# DRAM, one core, ORT 1.32); chunks of 1.5-3 MB measured best (smaller ones add node overhead).
+CHUNK_BYTES = 2 * 2**20
+
+
+def _column_chunks(k: int, n: int, itemsize: int) -> list[tuple[int, int]]:
+    """Column ranges splitting a [k, n] matrix into chunks of at most ~CHUNK_BYTES (widths a
+    multiple of 16, MLAS's panel width, where there is more than one chunk)."""
+    count = max(1, -(-k * n * itemsize // CHUNK_BYTES))
+    if count == 1:
+        return [(0, n)]
+    width = -(-n // count)
+    width = min(n, -(-width // 16) * 16)
+    return [(s, min(n, s + width)) for s in range(0, n, width)]
+
+
+def _chunked_weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int) -> dict:
+    """``gate`` / ``up`` / ``down`` ([E, N, K], torch's layout) in MatMul layout [E, K, n] split into
+    column chunks (``_column_chunks``): name -> list of chunk names, in column order.
+
+    New initializers when the weights are in-memory initializers (as in ``_weights``), else
+    Slice + Transpose nodes, one per chunk (constant-folded by ONNX Runtime when the weights are
+    initializers stored as external data; chunk-sized transients)."""
+    itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(to)).itemsize
+    arrays = _stored(b, (gate, up, down))
+    out = {}
+    for i, (which, w) in enumerate((("gate", gate), ("up", up), ("down", down))):
+        if arrays is not None:
+            arr = arrays[i].astype(helper.tensor_dtype_to_np_dtype(to), copy=False)
+            out[which] = [b.initializer(arr[:, s:e, :].transpose(0, 2, 1), f"w_{which}")
+                          for s, e in _column_chunks(arr.shape[2], arr.shape[1], itemsize)]
+            continue
+        full = w if a["dtype"] == to else b.cast(w, to)
+        if w not in b.initializers:  # shape unknown here: one chunk
+            out[which] = [b.op("Transpose", [full], perm=[0, 2, 1])]
+            continue
+        dims = b.initializers[w].dims
+        out[which] = [b.op("Transpose", [b.op("Slice", [full, b.const([s]), b.const([e]), b.const([1])])],
+                           perm=[0, 2, 1]) for s, e in _column_chunks(dims[2], dims[1], itemsize)]
+    return out
+
+
+def _chunked_matmul(b: _Builder, rows: str, chunks: list, e: str) -> str:
+    """``rows`` @ expert ``e``'s matrix given as column ``chunks``: Gather then MatMul per chunk, in
+    that order (each copy is read while it is in the cache), the parts concatenated."""
+    parts = [b.op("MatMul", [rows, b.op("Gather", [c, e])]) for c in chunks]
+    return parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=-1)
 
 
 def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
@@ -296,7 +339,7 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     a = _attrs(node)
     x, w, idx, gate, up, down = node.input
     wf = b.cast(w, TensorProto.FLOAT)
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
     xin = _float_rows(b, x, a)
 
     own = _Builder(b.prefix + "own_")
@@ -331,7 +374,7 @@ def _expand_segments_ort(b: _Builder, node) -> None:
     zero = b.op("ConstantOfShape", [b.op("Shape", [expert])],
                 value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     pseudo = b.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, interleave=True)
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
     y = _ort_moe(b, _float_rows(b, x, a), pseudo, fc1, fc2, 1, a)
     if a["dtype"] == TensorProto.FLOAT16:  # back to the rows' dtype (bfloat16 blocks compute in float32)
         b.op("Cast", [y], to=TensorProto.FLOAT16, outputs=[node.output[0]])
@@ -339,10 +382,10 @@ def _expand_segments_ort(b: _Builder, node) -> None:
         b.op("Identity", [y], outputs=[node.output[0]])
 
 
-def _segment_loop(b: _Builder, xs: str, counts: str, w_gu: str, w_down: str, inter: int, a: dict,
-                  compute: int) -> str:
-    """Loop over the experts with rows: expert e runs on rows [start_e, end_e) of ``xs``; the
-    segments are collected in a sequence and concatenated (rows stay in ``xs`` order)."""
+def _segment_loop(b: _Builder, xs: str, counts: str, weights: dict, a: dict, compute: int) -> str:
+    """Loop over the experts with rows: expert e runs on rows [start_e, end_e) of ``xs`` with its
+    column-chunked ``weights`` (``_chunked_weights``); the segments are collected in a sequence and
+    concatenated (rows stay in ``xs`` order)."""
     ends = b.op("CumSum", [counts, b.const(0)])
     starts = b.op("Sub", [ends, counts])
     active = b.op("Squeeze", [b.op("NonZero", [counts]), b.const([0])])
@@ -353,7 +396,7 @@ def _segment_loop(b: _Builder, xs: str, counts: str, w_gu: str, w_down: str, int
     start = body.op("Unsqueeze", [body.op("Gather", [starts, e]), body.const([0])])
     end = body.op("Unsqueeze", [body.op("Gather", [ends, e]), body.const([0])])
     seg = body.op("Slice", [xs, start, end, body.const([0])])
-    y = _swiglu_nodes(body, seg, body.op("Gather", [w_gu, e]), body.op("Gather", [w_down, e]), inter, a)
+    y = _swiglu_nodes(body, seg, lambda rows, which: _chunked_matmul(body, rows, weights[which], e), a)
     cond_out = body.op("Identity", [cond_in])
     seq_out = body.op("SequenceInsert", [seq_in, y])
     graph = helper.make_graph(
@@ -373,22 +416,21 @@ def _segment_loop(b: _Builder, xs: str, counts: str, w_gu: str, w_down: str, int
 
 def _expand_routed_onnx(b: _Builder, node) -> None:
     a = _attrs(node)
-    inter = a["inter"]
     x, w, idx, gate, up, down = node.input
     bf16 = a["dtype"] == TensorProto.BFLOAT16
     compute = TensorProto.FLOAT if bf16 else a["dtype"]
     k = a["k"]
-    w_gu, w_down = _weights(b, gate, up, down, a, compute, interleave=False)
+    weights = _chunked_weights(b, gate, up, down, a, compute)
     flat = b.op("Reshape", [b.cast(idx, TensorProto.INT64), b.const([-1])])
     P = b.op("Size", [flat])
     # sort the (token, slot) rows by expert; row p = token p // k
     order = b.op("TopK", [flat, b.op("Reshape", [P, b.const([1])])], n_out=2, largest=0, sorted=1)[1]
     xs = b.op("Gather", [x, b.op("Div", [order, b.const(k)])])  # [P, H]
-    E = b.op("Shape", [w_gu], start=0, end=1)
+    E = b.op("Shape", [weights["gate"][0]], start=0, end=1)
     counts = b.op("ScatterElements", [b.op("ConstantOfShape", [E], value=helper.make_tensor(
         "z", TensorProto.INT64, [1], [0])), flat, b.op("Expand", [b.const(1), b.op("Shape", [flat])])],
         axis=0, reduction="add")
-    ys = _segment_loop(b, xs, counts, w_gu, w_down, inter, a, compute)
+    ys = _segment_loop(b, xs, counts, weights, a, compute)
     inv = b.op("ScatterElements", [order, order, b.op("Range", [b.const(0), P, b.const(1)])], axis=0)
     y = b.op("Gather", [ys, inv])
     yk = b.op("Reshape", [b.cast(y, TensorProto.FLOAT) if compute != TensorProto.FLOAT else y,
@@ -400,11 +442,10 @@ def _expand_routed_onnx(b: _Builder, node) -> None:
 
 def _expand_segments_onnx(b: _Builder, node) -> None:
     a = _attrs(node)
-    inter = a["inter"]
     x, counts, gate, up, down = node.input
     compute = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
-    w_gu, w_down = _weights(b, gate, up, down, a, compute, interleave=False)
-    y = _segment_loop(b, x, b.cast(counts, TensorProto.INT64), w_gu, w_down, inter, a, compute)
+    weights = _chunked_weights(b, gate, up, down, a, compute)
+    y = _segment_loop(b, x, b.cast(counts, TensorProto.INT64), weights, a, compute)
     b.op("Identity", [y], outputs=[node.output[0]])
 
 

@@ -205,3 +205,30 @@ def test_expert_weights_are_stored_in_their_final_layout(experts):
                                                                  if n.op_type == "MoeRoutedExperts"}
         assert len(fc1) == 1 and weights[fc1.pop()].data_type == onnx.TensorProto.FLOAT
     assert not any(name.endswith(("gate_proj", "up_proj")) for name in weights), sorted(weights)
+
+
+def test_column_chunks_cover_the_matrix_in_16_wide_pieces():
+    chunks = routed_experts._column_chunks(2048, 768, 4)  # 6 MiB in ~2 MiB chunks
+    assert chunks[0][0] == 0 and chunks[-1][1] == 768 and len(chunks) == 3
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert all((e - s) % 16 == 0 for s, e in chunks[:-1])
+    assert routed_experts._column_chunks(64, 32, 4) == [(0, 32)]
+
+
+@pytest.mark.parametrize("name,dtype", [("deepseek-v3", "float32"), ("deepseek-v4", "float32"),
+                                        ("qwen3-moe", "bfloat16"), ("mixtral", "float16"),
+                                        ("ep-int8", "bfloat16")])
+def test_onnx_formulation_with_several_column_chunks(monkeypatch, name, dtype):
+    """Small chunks, so that the tiny blocks' matrices are split (uneven last chunk included): the
+    chunked Gather + MatMul pairs and their Concat give the reference's results."""
+    monkeypatch.setattr(routed_experts, "CHUNK_BYTES", 1000)
+    block = presets.build(name, "tiny", dtype)
+    data = verify.export_block(block, EXPORT_TOKENS, experts="onnx")
+    model = onnx.load_from_string(data)
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    weights = {t.name for t in model.graph.initializer}
+    gathers = [n for n in loop.attribute[0].g.node if n.op_type == "Gather" and n.input[0] in weights]
+    assert len(gathers) > 3, len(gathers)
+    checks = verify.verify_block(block, TOKEN_COUNTS, cache_key=None, experts="onnx")
+    for c in checks:
+        assert c.passed, f"{name} {dtype} {c.got} vs {c.ref}: {c}"
