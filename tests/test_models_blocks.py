@@ -18,7 +18,9 @@ from ascend_moe_onnx.models import experts as routed_experts
 from ascend_moe_onnx.models import presets
 
 EXPORT_TOKENS = verify.EXPORT_TOKENS
-TOKEN_COUNTS = (1, 3, 17, 64)  # never the export example
+# never the export example; the last one is past the `ort` formulation's own-kernel branch for every
+# k >= 2, so its MoE-op branch is checked too
+TOKEN_COUNTS = (1, 3, 17, 64, 1 + routed_experts.OWN_KERNEL_MAX_ROWS // 2)
 # float32 for every preset; bfloat16 / float16 where they exercise something different: logits in
 # the low-precision dtype (qwen3-moe, mixtral), float32 logits with low-precision experts
 # (deepseek-v3, deepseek-v2), hash + image routing, int8 and bf16 expert-parallel blocks.
