@@ -50,7 +50,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ascend_moe_onnx import ort_custom_ops
 
-from . import common, timing
+from . import common, read_probe, timing
 
 FUSED = "ort"  # the default formulation: every ratio is relative to it
 BASELINES = {
@@ -173,10 +173,11 @@ def last_level_cache_bytes() -> int | None:
 
 
 def read_rate(nbytes: int, threads: int, calls: int = 20) -> float:
-    """Read bandwidth (B/s) of a float32 sum over ``nbytes``, summed again and again like the
-    benchmark's samples call a block again and again on the same input: the best of ``calls``
-    (short calls, so that some run undisturbed on a shared machine). A buffer that fits the
-    caches is then read from them."""
+    """Read bandwidth (B/s) over ``nbytes``, read again and again like the benchmark's samples call
+    a block again and again on the same input: the fastest of a torch float32 sum (one stream) and
+    the native probe's sums as 1 and 4 streams side by side (``read_probe``), each the best of
+    ``calls`` (short calls, so that some run undisturbed on a shared machine). A buffer that fits
+    the caches is then read from them."""
     import time
 
     with common.torch_threads(threads):
@@ -187,7 +188,8 @@ def read_rate(nbytes: int, threads: int, calls: int = 20) -> float:
             t0 = time.perf_counter()
             buf.sum()
             best = min(best, time.perf_counter() - t0)
-    return buf.numel() * 4 / best
+    native = read_probe.read_rates(buf.numpy(), calls)
+    return max([buf.numel() * 4 / best, *native.values()])
 
 
 def machine_rates(threads: int) -> dict:

@@ -1,7 +1,8 @@
 """MoeRoutedExperts CPU kernel: the NumPy reference's results on every instruction-set path the
-CPU has (ASCEND_MOE_CPU_ISA, a fresh process each), with 1 and 2 intra-op threads (same result;
-at these sizes the work is not split, so this checks the pool path, not the split), on shapes that exercise the vector tails,
-more rows per expert than one register tile holds, repeated experts and clamping."""
+CPU has (ASCEND_MOE_CPU_ISA, a fresh process each), with 1 and 2 intra-op threads (same result:
+the last case has several gate/up work items per expert, which two threads split), on shapes that
+exercise the vector tails, weight blocks that do not divide into the kernel's 4 streams, more rows
+per expert than one register tile holds, repeated experts and clamping."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ OP = next(op for op in OPS if op.name == spec.OP_TYPE)
 def cases():
     rng = np.random.default_rng(21)
     out = []
-    for T, H, E, I, k, limit in [(1, 70, 6, 33, 4, 0.0), (12, 48, 3, 17, 3, 0.7), (40, 129, 8, 64, 2, 0.0)]:
+    for T, H, E, I, k, limit in [(1, 70, 6, 33, 4, 0.0), (12, 48, 3, 17, 3, 0.7), (40, 129, 8, 64, 2, 0.0),
+                                     (3, 300, 4, 203, 2, 0.0)]:
         idx = rng.integers(0, E, (T, k))
         idx[0, -1] = idx[0, 0]  # a token naming an expert twice (hash routing)
         inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int32),

@@ -1,18 +1,29 @@
 // Micro-benchmark of the MoeRoutedExperts CPU kernel, one thread: GB/s of selected-expert weights
-// streamed per call, against a plain read probe (a float sum over a buffer larger than the caches)
-// in the same process. Calls rotate through inputs routed to different experts, so the weights
-// come from DRAM as in decode.
-//   benchmarks/native/build_experts_micro.sh && build/experts_micro [H E I k T...]
+// streamed per call, against plain read probes (float sums over a buffer larger than the caches, as
+// one stream and as 4 streams side by side: the faster is this core's read rate) in the same
+// process. Calls rotate through inputs routed to different experts, so the weights come from DRAM as
+// in decode. Built with a base commit (build_experts_micro.sh BASE), it also times that commit's
+// kernel ("before", linked under another namespace), interleaved with today's.
+//   benchmarks/native/build_experts_micro.sh [BASE] && build/experts_micro [H E I k T...]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops_src/cpu/moe_routed_experts.h"
 
 using namespace ascend_moe::cpu;
+
+#ifdef EXPERTS_MICRO_BEFORE
+// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before.
+#define ascend_moe ascend_moe_before
+#include "build/experts_before/ops_src/cpu/moe_routed_experts.h"
+#undef ascend_moe
+#endif
 
 namespace {
 
@@ -20,22 +31,36 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Best read rate (B/s) of a 4-accumulator float sum over `buf`.
-double ReadProbe(const std::vector<float>& buf, int calls) {
+// Read rate (B/s) of a float sum over `buf` as S streams side by side (S = 1 or 4), best of `calls`.
+double ReadProbe(const std::vector<float>& buf, int streams, int calls) {
   double best = 1e30;
   volatile float sink = 0;
+  const size_t part = buf.size() / streams / 64 * 64;
   for (int c = 0; c < calls; ++c) {
     const double t0 = Now();
-    float s[64] = {};
-    for (size_t i = 0; i + 64 <= buf.size(); i += 64)
-      for (int j = 0; j < 64; ++j) s[j] += buf[i + j];  // vectorised: 4 independent 16-lane sums
-    for (int j = 0; j < 64; ++j) sink = sink + s[j];
+    float s[4][16] = {};
+    for (size_t i = 0; i < part; i += 16)
+      for (int p = 0; p < streams; ++p)
+        for (int j = 0; j < 16; ++j) s[p][j] += buf[p * part + i + j];
+    for (auto& row : s)
+      for (float v : row) sink = sink + v;
     best = std::min(best, Now() - t0);
   }
-  return buf.size() * 4.0 / best;
+  return part * streams * 4.0 / best;
 }
 
 }  // namespace
+
+// One kernel (today's or the base commit's) on one ISA path: a call over one rotation input.
+template <class Params, class Buffers, class Plan, class Isa>
+bool RunKernel(const Params& p, const Buffers& b, const void* idx, Isa isa, int64_t H) {
+  Plan plan;
+  plan.Build(p, idx, nullptr);
+  if (!plan.UseIsa(isa)) return false;
+  plan.UpItems(b, 0, plan.num_up_items());
+  plan.DownColumns(b, 0, H);
+  return true;
+}
 
 int main(int argc, char** argv) {
   const int64_t H = argc > 1 ? atoll(argv[1]) : 2048, E = argc > 2 ? atoll(argv[2]) : 32;
@@ -49,14 +74,15 @@ int main(int argc, char** argv) {
   for (auto& v : fc1) v = uni(rng);
   for (auto& v : fc2) v = uni(rng);
   std::vector<float> probe(static_cast<size_t>(256) << 20 >> 2, 1.0f);  // 256 MiB
-  const double dram = ReadProbe(probe, 10);
-  std::printf("H %lld E %lld I %lld k %lld; read probe %.1f GB/s\n", (long long)H, (long long)E, (long long)I,
-              (long long)k, dram / 1e9);
+  const double one = ReadProbe(probe, 1, 10), four = ReadProbe(probe, 4, 10);
+  const double dram = std::max(one, four);
+  std::printf("H %lld E %lld I %lld k %lld; read probe %.1f GB/s (one stream %.1f, four %.1f)\n", (long long)H,
+              (long long)E, (long long)I, (long long)k, dram / 1e9, one / 1e9, four / 1e9);
   for (int64_t T : token_counts) {
     const int rotation = 8;
     std::vector<std::vector<int64_t>> idx(rotation);
     std::vector<float> x(static_cast<size_t>(T * H)), w(static_cast<size_t>(T * k), 0.125f),
-        y(static_cast<size_t>(T * H));
+        y(static_cast<size_t>(T * H)), y_before(y.size());
     for (auto& v : x) v = uni(rng);
     double bytes = 0;
     for (auto& ids : idx) {
@@ -76,26 +102,43 @@ int main(int argc, char** argv) {
     for (ExpertsIsa isa : {ExpertsIsa::kAvx512, ExpertsIsa::kAvx2, ExpertsIsa::kBaseline}) {
       MoeRoutedExpertsParams p;
       p.tokens = T, p.hidden = H, p.k = k, p.experts = E, p.inter = I;
-      double best = 1e30;
+      struct Candidate {
+        std::string name;
+        std::function<bool(int)> call;  // one rotation input; false: the ISA is missing
+        double best = 1e30;
+      };
+      std::vector<Candidate> candidates;
+      candidates.push_back({"now", [&](int r) {
+        MoeRoutedExpertsBuffers b{x.data(), idx[r].data(), w.data(), fc1.data(), fc2.data(), y.data()};
+        return RunKernel<MoeRoutedExpertsParams, MoeRoutedExpertsBuffers, MoeRoutedExpertsPlan>(p, b, idx[r].data(),
+                                                                                                isa, H);
+      }});
+#ifdef EXPERTS_MICRO_BEFORE
+      namespace old = ascend_moe_before::cpu;
+      old::MoeRoutedExpertsParams op;
+      op.tokens = T, op.hidden = H, op.k = k, op.experts = E, op.inter = I;
+      candidates.push_back({"before", [&](int r) {
+        old::MoeRoutedExpertsBuffers b{x.data(), idx[r].data(), w.data(), fc1.data(), fc2.data(), y_before.data()};
+        return RunKernel<old::MoeRoutedExpertsParams, old::MoeRoutedExpertsBuffers, old::MoeRoutedExpertsPlan>(
+            op, b, idx[r].data(), static_cast<old::ExpertsIsa>(isa), H);
+      }});
+#endif
       bool ok = true;
       for (int rep = 0; rep < 6 && ok; ++rep) {
-        const double t0 = Now();
-        for (int r = 0; r < rotation; ++r) {
-          MoeRoutedExpertsBuffers b{x.data(), idx[r].data(), w.data(), fc1.data(), fc2.data(), y.data()};
-          MoeRoutedExpertsPlan plan;
-          plan.Build(p, idx[r].data(), nullptr);
-          if (!plan.UseIsa(isa)) {
-            ok = false;
-            break;
-          }
-          plan.UpItems(b, 0, plan.num_up_items());
-          plan.DownColumns(b, 0, H);
+        for (auto& c : candidates) {
+          const double t0 = Now();
+          for (int r = 0; r < rotation && ok; ++r) ok = c.call(r);
+          c.best = std::min(c.best, (Now() - t0) / rotation);
         }
-        best = std::min(best, (Now() - t0) / rotation);
       }
       if (!ok) continue;
-      std::printf("T %4lld %-8s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe\n", (long long)T, ExpertsIsaName(isa),
-                  best * 1e3, bytes / best / 1e9, 100 * bytes / best / dram);
+      for (const auto& c : candidates) {
+        std::printf("T %4lld %-8s %-6s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe", (long long)T,
+                    ExpertsIsaName(isa), c.name.c_str(), c.best * 1e3, bytes / c.best / 1e9,
+                    100 * bytes / c.best / dram);
+        if (candidates.size() > 1) std::printf("  %.2fx of before", c.best / candidates.back().best);
+        std::printf("\n");
+      }
     }
   }
   return 0;

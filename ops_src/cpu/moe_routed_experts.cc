@@ -18,6 +18,9 @@
 #else
 #define ASCEND_MOE_EXPERTS_X86 0
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>  // the baseline tiles' registers on x86-64
+#endif
 
 namespace ascend_moe::cpu {
 
@@ -147,6 +150,7 @@ int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
 void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {
   const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
   std::vector<const float*> rows;
+  std::vector<float> dots;
   for (int64_t it = begin; it < end; ++it) {
     const UpItem& item = items_[static_cast<size_t>(it)];
     const int64_t e = active_[static_cast<size_t>(item.expert)];
@@ -156,18 +160,19 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     for (int64_t q = 0; q < n; ++q) rows[q] = b.x + pair_[first + q] / k * H;
     const float* fc1 = b.gate_up + e * 2 * I * H;
     float* act = act_.data() + first * I;
+    dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
     switch (isa_) {
 #if ASCEND_MOE_EXPERTS_X86
       case ExpertsIsa::kAvx512:
-        experts_avx512::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I);
+        experts_avx512::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
         break;
       case ExpertsIsa::kAvx2:
-        experts_avx2::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I);
+        experts_avx2::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
         break;
 #endif
       default:
         experts_baseline::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act,
-                                 I);
+                                 I, dots.data());
     }
   }
 }
