@@ -11,9 +11,9 @@ A block hands its experts one of two layouts:
 
 Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., experts=...)``):
 
-- ``ort``: routed blocks: an ``If`` on T·k; up to ``OWN_KERNEL_MAX_ROWS`` routed rows the library's
-  ``MoeRoutedExperts`` (each selected expert read once per call), above it (and for the
-  expert-parallel segments) ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT
+- ``ort``: an ``If`` on the routed rows (T·k; the expert-parallel block: its rows); up to
+  ``OWN_KERNEL_MAX_ROWS`` of them the library's ``MoeRoutedExperts`` (each selected expert read
+  once per call), above it ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT
   1.23, also CUDA); both read the same interleaved weights.
   It does its own softmax top-k, so it is fed pseudo-logits that select exactly our experts with
   exactly our weights: ``log(Σ w)`` per chosen expert (a hash table may name an expert twice),
@@ -331,22 +331,30 @@ def _branch(b: _Builder, name: str, output: str) -> onnx.GraphProto:
     return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)])
 
 
-def _expand_routed_ort(b: _Builder, node) -> None:
-    """Up to ``OWN_KERNEL_MAX_ROWS`` routed rows: the library's MoeRoutedExperts (reads each selected
-    expert once, at the memory's rate); more: ``com.microsoft.MoE`` on pseudo-logits. One ``If`` on
-    T·k chooses at run time; both branches read the same weights."""
+def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
+                       moe: "_Builder", moe_out: str, outputs: list) -> None:
+    """An ``If`` on the routed rows (the size of ``idx``): up to ``OWN_KERNEL_MAX_ROWS`` the
+    library's MoeRoutedExperts on ``rows`` / ``idx`` / ``weights`` (reads each selected expert once,
+    at the memory's rate), above it the ``moe`` branch (``com.microsoft.MoE``, ``moe_out``). Both
+    read the same interleaved weights ``fc1`` / ``fc2``."""
     from ascend_moe_onnx import onnx_schemas
 
+    own = _Builder(b.prefix + "own_")
+    own_out = own.op(OWN_KERNEL_OP, [rows, idx, weights, fc1, fc2], domain=onnx_schemas.DOMAIN,
+                     swiglu_limit=float(a["limit"]))
+    small = b.op("LessOrEqual", [b.op("Size", [idx]), b.const(OWN_KERNEL_MAX_ROWS)])
+    b.op("If", [small], outputs=outputs, then_branch=_branch(own, "own_kernel", own_out),
+         else_branch=_branch(moe, "ort_moe", moe_out))
+
+
+def _expand_routed_ort(b: _Builder, node) -> None:
+    """MoeRoutedExperts or, past ``OWN_KERNEL_MAX_ROWS`` routed rows, ``com.microsoft.MoE`` on
+    pseudo-logits (``_own_kernel_or_moe``)."""
     a = _attrs(node)
     x, w, idx, gate, up, down = node.input
     wf = b.cast(w, TensorProto.FLOAT)
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
     xin = _float_rows(b, x, a)
-
-    own = _Builder(b.prefix + "own_")
-    own_out = own.op(OWN_KERNEL_OP, [xin, idx, wf, fc1, fc2], domain=onnx_schemas.DOMAIN,
-                     swiglu_limit=float(a["limit"]))
-
     moe = _Builder(b.prefix + "moe_")
     shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
     zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
@@ -354,14 +362,12 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
     y = _ort_moe(moe, xin, pseudo, fc1, fc2, a["k"], a)
     total = moe.op("ReduceSum", [wf, moe.const([1])], keepdims=1)
-    moe_out = moe.op("Mul", [y, total])
-
-    small = b.op("LessOrEqual", [b.op("Size", [idx]), b.const(OWN_KERNEL_MAX_ROWS)])
-    b.op("If", [small], outputs=[node.output[0]], then_branch=_branch(own, "own_kernel", own_out),
-         else_branch=_branch(moe, "ort_moe", moe_out))
+    _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]])
 
 
 def _expand_segments_ort(b: _Builder, node) -> None:
+    """Each row through its segment's expert: MoeRoutedExperts with one slot of weight 1 per row
+    or, past ``OWN_KERNEL_MAX_ROWS`` rows, ``com.microsoft.MoE`` on one-hot pseudo-logits."""
     a = _attrs(node)
     x, counts, gate, up, down = node.input
     ends = b.op("CumSum", [b.cast(counts, TensorProto.INT64), b.const(0)])
@@ -370,13 +376,19 @@ def _expand_segments_ort(b: _Builder, node) -> None:
     expert = b.op("ReduceSum", [b.cast(b.op("GreaterOrEqual", [b.op("Unsqueeze", [rows, b.const([1])]),
                                                              b.op("Unsqueeze", [ends, b.const([0])])]),
                                        TensorProto.INT64), b.const([1])], keepdims=1)
-    shape = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
-    never = b.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
-    zero = b.op("ConstantOfShape", [b.op("Shape", [expert])],
-                value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
-    pseudo = b.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
+    ones = b.op("ConstantOfShape", [b.op("Shape", [expert])],
+                value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
-    y = _ort_moe(b, _float_rows(b, x, a), pseudo, fc1, fc2, 1, a)
+    xin = _float_rows(b, x, a)
+    moe = _Builder(b.prefix + "moe_")
+    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
+    never = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
+    zero = moe.op("ConstantOfShape", [moe.op("Shape", [expert])],
+                  value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
+    pseudo = moe.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
+    moe_out = _ort_moe(moe, xin, pseudo, fc1, fc2, 1, a)
+    y = b.name("y")
+    _own_kernel_or_moe(b, xin, expert, ones, fc1, fc2, a, moe, moe_out, [y])
     if a["dtype"] == TensorProto.FLOAT16:  # back to the rows' dtype (bfloat16 blocks compute in float32)
         b.op("Cast", [y], to=TensorProto.FLOAT16, outputs=[node.output[0]])
     else:

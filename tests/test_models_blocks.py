@@ -19,8 +19,8 @@ from ascend_moe_onnx.models import presets
 
 EXPORT_TOKENS = verify.EXPORT_TOKENS
 # never the export example; the last one is past the `ort` formulation's own-kernel branch for every
-# k >= 2, so its MoE-op branch is checked too
-TOKEN_COUNTS = (1, 3, 17, 64, 1 + routed_experts.OWN_KERNEL_MAX_ROWS // 2)
+# block (routed rows T·k, the expert-parallel block's T rows), so its MoE-op branch is checked too
+TOKEN_COUNTS = (1, 3, 17, 64, 1 + routed_experts.OWN_KERNEL_MAX_ROWS)
 # float32 for every preset; bfloat16 / float16 where they exercise something different: logits in
 # the low-precision dtype (qwen3-moe, mixtral), float32 logits with low-precision experts
 # (deepseek-v3, deepseek-v2), hash + image routing, int8 and bf16 expert-parallel blocks.
@@ -34,7 +34,7 @@ CASES = ([(name, "float32") for name in presets.PRESETS if name != "ep-bf16"]
 FORMULATION_CASES = [(n, d, f) for n, d in CASES for f in routed_experts.FORMULATIONS
                      if f != "padded" or d == "float32"]
 # Op types each formulation must (or must not) put in the graph (routed blocks: onnx also has an If).
-FORMULATION_OPS = {"ort": ({"MoE"}, {"Loop"}), "onnx": ({"Loop"}, {"MoE"}),
+FORMULATION_OPS = {"ort": ({"MoE", routed_experts.OWN_KERNEL_OP}, {"Loop"}), "onnx": ({"Loop"}, {"MoE"}),
                    "padded": (set(), {"MoE", "Loop"})}
 
 
