@@ -29,5 +29,5 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=lib
 $py -c "from ascend_moe_onnx import ort_custom_ops as o; import sys; p = o.get_library_path(); print('sanitized library:', p); sys.exit(p != '$ASCEND_MOE_ORT_LIBRARY')"
 # shellcheck disable=SC2086
 $py -m pytest -q -p no:cacheprovider -n 2 $deselect \
-  tests/test_gating_ort.py tests/test_rerouting_ort.py tests/test_library_manifest.py \
+  tests/test_gating_ort.py tests/test_rerouting_ort.py tests/test_routed_experts_kernel.py tests/test_library_manifest.py \
   tests/test_concurrency.py tests/fuzz
