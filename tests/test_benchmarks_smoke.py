@@ -128,6 +128,19 @@ def test_model_rotation_selects_different_experts_and_bound_reads_dram_past_the_
     assert model.lower_bound(block, xs[:1], rates)["working_set_bytes"] < b["working_set_bytes"]
 
 
+def test_read_probe_reports_each_stream_count_and_feeds_the_bound(monkeypatch):
+    """The native read probe (compiled on first use; the set-up installs a C compiler) gives a rate
+    per stream count, and read_rate takes the fastest of it and torch's sum."""
+    import numpy as np
+
+    from ascend_moe_onnx.benchmarks import read_probe
+
+    got = read_probe.read_rates(np.ones(2**20, np.float32), calls=3)
+    assert set(got) == set(read_probe.STREAMS) and all(1e8 < v < 1e13 for v in got.values()), got
+    monkeypatch.setattr(read_probe, "read_rates", lambda buf, calls: {4: 1e15})
+    assert model.read_rate(2**20, 1, calls=2) == 1e15
+
+
 def test_model_targets_are_evaluated_from_full_size_rows():
     """Issue 9's targets: the default formulation against the best baseline, onnx against the default,
     the default's share of the bound at 1 and 16 tokens; smoke (tiny) rows are not judged."""
