@@ -56,11 +56,11 @@ DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an export
 OP_ROUTED, OP_SEGMENTS = "RoutedExperts", "ExpertSegments"
 _NEVER = -1e30  # pseudo-logit of the experts a row did not choose
 # ``ort``: routed rows (T·k) up to which the library's MoeRoutedExperts runs instead of ORT's MoE op.
-# Measured (both branches interleaved, 1 thread, top-8 blocks): the kernel takes 0.64-0.71x the MoE
-# op's time up to 64 tokens (512 rows) on the Qwen3-like block, 0.85-0.91x on the DeepSeek-V3-like
-# one; at 128 tokens (1024 rows) 0.92x / 1.01x; at 256 tokens the MoE op's GEMMs win (1.19x / 1.11x).
+# Measured (benchmarks/experts_threshold.py: the block with either branch, interleaved, 1 thread,
+# Zen 3), MoeRoutedExperts / MoE op: Qwen3-like block 0.62-0.65 at 128 tokens (1024 rows), 0.85-0.91
+# at 256 (2048), 1.13 at 384, 1.17 at 512; DeepSeek-V3-like 0.73 at 128, 0.85 at 256, 0.97 at 512.
 OWN_KERNEL_OP = "MoeRoutedExperts"
-OWN_KERNEL_MAX_ROWS = 1024
+OWN_KERNEL_MAX_ROWS = 2048
 _ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
                torch.bfloat16: TensorProto.BFLOAT16}
 
