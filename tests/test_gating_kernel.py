@@ -142,7 +142,79 @@ def cases() -> list[tuple[str, dict, dict]]:
     add("softmax_k8_no_renorm", dict(k=8, norm_type=0, routed_scaling_factor=1.7, out_flag=1), 100, 128)
     add("sigmoid_k8_subnormal_sum", dict(k=8, norm_type=1, eps=0.0, out_flag=1), 50, 96, shift=-96.0)
     add("softmax_hash_k8", dict(k=8, norm_type=0, renorm=1), 100, 64, hash_k=8)
+    # Ungrouped rows of the 8-lane selection (AVX2): the maxima of the 8-key chunks of the keys,
+    # taken in the key pass, decide which chunks are scanned for the keys >= T. Rows built so that
+    # a wrong chunk test or threshold loses a selected key (chunk_rows), with and without out_flag.
+    for out_flag in (1, 0):
+        sfx = "" if out_flag else "_no_out"
+        for experts, k in ((384, 8), (256, 8), (128, 16), (144, 8), (400, 8), (208, 4)):
+            x = chunk_rows(rng, 96, experts, k)
+            for bias_kind in ("bias", "negative_bias", "none"):
+                inputs = {"x": x}
+                if bias_kind != "none":
+                    b = (rng.standard_normal(experts) * 0.05).astype(np.float32)
+                    inputs["bias"] = b - np.float32(5.0) if bias_kind == "negative_bias" else b
+                out.append((f"chunks_{experts}_k{k}_{bias_kind}{sfx}",
+                            dict(k=k, norm_type=1, routed_scaling_factor=2.5, out_flag=out_flag),
+                            inputs))
+        # exact ties at the k-th key across chunk boundaries (equal logits, no bias)
+        out.append((f"chunk_ties{sfx}", dict(k=8, norm_type=1, out_flag=out_flag),
+                    {"x": chunk_tie_rows(rng, 64, 384, 8)}))
+    add("kimi_k2_no_out", dict(k=8, norm_type=1, routed_scaling_factor=2.827), 200, 384, bias=True)
     return out
+
+
+def chunk_rows(rng, rows: int, experts: int, k: int) -> np.ndarray:
+    """Logits whose k largest sit where a wrong chunk threshold would miss one (8-key chunks):
+    one per chunk in k random chunks (each is its chunk's maximum, the k-th one at the threshold),
+    at the chunks' last / first lanes (boundaries), all in the last chunks, all in one chunk,
+    next to whole chunks of NaN, and rows with fewer than k numbers (NaN selected by index)."""
+    x = (rng.standard_normal((rows, experts)) * 0.5 - 3.0).astype(np.float32)
+    chunks = experts // 8
+    for r in range(rows):
+        kind = r % 7
+        top = 3.0 + 0.25 * rng.permutation(k)  # distinct, well apart in float32
+        if kind == 0:
+            pos = rng.choice(chunks, k, replace=False) * 8 + rng.integers(0, 8, k)
+        elif kind == 1:
+            q0 = int(rng.integers(0, chunks - k + 1))
+            pos = (np.arange(q0, q0 + k) * 8 + np.where(np.arange(k) % 2 == 0, 7, 0))
+        elif kind == 2:
+            pos = experts - 1 - rng.choice(16, k, replace=False)
+        elif kind == 3:
+            q = int(rng.integers(0, chunks - 2))
+            pos = q * 8 + rng.choice(16, k, replace=False)
+        elif kind == 4:  # whole chunks of NaN beside the top keys
+            nan_chunks = rng.choice(chunks, chunks // 3, replace=False)
+            free = np.setdiff1d(np.arange(experts), (nan_chunks[:, None] * 8 + np.arange(8)).ravel())
+            pos = rng.choice(free, k, replace=False)
+            x[r, (nan_chunks[:, None] * 8 + np.arange(8)).ravel()] = np.nan
+        elif kind == 5:  # the k-th largest key equals the next chunk's maximum minus a step
+            pos = rng.choice(chunks, k, replace=False) * 8 + rng.integers(0, 8, k)
+            rest = np.setdiff1d(np.arange(experts), pos)
+            x[r, rng.choice(rest, 3, replace=False)] = top.min() - 0.125
+        else:  # fewer than k numbers: the NaN experts of lowest index complete the selection
+            x[r] = np.nan
+            pos = rng.choice(experts, k // 2, replace=False)
+            top = top[: k // 2]
+        x[r, pos] = top
+    return x
+
+
+def chunk_tie_rows(rng, rows: int, experts: int, k: int) -> np.ndarray:
+    """k - 1 distinct large logits, then the k-th value shared by experts on both sides of chunk
+    boundaries (8q + 7, 8q + 8, and one more chunk further): the lowest index wins."""
+    x = (rng.standard_normal((rows, experts)) * 0.5 - 3.0).astype(np.float32)
+    chunks = experts // 8
+    for r in range(rows):
+        q = int(rng.integers(0, chunks - 4))
+        tied = [8 * q + 7, 8 * q + 8, 8 * (q + 3) + int(rng.integers(0, 8))]
+        if r % 2:
+            tied = tied[::-1][:2] + [8 * q + 15]
+        rest = np.setdiff1d(np.arange(experts), tied)
+        x[r, rng.choice(rest, k - 1, replace=False)] = 3.0 + 0.25 * rng.permutation(k - 1)
+        x[r, tied] = 2.0
+    return x
 
 
 _CHILD = """
