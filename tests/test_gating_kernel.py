@@ -457,6 +457,7 @@ def _best_time(sess, feed, reps=5):
 
 @pytest.mark.parametrize("experts,attrs", [
     (2048, dict(k=8, norm_type=0)),
+    (2048, dict(k=8, norm_type=1)),  # AVX2: the estimate filter gives up, the exact path takes over
     (1024, dict(k=64, norm_type=1)),
     (2048, dict(k=16, k_group=64, group_count=128, norm_type=1)),
 ])
