@@ -142,7 +142,79 @@ def cases() -> list[tuple[str, dict, dict]]:
     add("softmax_k8_no_renorm", dict(k=8, norm_type=0, routed_scaling_factor=1.7, out_flag=1), 100, 128)
     add("sigmoid_k8_subnormal_sum", dict(k=8, norm_type=1, eps=0.0, out_flag=1), 50, 96, shift=-96.0)
     add("softmax_hash_k8", dict(k=8, norm_type=0, renorm=1), 100, 64, hash_k=8)
+    # Ungrouped rows of the 8-lane selection (AVX2): the maxima of the 8-key chunks of the keys,
+    # taken in the key pass, decide which chunks are scanned for the keys >= T. Rows built so that
+    # a wrong chunk test or threshold loses a selected key (chunk_rows), with and without out_flag.
+    for out_flag in (1, 0):
+        sfx = "" if out_flag else "_no_out"
+        for experts, k in ((384, 8), (256, 8), (128, 16), (144, 8), (400, 8), (208, 4)):
+            x = chunk_rows(rng, 96, experts, k)
+            for bias_kind in ("bias", "negative_bias", "none"):
+                inputs = {"x": x}
+                if bias_kind != "none":
+                    b = (rng.standard_normal(experts) * 0.05).astype(np.float32)
+                    inputs["bias"] = b - np.float32(5.0) if bias_kind == "negative_bias" else b
+                out.append((f"chunks_{experts}_k{k}_{bias_kind}{sfx}",
+                            dict(k=k, norm_type=1, routed_scaling_factor=2.5, out_flag=out_flag),
+                            inputs))
+        # exact ties at the k-th key across chunk boundaries (equal logits, no bias)
+        out.append((f"chunk_ties{sfx}", dict(k=8, norm_type=1, out_flag=out_flag),
+                    {"x": chunk_tie_rows(rng, 64, 384, 8)}))
+    add("kimi_k2_no_out", dict(k=8, norm_type=1, routed_scaling_factor=2.827), 200, 384, bias=True)
     return out
+
+
+def chunk_rows(rng, rows: int, experts: int, k: int) -> np.ndarray:
+    """Logits whose k largest sit where a wrong chunk threshold would miss one (8-key chunks):
+    one per chunk in k random chunks (each is its chunk's maximum, the k-th one at the threshold),
+    at the chunks' last / first lanes (boundaries), all in the last chunks, all in one chunk,
+    next to whole chunks of NaN, and rows with fewer than k numbers (NaN selected by index)."""
+    x = (rng.standard_normal((rows, experts)) * 0.5 - 3.0).astype(np.float32)
+    chunks = experts // 8
+    for r in range(rows):
+        kind = r % 7
+        top = 3.0 + 0.25 * rng.permutation(k)  # distinct, well apart in float32
+        if kind == 0:
+            pos = rng.choice(chunks, k, replace=False) * 8 + rng.integers(0, 8, k)
+        elif kind == 1:
+            q0 = int(rng.integers(0, chunks - k + 1))
+            pos = (np.arange(q0, q0 + k) * 8 + np.where(np.arange(k) % 2 == 0, 7, 0))
+        elif kind == 2:
+            pos = experts - 1 - rng.choice(16, k, replace=False)
+        elif kind == 3:
+            q = int(rng.integers(0, chunks - 2))
+            pos = q * 8 + rng.choice(16, k, replace=False)
+        elif kind == 4:  # whole chunks of NaN beside the top keys
+            nan_chunks = rng.choice(chunks, chunks // 3, replace=False)
+            free = np.setdiff1d(np.arange(experts), (nan_chunks[:, None] * 8 + np.arange(8)).ravel())
+            pos = rng.choice(free, k, replace=False)
+            x[r, (nan_chunks[:, None] * 8 + np.arange(8)).ravel()] = np.nan
+        elif kind == 5:  # the k-th largest key equals the next chunk's maximum minus a step
+            pos = rng.choice(chunks, k, replace=False) * 8 + rng.integers(0, 8, k)
+            rest = np.setdiff1d(np.arange(experts), pos)
+            x[r, rng.choice(rest, 3, replace=False)] = top.min() - 0.125
+        else:  # fewer than k numbers: the NaN experts of lowest index complete the selection
+            x[r] = np.nan
+            pos = rng.choice(experts, k // 2, replace=False)
+            top = top[: k // 2]
+        x[r, pos] = top
+    return x
+
+
+def chunk_tie_rows(rng, rows: int, experts: int, k: int) -> np.ndarray:
+    """k - 1 distinct large logits, then the k-th value shared by experts on both sides of chunk
+    boundaries (8q + 7, 8q + 8, and one more chunk further): the lowest index wins."""
+    x = (rng.standard_normal((rows, experts)) * 0.5 - 3.0).astype(np.float32)
+    chunks = experts // 8
+    for r in range(rows):
+        q = int(rng.integers(0, chunks - 4))
+        tied = [8 * q + 7, 8 * q + 8, 8 * (q + 3) + int(rng.integers(0, 8))]
+        if r % 2:
+            tied = tied[::-1][:2] + [8 * q + 15]
+        rest = np.setdiff1d(np.arange(experts), tied)
+        x[r, rng.choice(rest, k - 1, replace=False)] = 3.0 + 0.25 * rng.permutation(k - 1)
+        x[r, tied] = 2.0
+    return x
 
 
 _CHILD = """
@@ -229,6 +301,134 @@ print("ok")
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
+# ---- ungrouped sigmoid rows without out_flag: the estimated-score candidate filter (AVX2) ------
+
+def near_tie_inputs(rng, rows: int = 96, experts: int = 384):
+    """Rows whose selection keys near the k-th largest differ by far less than the filter's
+    estimate error (and by ~1 ulp): 24 logits within 1e-4 of each other, 40 (more candidates than
+    the filter holds), keys made equal to ~1e-5 through the bias, exact ties across chunks, and a
+    second bias for masked rows (additional_bias); every case once with a large |bias| (a wide
+    margin) and once with an infinite bias entry (the filter is not used)."""
+    x = (rng.standard_normal((rows, experts)) * 0.5 - 3.0).astype(np.float32)
+    bias = (rng.standard_normal(experts) * 0.05).astype(np.float32)
+    pos2 = rng.choice(experts, 24, replace=False)  # kind 2: the same logits in every such row
+    x2 = rng.uniform(-3.0, 4.0, 24).astype(np.float32)
+    for r in range(rows):
+        kind = r % 4
+        pos = rng.choice(experts, 40 if kind == 1 else 24, replace=False)
+        if kind in (0, 1):
+            x[r, pos] = (2.0 + 1e-4 * rng.standard_normal(pos.size)).astype(np.float32)
+            x[r, pos[:3]] = np.nextafter(x[r, pos[3]], np.float32(3))  # 1 ulp above another
+        elif kind == 2:  # keys sigmoid(x) + bias equal to ~1e-5 (bias of either sign, below)
+            x[r, pos2] = x2
+        else:  # exact ties at both sides of chunk boundaries
+            q = int(rng.integers(1, experts // 8 - 1))
+            x[r, [8 * q - 1, 8 * q, 8 * q + 1, 8 * q + 8]] = 2.5
+            x[r, pos[:6]] = 3.0 + 0.25 * np.arange(6)
+    bias[pos2] = (0.5 - 1 / (1 + np.exp(-x2.astype(np.float64)))
+                  + 1e-5 * rng.standard_normal(24)).astype(np.float32)
+    mask = np.zeros(rows, np.bool_)
+    mask[1::3] = True
+    extra = (rng.standard_normal(experts) * 0.02).astype(np.float32)
+    return x, bias, extra, mask
+
+
+def test_estimate_filter_bound_holds_for_every_float():
+    """The candidate filter of ungrouped sigmoid rows (AVX2 build) rests on |ApproxSigmoid(x) -
+    Sigmoid1(x)| <= kApproxSigmoidError: checked for all 2^32 float32 x by
+    tests/native/approx_sigmoid_check.cc (~25 s)."""
+    import shutil
+    if "avx2" not in ISA_PATHS or shutil.which("g++") is None:
+        pytest.skip("needs AVX2 + FMA and g++")
+    if not (ROOT / "ops_src/cpu").is_dir():
+        pytest.skip("needs the source tree's ops_src/")
+    exe = Path(os.environ.get("TMPDIR", "/tmp")) / f"approx_sigmoid_check_{os.getpid()}"
+    proc = subprocess.run(["g++", "-std=gnu++17", "-O3", "-I", str(ROOT),
+                           str(ROOT / "tests/native/approx_sigmoid_check.cc"), "-o", str(exe)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    try:
+        proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
+    finally:
+        exe.unlink(missing_ok=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    # The filter's margin against the estimate's worst errors of both signs: the k-th expert A
+    # (estimate too low by the most) beats 8 experts B tied 2e-6 below it (estimates too high by
+    # the most); a margin below the two errors' sum leaves A out.
+    x_over, x_under = (float(v) for v in proc.stdout.split("extremes")[1].split())
+    script = """
+import sys, numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_gating_kernel import run_ort
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
+rng = np.random.default_rng(5)
+E = 384
+sig = lambda v: 1 / (1 + np.exp(-np.float64(v)))
+x = (rng.standard_normal((32, E)) * 0.5 - 3.0).astype(np.float32)
+bias = np.zeros(E, np.float32)
+a, b = 200, [3, 60, 61, 130, 250, 251, 300, 383]
+x[:, a], x[:, b] = np.float32({x_under!r}), np.float32({x_over!r})
+bias[a] = np.float32(0.5 - sig(x[0, a]) + 2e-6)
+bias[b] = np.float32(0.5 - sig(x[0, b[0]]))
+for r in range(32):
+    free = np.setdiff1d(np.arange(E), [a] + b)
+    x[r, rng.choice(free, 7, replace=False)] = 3.0 + 0.25 * np.arange(7)
+attrs = dict(k=8, norm_type=1)
+_, i0, _ = run_ort(dict(x=x, bias=bias), dict(attrs, out_flag=0))
+_, i1, _ = run_ort(dict(x=x, bias=bias), dict(attrs, out_flag=1))
+_, ridx, _ = reference(x, bias=bias, **attrs)
+assert (i1 == ridx).all() and (i1[:, 7] == a).all(), (i1[:2], ridx[:2])
+assert (i0 == i1).all(), (i0[:2], i1[:2])
+print("ok")
+"""
+    env = dict(os.environ, **isa_env("avx2"),
+               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
+    proc = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT), x_under=x_under,
+                                                               x_over=x_over)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("isa", ISA_PATHS)
+def test_rows_without_scores_select_as_rows_with_scores(isa, tmp_path):
+    """out_flag = 0 (no scores returned: ungrouped sigmoid rows take the estimated-score filter
+    on the AVX2 path) and out_flag = 1 (every score computed) give bit-identical experts and
+    weights on every path, on rows of near-ties the estimates cannot order, with a large bias
+    (wide margin), an infinite bias entry (no filter) and masked rows (additional_bias)."""
+    script = """
+import sys, numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_gating_kernel import run_ort, near_tie_inputs
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
+rng = np.random.default_rng(11)
+for experts in (384, 144):
+    x, bias, extra, mask = near_tie_inputs(rng, experts=experts)
+    for variant in ("plain", "large_bias", "inf_bias"):
+        b = bias.copy()
+        if variant == "large_bias":
+            b += np.float32(40.0)
+        if variant == "inf_bias":
+            b[5] = np.inf
+        inputs = dict(x=x, bias=b, additional_bias=extra, additional_token_mask=mask)
+        for k in (8, 16):
+            attrs = dict(k=k, norm_type=1, routed_scaling_factor=2.5)
+            y0, i0, _ = run_ort(inputs, dict(attrs, out_flag=0))
+            y1, i1, _ = run_ort(inputs, dict(attrs, out_flag=1))
+            bad = np.flatnonzero((i0 != i1).any(1))
+            assert bad.size == 0, (experts, variant, k, bad[:5], i0[bad[:2]], i1[bad[:2]])
+            assert (y0.view(np.int32) == y1.view(np.int32)).all(), (experts, variant, k)
+            # exact ties (kind 3 rows) resolve as the reference does
+            _, ridx, _ = reference(**inputs, **attrs)
+            assert (i0[3::4] == ridx[3::4]).all(), (experts, variant, k)
+print("ok")
+"""
+    env = dict(os.environ, **isa_env(isa),
+               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
+    proc = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT))], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
 # ---- issue 15 item 1: any valid k_group ---------------------------------------------------------
 
 @pytest.mark.parametrize("experts,groups,k_group,k", [(66, 66, 65, 8), (803, 803, 67, 15),
@@ -257,6 +457,7 @@ def _best_time(sess, feed, reps=5):
 
 @pytest.mark.parametrize("experts,attrs", [
     (2048, dict(k=8, norm_type=0)),
+    (2048, dict(k=8, norm_type=1)),  # AVX2: the estimate filter gives up, the exact path takes over
     (1024, dict(k=64, norm_type=1)),
     (2048, dict(k=16, k_group=64, group_count=128, norm_type=1)),
 ])

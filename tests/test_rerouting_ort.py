@@ -245,3 +245,31 @@ def test_bad_attribute_with_typed_graph_outputs_gets_the_library_message(attr):
                               ir_version=10)
     with pytest.raises(ort_errors(), match=re.escape(f"MoeReRouting: attribute '{attr}' must be 0")):
         session(model)
+
+
+@pytest.mark.parametrize("copy", ["loop", "memcpy"])
+def test_both_block_copy_routines(copy):
+    """The token blocks are copied by the kernel's SSE2 loop on AMD CPUs with AVX-512 and by
+    memcpy elsewhere (measured faster on each, docs/kernel.md); ASCEND_MOE_REROUTING_COPY forces
+    either, so both are checked on any machine (a child process: the choice is read once)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    script = f"""
+import sys
+sys.path.insert(0, {str(root)!r})
+import tests.test_rerouting_ort as t
+t.BACKENDS = ("library",)
+t.test_randomized_sweep_torch_reference_library_and_function_agree()
+t.test_parallel_chunks_with_skewed_counts(1)
+t.test_parallel_chunks_with_skewed_counts(2)
+print("ok")
+"""
+    env = dict(os.environ, ASCEND_MOE_REROUTING_COPY=copy,
+               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]

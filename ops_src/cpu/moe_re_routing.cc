@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -46,11 +47,13 @@ void StreamCopy(unsigned char* dst, const unsigned char* src, size_t n) {
 #endif
 }
 
-// memcpy by a 64-byte unrolled SSE2 loop (the tail by memcpy). glibc's memcpy, on the blocks
+// memcpy by a 64-byte unrolled SSE2 loop (the tail by memcpy), for the token blocks. glibc's memcpy, on the blocks
 // of a permutation (kilobytes to hundreds of kilobytes, consecutive calls jumping in the
 // source), measured 8-16% slower on AMD Zen 4 (docs/kernel.md: its size dispatch takes
-// `rep movsb` there); one copy of the whole 2 MiB runs as fast as this loop.
-void CopyBytes(unsigned char* dst, const unsigned char* src, size_t n) {
+// `rep movsb` there); one copy of the whole 2 MiB runs as fast as this loop. On AMD Zen 3 it is
+// the other way round (glibc 2.36 too): this loop 6-10% slower than memcpy per block, so
+// CopyRows takes it only where it was measured faster (UseCopyLoop).
+void CopyLoop(unsigned char* dst, const unsigned char* src, size_t n) {
 #if defined(__SSE2__)
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -67,6 +70,27 @@ void CopyBytes(unsigned char* dst, const unsigned char* src, size_t n) {
 #else
   std::memcpy(dst, src, n);
 #endif
+}
+
+// Whether CopyRows takes CopyLoop for the token blocks: on AMD CPUs with AVX-512 (Zen 4 and later, where the loop
+// was measured faster than glibc's memcpy on the blocks of a permutation), not elsewhere (Zen 3:
+// memcpy measured faster; other CPUs: memcpy, as before the loop). ASCEND_MOE_REROUTING_COPY=loop
+// or =memcpy (read once) overrides it, for tests and benchmarks. The result is the same bytes.
+bool ChooseCopyLoop() {
+  const char* env = std::getenv("ASCEND_MOE_REROUTING_COPY");
+  if (env != nullptr && std::strcmp(env, "loop") == 0) return true;
+  if (env != nullptr && std::strcmp(env, "memcpy") == 0) return false;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+bool UseCopyLoop() {
+  static const bool loop = ChooseCopyLoop();
+  return loop;
 }
 
 inline void StoreFence() {
@@ -163,6 +187,7 @@ void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin,
   auto* out_scales = static_cast<unsigned char*>(b.permute_scales);
   int32_t* idx = b.permute_idx;
   const bool gather = params_.idx_type == 0;
+  const bool loop = UseCopyLoop();
 
   // The last block starting at or before `begin` contains it (blocks tile [0, A) in order).
   size_t k = static_cast<size_t>(
@@ -180,8 +205,13 @@ void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin,
       StreamCopy(out_tokens + static_cast<size_t>(lo) * trb, tokens + static_cast<size_t>(s) * trb,
                  rows * trb);
     } else {
-      CopyBytes(out_tokens + static_cast<size_t>(lo) * trb, tokens + static_cast<size_t>(s) * trb,
-                rows * trb);
+      unsigned char* d = out_tokens + static_cast<size_t>(lo) * trb;
+      const unsigned char* src = tokens + static_cast<size_t>(s) * trb;
+      if (loop) {
+        CopyLoop(d, src, rows * trb);
+      } else {
+        std::memcpy(d, src, rows * trb);
+      }
     }
     if (scales) {
       std::memcpy(out_scales + static_cast<size_t>(lo) * srb,

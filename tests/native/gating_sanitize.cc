@@ -1,7 +1,7 @@
 // Inputs that once hit undefined behaviour or overflowed a buffer in the CPU kernels (issue 15
 // items 1 and 6), for an ASan + UBSan build (tests/test_gating_kernel_sanitize.py compiles it):
-// NaN logits through the scalar exp (row tails, hash rows), k_group > 64, tied rows, and the
-// re-routing chunk size of huge rows. Exits 0 when every call returns; the sanitizers abort on UB.
+// NaN logits through the scalar exp (row tails, hash rows), k_group > 64, tied rows, the ungrouped
+// sigmoid selection's chunk and estimate paths, and the re-routing chunk size of huge rows. Exits 0 when every call returns; the sanitizers abort on UB.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -15,7 +15,8 @@ using namespace ascend_moe::cpu;
 
 namespace {
 
-int Run(MoeGatingTopKHashParams p, const std::vector<float>& x, bool hash) {
+int Run(MoeGatingTopKHashParams p, const std::vector<float>& x, bool hash,
+        const std::vector<float>* bias = nullptr) {
   const int64_t R = p.rows, E = p.experts, k = p.k;
   std::vector<float> y(R * k), out(R * E);
   std::vector<int32_t> idx(R * k), table(4 * k);
@@ -24,6 +25,7 @@ int Run(MoeGatingTopKHashParams p, const std::vector<float>& x, bool hash) {
   for (int64_t i = 0; i < 4 * k; ++i) table[i] = static_cast<int32_t>((i * 7) % E);
   MoeGatingTopKHashInputs in;
   in.x = x.data();
+  if (bias != nullptr) in.bias = bias->data();
   if (hash) {
     in.input_ids = ids.data();
     in.tid2eid = table.data();
@@ -69,6 +71,27 @@ int main() {
     MoeGatingTopKHashParams p;
     p.rows = 2, p.experts = 2048, p.k = 64, p.group_count = groups, p.k_group = groups > 1 ? 100 : 1;
     failures += Run(p, std::vector<float>(2 * 2048, 0.0f), false);
+  }
+  // Ungrouped sigmoid rows through the chunked selection and the estimated-score filter (AVX2:
+  // out_flag 0 and 1), at the largest E and with padding chunks (E = 144): random, tied, NaN and
+  // +-inf rows, k up to 16, a bias with large entries.
+  for (int64_t E : {2048, 144}) {
+    for (int flag = 0; flag < 2; ++flag) {
+      MoeGatingTopKHashParams p;
+      p.rows = 6, p.experts = E, p.k = E == 144 ? 8 : 16, p.norm_type = 1, p.out_flag = flag;
+      std::vector<float> x(6 * E), bias(E);
+      for (int64_t i = 0; i < E; ++i) {
+        x[i] = std::sin(static_cast<float>(i) * 0.7f) * 3.0f;  // random-like
+        x[E + i] = 0.0f;                                         // tied
+        x[2 * E + i] = i % 3 == 0 ? nan : x[i];                  // NaN thirds
+        x[3 * E + i] = nan;                                      // all NaN
+        x[4 * E + i] = i % 5 == 0 ? INFINITY : -INFINITY;        // +-inf
+        x[5 * E + i] = i < E - 5 ? nan : 1.0f;                   // fewer than k numbers
+        bias[i] = i % 7 == 0 ? 1e30f : std::cos(static_cast<float>(i)) * 0.1f;
+      }
+      failures += Run(p, x, false);
+      failures += Run(p, x, false, &bias);
+    }
   }
   // Re-routing chunk size for rows too large to exist (empty tensors may have them).
   {
