@@ -226,7 +226,10 @@ def test_sigmoid_saturation():
     y, idx, out = run_ort({"x": x}, attrs)
     ry, ridx, rout = reference(x, **attrs)
     np.testing.assert_array_equal(idx, ridx)
-    assert out[0, 0] == 1.0 and out[0, 2] == 1.0 and out[0, 3] == 0.0
+    # saturated: within the kernel's stated 4 ulp of 1 (docs/kernel.md; the AVX2 path's reciprocal,
+    # vrcpps + one Newton step, gives 0.99999994 on some CPUs, the other paths exactly 1), never above
+    np.testing.assert_array_max_ulp(out[0, [0, 2]], np.ones(2, np.float32), maxulp=4)
+    assert (out[0, [0, 2]] <= 1.0).all() and out[0, 3] == 0.0
     assert out[0, 1] == np.float32(np.exp(-100.0))  # subnormal e^-100, not flushed to 0
     np.testing.assert_allclose(out, rout, rtol=4e-6, atol=1e-37)
     np.testing.assert_allclose(y, ry, rtol=4e-6, atol=1e-37)
