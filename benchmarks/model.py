@@ -588,7 +588,10 @@ def targets(rows: list[dict]) -> list[tuple[str, str, bool]]:
         rel = r["best_s"][FUSED] / best[fastest]
         out.append((f"{case}: {FUSED} within 1.1x of the best of ort-moe and torch",
                     f"{rel:.2f}x ({fastest})", rel <= 1.1))
-        if "onnx" in r["best_s"]:
+        if "onnx" in r["best_s"]:  # the wording ("of it": the best baseline) and against ort
+            rel = r["best_s"]["onnx"] / best[fastest]
+            out.append((f"{case}: onnx within 2x of the best of ort-moe and torch", f"{rel:.2f}x ({fastest})",
+                        rel <= 2))
             rel = r["best_s"]["onnx"] / r["best_s"][FUSED]
             out.append((f"{case}: onnx within 2x of {FUSED}", f"{rel:.2f}x", rel <= 2))
         if r["tokens"] in SHARE_TARGETS:

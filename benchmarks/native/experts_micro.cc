@@ -31,22 +31,26 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Read rate (B/s) of a float sum over `buf` as S streams side by side (S = 1 or 4), best of `calls`.
+// Read rate (B/s) of a float sum over `buf` as S streams side by side (S = 1 or 4; each 4 MiB block
+// read as S parts, the blocks one after another: 4 streams a quarter of the whole buffer apart
+// were slower, benchmarks/read_probe.py), best of `calls`.
 double ReadProbe(const std::vector<float>& buf, int streams, int calls) {
+  constexpr size_t kBlock = size_t{1} << 20;
+  const size_t part = kBlock / streams, whole = buf.size() / kBlock * kBlock;
   double best = 1e30;
   volatile float sink = 0;
-  const size_t part = buf.size() / streams / 64 * 64;
   for (int c = 0; c < calls; ++c) {
     const double t0 = Now();
     float s[4][16] = {};
-    for (size_t i = 0; i < part; i += 16)
-      for (int p = 0; p < streams; ++p)
-        for (int j = 0; j < 16; ++j) s[p][j] += buf[p * part + i + j];
+    for (size_t b = 0; b < whole; b += kBlock)
+      for (size_t i = 0; i < part; i += 16)
+        for (int p = 0; p < streams; ++p)
+          for (int j = 0; j < 16; ++j) s[p][j] += buf[b + p * part + i + j];
     for (auto& row : s)
       for (float v : row) sink = sink + v;
     best = std::min(best, Now() - t0);
   }
-  return part * streams * 4.0 / best;
+  return whole * 4.0 / best;
 }
 
 }  // namespace
