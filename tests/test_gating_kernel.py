@@ -52,6 +52,14 @@ def isa_env(path: str) -> dict:
     return dict(ASCEND_MOE_CPU_ISA=path)
 
 
+def run_child(isa: str, script: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run ``script`` in a fresh Python process with the kernel forced to ISA path ``isa`` (the
+    library reads ASCEND_MOE_CPU_ISA once) and this session's library."""
+    env = dict(os.environ, **isa_env(isa), ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 ISA_PATHS = cpu_isa_paths()
 
 
@@ -233,10 +241,7 @@ def run_on_path(isa: str, tmp_path) -> dict:
     """Outputs of every case with the kernel forced to one ISA path (a fresh process: the
     library reads ASCEND_MOE_CPU_ISA once)."""
     path = str(tmp_path / f"{isa}.npz")
-    env = dict(os.environ, **isa_env(isa),
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = run_child(isa, _CHILD.format(root=str(ROOT), path=path), timeout=300)
     assert proc.returncode == 0, f"{isa}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
     with np.load(path) as f:
         return dict(f)
@@ -294,10 +299,7 @@ for attrs in [dict(k=8, norm_type=1, k_group=4, group_count=8, group_select_mode
     assert (idx == ridx).all(), (attrs, np.flatnonzero((idx != ridx).any(1)))
 print("ok")
 """
-    env = dict(os.environ, **isa_env(isa),
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
-    proc = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT))], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = run_child(isa, script.format(root=str(ROOT)), timeout=120)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -381,11 +383,7 @@ assert (i1 == ridx).all() and (i1[:, 7] == a).all(), (i1[:2], ridx[:2])
 assert (i0 == i1).all(), (i0[:2], i1[:2])
 print("ok")
 """
-    env = dict(os.environ, **isa_env("avx2"),
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
-    proc = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT), x_under=x_under,
-                                                               x_over=x_over)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = run_child("avx2", script.format(root=str(ROOT), x_under=x_under, x_over=x_over))
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -422,10 +420,7 @@ for experts in (384, 144):
             assert (i0[3::4] == ridx[3::4]).all(), (experts, variant, k)
 print("ok")
 """
-    env = dict(os.environ, **isa_env(isa),
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
-    proc = subprocess.run([sys.executable, "-c", script.format(root=str(ROOT))], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = run_child(isa, script.format(root=str(ROOT)), timeout=300)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -505,12 +500,8 @@ x = np.load({xp!r})
 _, _, out = run_ort({{"x": x}}, dict(k=4, norm_type={nt}, out_flag=1))
 np.save({op!r}, out)
 """
-    env = dict(os.environ, **isa_env(isa),
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
     op = str(tmp_path / "out.npy")
-    proc = subprocess.run([sys.executable, "-c", script.format(
-        root=str(ROOT), xp=str(tmp_path / "x.npy"), nt=norm_type, op=op)],
-        env=env, capture_output=True, text=True, timeout=120)
+    proc = run_child(isa, script.format(root=str(ROOT), xp=str(tmp_path / "x.npy"), nt=norm_type, op=op))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = np.load(op)
     exact = _exact_scores(x, norm_type)
