@@ -5,7 +5,8 @@ op), both sessions on torch's weights, timed interleaved in one process at each 
     python -m ascend_moe_onnx.benchmarks.experts_threshold [--blocks B,B] [--tokens T,T] [--repeats N]
 
 Prints, per block and token count, both times and MoeRoutedExperts / MoE op (< 1: the library's
-kernel is faster); ``models.experts.OWN_KERNEL_MAX_ROWS`` is set from such a run.
+kernel is faster) and checks that both branches give the same output (max rel difference ≤ 1e-4);
+``models.experts.OWN_KERNEL_MAX_ROWS`` is set from such a run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+
+import numpy as np
 
 from ascend_moe_onnx.models import experts, runtime
 
@@ -42,8 +45,12 @@ def run(blocks, tokens, repeats: int, size: str = "full", log=print) -> list[dic
                 fns = {n: common.bound_runner(s, {"hidden_states": x}) for n, s in sessions.items()}
                 t = timing.measure(fns, repeats=repeats, min_sample_s=0.05)
                 own, moe = min(t["own"].samples), min(t["moe"].samples)
+                outs = [common.bound_output(fns[n], 0) for n in ("own", "moe")]
+                diff = float(np.abs(outs[0] - outs[1]).max() / max(float(np.abs(outs[1]).max()), 1e-30))
+                if diff > 1e-4:
+                    raise AssertionError(f"{name} T={T}: the two branches differ (max rel {diff:.3g})")
                 rows.append({"block": name, "tokens": T, "routed_rows": T * block.cfg.top_k, "own_s": own,
-                             "moe_s": moe, "ratio": own / moe})
+                             "moe_s": moe, "ratio": own / moe, "max_rel_diff": diff})
                 log(f"threshold {name} T={T:5d} rows={T * block.cfg.top_k:6d}  MoeRoutedExperts {own * 1e3:8.2f} ms"
                     f"  MoE op {moe * 1e3:8.2f} ms  ratio {own / moe:.2f}")
                 fns = t = None

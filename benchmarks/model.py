@@ -2,8 +2,9 @@
 plain torch, same weights, same process, and against the routed-rows lower bound.
 
 Candidates (``CANDIDATES``):
-- ``ort``: the block exported with the default formulation (MoeGatingTopKHash node -> pseudo-logits
-  -> ``com.microsoft.MoE``), custom-op library loaded;
+- ``ort``: the block exported with the default formulation (MoeGatingTopKHash node -> an ``If`` on
+  the routed rows: the library's MoeRoutedExperts, or pseudo-logits -> ``com.microsoft.MoE`` past
+  ``models.experts.OWN_KERNEL_MAX_ROWS``), custom-op library loaded;
 - ``onnx``: the portable formulation (standard ops: rows sorted by expert, a Loop over the active experts);
 - ``padded``: the earlier zero-padded ``[E, C, H]`` formulation (skipped above ``PADDED_MAX_TOKENS``:
   its buffers grow with E·C);
@@ -175,7 +176,7 @@ def last_level_cache_bytes() -> int | None:
 def read_rate(nbytes: int, threads: int, calls: int = 20) -> float:
     """Read bandwidth (B/s) over ``nbytes``, read again and again like the benchmark's samples call
     a block again and again on the same input: the fastest of a torch float32 sum (one stream) and
-    the native probe's sums as 1 and 4 streams side by side (``read_probe``), each the best of
+    the native probe's sums as 1, 4 and 8 streams side by side (``read_probe``), each the best of
     ``calls`` (short calls, so that some run undisturbed on a shared machine). A buffer that fits
     the caches is then read from them."""
     import time

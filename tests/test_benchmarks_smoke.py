@@ -158,3 +158,16 @@ def test_model_targets_are_evaluated_from_full_size_rows():
         "model b 16 tok, 1 thr: ort within 1.1x of the best of ort-moe and torch",
         "model b 256 tok, 1 thr: onnx within 2x of the best of ort-moe and torch",
         "model b 256 tok, 1 thr: onnx within 2x of ort"]
+
+
+def test_experts_threshold_times_both_branches_and_checks_they_agree():
+    """benchmarks/experts_threshold.py on a tiny block: both If branches timed, their outputs
+    compared, the routed rows reported (OWN_KERNEL_MAX_ROWS is left as it was)."""
+    from ascend_moe_onnx.benchmarks import experts_threshold
+    from ascend_moe_onnx.models import experts
+
+    before = experts.OWN_KERNEL_MAX_ROWS
+    rows = experts_threshold.run(["qwen3-30b-a3b"], [3, 40], repeats=1, size="tiny", log=lambda *_: None)
+    assert experts.OWN_KERNEL_MAX_ROWS == before
+    assert [(r["tokens"], r["routed_rows"]) for r in rows] == [(3, 12), (40, 160)]
+    assert all(r["own_s"] > 0 and r["moe_s"] > 0 and r["max_rel_diff"] <= 1e-4 for r in rows), rows

@@ -164,10 +164,12 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     switch (isa_) {
 #if ASCEND_MOE_EXPERTS_X86
       case ExpertsIsa::kAvx512:
-        experts_avx512::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
+        experts_avx512::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
+                               dots.data());
         break;
       case ExpertsIsa::kAvx2:
-        experts_avx2::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
+        experts_avx2::UpRows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
+                             dots.data());
         break;
 #endif
       default:
