@@ -39,22 +39,37 @@ def fused_layout_ok(experts: torch.nn.Module) -> str:
     return ""
 
 
+def _foreign_trace() -> bool:
+    """A foreign tracer (transformers' own ONNX exporter: torch.export outside torch.onnx.export)
+    cannot take the placeholder nodes that exporters.export expands, so it gets ``padded``."""
+    return torch.compiler.is_exporting() and not torch.onnx.is_in_onnx_export()
+
+
+def folds_shared(formulation: str, mlp: torch.nn.Module | None) -> bool:
+    """Whether ``routed_experts`` runs the shared expert ``mlp`` inside the experts' call
+    (models.experts.folds_shared; a plain SwiGLU MLP only)."""
+    return (mlp is not None and plain_mlp(mlp) and formulations.folds_shared(formulation)
+            and not _foreign_trace())
+
+
 def routed_experts(x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
                    experts: torch.nn.Module, limit: float = 0.0,
-                   formulation: str = formulations.DEFAULT) -> torch.Tensor:
+                   formulation: str = formulations.DEFAULT, shared: torch.nn.Module | None = None) -> torch.Tensor:
     """Sum over the k slots of ``weights * expert(x)`` for rows ``x`` [T, H] and ``expert_idx``
-    [T, k] with the given formulation (models.experts), rounded as the project's blocks do.
-    Returns [T, H] in x's dtype."""
+    [T, k] with the given formulation (models.experts), rounded as the project's blocks do, plus
+    the shared expert ``shared`` (an HF MLP; only where ``folds_shared``). Returns [T, H] in x's dtype."""
     gate, up, down = expert_weights(experts)
     dtype = x.dtype
     compute = layers.compute_dtype(dtype)
     view = SimpleNamespace(num_experts=gate.shape[0], gate_proj=gate, up_proj=up, down_proj=down,
                            dtype=dtype, limit=limit, act_fp32=False)
-    # A foreign tracer (transformers' own ONNX exporter: torch.export outside torch.onnx.export)
-    # cannot take the placeholder nodes that exporters.export expands, so it gets ``padded``.
-    foreign_trace = torch.compiler.is_exporting() and not torch.onnx.is_in_onnx_export()
-    if formulation != "padded" and not foreign_trace:
-        out = formulations.routed(view, x.to(compute), weights, expert_idx, formulation)
+    if shared is not None:
+        if not folds_shared(formulation, shared):
+            raise ValueError(f"routed_experts: the '{formulation}' formulation cannot run this shared expert")
+        shared = SimpleNamespace(gate_proj=shared.gate_proj.weight, up_proj=shared.up_proj.weight,
+                                 down_proj=shared.down_proj.weight)
+    if formulation != "padded" and not _foreign_trace():
+        out = formulations.routed(view, x.to(compute), weights, expert_idx, formulation, shared)
         return layers.rounded(out.to(compute), dtype).to(dtype)
     T, k = expert_idx.shape
     flat = expert_idx.reshape(-1).to(torch.int64)

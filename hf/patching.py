@@ -85,8 +85,11 @@ def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | N
     shape = hidden_states.shape
     x = hidden_states.reshape(-1, shape[-1])
     w, idx = route(self.gate, router_logits(self.gate, x, r), r, input_ids)
-    out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit, self.experts_formulation)
-    shared = _shared(self, x, r)
+    # The plain shared expert runs inside the experts' call where the formulation can (models.experts).
+    fold = r.shared == "plain" and ex.folds_shared(self.experts_formulation, self.shared_experts)
+    out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit, self.experts_formulation,
+                            self.shared_experts if fold else None)
+    shared = None if fold else _shared(self, x, r)
     if shared is not None:  # added in the compute dtype, rounded once (no bfloat16 Add on ORT's CPU)
         compute = layers.compute_dtype(x.dtype)
         out = layers.rounded(out.to(compute) + shared.to(compute), x.dtype).to(x.dtype)

@@ -18,7 +18,9 @@ Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., exper
   It does its own softmax top-k, so it is fed pseudo-logits that select exactly our experts with
   exactly our weights: ``log(Σ w)`` per chosen expert (a hash table may name an expert twice),
   ``-1e30`` elsewhere; softmax turns that into ``w / Σw``, so the op's output rows are multiplied
-  by ``Σw`` afterwards (routed_scaling_factor and unnormalised weights included). Gate/up rows are
+  by ``Σw`` afterwards (routed_scaling_factor and unnormalised weights included). A block's shared
+  expert of width s·I runs in the same call as s more experts (``folds_shared``: s more slots of
+  weight 1 per token), so one kernel reads all the block's expert weights. Gate/up rows are
   interleaved (``swiglu_fusion=1``), ``activation_alpha=1, activation_beta=0``; DeepSeek-V4's
   clamp is the op's ``swiglu_limit`` (the same asymmetric clamp). The op runs in float32 for every
   block dtype (no bfloat16 kernel; the float16 kernel is wrong on ORT 1.23): float16 / bfloat16
@@ -130,23 +132,53 @@ def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formul
     return y
 
 
+def folds_shared(formulation: str) -> bool:
+    """Whether ``formulation`` runs a block's shared expert(s) inside its own call (``routed(...,
+    shared=)``): ``ort`` does, as more experts of the same call, one slot of weight 1 per token each,
+    so their weights are read by the same kernel as the routed experts'. The others leave the shared
+    expert to the block."""
+    return formulation == "ort"
+
+
+def shared_slices(experts, shared) -> int:
+    """How many expert-wide SwiGLUs the shared expert(s) ``shared`` (gate [S, H]) split into: a
+    SwiGLU of width S = s * I is the sum of s SwiGLUs of width I (its intermediate rows in order)."""
+    S, I = int(shared.gate_proj.shape[0]), int(experts.gate_proj.shape[1])
+    if S % I:
+        raise ExpertsError(f"experts: shared expert width {S} is not a multiple of the expert width {I}")
+    return S // I
+
+
 def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
-           formulation: str) -> torch.Tensor:
+           formulation: str, shared=None) -> torch.Tensor:
     """Weighted sum over the k slots of each token's experts: ``x`` [T, H] (compute dtype),
-    ``weights`` / ``expert_idx`` [T, k] -> [T, H] float32 (``padded`` is handled by the caller)."""
+    ``weights`` / ``expert_idx`` [T, k] -> [T, H] float32 (``padded`` is handled by the caller).
+
+    ``shared``: the block's shared expert (``gate_proj`` [S, H], ``up_proj`` [S, H], ``down_proj``
+    [H, S]; same clamp as the experts), added to every row; only where ``folds_shared(formulation)``."""
     check(formulation)
+    if shared is not None and not folds_shared(formulation):
+        raise ExpertsError(f"experts: the '{formulation}' formulation does not run the shared expert")
+    extra = [shared.gate_proj, shared.up_proj, shared.down_proj] if shared is not None else []
+    # the shared expert's slots: experts E .. E+s-1 (sizes known here, not always in the graph)
+    slots = {"experts": int(experts.gate_proj.shape[0]), "shared_slices": shared_slices(experts, shared)} if extra else {}
     if torch.onnx.is_in_onnx_export():
         y = torch.onnx.ops.symbolic(
             f"{DOMAIN}::{OP_ROUTED}", [x, weights, expert_idx, experts.gate_proj, experts.up_proj,
-                                       experts.down_proj],
-            {**_attributes(experts, formulation), "k": int(expert_idx.shape[1])}, dtype=torch.float32,
-            shape=x.shape, version=1)
+                                       experts.down_proj, *extra],
+            {**_attributes(experts, formulation), "k": int(expert_idx.shape[1]), **slots},
+            dtype=torch.float32, shape=x.shape, version=1)
         return y
     T, k = expert_idx.shape
     flat = expert_idx.reshape(-1).to(torch.int64)
     rows = x[torch.arange(T * k) // k]
     y = _rows_through_experts(experts, rows, flat, formulation)
-    return (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
+    out = (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
+    if shared is not None:  # in float32, as the kernel runs it
+        from .layers import swiglu
+
+        out = out + swiglu(x.float(), *extra, ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
+    return out
 
 
 def segments(experts, x: torch.Tensor, counts: torch.Tensor, formulation: str) -> torch.Tensor:
@@ -240,20 +272,34 @@ def _stored(b: _Builder, names) -> list[np.ndarray] | None:
     return [onnx.numpy_helper.to_array(p) for p in protos]
 
 
-def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int):
+def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, shared=(), slices: int = 0):
     """Stacked expert weights in the MoE layout both `ort` branches read: fc1 [E, 2I, H] with gate/up
-    rows interleaved, fc2 [E, H, I] as stored.
+    rows interleaved, fc2 [E, H, I] as stored. ``shared``: the shared expert's (gate [sI, H], up,
+    down [H, sI]), appended as ``slices`` = s more experts (``shared_slices``).
 
     Written as new initializers when the weights are initializers (always, for exported blocks):
     ONNX Runtime 1.27+ does not constant-fold results over 1 GiB, so layout nodes on a full-size
     block's weights would run again on every call. Otherwise (weights fed at run time) as nodes."""
-    arrays = _stored(b, (gate, up, down))
+    arrays = _stored(b, (gate, up, down, *shared))
     if arrays is not None:
-        g, u, d = (x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False) for x in arrays)
+        g, u, d, *sh = (x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False) for x in arrays)
+        if sh:
+            s, (_, I, H) = slices, g.shape
+            g = np.concatenate((g, sh[0].reshape(s, I, H)))
+            u = np.concatenate((u, sh[1].reshape(s, I, H)))
+            d = np.concatenate((d, sh[2].reshape(H, s, I).transpose(1, 0, 2)))
         fc1 = np.stack((g, u), axis=2).reshape(g.shape[0], -1, g.shape[2])
         return b.initializer(fc1, "fc1"), down if d is arrays[2] else b.initializer(d, "fc2")
     if a["dtype"] != to:
-        gate, up, down = (b.cast(t, to) for t in (gate, up, down))
+        gate, up, down, *shared = (b.cast(t, to) for t in (gate, up, down, *shared))
+    if shared:
+        I, H = (b.dims(gate, i, i + 1) for i in (1, 2))
+        s = b.const([slices])
+        gate, up = (b.op("Concat", [w, b.op("Reshape", [sw, b.op("Concat", [s, I, H], axis=0)])], axis=0)
+                    for w, sw in ((gate, shared[0]), (up, shared[1])))
+        per_slice = b.op("Transpose", [b.op("Reshape", [shared[2], b.op("Concat", [H, s, I], axis=0)])],
+                         perm=[1, 0, 2])
+        down = b.op("Concat", [down, per_slice], axis=0)
     pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])], axis=2)
     shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1]),
                             b.op("Shape", [gate], start=2, end=3)], axis=0)
@@ -351,16 +397,26 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     """MoeRoutedExperts or, past ``OWN_KERNEL_MAX_ROWS`` routed rows, ``com.microsoft.MoE`` on
     pseudo-logits (``_own_kernel_or_moe``)."""
     a = _attrs(node)
-    x, w, idx, gate, up, down = node.input
+    x, w, idx, gate, up, down, *shared = node.input
     wf = b.cast(w, TensorProto.FLOAT)
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
+    slices, k, experts = 0, a["k"], b.dims(gate, 0, 1)
+    if shared:  # s more experts E .. E+s-1, one slot of weight 1 per token each (folds_shared)
+        E, slices = a["experts"], a["shared_slices"]
+        k += slices
+        rows_s = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.const([slices])], axis=0)
+        ids = b.op("Expand", [b.const([list(range(E, E + slices))]), rows_s])
+        idx = b.op("Concat", [b.cast(idx, TensorProto.INT64), ids], axis=1)
+        wf = b.op("Concat", [wf, b.op("ConstantOfShape", [rows_s], value=helper.make_tensor(
+            "one", TensorProto.FLOAT, [1], [1.0]))], axis=1)
+        experts = b.const([E + slices])
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
     xin = _float_rows(b, x, a)
     moe = _Builder(b.prefix + "moe_")
-    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
+    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), experts], axis=0)
     zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     summed = moe.op("ScatterElements", [zeros, moe.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
     pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
-    y = _ort_moe(moe, xin, pseudo, fc1, fc2, a["k"], a)
+    y = _ort_moe(moe, xin, pseudo, fc1, fc2, k, a)
     total = moe.op("ReduceSum", [wf, moe.const([1])], keepdims=1)
     _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]])
 

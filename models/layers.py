@@ -249,12 +249,15 @@ class RoutedMoE(torch.nn.Module):
         x = named["hidden_states"]
         w, idx = self.route(self.router_logits(x), named)
         xc = x.to(self.compute)
+        # The shared expert runs inside the experts' call where the formulation can (one read of
+        # all the block's expert weights by one kernel), else after it.
+        shared = self.shared_experts if routed_experts.folds_shared(self.experts_formulation) else None
         if self.experts_formulation == "padded":
             routed = self._padded_experts(xc, w, idx)
         else:
-            routed = routed_experts.routed(self.experts, xc, w, idx, self.experts_formulation)
+            routed = routed_experts.routed(self.experts, xc, w, idx, self.experts_formulation, shared)
         out = rounded(routed.to(self.compute), self.dtype)
-        if self.shared_experts is not None:
+        if self.shared_experts is not None and shared is None:
             out = rounded(out + self.shared_experts(xc), self.dtype)
         return out.to(self.dtype), idx
 

@@ -216,6 +216,49 @@ def test_expert_weights_are_stored_in_their_final_layout(experts):
     assert not any(name.endswith(("gate_proj", "up_proj")) for name in weights), sorted(weights)
 
 
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-v2", "deepseek-v4"])
+def test_ort_runs_the_shared_expert_inside_the_experts_call(name):
+    """``ort``: the shared expert(s) of width s*I are s more experts of the one MoeRoutedExperts /
+    MoE call (one slot of weight 1 per token each), so no MatMul but the router's is left; the
+    block's answers are checked against torch by test_block_graph."""
+    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+
+    block = presets.build(name, "tiny", "float32")
+    cfg = block.cfg
+    assert cfg.shared, name
+    model = _exported(block, "ort")[0]
+    nodes = [n for g in walk_graphs(model.graph) for n in g.node]
+    assert sum(n.op_type in ("MatMul", "Gemm") for n in nodes) == 1, sorted(n.op_type for n in nodes)
+    weights = {t.name: t for t in model.graph.initializer}
+    own = next(n for n in nodes if n.op_type == "MoeRoutedExperts")
+    moe = next(n for n in nodes if n.op_type == "MoE")
+    assert weights[own.input[3]].dims[0] == weights[own.input[4]].dims[0] == cfg.experts + cfg.shared
+    assert own.input[3] == moe.input[2]
+    assert onnx.helper.get_attribute_value(next(a for a in moe.attribute if a.name == "k")) == cfg.top_k + cfg.shared
+
+
+def test_ort_lays_out_external_weights_with_nodes(tmp_path):
+    """Weights stored as external data are not read at export: ``ort`` lays them out (and appends
+    two shared slices) with nodes instead; both If branches still agree with torch."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import exporters, ort_custom_ops
+
+    block = presets.build("deepseek-v2", "tiny", "float32")
+    path = tmp_path / "block.onnx"
+    with routed_experts.using(block, "ort"):
+        exporters.export(block, block.example_inputs(8), path, external_data=True,
+                         dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
+                         output_names=list(block.output_names))
+    session = ort.InferenceSession(str(path), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
+    rows_past_threshold = routed_experts.OWN_KERNEL_MAX_ROWS // block.cfg.top_k + 1
+    for T in (3, rows_past_threshold):
+        inputs = block.example_inputs(T, seed=T)
+        results, like = verify.run_torch(block, inputs)
+        got = verify.run_ort(session, block, inputs, like)
+        assert_output_close(got[0], results["reference"][0], "float32", what=f"T={T}")
+
+
 def test_column_chunks_cover_the_matrix_in_16_wide_pieces():
     chunks = routed_experts._column_chunks(2048, 768, 4)  # 6 MiB in ~2 MiB chunks
     assert chunks[0][0] == 0 and chunks[-1][1] == 768 and len(chunks) == 3
