@@ -25,13 +25,14 @@ Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., exper
   clamp is the op's ``swiglu_limit`` (the same asymmetric clamp). The op runs in float32 for every
   block dtype (no bfloat16 kernel; the float16 kernel is wrong on ORT 1.23): float16 / bfloat16
   weights are cast once, at session creation, and the output is rounded once.
-- ``onnx``: standard ONNX ops only (any runtime): sort the T·k routed rows by expert (TopK), run a
-  ``Loop`` over the experts that received rows, each on its contiguous segment, collect the
-  segments in a sequence and put the rows back in order. One graph serves decode and prefill; no
-  buffer grows with E·C. Each iteration copies one active expert's weights (ONNX has no view of
-  one expert of a stacked initializer), one column chunk of ~2 MB at a time (``CHUNK_BYTES``),
-  each consumed by its MatMul while it is in cache: copying a whole 12.6 MB matrix first ran at
-  half the rate; gathering all selected experts' weights before one batched MatMul was slower still.
+- ``onnx``: standard ONNX ops only (any runtime): sort the T·k routed rows by expert (TopK), then
+  one ``If`` per expert, in expert order: an expert that received rows runs on its contiguous
+  segment with MatMuls on its own initializers, read in place; one without rows gives an empty
+  block (about 1.6 µs per skipped expert); the blocks are concatenated and the rows put back in
+  order. One graph serves decode and prefill; no buffer grows with E·C. An earlier ``Loop`` over
+  the active experts had to copy each one's weights out of the stacked initializer (``Gather``;
+  ONNX has no view of one expert) and ran 2.1-2.3x slower at 1 and 16 tokens and 1.5x at 256
+  (same process, this formulation against it).
 - ``padded``: the previous formulation (zero-padded ``[E, C, H]`` buckets, C = the largest expert
   load), kept for comparison in the benchmarks; never the default.
 
@@ -107,7 +108,7 @@ def using(module: torch.nn.Module, formulation: str | None):
 
 def _attributes(experts, formulation: str) -> dict:
     return {"formulation": formulation, "limit": float(experts.limit), "act_fp32": int(experts.act_fp32),
-            "dtype": _ONNX_DTYPE[experts.dtype]}
+            "dtype": _ONNX_DTYPE[experts.dtype], "experts": int(experts.gate_proj.shape[0])}
 
 
 def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formulation: str) -> torch.Tensor:
@@ -161,7 +162,7 @@ def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Te
         raise ExpertsError(f"experts: the '{formulation}' formulation does not run the shared expert")
     extra = [shared.gate_proj, shared.up_proj, shared.down_proj] if shared is not None else []
     # the shared expert's slots: experts E .. E+s-1 (sizes known here, not always in the graph)
-    slots = {"experts": int(experts.gate_proj.shape[0]), "shared_slices": shared_slices(experts, shared)} if extra else {}
+    slots = {"shared_slices": shared_slices(experts, shared)} if extra else {}
     if torch.onnx.is_in_onnx_export():
         y = torch.onnx.ops.symbolic(
             f"{DOMAIN}::{OP_ROUTED}", [x, weights, expert_idx, experts.gate_proj, experts.up_proj,
@@ -306,57 +307,6 @@ def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, share
     return b.op("Reshape", [pair, shape]), down
 
 
-# Column chunks of the `onnx` formulation's expert matrices: a Gather copies one chunk of one
-# expert and the MatMul after it reads the copy while it is still in the cache. Copying a whole
-# 12.6 MB gate|up matrix first and then reading it back ran at half the rate (~9 vs ~18 GB/s from
-# DRAM, one core, ORT 1.32); chunks of 1.5-3 MB measured best (smaller ones add node overhead).
-CHUNK_BYTES = 2 * 2**20
-
-
-def _column_chunks(k: int, n: int, itemsize: int) -> list[tuple[int, int]]:
-    """Column ranges splitting a [k, n] matrix into chunks of at most ~CHUNK_BYTES (widths a
-    multiple of 16, MLAS's panel width, where there is more than one chunk)."""
-    count = max(1, -(-k * n * itemsize // CHUNK_BYTES))
-    if count == 1:
-        return [(0, n)]
-    width = -(-n // count)
-    width = min(n, -(-width // 16) * 16)
-    return [(s, min(n, s + width)) for s in range(0, n, width)]
-
-
-def _chunked_weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int) -> dict:
-    """``gate`` / ``up`` / ``down`` ([E, N, K], torch's layout) in MatMul layout [E, K, n] split into
-    column chunks (``_column_chunks``): name -> list of chunk names, in column order.
-
-    New initializers when the weights are in-memory initializers (as in ``_weights``), else
-    Slice + Transpose nodes, one per chunk (constant-folded by ONNX Runtime when the weights are
-    initializers stored as external data; chunk-sized transients)."""
-    itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(to)).itemsize
-    arrays = _stored(b, (gate, up, down))
-    out = {}
-    for i, (which, w) in enumerate((("gate", gate), ("up", up), ("down", down))):
-        if arrays is not None:
-            arr = arrays[i].astype(helper.tensor_dtype_to_np_dtype(to), copy=False)
-            out[which] = [b.initializer(arr[:, s:e, :].transpose(0, 2, 1), f"w_{which}")
-                          for s, e in _column_chunks(arr.shape[2], arr.shape[1], itemsize)]
-            continue
-        full = w if a["dtype"] == to else b.cast(w, to)
-        if w not in b.initializers:  # shape unknown here: one chunk
-            out[which] = [b.op("Transpose", [full], perm=[0, 2, 1])]
-            continue
-        dims = b.initializers[w].dims
-        out[which] = [b.op("Transpose", [b.op("Slice", [full, b.const([s]), b.const([e]), b.const([1])])],
-                           perm=[0, 2, 1]) for s, e in _column_chunks(dims[2], dims[1], itemsize)]
-    return out
-
-
-def _chunked_matmul(b: _Builder, rows: str, chunks: list, e: str) -> str:
-    """``rows`` @ expert ``e``'s matrix given as column ``chunks``: Gather then MatMul per chunk, in
-    that order (each copy is read while it is in the cache), the parts concatenated."""
-    parts = [b.op("MatMul", [rows, b.op("Gather", [c, e])]) for c in chunks]
-    return parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=-1)
-
-
 def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
     """``com.microsoft.MoE`` in float32 on float32 rows ``x`` with float32 ``pseudo``-logits and the
     interleaved weights ``fc1`` / ``fc2`` (``_weights``) -> float32 rows."""
@@ -372,9 +322,9 @@ def _float_rows(b: _Builder, x: str, a: dict) -> str:
     return x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
 
 
-def _branch(b: _Builder, name: str, output: str) -> onnx.GraphProto:
-    """The nodes of ``b`` as an ``If`` branch whose one output is float32 ``output``."""
-    return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)])
+def _branch(b: _Builder, name: str, output: str, elem_type: int = TensorProto.FLOAT) -> onnx.GraphProto:
+    """The nodes of ``b`` as an ``If`` branch whose one output is ``output`` (float32 by default)."""
+    return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(output, elem_type, None)])
 
 
 def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
@@ -451,36 +401,44 @@ def _expand_segments_ort(b: _Builder, node) -> None:
         b.op("Identity", [y], outputs=[node.output[0]])
 
 
-def _segment_loop(b: _Builder, xs: str, counts: str, weights: dict, a: dict, compute: int) -> str:
-    """Loop over the experts with rows: expert e runs on rows [start_e, end_e) of ``xs`` with its
-    column-chunked ``weights`` (``_chunked_weights``); the segments are collected in a sequence and
-    concatenated (rows stay in ``xs`` order)."""
+def _expert_weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, experts: int) -> dict:
+    """``gate`` / ``up`` / ``down`` ([E, N, K], torch's layout) as one MatMul-layout matrix [K, N]
+    per expert: name -> list of E names. New initializers when the weights are in-memory
+    initializers (as in ``_weights``), else Gather + Transpose nodes per expert (constant-folded by
+    ONNX Runtime at session creation)."""
+    arrays = _stored(b, (gate, up, down))
+    out = {}
+    for i, (which, w) in enumerate((("gate", gate), ("up", up), ("down", down))):
+        if arrays is not None:
+            arr = arrays[i].astype(helper.tensor_dtype_to_np_dtype(to), copy=False)
+            out[which] = [b.initializer(arr[e].T, f"w_{which}") for e in range(experts)]
+            continue
+        full = w if a["dtype"] == to else b.cast(w, to)
+        out[which] = [b.op("Transpose", [b.op("Gather", [full, b.const(e)])], perm=[1, 0]) for e in range(experts)]
+    return out
+
+
+def _segment_unrolled(b: _Builder, xs: str, counts: str, weights: dict, a: dict, compute: int) -> str:
+    """One ``If`` per expert, in expert order: an expert with rows runs on its segment [start_e,
+    end_e) of ``xs`` with its own weights (``_expert_weights``: MatMul reads the initializer in
+    place, no copy), an expert without rows gives a [0, H] block; the blocks are concatenated
+    (rows stay in ``xs`` order)."""
     ends = b.op("CumSum", [counts, b.const(0)])
     starts = b.op("Sub", [ends, counts])
-    active = b.op("Squeeze", [b.op("NonZero", [counts]), b.const([0])])
-    trips = b.op("Size", [active])
-    body = _Builder(b.prefix + "loop_")
-    i, cond_in, seq_in = body.name("i"), body.name("cond"), body.name("seq")
-    e = body.op("Gather", [active, i])
-    start = body.op("Unsqueeze", [body.op("Gather", [starts, e]), body.const([0])])
-    end = body.op("Unsqueeze", [body.op("Gather", [ends, e]), body.const([0])])
-    seg = body.op("Slice", [xs, start, end, body.const([0])])
-    y = _swiglu_nodes(body, seg, lambda rows, which: _chunked_matmul(body, rows, weights[which], e), a)
-    cond_out = body.op("Identity", [cond_in])
-    seq_out = body.op("SequenceInsert", [seq_in, y])
-    graph = helper.make_graph(
-        body.nodes, "segments",
-        [helper.make_tensor_value_info(i, TensorProto.INT64, []),
-         helper.make_tensor_value_info(cond_in, TensorProto.BOOL, []),
-         helper.make_tensor_sequence_value_info(seq_in, compute, None)],
-        [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
-         helper.make_tensor_sequence_value_info(seq_out, compute, None)])
-    empty = b.op("SequenceEmpty", [], dtype=compute)
-    seq = b.op("Loop", [trips, "", empty], body=graph)
-    # an empty sequence cannot be concatenated: start it with a [0, H] block
-    head = b.op("Slice", [xs, b.const([0]), b.const([0]), b.const([0])])
-    seq = b.op("SequenceInsert", [seq, head, b.const(0)])
-    return b.op("ConcatFromSequence", [seq], axis=0)
+    active = b.op("Greater", [counts, b.const(0)])
+    empty = b.op("Slice", [xs, b.const([0]), b.const([0]), b.const([0])])  # [0, H]
+    parts = []
+    for e in range(len(weights["gate"])):
+        run = _Builder(f"{b.prefix}e{e}_")
+        at = (run.const([e]), run.const([e + 1]))
+        seg = run.op("Slice", [xs, run.op("Slice", [starts, *at]), run.op("Slice", [ends, *at]), run.const([0])])
+        y = _swiglu_nodes(run, seg, lambda rows, which: run.op("MatMul", [rows, weights[which][e]]), a)
+        skip = _Builder(f"{b.prefix}s{e}_")
+        none = skip.op("Identity", [empty])
+        parts.append(b.op("If", [b.op("Gather", [active, b.const(e)])],
+                          then_branch=_branch(run, f"expert{e}", y, compute),
+                          else_branch=_branch(skip, f"no_rows{e}", none, compute)))
+    return b.op("Concat", parts, axis=0)
 
 
 def _expand_routed_onnx(b: _Builder, node) -> None:
@@ -489,17 +447,15 @@ def _expand_routed_onnx(b: _Builder, node) -> None:
     bf16 = a["dtype"] == TensorProto.BFLOAT16
     compute = TensorProto.FLOAT if bf16 else a["dtype"]
     k = a["k"]
-    weights = _chunked_weights(b, gate, up, down, a, compute)
+    weights = _expert_weights(b, gate, up, down, a, compute, a["experts"])
     flat = b.op("Reshape", [b.cast(idx, TensorProto.INT64), b.const([-1])])
     P = b.op("Size", [flat])
     # sort the (token, slot) rows by expert; row p = token p // k
     order = b.op("TopK", [flat, b.op("Reshape", [P, b.const([1])])], n_out=2, largest=0, sorted=1)[1]
     xs = b.op("Gather", [x, b.op("Div", [order, b.const(k)])])  # [P, H]
-    E = b.op("Shape", [weights["gate"][0]], start=0, end=1)
-    counts = b.op("ScatterElements", [b.op("ConstantOfShape", [E], value=helper.make_tensor(
-        "z", TensorProto.INT64, [1], [0])), flat, b.op("Expand", [b.const(1), b.op("Shape", [flat])])],
-        axis=0, reduction="add")
-    ys = _segment_loop(b, xs, counts, weights, a, compute)
+    counts = b.op("ScatterElements", [b.const(np.zeros(a["experts"])), flat,
+                                      b.op("Expand", [b.const(1), b.op("Shape", [flat])])], axis=0, reduction="add")
+    ys = _segment_unrolled(b, xs, counts, weights, a, compute)
     inv = b.op("ScatterElements", [order, order, b.op("Range", [b.const(0), P, b.const(1)])], axis=0)
     y = b.op("Gather", [ys, inv])
     yk = b.op("Reshape", [b.cast(y, TensorProto.FLOAT) if compute != TensorProto.FLOAT else y,
@@ -513,8 +469,8 @@ def _expand_segments_onnx(b: _Builder, node) -> None:
     a = _attrs(node)
     x, counts, gate, up, down = node.input
     compute = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
-    weights = _chunked_weights(b, gate, up, down, a, compute)
-    y = _segment_loop(b, x, b.cast(counts, TensorProto.INT64), weights, a, compute)
+    weights = _expert_weights(b, gate, up, down, a, compute, a["experts"])
+    y = _segment_unrolled(b, x, b.cast(counts, TensorProto.INT64), weights, a, compute)
     b.op("Identity", [y], outputs=[node.output[0]])
 
 
