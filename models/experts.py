@@ -349,20 +349,18 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     a = _attrs(node)
     x, w, idx, gate, up, down, *shared = node.input
     wf = b.cast(w, TensorProto.FLOAT)
-    slices, k, experts = 0, a["k"], b.dims(gate, 0, 1)
+    E, slices = a["experts"], a.get("shared_slices", 0)
+    k = a["k"] + slices
     if shared:  # s more experts E .. E+s-1, one slot of weight 1 per token each (folds_shared)
-        E, slices = a["experts"], a["shared_slices"]
-        k += slices
         rows_s = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.const([slices])], axis=0)
         ids = b.op("Expand", [b.const([list(range(E, E + slices))]), rows_s])
         idx = b.op("Concat", [b.cast(idx, TensorProto.INT64), ids], axis=1)
         wf = b.op("Concat", [wf, b.op("ConstantOfShape", [rows_s], value=helper.make_tensor(
             "one", TensorProto.FLOAT, [1], [1.0]))], axis=1)
-        experts = b.const([E + slices])
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
     xin = _float_rows(b, x, a)
     moe = _Builder(b.prefix + "moe_")
-    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), experts], axis=0)
+    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), moe.const([E + slices])], axis=0)
     zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     summed = moe.op("ScatterElements", [zeros, moe.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
     pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
