@@ -5,7 +5,7 @@ Candidates (``CANDIDATES``):
 - ``ort``: the block exported with the default formulation (MoeGatingTopKHash node -> an ``If`` on
   the routed rows: the library's MoeRoutedExperts, or pseudo-logits -> ``com.microsoft.MoE`` past
   ``models.experts.OWN_KERNEL_MAX_ROWS``), custom-op library loaded;
-- ``onnx``: the portable formulation (standard ops: rows sorted by expert, a Loop over the active experts);
+- ``onnx``: the portable formulation (standard ops: rows sorted by expert, one If per expert);
 - ``padded``: the earlier zero-padded ``[E, C, H]`` formulation (skipped above ``PADDED_MAX_TOKENS``:
   its buffers grow with E·C);
 - ``ort-moe``: ONNX Runtime's MoE op routing by itself (router MatMul -> MoE with softmax top-k and

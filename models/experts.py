@@ -53,6 +53,8 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
+from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNEL_OP
+
 FORMULATIONS = ("ort", "onnx", "padded")
 DEFAULT = "ort"
 DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an exported model
@@ -62,7 +64,6 @@ _NEVER = -1e30  # pseudo-logit of the experts a row did not choose
 # Measured (benchmarks/experts_threshold.py: the block with either branch, interleaved, 1 thread,
 # Zen 3), MoeRoutedExperts / MoE op: Qwen3-like block 0.62-0.65 at 128 tokens (1024 rows), 0.85-0.91
 # at 256 (2048), 1.13 at 384, 1.17 at 512; DeepSeek-V3-like 0.73 at 128, 0.85 at 256, 0.97 at 512.
-OWN_KERNEL_OP = "MoeRoutedExperts"
 OWN_KERNEL_MAX_ROWS = 2048
 _ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
                torch.bfloat16: TensorProto.BFLOAT16}
@@ -328,8 +329,9 @@ def _branch(b: _Builder, name: str, output: str, elem_type: int = TensorProto.FL
 
 
 def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
-                       moe: "_Builder", moe_out: str, outputs: list) -> None:
-    """An ``If`` on the routed rows (the size of ``idx``): up to ``OWN_KERNEL_MAX_ROWS`` the
+                       moe: "_Builder", moe_out: str, outputs: list, routed: str | None = None) -> None:
+    """An ``If`` on the routed rows (the size of ``routed``, by default ``idx``; the shared
+    expert's slots do not count, as in the measured threshold): up to ``OWN_KERNEL_MAX_ROWS`` the
     library's MoeRoutedExperts on ``rows`` / ``idx`` / ``weights`` (reads each selected expert once,
     at the memory's rate), above it the ``moe`` branch (``com.microsoft.MoE``, ``moe_out``). Both
     read the same interleaved weights ``fc1`` / ``fc2``."""
@@ -338,7 +340,7 @@ def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str,
     own = _Builder(b.prefix + "own_")
     own_out = own.op(OWN_KERNEL_OP, [rows, idx, weights, fc1, fc2], domain=onnx_schemas.DOMAIN,
                      swiglu_limit=float(a["limit"]))
-    small = b.op("LessOrEqual", [b.op("Size", [idx]), b.const(OWN_KERNEL_MAX_ROWS)])
+    small = b.op("LessOrEqual", [b.op("Size", [routed or idx]), b.const(OWN_KERNEL_MAX_ROWS)])
     b.op("If", [small], outputs=outputs, then_branch=_branch(own, "own_kernel", own_out),
          else_branch=_branch(moe, "ort_moe", moe_out))
 
@@ -348,6 +350,7 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     pseudo-logits (``_own_kernel_or_moe``)."""
     a = _attrs(node)
     x, w, idx, gate, up, down, *shared = node.input
+    routed = idx
     wf = b.cast(w, TensorProto.FLOAT)
     E, slices = a["experts"], a.get("shared_slices", 0)
     k = a["k"] + slices
@@ -366,7 +369,7 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
     y = _ort_moe(moe, xin, pseudo, fc1, fc2, k, a)
     total = moe.op("ReduceSum", [wf, moe.const([1])], keepdims=1)
-    _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]])
+    _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]], routed)
 
 
 def _expand_segments_ort(b: _Builder, node) -> None:

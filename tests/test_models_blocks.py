@@ -235,6 +235,11 @@ def test_ort_runs_the_shared_expert_inside_the_experts_call(name):
     assert weights[own.input[3]].dims[0] == weights[own.input[4]].dims[0] == cfg.experts + cfg.shared
     assert own.input[3] == moe.input[2]
     assert onnx.helper.get_attribute_value(next(a for a in moe.attribute if a.name == "k")) == cfg.top_k + cfg.shared
+    # the If switches on the routed rows T*k (the measured threshold), not on T*(k + s)
+    producer = {o: n for n in model.graph.node for o in n.output}
+    branch = next(n for n in model.graph.node if n.op_type == "If")
+    size = producer[producer[branch.input[0]].input[0]]
+    assert size.op_type == "Size" and producer[size.input[0]].op_type == "MoeGatingTopKHash", size
 
 
 def test_ort_lays_out_external_weights_with_nodes(tmp_path):
@@ -263,7 +268,7 @@ def test_ort_lays_out_external_weights_with_nodes(tmp_path):
                                         ("ep-int8", "bfloat16")])
 def test_onnx_formulation_reads_each_expert_in_place(name, dtype):
     """``onnx``: one If per expert, whose MatMuls read that expert's own initializers (no Gather
-    copies an expert out of a stacked weight); an expert without rows takes the empty branch."""
+    copies an expert out of a stacked weight); an expert without rows only hands on an empty block."""
     from ascend_moe_onnx.onnx_schemas._common import walk_graphs
 
     block = presets.build(name, "tiny", dtype)
@@ -275,5 +280,7 @@ def test_onnx_formulation_reads_each_expert_in_place(name, dtype):
         then = next(a.g for a in node.attribute if a.name == "then_branch")
         read = [n.input[1] for g in walk_graphs(then) for n in g.node if n.op_type == "MatMul"]
         assert len(read) == 3 and set(read) <= weights, read
+        skip = next(a.g for a in node.attribute if a.name == "else_branch")
+        assert [n.op_type for n in skip.node] == ["Identity"]
     nodes = [n for g in walk_graphs(model.graph) for n in g.node]
     assert not [n for n in nodes if n.op_type == "Gather" and n.input[0] in weights]
