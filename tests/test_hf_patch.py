@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -101,6 +102,12 @@ def test_moe_layers_export_matches_hf_blocks(case):
     nodes = [n for g in walk_graphs(proto.graph) for n in g.node]
     assert sum((n.domain, n.op_type) == ("com.microsoft", "MoE") for n in nodes) == len(refs)
     assert sum(n.op_type == "MoeRoutedExperts" for n in nodes) == len(refs)
+    # A plain shared MLP runs inside the experts' call (n_shared more slots); Qwen2-MoE's gated one
+    # is added after it.
+    shared = getattr(model.config, "n_shared_experts", 0) or 0
+    ks = {onnx.helper.get_attribute_value(a) for n in nodes if n.op_type == "MoE" for a in n.attribute
+          if a.name == "k"}
+    assert ks == {model.config.num_experts_per_tok + shared}, (ks, shared)
     feeds = {"hidden_states": x.numpy()}
     if "input_ids" in wrapper.input_names:
         feeds["input_ids"] = ids.numpy()
