@@ -6,7 +6,7 @@ op), both sessions on torch's weights, timed interleaved in one process at each 
 
 Prints, per block and token count, both times and MoeRoutedExperts / MoE op (< 1: the library's
 kernel is faster) and checks that both branches give the same output (max rel difference ≤ 1e-4);
-``models.experts.OWN_KERNEL_MAX_ROWS`` is set from such a run.
+``exporters.experts_graph.OWN_KERNEL_MAX_ROWS`` is set from such a run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import tempfile
 
 import numpy as np
 
-from ascend_moe_onnx.models import experts, runtime
+from ascend_moe_onnx.exporters import experts_graph
+from ascend_moe_onnx.models import runtime
 
 from . import common, model, timing
 
@@ -31,15 +32,15 @@ def run(blocks, tokens, repeats: int, size: str = "full", log=print) -> list[dic
         arrays = model._block_arrays(block)
         with tempfile.TemporaryDirectory(prefix="moe-threshold-") as workdir:
             sessions = {}
-            saved = experts.OWN_KERNEL_MAX_ROWS
+            saved = experts_graph.OWN_KERNEL_MAX_ROWS
             try:
                 for branch, limit in (("own", 2**62), ("moe", -1)):
-                    experts.OWN_KERNEL_MAX_ROWS = limit
+                    experts_graph.OWN_KERNEL_MAX_ROWS = limit
                     path = os.path.join(workdir, f"{branch}.onnx")
                     runtime.export_block(block, path=path, external_data=True, experts="ort")
                     sessions[branch] = model.shared_session(path, model._shared_for(path, arrays), 1)
             finally:
-                experts.OWN_KERNEL_MAX_ROWS = saved
+                experts_graph.OWN_KERNEL_MAX_ROWS = saved
             for T in tokens:
                 x = block.example_inputs(T, seed=7)[0].numpy()  # >= 64 tokens select (nearly) every expert
                 fns = {n: common.bound_runner(s, {"hidden_states": x}) for n, s in sessions.items()}

@@ -4,7 +4,7 @@ plain torch, same weights, same process, and against the routed-rows lower bound
 Candidates (``CANDIDATES``):
 - ``ort``: the block exported with the default formulation (MoeGatingTopKHash node -> an ``If`` on
   the routed rows: the library's MoeRoutedExperts, or pseudo-logits -> ``com.microsoft.MoE`` past
-  ``models.experts.OWN_KERNEL_MAX_ROWS``), custom-op library loaded;
+  ``exporters.experts_graph.OWN_KERNEL_MAX_ROWS``), custom-op library loaded;
 - ``onnx``: the portable formulation (standard ops: rows sorted by expert, one If per expert);
 - ``padded``: the earlier zero-padded ``[E, C, H]`` formulation (skipped above ``PADDED_MAX_TOKENS``:
   its buffers grow with E·C);

@@ -123,7 +123,7 @@ def _cmd_export_hf(args) -> int:
 
     try:
         from ascend_moe_onnx.hf import export as hf_export
-        from ascend_moe_onnx.hf.configs import HFConfigError
+        from ascend_moe_onnx.models.hf_routing import HFConfigError
     except ImportError as e:
         raise CLIError(f"--hf needs transformers (pip install 'ascend-moe-onnx[hf]'): {e}") from None
     if args.preset or args.weights:

@@ -13,6 +13,7 @@ import onnx
 import torch
 
 from ascend_moe_onnx import onnx_schemas
+from . import experts_graph
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
@@ -88,11 +89,9 @@ def export(
     (``dynamic_axes`` instead of ``dynamic_shapes``). ``external_data`` stores the weights in a
     file beside ``path`` (default: when they approach protobuf's 2 GiB limit); the returned model
     then holds references to that data, not the weights. ``experts`` picks the expert formulation of
-    the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see models.experts; None: the
+    the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see exporters.experts_graph; None: the
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
     """
-    from ascend_moe_onnx.models import experts as routed_experts  # lazy: models import exporters
-
     onnx_schemas.register()
     model = model.eval() if isinstance(model, torch.nn.Module) else model
     if external_data is None:
@@ -100,7 +99,7 @@ def export(
     if external_data and path is None:
         raise ValueError("export: external_data needs a path to write the model and its weights to")
     if dynamo:
-        with _quiet_exporter(), routed_experts.using(model, experts):
+        with _quiet_exporter(), experts_graph.using(model, experts):
             program = torch.onnx.export(
                 model, args, kwargs=kwargs, dynamo=True,
                 custom_translation_table=custom_translation_table(),
@@ -113,7 +112,7 @@ def export(
             proto = onnx.load(os.fspath(path), load_external_data=False)
         else:
             proto = program.model_proto
-        proto = routed_experts.expand(proto)
+        proto = experts_graph.expand(proto)
     else:
         if external_data:
             raise ValueError("export: external_data needs the dynamo exporter (dynamo=True)")

@@ -1,14 +1,15 @@
 """Hugging Face ``transformers`` MoE models with the fused Ascend router.
 
-- ``configs``: MoeGatingTopKHash attributes from an HF config, one function per architecture
-  (no transformers needed: config.json dicts work too);
+- ``routing(config)``: MoeGatingTopKHash attributes from an HF config, one function per
+  architecture (``models.hf_routing``, which the presets use too; no transformers needed:
+  config.json dicts work too);
 - ``patch(model)`` / ``unpatch(model)``: route every supported MoE block of a loaded model with
   ``torch.ops.custom.npu_moe_gating_top_k`` and the project's expert formulation, in place;
 - ``export``: one MoE layer, several, or the whole causal LM (prefill) to ONNX.
 See docs/huggingface.md.
 """
 
-from .configs import HFConfigError, Routing, routing
+from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing, routing
 
 __all__ = ["HFConfigError", "Routing", "routing", "patch", "unpatch"]
 

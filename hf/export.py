@@ -17,7 +17,7 @@ import torch
 
 from ascend_moe_onnx.exporters import export
 
-from .configs import ALIASES
+from ascend_moe_onnx.models.hf_routing import ALIASES
 from .patching import patch
 
 

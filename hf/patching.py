@@ -19,7 +19,7 @@ from ascend_moe_onnx.models import experts as routed
 from ascend_moe_onnx.models import layers
 
 from . import experts as ex
-from .configs import Routing, model_type_of, routing
+from ascend_moe_onnx.models.hf_routing import Routing, model_type_of, routing
 
 # model_type -> HF class names of its MoE blocks.
 BLOCK_CLASSES = {

@@ -1,4 +1,5 @@
-"""Routed experts: E SwiGLU experts applied to the rows routed to them, and nothing else.
+"""Routed experts: E SwiGLU experts applied to the rows routed to them, and nothing else (the
+torch side; the graph side is ``exporters.experts_graph``).
 
 A block hands its experts one of two layouts:
 
@@ -9,100 +10,37 @@ A block hands its experts one of two layouts:
   rows per expert (MoeReRouting's ``expert_token_num``); returns each row through its expert
   [A, H]. Used by the expert-parallel block.
 
-Formulations (``FORMULATIONS``; chosen per export, ``exporters.export(..., experts=...)``):
-
-- ``ort``: an ``If`` on the routed rows (T·k; the expert-parallel block: its rows); up to
-  ``OWN_KERNEL_MAX_ROWS`` of them the library's ``MoeRoutedExperts`` (each selected expert read
-  once per call), above it ONNX Runtime's ``com.microsoft.MoE`` contrib op (CPU kernel from ORT
-  1.23, also CUDA); both read the same interleaved weights.
-  It does its own softmax top-k, so it is fed pseudo-logits that select exactly our experts with
-  exactly our weights: ``log(Σ w)`` per chosen expert (a hash table may name an expert twice),
-  ``-1e30`` elsewhere; softmax turns that into ``w / Σw``, so the op's output rows are multiplied
-  by ``Σw`` afterwards (routed_scaling_factor and unnormalised weights included). A block's shared
-  expert of width s·I runs in the same call as s more experts (``folds_shared``: s more slots of
-  weight 1 per token), so one kernel reads all the block's expert weights. Gate/up rows are
-  interleaved (``swiglu_fusion=1``), ``activation_alpha=1, activation_beta=0``; DeepSeek-V4's
-  clamp is the op's ``swiglu_limit`` (the same asymmetric clamp). The op runs in float32 for every
-  block dtype (no bfloat16 kernel; the float16 kernel is wrong on ORT 1.23): float16 / bfloat16
-  weights are cast once, at session creation, and the output is rounded once.
-- ``onnx``: standard ONNX ops only (any runtime): sort the T·k routed rows by expert (TopK), then
-  one ``If`` per expert, in expert order: an expert that received rows runs on its contiguous
-  segment with MatMuls on its own initializers, read in place; one without rows gives an empty
-  block (about 1.6 µs per skipped expert); the blocks are concatenated and the rows put back in
-  order. One graph serves decode and prefill; no buffer grows with E·C. An earlier ``Loop`` over
-  the active experts had to copy each one's weights out of the stacked initializer (``Gather``;
-  ONNX has no view of one expert) and ran 2.1-2.3x slower at 1 and 16 tokens and 1.5x at 256
-  (same process, this formulation against it).
-- ``padded``: the previous formulation (zero-padded ``[E, C, H]`` buckets, C = the largest expert
-  load), kept for comparison in the benchmarks; never the default.
-
-In the exported graph ``ort`` and ``onnx`` are first one placeholder node (domain ``DOMAIN``)
-carrying the inputs and attributes; ``expand`` (called by ``exporters.export``) replaces it by the
-formulation's nodes. In eager torch both compute the routed rows expert by expert (the numbers the
-graph computes, up to summation order). The bfloat16 emulation of models.layers (every op's result
-rounded to bfloat16) is kept by ``onnx``; ``ort`` rounds once, at its output.
+In an export both emit one placeholder node carrying the inputs and attributes, which
+``exporters.export`` expands into the chosen formulation (``ort``, ``onnx`` or ``padded``: see
+``exporters.experts_graph``). In eager torch both compute the routed rows expert by expert (the
+numbers the graph computes, up to summation order). The bfloat16 emulation of models.layers (every
+op's result rounded to bfloat16) is kept by ``onnx``; ``ort`` rounds once, at its output.
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-
-import numpy as np
-import onnx
 import torch
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
-from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNEL_OP
+from ascend_moe_onnx.exporters.experts_graph import (  # noqa: F401  (re-exported for the blocks)
+    DEFAULT,
+    DOMAIN,
+    FORMULATIONS,
+    OP_ROUTED,
+    OP_SEGMENTS,
+    ExpertsError,
+    check,
+    using,
+)
 
-FORMULATIONS = ("ort", "onnx", "padded")
-DEFAULT = "ort"
-DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an exported model
-OP_ROUTED, OP_SEGMENTS = "RoutedExperts", "ExpertSegments"
-_NEVER = -1e30  # pseudo-logit of the experts a row did not choose
-# ``ort``: routed rows (T·k) up to which the library's MoeRoutedExperts runs instead of ORT's MoE op.
-# Measured (benchmarks/experts_threshold.py: the block with either branch, interleaved, 1 thread,
-# Zen 3), MoeRoutedExperts / MoE op: Qwen3-like block 0.62-0.65 at 128 tokens (1024 rows), 0.85-0.91
-# at 256 (2048), 1.13 at 384, 1.17 at 512; DeepSeek-V3-like 0.73 at 128, 0.85 at 256, 0.97 at 512.
-OWN_KERNEL_MAX_ROWS = 2048
 _ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
                torch.bfloat16: TensorProto.BFLOAT16}
-
-
-class ExpertsError(ValueError):
-    """An unknown formulation or one that cannot express a block (message says which and why)."""
-
-
-def check(formulation: str) -> str:
-    """``formulation`` if known, else an ExpertsError naming the known ones."""
-    if formulation not in FORMULATIONS:
-        raise ExpertsError(f"experts: unknown formulation '{formulation}' (known: {', '.join(FORMULATIONS)})")
-    return formulation
 
 
 def ort_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the ``ort`` formulation runs the MoE op in: always float32 (ORT's CPU kernel has no
     bfloat16, and its float16 kernel returns wrong results on ORT 1.23)."""
     return torch.float32
-
-
-@contextlib.contextmanager
-def using(module: torch.nn.Module, formulation: str | None):
-    """Inside the block, every submodule with an ``experts_formulation`` uses ``formulation``
-    (None: keep theirs); restored on exit."""
-    if formulation is None:
-        yield module
-        return
-    check(formulation)
-    owners = [m for m in module.modules() if hasattr(m, "experts_formulation")]
-    before = [m.experts_formulation for m in owners]
-    for m in owners:
-        m.experts_formulation = formulation
-    try:
-        yield module
-    finally:
-        for m, f in zip(owners, before):
-            m.experts_formulation = f
 
 
 # ---- torch side ----------------------------------------------------------------------------------
@@ -192,345 +130,3 @@ def segments(experts, x: torch.Tensor, counts: torch.Tensor, formulation: str) -
             _attributes(experts, formulation), dtype=x.dtype, shape=x.shape, version=1)
     expert = torch.repeat_interleave(torch.arange(counts.shape[0]), counts.to(torch.int64))
     return _rows_through_experts(experts, x, expert, formulation).to(x.dtype)
-
-
-# ---- ONNX side: placeholder -> formulation -------------------------------------------------------
-
-class _Builder:
-    """Appends nodes with unique names (``prefix`` + counter) to a list."""
-
-    def __init__(self, prefix: str, initializers: dict | None = None):
-        self.prefix, self.nodes, self._n = prefix, [], itertools.count()
-        self.initializers = initializers if initializers is not None else {}  # the model's, by name
-        self.new_initializers: list[onnx.TensorProto] = []
-
-    def initializer(self, array: np.ndarray, hint: str) -> str:
-        name = self.name(hint)
-        self.new_initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(array), name))
-        return name
-
-    def name(self, hint: str = "t") -> str:
-        return f"{self.prefix}{hint}_{next(self._n)}"
-
-    def op(self, op_type: str, inputs: list, n_out: int = 1, domain: str = "", outputs=None, **attrs):
-        outs = outputs or [self.name(op_type.lower()) for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.name("n"), domain=domain,
-                                           **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def const(self, value, dtype=np.int64) -> str:
-        arr = np.asarray(value, dtype=dtype)
-        return self.op("Constant", [], value=onnx.numpy_helper.from_array(arr, self.name("c")))
-
-    def dims(self, v: str, start: int, end: int) -> str:
-        """``Shape(v)[start:end]``; a constant for an initializer (which may then be dropped)."""
-        if v in self.initializers:
-            return self.const(list(self.initializers[v].dims[start:end]))
-        return self.op("Shape", [v], start=start, end=end)
-
-    def cast(self, v: str, to: int) -> str:
-        return self.op("Cast", [v], to=to)
-
-
-def _attrs(node) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def _swiglu_nodes(b: _Builder, x: str, project, a: dict) -> str:
-    """SwiGLU on rows ``x``; ``project(rows, which)`` is ``rows`` through the expert's ``gate``,
-    ``up`` or ``down`` projection. Every result rounded to the block dtype when it is bfloat16
-    (models.layers)."""
-    bf16 = a["dtype"] == TensorProto.BFLOAT16
-    compute = TensorProto.FLOAT if bf16 else a["dtype"]
-
-    def rnd(v):
-        return b.cast(b.cast(v, TensorProto.BFLOAT16), TensorProto.FLOAT) if bf16 else v
-
-    g, u = rnd(project(x, "gate")), rnd(project(x, "up"))
-    act_fp32 = a["act_fp32"] and compute != TensorProto.FLOAT
-    if act_fp32:
-        g, u = b.cast(g, TensorProto.FLOAT), b.cast(u, TensorProto.FLOAT)
-    limit = a["limit"]
-    if limit:
-        ftype = TensorProto.FLOAT if act_fp32 else compute
-        npt = np.float32 if ftype == TensorProto.FLOAT else np.float16
-        u = b.op("Clip", [u, b.const(-limit, npt), b.const(limit, npt)])
-        g = b.op("Min", [g, b.const(limit, npt)])
-    silu = b.op("Mul", [g, b.op("Sigmoid", [g])])
-    if act_fp32:
-        h = b.cast(b.op("Mul", [silu, u]), compute)
-    elif a["act_fp32"]:  # bfloat16 emulation: the activation is rounded once
-        h = rnd(b.op("Mul", [silu, u]))
-    else:
-        h = rnd(b.op("Mul", [rnd(silu), u]))
-    return rnd(project(h, "down"))
-
-
-def _stored(b: _Builder, names) -> list[np.ndarray] | None:
-    """The initializers ``names`` as arrays, or None when one is not an in-memory initializer."""
-    protos = [b.initializers.get(n) for n in names]
-    if any(p is None or p.data_location == TensorProto.EXTERNAL for p in protos):
-        return None
-    return [onnx.numpy_helper.to_array(p) for p in protos]
-
-
-def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, shared=(), slices: int = 0):
-    """Stacked expert weights in the MoE layout both `ort` branches read: fc1 [E, 2I, H] with gate/up
-    rows interleaved, fc2 [E, H, I] as stored. ``shared``: the shared expert's (gate [sI, H], up,
-    down [H, sI]), appended as ``slices`` = s more experts (``shared_slices``).
-
-    Written as new initializers when the weights are initializers (always, for exported blocks):
-    ONNX Runtime 1.27+ does not constant-fold results over 1 GiB, so layout nodes on a full-size
-    block's weights would run again on every call. Otherwise (weights fed at run time) as nodes."""
-    arrays = _stored(b, (gate, up, down, *shared))
-    if arrays is not None:
-        g, u, d, *sh = (x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False) for x in arrays)
-        if sh:
-            s, (_, I, H) = slices, g.shape
-            g = np.concatenate((g, sh[0].reshape(s, I, H)))
-            u = np.concatenate((u, sh[1].reshape(s, I, H)))
-            d = np.concatenate((d, sh[2].reshape(H, s, I).transpose(1, 0, 2)))
-        fc1 = np.stack((g, u), axis=2).reshape(g.shape[0], -1, g.shape[2])
-        return b.initializer(fc1, "fc1"), down if d is arrays[2] else b.initializer(d, "fc2")
-    if a["dtype"] != to:
-        gate, up, down, *shared = (b.cast(t, to) for t in (gate, up, down, *shared))
-    if shared:
-        I, H = (b.dims(gate, i, i + 1) for i in (1, 2))
-        s = b.const([slices])
-        gate, up = (b.op("Concat", [w, b.op("Reshape", [sw, b.op("Concat", [s, I, H], axis=0)])], axis=0)
-                    for w, sw in ((gate, shared[0]), (up, shared[1])))
-        per_slice = b.op("Transpose", [b.op("Reshape", [shared[2], b.op("Concat", [H, s, I], axis=0)])],
-                         perm=[1, 0, 2])
-        down = b.op("Concat", [down, per_slice], axis=0)
-    pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])], axis=2)
-    shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1]),
-                            b.op("Shape", [gate], start=2, end=3)], axis=0)
-    return b.op("Reshape", [pair, shape]), down
-
-
-def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
-    """``com.microsoft.MoE`` in float32 on float32 rows ``x`` with float32 ``pseudo``-logits and the
-    interleaved weights ``fc1`` / ``fc2`` (``_weights``) -> float32 rows."""
-    attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
-                 normalize_routing_weights=0)
-    if a["limit"]:
-        attrs["swiglu_limit"] = float(a["limit"])
-    return b.op("MoE", [x, pseudo, fc1, "", fc2], domain="com.microsoft", outputs=outputs, **attrs)
-
-
-def _float_rows(b: _Builder, x: str, a: dict) -> str:
-    """The rows in float32 (bfloat16 blocks already hand their experts float32 rows)."""
-    return x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
-
-
-def _branch(b: _Builder, name: str, output: str, elem_type: int = TensorProto.FLOAT) -> onnx.GraphProto:
-    """The nodes of ``b`` as an ``If`` branch whose one output is ``output`` (float32 by default)."""
-    return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(output, elem_type, None)])
-
-
-def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
-                       moe: "_Builder", moe_out: str, outputs: list, routed: str | None = None) -> None:
-    """An ``If`` on the routed rows (the size of ``routed``, by default ``idx``; the shared
-    expert's slots do not count, as in the measured threshold): up to ``OWN_KERNEL_MAX_ROWS`` the
-    library's MoeRoutedExperts on ``rows`` / ``idx`` / ``weights`` (reads each selected expert once,
-    at the memory's rate), above it the ``moe`` branch (``com.microsoft.MoE``, ``moe_out``). Both
-    read the same interleaved weights ``fc1`` / ``fc2``."""
-    from ascend_moe_onnx import onnx_schemas
-
-    own = _Builder(b.prefix + "own_")
-    own_out = own.op(OWN_KERNEL_OP, [rows, idx, weights, fc1, fc2], domain=onnx_schemas.DOMAIN,
-                     swiglu_limit=float(a["limit"]))
-    small = b.op("LessOrEqual", [b.op("Size", [routed or idx]), b.const(OWN_KERNEL_MAX_ROWS)])
-    b.op("If", [small], outputs=outputs, then_branch=_branch(own, "own_kernel", own_out),
-         else_branch=_branch(moe, "ort_moe", moe_out))
-
-
-def _expand_routed_ort(b: _Builder, node) -> None:
-    """MoeRoutedExperts or, past ``OWN_KERNEL_MAX_ROWS`` routed rows, ``com.microsoft.MoE`` on
-    pseudo-logits (``_own_kernel_or_moe``)."""
-    a = _attrs(node)
-    x, w, idx, gate, up, down, *shared = node.input
-    routed = idx
-    wf = b.cast(w, TensorProto.FLOAT)
-    E, slices = a["experts"], a.get("shared_slices", 0)
-    k = a["k"] + slices
-    if shared:  # s more experts E .. E+s-1, one slot of weight 1 per token each (folds_shared)
-        rows_s = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.const([slices])], axis=0)
-        ids = b.op("Expand", [b.const([list(range(E, E + slices))]), rows_s])
-        idx = b.op("Concat", [b.cast(idx, TensorProto.INT64), ids], axis=1)
-        wf = b.op("Concat", [wf, b.op("ConstantOfShape", [rows_s], value=helper.make_tensor(
-            "one", TensorProto.FLOAT, [1], [1.0]))], axis=1)
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
-    xin = _float_rows(b, x, a)
-    moe = _Builder(b.prefix + "moe_")
-    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), moe.const([E + slices])], axis=0)
-    zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
-    summed = moe.op("ScatterElements", [zeros, moe.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
-    pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
-    y = _ort_moe(moe, xin, pseudo, fc1, fc2, k, a)
-    total = moe.op("ReduceSum", [wf, moe.const([1])], keepdims=1)
-    _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]], routed)
-
-
-def _expand_segments_ort(b: _Builder, node) -> None:
-    """Each row through its segment's expert: MoeRoutedExperts with one slot of weight 1 per row
-    or, past ``OWN_KERNEL_MAX_ROWS`` rows, ``com.microsoft.MoE`` on one-hot pseudo-logits."""
-    a = _attrs(node)
-    x, counts, gate, up, down = node.input
-    ends = b.op("CumSum", [b.cast(counts, TensorProto.INT64), b.const(0)])
-    rows = b.op("Range", [b.const(0), b.op("Squeeze", [b.op("Shape", [x], start=0, end=1)]), b.const(1)])
-    # expert of row r = number of segment ends <= r ([A, E] compare: E is a rank's few local experts)
-    expert = b.op("ReduceSum", [b.cast(b.op("GreaterOrEqual", [b.op("Unsqueeze", [rows, b.const([1])]),
-                                                             b.op("Unsqueeze", [ends, b.const([0])])]),
-                                       TensorProto.INT64), b.const([1])], keepdims=1)
-    ones = b.op("ConstantOfShape", [b.op("Shape", [expert])],
-                value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
-    xin = _float_rows(b, x, a)
-    moe = _Builder(b.prefix + "moe_")
-    shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
-    never = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
-    zero = moe.op("ConstantOfShape", [moe.op("Shape", [expert])],
-                  value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
-    pseudo = moe.op("ScatterElements", [never, expert, zero], axis=1)  # one-hot: weight 1, k = 1
-    moe_out = _ort_moe(moe, xin, pseudo, fc1, fc2, 1, a)
-    y = b.name("y")
-    _own_kernel_or_moe(b, xin, expert, ones, fc1, fc2, a, moe, moe_out, [y])
-    if a["dtype"] == TensorProto.FLOAT16:  # back to the rows' dtype (bfloat16 blocks compute in float32)
-        b.op("Cast", [y], to=TensorProto.FLOAT16, outputs=[node.output[0]])
-    else:
-        b.op("Identity", [y], outputs=[node.output[0]])
-
-
-def _expert_weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, experts: int) -> dict:
-    """``gate`` / ``up`` / ``down`` ([E, N, K], torch's layout) as one MatMul-layout matrix [K, N]
-    per expert: name -> list of E names. New initializers when the weights are in-memory
-    initializers (as in ``_weights``), else Gather + Transpose nodes per expert (constant-folded by
-    ONNX Runtime at session creation)."""
-    arrays = _stored(b, (gate, up, down))
-    out = {}
-    for i, (which, w) in enumerate((("gate", gate), ("up", up), ("down", down))):
-        if arrays is not None:
-            arr = arrays[i].astype(helper.tensor_dtype_to_np_dtype(to), copy=False)
-            out[which] = [b.initializer(arr[e].T, f"w_{which}") for e in range(experts)]
-            continue
-        full = w if a["dtype"] == to else b.cast(w, to)
-        out[which] = [b.op("Transpose", [b.op("Gather", [full, b.const(e)])], perm=[1, 0]) for e in range(experts)]
-    return out
-
-
-def _segment_unrolled(b: _Builder, xs: str, counts: str, weights: dict, a: dict, compute: int) -> str:
-    """One ``If`` per expert, in expert order: an expert with rows runs on its segment [start_e,
-    end_e) of ``xs`` with its own weights (``_expert_weights``: MatMul reads the initializer in
-    place, no copy), an expert without rows gives a [0, H] block; the blocks are concatenated
-    (rows stay in ``xs`` order)."""
-    ends = b.op("CumSum", [counts, b.const(0)])
-    starts = b.op("Sub", [ends, counts])
-    active = b.op("Greater", [counts, b.const(0)])
-    empty = b.op("Slice", [xs, b.const([0]), b.const([0]), b.const([0])])  # [0, H]
-    parts = []
-    for e in range(len(weights["gate"])):
-        run = _Builder(f"{b.prefix}e{e}_")
-        at = (run.const([e]), run.const([e + 1]))
-        seg = run.op("Slice", [xs, run.op("Slice", [starts, *at]), run.op("Slice", [ends, *at]), run.const([0])])
-        y = _swiglu_nodes(run, seg, lambda rows, which: run.op("MatMul", [rows, weights[which][e]]), a)
-        skip = _Builder(f"{b.prefix}s{e}_")
-        none = skip.op("Identity", [empty])
-        parts.append(b.op("If", [b.op("Gather", [active, b.const(e)])],
-                          then_branch=_branch(run, f"expert{e}", y, compute),
-                          else_branch=_branch(skip, f"no_rows{e}", none, compute)))
-    return b.op("Concat", parts, axis=0)
-
-
-def _expand_routed_onnx(b: _Builder, node) -> None:
-    a = _attrs(node)
-    x, w, idx, gate, up, down = node.input
-    bf16 = a["dtype"] == TensorProto.BFLOAT16
-    compute = TensorProto.FLOAT if bf16 else a["dtype"]
-    k = a["k"]
-    weights = _expert_weights(b, gate, up, down, a, compute, a["experts"])
-    flat = b.op("Reshape", [b.cast(idx, TensorProto.INT64), b.const([-1])])
-    P = b.op("Size", [flat])
-    # sort the (token, slot) rows by expert; row p = token p // k
-    order = b.op("TopK", [flat, b.op("Reshape", [P, b.const([1])])], n_out=2, largest=0, sorted=1)[1]
-    xs = b.op("Gather", [x, b.op("Div", [order, b.const(k)])])  # [P, H]
-    counts = b.op("ScatterElements", [b.const(np.zeros(a["experts"])), flat,
-                                      b.op("Expand", [b.const(1), b.op("Shape", [flat])])], axis=0, reduction="add")
-    ys = _segment_unrolled(b, xs, counts, weights, a, compute)
-    inv = b.op("ScatterElements", [order, order, b.op("Range", [b.const(0), P, b.const(1)])], axis=0)
-    y = b.op("Gather", [ys, inv])
-    yk = b.op("Reshape", [b.cast(y, TensorProto.FLOAT) if compute != TensorProto.FLOAT else y,
-                          b.op("Concat", [b.const([-1, k]), b.op("Shape", [x], start=1, end=2)], axis=0)])
-    wk = b.op("Unsqueeze", [b.cast(w, TensorProto.FLOAT), b.const([2])])
-    summed = b.op("ReduceSum", [b.op("Mul", [yk, wk]), b.const([1])], keepdims=1)
-    b.op("Squeeze", [summed, b.const([1])], outputs=[node.output[0]])
-
-
-def _expand_segments_onnx(b: _Builder, node) -> None:
-    a = _attrs(node)
-    x, counts, gate, up, down = node.input
-    compute = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
-    weights = _expert_weights(b, gate, up, down, a, compute, a["experts"])
-    y = _segment_unrolled(b, x, b.cast(counts, TensorProto.INT64), weights, a, compute)
-    b.op("Identity", [y], outputs=[node.output[0]])
-
-
-_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_ort, (OP_ROUTED, "onnx"): _expand_routed_onnx,
-              (OP_SEGMENTS, "ort"): _expand_segments_ort, (OP_SEGMENTS, "onnx"): _expand_segments_onnx}
-
-
-def expand(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned).
-
-    Adds the ``com.microsoft`` opset import when the ``ort`` formulation is used and removes the
-    placeholder domain's import."""
-    graph = model.graph
-    if not any(n.domain == DOMAIN for n in graph.node):
-        return model
-    initializers = {t.name: t for t in graph.initializer}
-    nodes, new_initializers, uses_ms = [], [], False
-    for count, node in enumerate(graph.node):
-        if node.domain != DOMAIN:
-            nodes.append(node)
-            continue
-        a = _attrs(node)
-        formulation = a["formulation"].decode() if isinstance(a["formulation"], bytes) else a["formulation"]
-        expander = _EXPANDERS.get((node.op_type, formulation))
-        if expander is None:
-            raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
-        b = _Builder(f"experts{count}_", initializers)
-        expander(b, node)
-        nodes.extend(b.nodes)
-        new_initializers.extend(b.new_initializers)
-        uses_ms |= formulation == "ort"
-    del graph.node[:]
-    graph.node.extend(nodes)
-    graph.initializer.extend(new_initializers)
-    _drop_unused_initializers(graph)
-    imports = [o for o in model.opset_import if o.domain != DOMAIN]
-    if uses_ms and not any(o.domain == "com.microsoft" for o in imports):
-        imports.append(helper.make_opsetid("com.microsoft", 1))
-    if uses_ms:  # the routed blocks' MoeRoutedExperts branch
-        from ascend_moe_onnx import onnx_schemas
-
-        if not any(o.domain == onnx_schemas.DOMAIN for o in imports):
-            imports.append(onnx_schemas.opset_import())
-    del model.opset_import[:]
-    model.opset_import.extend(imports)
-    return model
-
-
-def _names_read(graph: onnx.GraphProto) -> set[str]:
-    """Every name a node of ``graph`` or of its subgraphs (Loop/If bodies) reads, plus its outputs."""
-    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
-
-    return {o.name for o in graph.output} | {i for g in walk_graphs(graph) for n in g.node for i in n.input}
-
-
-def _drop_unused_initializers(graph: onnx.GraphProto) -> None:
-    """Drop the weights only the placeholders read (now stored again in their final layout)."""
-    used = _names_read(graph)
-    kept = [t for t in graph.initializer if t.name in used]
-    if len(kept) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(kept)

@@ -1,6 +1,6 @@
 """Block configs from Hugging Face config fields: a preset is "an HF config + sizes".
 
-The routing attributes come from ``ascend_moe_onnx.hf.configs`` (the same derivation
+The routing attributes come from ``ascend_moe_onnx.models.hf_routing`` (the same derivation
 ``hf.patch`` uses, no transformers needed); the sizes the HF config does not fix for a preset
 (hidden size, expert width, shared experts) are given here. A routing the project's blocks cannot
 run is a ``ValueError`` naming the config field.
@@ -8,7 +8,7 @@ run is a ``ValueError`` naming the config field.
 
 from __future__ import annotations
 
-from ascend_moe_onnx.hf.configs import HFConfigError, Routing, routing
+from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing, routing
 
 from .layers import MoEConfig
 

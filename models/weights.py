@@ -12,7 +12,7 @@ Accepted key names, after an optional layer prefix such as ``model.layers.3.`` a
 
 A directory with ``model.safetensors.index.json`` (a sharded checkpoint) is read through its index.
 Sizes (hidden, experts, expert width, shared width, table rows) come from the tensor shapes; top-k
-and the routing attributes are derived as transformers computes them (``ascend_moe_onnx.hf.configs``)
+and the routing attributes are derived as transformers computes them (``ascend_moe_onnx.models.hf_routing``)
 from the preset's HF config overridden by a ``config.json`` next to the weights. Only the chosen
 layer's tensors are read.
 """
@@ -219,7 +219,7 @@ def _config_fields(cfg: dict) -> dict:
 def _hf_routing(preset_hf: dict, config: dict, experts: int, top_k: int) -> dict:
     """MoEConfig routing fields derived as transformers computes them from the preset's HF config
     overridden by the checkpoint's config.json (the expert count from the tensors)."""
-    from ascend_moe_onnx.hf.configs import HFConfigError, model_type_of, routing
+    from ascend_moe_onnx.models.hf_routing import HFConfigError, model_type_of, routing
 
     from .from_hf import EXPERTS_FIELD, routing_fields
 
@@ -239,7 +239,7 @@ def configure(cfg: MoEConfig, sizes: dict, tensors: dict, hf: dict | None = None
     """The preset's config with the checkpoint's sizes and routing fields; checks they fit the preset.
 
     ``hf``: the preset's HF config fields; the checkpoint's config.json overrides them and every
-    routing attribute is derived as transformers computes it (``ascend_moe_onnx.hf.configs``).
+    routing attribute is derived as transformers computes it (``ascend_moe_onnx.models.hf_routing``).
     """
     config = sizes.get("config") or {}
     changes = {k: v for k, v in sizes.items() if k in MoEConfig.__dataclass_fields__}

@@ -164,10 +164,10 @@ def test_experts_threshold_times_both_branches_and_checks_they_agree():
     """benchmarks/experts_threshold.py on a tiny block: both If branches timed, their outputs
     compared, the routed rows reported (OWN_KERNEL_MAX_ROWS is left as it was)."""
     from ascend_moe_onnx.benchmarks import experts_threshold
-    from ascend_moe_onnx.models import experts
+    from ascend_moe_onnx.exporters import experts_graph
 
-    before = experts.OWN_KERNEL_MAX_ROWS
+    before = experts_graph.OWN_KERNEL_MAX_ROWS
     rows = experts_threshold.run(["qwen3-30b-a3b"], [3, 40], repeats=1, size="tiny", log=lambda *_: None)
-    assert experts.OWN_KERNEL_MAX_ROWS == before
+    assert experts_graph.OWN_KERNEL_MAX_ROWS == before
     assert [(r["tokens"], r["routed_rows"]) for r in rows] == [(3, 12), (40, 160)]
     assert all(r["own_s"] > 0 and r["moe_s"] > 0 and r["max_rel_diff"] <= 1e-4 for r in rows), rows

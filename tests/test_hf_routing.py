@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascend_moe_onnx.hf import configs as R
-from ascend_moe_onnx.hf.configs import HFConfigError, routing
+from ascend_moe_onnx.models import hf_routing as R
+from ascend_moe_onnx.models.hf_routing import HFConfigError, routing
 
 # ---- config.json dicts (no transformers needed) ---------------------------------------------------
 

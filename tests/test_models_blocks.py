@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ascend_moe_onnx.cli import verify
+from ascend_moe_onnx.exporters import experts_graph
 from ascend_moe_onnx.models import experts as routed_experts
 from ascend_moe_onnx.models import presets
 
@@ -26,7 +27,7 @@ def token_counts(block) -> tuple:
     """TOKEN_COUNTS and one count past the `ort` formulation's own-kernel branch (routed rows T·k;
     the expert-parallel block's rows are its T tokens), so that its MoE-op branch is checked too."""
     rows_per_token = 1 if block.cfg.ranks else block.cfg.top_k
-    return (*TOKEN_COUNTS, 1 + routed_experts.OWN_KERNEL_MAX_ROWS // rows_per_token)
+    return (*TOKEN_COUNTS, 1 + experts_graph.OWN_KERNEL_MAX_ROWS // rows_per_token)
 # float32 for every preset; bfloat16 / float16 where they exercise something different: logits in
 # the low-precision dtype (qwen3-moe, mixtral), float32 logits with low-precision experts
 # (deepseek-v3, deepseek-v2), hash + image routing, int8 and bf16 expert-parallel blocks.
@@ -40,7 +41,7 @@ CASES = ([(name, "float32") for name in presets.PRESETS if name != "ep-bf16"]
 FORMULATION_CASES = [(n, d, f) for n, d in CASES for f in routed_experts.FORMULATIONS
                      if f != "padded" or d == "float32"]
 # Op types each formulation must (or must not) put in the graph (routed blocks: onnx also has an If).
-FORMULATION_OPS = {"ort": ({"MoE", routed_experts.OWN_KERNEL_OP}, {"Loop"}), "onnx": ({"If"}, {"MoE", "Loop"}),
+FORMULATION_OPS = {"ort": ({"MoE", experts_graph.OWN_KERNEL_OP}, {"Loop"}), "onnx": ({"If"}, {"MoE", "Loop"}),
                    "padded": (set(), {"MoE", "Loop"})}
 
 
@@ -256,7 +257,7 @@ def test_ort_lays_out_external_weights_with_nodes(tmp_path):
                          dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
                          output_names=list(block.output_names))
     session = ort.InferenceSession(str(path), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
-    rows_past_threshold = routed_experts.OWN_KERNEL_MAX_ROWS // block.cfg.top_k + 1
+    rows_past_threshold = experts_graph.OWN_KERNEL_MAX_ROWS // block.cfg.top_k + 1
     for T in (3, rows_past_threshold):
         inputs = block.example_inputs(T, seed=T)
         results, like = verify.run_torch(block, inputs)

@@ -1,4 +1,5 @@
-"""MoeGatingTopKHash attributes from a Hugging Face config, one function per architecture.
+"""MoeGatingTopKHash attributes from a Hugging Face config, one function per architecture (used by
+the presets, the checkpoint loader and ``hf``; it needs no transformers, so it lives below ``hf``).
 
 Each function reads the config fields the architecture's transformers router reads, with the same
 defaults, and returns a :class:`Routing`: the op's attributes plus how the model computes its
