@@ -48,7 +48,7 @@ if [ $with_cann = 1 ]; then
   [ -x .venv-cann/bin/python ] || python3 -m venv .venv-cann
   cpy=.venv-cann/bin/python
   $cpy -m pip install -q --upgrade pip
-  $cpy -m pip install -q "numpy<2" "ml_dtypes<0.6" onnx pytest "scikit-build-core>=0.11" flatbuffers packaging protobuf sympy
+  $cpy -m pip install -q "numpy<2" "ml_dtypes<0.6" onnx pytest pytest-xdist "scikit-build-core>=0.11" flatbuffers packaging protobuf sympy
   $cpy -m pip install -q --no-deps "onnxruntime-cann==1.24.4"
   $cpy -m pip install -q --no-deps --no-build-isolation -e .
   echo "setup: .venv-cann ready (tests: .ci/jobs/20-cann.sh)"
