@@ -191,26 +191,56 @@ def present(inputs: dict) -> dict:
     return {n: a for n, a in inputs.items() if a is not None}
 
 
-def node_model(op: OpInfo, inputs: dict, attrs: dict, opset_version: int | None = None,
-               ranks: bool = False) -> onnx.ModelProto:
-    """A one-node model: graph inputs named like the op's inputs, of unknown shape (element types
-    known) or, with ``ranks``, of known rank with symbolic dims; absent middle inputs as "";
-    every output named and left to shape inference."""
+def node_model(op: OpInfo | str, inputs: dict, attrs: dict, opset_version: int | None = None,
+               ranks: bool = False, *, shapes: bool = False, dims: dict | None = None,
+               outputs: int | None = None, typed_outputs: bool = False, output_dims: dict | None = None,
+               opset: int = 20, ir_version: int = 10) -> onnx.ModelProto:
+    """The one-node model of the tests: graph inputs named like the op's inputs (absent middle
+    ones as ""), with dims unknown, or with ``ranks`` symbolic (``<input>_<i>``), or with
+    ``shapes`` the arrays' own; ``dims`` overrides them per input (a list of ints / names, None:
+    unknown rank). The first ``outputs`` outputs (default all), left to shape inference, or with
+    ``typed_outputs`` declared with the element types the kernels write (shapes unknown unless
+    ``output_dims`` gives them).
+    ``op`` is an OpInfo or an op name."""
     from tests.rerouting_cases import TYPES, type_name
 
+    if isinstance(op, str):
+        op = next(o for o in OPS if o.name == op)
     given = present(inputs)
     names = [n if n in given else "" for n in op.spec.INPUT_NAMES]
     while names and names[-1] == "":
         names.pop()
-    def dims(name):
+
+    def input_dims(name):
+        if dims is not None and name in dims:
+            return dims[name]
+        if shapes:
+            return list(np.shape(given[name]))
         return [f"{name}_{i}" for i in range(np.ndim(given[name]))] if ranks else None
 
-    graph_inputs = [helper.make_tensor_value_info(n, TYPES[type_name(given[n])][1], dims(n))
-                    for n in names if n]
-    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in op.spec.OUTPUT_NAMES]
-    node = helper.make_node(op.name, names, list(op.spec.OUTPUT_NAMES), domain=onnx_schemas.DOMAIN, **attrs)
+    elem = {n: TYPES[type_name(given[n])][1] for n in names if n}
+    graph_inputs = [helper.make_tensor_value_info(n, elem[n], input_dims(n)) for n in names if n]
+    out_names = list(op.spec.OUTPUT_NAMES)[:outputs]
+    if typed_outputs:
+        graph_outputs = [helper.make_tensor_value_info(n, _output_type(op, p, elem), (output_dims or {}).get(n))
+                         for n, p in zip(out_names, op.spec.SCHEMA.outputs)]
+    else:
+        graph_outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in out_names]
+    node = helper.make_node(op.name, names, out_names, domain=onnx_schemas.DOMAIN, **attrs)
     return helper.make_model(
-        helper.make_graph([node], op.name, graph_inputs, outputs),
-        opset_imports=[helper.make_opsetid("", 20),
+        helper.make_graph([node], op.name, graph_inputs, graph_outputs),
+        opset_imports=[helper.make_opsetid("", opset),
                        helper.make_opsetid(onnx_schemas.DOMAIN, opset_version or onnx_schemas.OPSET_VERSION)],
-        ir_version=10)
+        ir_version=ir_version)
+
+
+def _output_type(op: OpInfo, param, input_types: dict) -> int:
+    """The element type the kernels write to an output: its one allowed type, else that of the
+    first given input with the same type parameter, else its first allowed type."""
+    schema = op.spec.SCHEMA
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}.get(
+        param.type_str, [param.type_str])
+    for p in schema.inputs:
+        if len(allowed) > 1 and p.type_str == param.type_str and p.name in input_types:
+            return input_types[p.name]
+    return getattr(onnx.TensorProto, allowed[0][len("tensor("):-1].upper())

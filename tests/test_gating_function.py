@@ -22,6 +22,7 @@ from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, refe
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash_function import build_function
 from tests import ort_values
 from tests.gating_cases import assert_routing_equal, selection_scores
+from tests.op_table import node_model
 
 DOMAIN = onnx_schemas.DOMAIN
 OP = "MoeGatingTopKHash"
@@ -58,21 +59,15 @@ def _node(attrs, present, outputs=("y", "expert_idx", "out"), prefix=""):
 
 
 def make_model(attrs, feeds, lead_dims, E, opset=18, ir_version=10):
-    """One MoeGatingTopKHash node whose present inputs are the keys of ``feeds`` (numpy arrays)."""
-    present = [n in feeds for n in INPUT_NAMES]
+    """One MoeGatingTopKHash node whose present inputs are the keys of ``feeds`` (numpy arrays),
+    with symbolic dims (tests/op_table.node_model)."""
+    dims = {"x": lead_dims + [E], "bias": [E], "input_ids": lead_dims, "tid2eid": ["n", attrs["k"]],
+            "additional_bias": [E], "additional_token_mask": lead_dims}
     k = attrs["k"]
-    x_dtype = feeds["x"].dtype
-    in_dims = {"x": lead_dims + [E], "bias": [E], "input_ids": lead_dims, "tid2eid": ["n", k],
-               "additional_bias": [E], "additional_token_mask": lead_dims}
-    inputs = [_vi(n, feeds[n], in_dims[n]) for n in INPUT_NAMES if n in feeds]
-    outputs = [_vi("y", NP_TO_ONNX[x_dtype], lead_dims + [k]),
-               _vi("expert_idx", TensorProto.INT32, lead_dims + [k]),
-               _vi("out", TensorProto.FLOAT, lead_dims + [E] if attrs.get("out_flag") else [0])]
-    graph = helper.make_graph([_node(attrs, present)], "g", inputs, outputs)
-    return helper.make_model(
-        graph, ir_version=ir_version,
-        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, 1)],
-    )
+    out_dims = {"y": lead_dims + [k], "expert_idx": lead_dims + [k],
+                "out": lead_dims + [E] if attrs.get("out_flag") else [0]}
+    return node_model(OP, feeds, attrs, dims=dims, typed_outputs=True, output_dims=out_dims, opset=opset,
+                      ir_version=ir_version)
 
 
 def session(model) -> ort.InferenceSession:

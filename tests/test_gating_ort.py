@@ -5,66 +5,32 @@ from __future__ import annotations
 
 import itertools
 import re
-import json
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper  # noqa: E402
-
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
-from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference  # noqa: E402
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import OP_TYPE as OP, reference  # noqa: E402
 from tests import ort_values  # noqa: E402
 from tests.gating_cases import (  # noqa: E402
     WEIGHT_RTOL, assert_routing_equal, make_inputs, seed_of, selection_scores,
 )
+from tests.cpu_isa import call_on_isa  # noqa: E402
+from tests.op_table import node_model  # noqa: E402
 
-ELEM_TYPES = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.float16): TensorProto.FLOAT16,
-    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-    np.dtype(np.int32): TensorProto.INT32,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.bool_): TensorProto.BOOL,
-}
 DTYPE_NAMES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
 def make_model(attrs: dict, inputs: dict, x_dims: list | None = None, outputs: int = 3):
-    """Single-node model; graph inputs named like the op inputs, with symbolic dims (E of x kept
-    fixed unless ``x_dims`` says otherwise)."""
-    node_inputs = [name if name in inputs else "" for name in INPUT_NAMES]
-    while node_inputs[-1] == "":
-        node_inputs.pop()
-    graph_inputs = []
-    for name in INPUT_NAMES:
-        if name not in inputs:
-            continue
-        a = np.asarray(inputs[name])
-        if name == "x":
-            dims = x_dims if x_dims is not None else [f"x{i}" for i in range(a.ndim - 1)] + [a.shape[-1]]
-        else:
-            dims = [f"{name}{i}" for i in range(a.ndim)]
-        graph_inputs.append(helper.make_tensor_value_info(name, ELEM_TYPES[a.dtype], dims))
-    out_names = ["y", "expert_idx", "out"][:outputs]
-    node = helper.make_node("MoeGatingTopKHash", node_inputs, out_names, domain="ascend.moe", **attrs)
-    x_type = ELEM_TYPES[np.asarray(inputs["x"]).dtype]
-    graph_outputs = [
-        helper.make_tensor_value_info(n, t, None)
-        for n, t in zip(out_names, [x_type, TensorProto.INT32, TensorProto.FLOAT])
-    ]
-    graph = helper.make_graph([node], "gating", graph_inputs, graph_outputs)
-    return helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ascend.moe", 1)],
-        ir_version=10,
-    )
+    """Single-node model (tests/op_table.node_model) with typed outputs and symbolic dims, E of x
+    kept fixed unless ``x_dims`` says otherwise."""
+    x = np.asarray(inputs["x"])
+    if x_dims is None:
+        x_dims = [f"x{i}" for i in range(x.ndim - 1)] + [x.shape[-1]]
+    return node_model(OP, inputs, attrs, ranks=True, dims={"x": x_dims}, outputs=outputs,
+                      typed_outputs=True, opset=18)
 
 
 def session(model, threads: int | None = 1):
@@ -259,15 +225,6 @@ def test_bad_token_ids_are_reported_before_bad_table_entries():
         reference(**inputs, k=2)
 
 
-_ISA_SCRIPT = """
-import json, sys
-import numpy as np
-sys.path.insert(0, {root!r})
-from tests.test_gating_ort import isa_outputs
-print(json.dumps(isa_outputs()))
-"""
-
-
 def isa_outputs() -> list:
     """Outputs of a few configurations, as lists (compared across instruction-set builds)."""
     results = []
@@ -289,12 +246,8 @@ def test_baseline_and_default_builds_agree():
     """ASCEND_MOE_CPU_ISA=baseline forces the baseline build: the same experts as the default
     (AVX2 / AVX-512) build, scores and weights within a few ulp (FMA, reciprocal estimate;
     tests/test_gating_kernel.py checks every path against the reference)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA="baseline",
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
-    proc = subprocess.run([sys.executable, "-c", _ISA_SCRIPT.format(root=root)], env=env,
-                          capture_output=True, text=True, timeout=120, check=True)
-    for base, default in zip(json.loads(proc.stdout.strip().splitlines()[-1]), isa_outputs()):
+    baseline = call_on_isa("baseline", "tests.test_gating_ort:isa_outputs", timeout=120)
+    for base, default in zip(baseline, isa_outputs()):
         assert base[1] == default[1]
         for a, b in ((base[0], default[0]), (base[2], default[2])):
             a = np.asarray(a, np.uint32).view(np.int32).astype(np.int64)
