@@ -12,9 +12,8 @@ try:  # torch is optional: the ORT-facing tests also run in environments without
     import torch
 except ImportError:
     torch = None
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
-from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions
@@ -148,19 +147,15 @@ def run_torch(tokens, counts, scales=None, **attrs):
 def make_model(token_type: str = "float", count_type: str = "int64", scale_type: str | None = None,
                scale_rank: int = 1, attrs: dict | None = None, shapes: bool = True,
                functions: bool = False, opset: int = 20) -> onnx.ModelProto:
-    """One MoeReRouting node; symbolic input shapes unless ``shapes`` is False (unknown rank)."""
-    def vi(name, type_name, dims):
-        return helper.make_tensor_value_info(name, TYPES[type_name][1], dims if shapes else None)
+    """One MoeReRouting node of these element types (tests/op_table.node_model); symbolic input
+    shapes unless ``shapes`` is False (unknown rank); outputs left to shape inference."""
+    from tests.op_table import node_model
 
-    inputs = [vi("tokens", token_type, ["A", "H"]), vi("counts", count_type, ["N", "E"])]
-    if scale_type is not None:
-        inputs.append(vi("scales", scale_type, ["A", "S"][:scale_rank]))
-    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in spec.OUTPUT_NAMES]  # left to inference
-    node = helper.make_node(spec.OP_TYPE, [i.name for i in inputs], list(spec.OUTPUT_NAMES),
-                            domain=spec.DOMAIN, **(attrs or {}))
-    model = helper.make_model(
-        helper.make_graph([node], "rerouting", inputs, outputs),
-        opset_imports=[helper.make_opsetid("", opset), onnx_schemas.opset_import()], ir_version=10)
+    types = {"tokens": token_type, "expert_token_num_per_rank": count_type, "per_token_scales": scale_type}
+    inputs = {n: np.zeros(0, TYPES[t][0]) for n, t in types.items() if t is not None}  # types only
+    dims = {"tokens": ["A", "H"], "expert_token_num_per_rank": ["N", "E"], "per_token_scales": ["A", "S"][:scale_rank]}
+    model = node_model(spec.OP_TYPE, inputs, attrs or {},
+                       dims={n: d if shapes else None for n, d in dims.items()}, opset=opset)
     return attach_functions(model) if functions else model
 
 
@@ -186,9 +181,9 @@ def run_feeds(sess, feeds: dict) -> list[np.ndarray]:
 
 def run_ort(sess, tokens, counts, scales=None) -> list[np.ndarray]:
     """Run a session built by make_model."""
-    feeds = {"tokens": tokens, "counts": counts}
+    feeds = {"tokens": tokens, "expert_token_num_per_rank": counts}
     if scales is not None:
-        feeds["scales"] = scales
+        feeds["per_token_scales"] = scales
     return run_feeds(sess, feeds)
 
 

@@ -97,9 +97,9 @@ def test_checker_rejects_a_disallowed_type():
 def test_onnx_reference_evaluator_runs_the_op_and_the_function_body(attrs):
     rng = np.random.default_rng(0)
     c = np.array([[3, 0, 1], [0, 2, 2]], np.int32)
-    feeds = {"tokens": random_bits(rng, (8, 5), "float16"), "counts": c,
-             "scales": rng.random((8, 2)).astype(np.float32)}
-    expected = spec.reference(feeds["tokens"], c, feeds["scales"], **attrs)
+    feeds = {"tokens": random_bits(rng, (8, 5), "float16"), "expert_token_num_per_rank": c,
+             "per_token_scales": rng.random((8, 2)).astype(np.float32)}
+    expected = spec.reference(feeds["tokens"], c, feeds["per_token_scales"], **attrs)
     model = make_model("float16", "int32", "float", 2, attrs=attrs, functions=True)
     got = ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS).run(None, feeds)
     assert_outputs_same(got, expected, "OpRun")
