@@ -220,6 +220,10 @@ InputView GetInputView(Ort::KernelContext& ctx, size_t index) {
   return view;
 }
 
+void FailRequiredInput(const char* op, const ParamSpec& spec) {
+  Fail(Str(op, ": input '", spec.name, "' is required, got none"));
+}
+
 namespace {
 std::vector<OpManifestEntry>& Manifest() {
   static std::vector<OpManifestEntry> entries;
