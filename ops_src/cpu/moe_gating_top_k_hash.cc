@@ -36,6 +36,15 @@ Scratch& ThreadScratch() {
   return scratch;
 }
 
+// The scratch rows start on a cache line, so that the row code's full-register loads and stores
+// (64 bytes in the AVX-512 build) of keys and scores do not straddle two lines.
+constexpr size_t kAlignFloats = 16;
+template <typename T>
+T* AlignUp(T* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<T*>((a + 63) & ~uintptr_t{63});
+}
+
 // The row code of a path this library has.
 GatingRowsFn* RowsOf(CpuIsa isa) {
   if constexpr (kCpuX86Paths) {
@@ -72,10 +81,12 @@ bool MoeGatingTopKHashRowsWithIsa(CpuIsa isa, const MoeGatingTopKHashParams& par
   const size_t E = static_cast<size_t>(params.experts);
   const size_t G = static_cast<size_t>(params.group_count);
   Scratch& scratch = ThreadScratch();
-  if (scratch.floats.size() < 4 * E) scratch.floats.resize(4 * E);
-  if (scratch.ints.size() < 4 * E + G + 1) scratch.ints.resize(4 * E + G + 1);
-  float* f = scratch.floats.data();
-  int32_t* i = scratch.ints.data();
+  if (scratch.floats.size() < 4 * E + kAlignFloats) scratch.floats.resize(4 * E + kAlignFloats);
+  if (scratch.ints.size() < 4 * E + G + 1 + kAlignFloats) {
+    scratch.ints.resize(4 * E + G + 1 + kAlignFloats);
+  }
+  float* f = AlignUp(scratch.floats.data());
+  int32_t* i = AlignUp(scratch.ints.data());
   if (select == GatingSelect::kAuto) select = MoeGatingTopKHashSelect();
   const bool narrow = select == GatingSelect::kNarrow;
   *error = RowsOf(isa)(params, inputs, outputs, begin, end, f, i, narrow);

@@ -1,5 +1,5 @@
-// The AVX2 + FMA (8 lanes) build of the MoeGatingTopKHash row code, on CPUs that have it (x86-64 with
-// GCC; empty elsewhere). See isa.h for the pattern and gating/vector.inc for the code.
+// The AVX2 + FMA (8 lanes) build of the MoeGatingTopKHash row code, on CPUs that have it (x86-64
+// with GCC; empty elsewhere). See isa.h for the pattern and gating/vector.inc for the code.
 #include "ops_src/cpu/isa.h"
 
 #if ASCEND_MOE_CPU_X86_PATHS
@@ -17,6 +17,7 @@ namespace ascend_moe::cpu::gating_avx2 {
 
 constexpr CpuIsa kIsa = CpuIsa::kAvx2;
 constexpr int kLanes = 8;
+namespace narrow_build = gating_avx2;  // the AVX-512 build's `narrow` selection: unused here
 
 #include "ops_src/cpu/gating/vector.inc"
 #include "ops_src/cpu/gating/simd_x86.inc"

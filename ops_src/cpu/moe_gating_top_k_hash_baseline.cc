@@ -16,6 +16,7 @@ namespace ascend_moe::cpu::gating_baseline {
 
 constexpr CpuIsa kIsa = CpuIsa::kBaseline;
 constexpr int kLanes = 4;
+namespace narrow_build = gating_baseline;  // the AVX-512 build's `narrow` selection: unused here
 
 #include "ops_src/cpu/gating/vector.inc"
 #include "ops_src/cpu/gating/simd_baseline.inc"
