@@ -15,12 +15,12 @@
 #include "ops_src/cpu/half.h"
 #include "ops_src/cpu/isa.h"
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
-#include "ops_src/cpu/moe_gating_top_k_hash_paths.h"
 
 ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
 namespace ascend_moe::cpu::approx_check {
 constexpr CpuIsa kIsa = CpuIsa::kAvx2;
 constexpr int kLanes = 8;
+namespace narrow_build = approx_check;  // the AVX-512 build's `narrow` selection: unused here
 #include "ops_src/cpu/gating/vector.inc"
 #include "ops_src/cpu/gating/simd_x86.inc"
 #include "ops_src/cpu/gating/simd_avx2.inc"
