@@ -17,5 +17,5 @@ if [[ $# -ge 1 ]]; then
     -o "$before/moe_routed_experts.o"
   extra=(-DEXPERTS_MICRO_BEFORE "$before/moe_routed_experts.o")
 fi
-"$CXX" "${FLAGS[@]}" benchmarks/native/experts_micro.cc ops_src/cpu/moe_routed_experts.cc "${extra[@]}" \
+"$CXX" "${FLAGS[@]}" benchmarks/native/experts_micro.cc ops_src/cpu/moe_routed_experts*.cc ops_src/cpu/isa.cc "${extra[@]}" \
   -o build/experts_micro

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
       bytes += std::count(used.begin(), used.end(), 1) * 3.0 * H * I * 4;
     }
     bytes /= rotation;
-    for (ExpertsIsa isa : {ExpertsIsa::kAvx512, ExpertsIsa::kAvx2, ExpertsIsa::kBaseline}) {
+    for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kBaseline}) {
       MoeRoutedExpertsParams p;
       p.tokens = T, p.hidden = H, p.k = k, p.experts = E, p.inter = I;
       struct Candidate {
@@ -138,9 +139,13 @@ int main(int argc, char** argv) {
       if (!ok) continue;
       for (const auto& c : candidates) {
         std::printf("T %4lld %-8s %-6s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe", (long long)T,
-                    ExpertsIsaName(isa), c.name.c_str(), c.best * 1e3, bytes / c.best / 1e9,
+                    CpuIsaName(isa), c.name.c_str(), c.best * 1e3, bytes / c.best / 1e9,
                     100 * bytes / c.best / dram);
-        if (candidates.size() > 1) std::printf("  %.2fx of before", c.best / candidates.back().best);
+        if (candidates.size() > 1) {
+          const bool same = std::memcmp(y.data(), y_before.data(), y.size() * sizeof(float)) == 0;
+          std::printf("  %.2fx of before, %s", c.best / candidates.back().best,
+                      same ? "bit-identical" : "OUTPUTS DIFFER");
+        }
         std::printf("\n");
       }
     }

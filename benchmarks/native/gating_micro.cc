@@ -9,7 +9,9 @@
 //   (the last argument: time only that path, e.g. under perf)
 //   PRESET: deepseek-v3 | kimi-k2 | qwen3-moe | deepseek-v4-hash | sigmoid-256 (no groups)
 // Prints ns/row per path (fastest repetition; the candidates are interleaved, each repetition
-// times every one once), the ratio to the "before" kernel when linked, and the floor estimate.
+// times every one once), with the "before" kernel when linked: its ns/row on the same path, the
+// ratio, and whether the two wrote the same bytes (exit status 3 where they did not); and the
+// floor estimate.
 // Logits are N(0, 1), bias N(0, 0.01).
 #include <algorithm>
 #include <chrono>
@@ -48,7 +50,7 @@ struct Preset {
   MoeGatingTopKHashParams params;
   bool bias = false;
   int64_t vocab = 0;  // > 0: hash routing with a [vocab, k] table
-  // Estimated floor, ns/row, single thread, float32 (issue 14's analysis of DeepSeek-V3: the
+  // Estimated floor, ns/row, single thread, float32 (an analysis of DeepSeek-V3: the
   // sigmoid pass at full vector throughput plus the selection's minimal instruction count).
   double floor_avx2 = 0, floor_avx512 = 0;
 };
@@ -73,11 +75,15 @@ bool MakePreset(const std::string& name, Preset* p) {
   return true;
 }
 
+// One kernel on one path, with outputs of its own (compared bytewise with the "before" kernel's
+// on the same path).
 struct Candidate {
   std::string name;
-  std::function<bool()> run;  // false: failed
+  bool before = false;  // the older kernel
+  std::function<bool(const MoeGatingTopKHashOutputs&)> run;  // false: failed
+  std::vector<float> y = {};
+  std::vector<int32_t> idx = {};
   double best = 1e30;
-  std::vector<int32_t> idx = {};  // expert indices of the last run
 };
 
 int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf16,
@@ -90,6 +96,7 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
   MoeGatingTopKHashParams params = preset.params;
   params.rows = rows;
   const int64_t E = params.experts, k = params.k;
+  int rc = 0;
 
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -115,37 +122,40 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
     in.tid2eid = table.data();
     in.table_rows = preset.vocab;
   }
-  std::vector<float> y(static_cast<size_t>(rows * k));
-  std::vector<int32_t> idx(static_cast<size_t>(rows * k));
-  MoeGatingTopKHashOutputs out;
-  out.y = y.data();
-  out.expert_idx = idx.data();
-
-  std::vector<Candidate> candidates;
+  // Every path this CPU runs (AVX-512 with both selection widths), today's kernel and, when
+  // linked, the older one on the same path beside it.
 #ifdef GATING_MICRO_BEFORE
   namespace old = ascend_moe_before::cpu;
   const auto old_params = SameLayout<old::MoeGatingTopKHashParams>(params);
   const auto old_in = SameLayout<old::MoeGatingTopKHashInputs>(in);
-  const auto old_out = SameLayout<old::MoeGatingTopKHashOutputs>(out);
-  candidates.push_back({"before", [&] {
-    return old::MoeGatingTopKHashRows(old_params, old_in, old_out, 0, rows).ok();
-  }});
 #endif
-  for (GatingIsa isa : {GatingIsa::kBaseline, GatingIsa::kAvx2, GatingIsa::kAvx512}) {
-    MoeGatingTopKHashError error;
-    if (!MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, 1, &error)) continue;
-    // AVX-512: both selection widths (the library picks one per CPU; docs/kernel.md).
-    const bool both = isa == GatingIsa::kAvx512;
+  std::vector<Candidate> candidates;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!CpuRuns(isa)) continue;
+    const bool both = isa == CpuIsa::kAvx512;
     for (GatingSelect select : {GatingSelect::kNarrow, GatingSelect::kWide}) {
       if (!both && select == GatingSelect::kWide) continue;
-      const std::string name = std::string(GatingIsaName(isa)) +
-                               (!both ? "" : select == GatingSelect::kNarrow ? "" : "-wide");
+      const std::string name = std::string(CpuIsaName(isa)) +
+                               (both && select == GatingSelect::kWide ? "-wide" : "");
       if (!only.empty() && only != name) continue;
-      candidates.push_back({name, [&, isa, select] {
+#ifdef GATING_MICRO_BEFORE
+      candidates.push_back({name, true, [&, isa, select](const MoeGatingTopKHashOutputs& out) {
+        old::MoeGatingTopKHashError e;
+        return old::MoeGatingTopKHashRowsWithIsa(static_cast<old::GatingIsa>(isa), old_params,
+                                                 old_in, SameLayout<old::MoeGatingTopKHashOutputs>(out),
+                                                 0, rows, &e, static_cast<old::GatingSelect>(select)) &&
+               e.ok();
+      }});
+#endif
+      candidates.push_back({name, false, [&, isa, select](const MoeGatingTopKHashOutputs& out) {
         MoeGatingTopKHashError e;
         return MoeGatingTopKHashRowsWithIsa(isa, params, in, out, 0, rows, &e, select) && e.ok();
       }});
     }
+  }
+  for (Candidate& c : candidates) {
+    c.y.assign(static_cast<size_t>(rows * k), 0.f);
+    c.idx.assign(static_cast<size_t>(rows * k), -1);
   }
 
   using Clock = std::chrono::steady_clock;
@@ -154,10 +164,12 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
   do {
     for (size_t j = 0; j < candidates.size(); ++j) {
       Candidate& c = candidates[(j + rotation) % candidates.size()];
+      MoeGatingTopKHashOutputs out;
+      out.y = c.y.data();
+      out.expert_idx = c.idx.data();
       const auto t0 = Clock::now();
-      if (!c.run()) return 1;
+      if (!c.run(out)) return 1;
       c.best = std::min(c.best, std::chrono::duration<double>(Clock::now() - t0).count());
-      c.idx = idx;
     }
     ++rotation;
   } while (Clock::now() < end);
@@ -165,16 +177,29 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
   std::printf("%s %s rows=%lld (ns/row, fastest of %zu interleaved repetitions)\n",
               preset_name.c_str(), bf16 ? "bfloat16" : "float32", static_cast<long long>(rows),
               rotation);
-  const double before = candidates[0].name == "before" ? candidates[0].best : 0;
+  const Candidate* before = nullptr;
   for (const Candidate& c : candidates) {
-    std::printf("  %-11s %7.1f", c.name.c_str(), c.best / rows * 1e9);
-    if (before > 0 && &c != &candidates[0]) std::printf("   %.2fx before", c.best / before);
-    if (c.idx != candidates[0].idx) std::printf("   EXPERTS DIFFER from %s", candidates[0].name.c_str());
+    if (c.before) {
+      before = &c;
+      continue;
+    }
+    std::printf("  %-11s", c.name.c_str());
+    if (before != nullptr && before->name == c.name) {
+      const bool same = c.idx == before->idx &&
+                        std::memcmp(c.y.data(), before->y.data(), c.y.size() * sizeof(float)) == 0;
+      std::printf(" before %7.1f  after %7.1f  after/before %.3f  %s", before->best / rows * 1e9,
+                  c.best / rows * 1e9, c.best / before->best,
+                  same ? "bit-identical" : "OUTPUTS DIFFER");
+      if (!same) rc = 3;
+    } else {
+      std::printf(" %7.1f", c.best / rows * 1e9);
+    }
+    if (c.idx != candidates[0].idx) std::printf("   experts differ from %s", candidates[0].name.c_str());
     double floor = c.name == "avx2" ? preset.floor_avx2 : c.name.rfind("avx512", 0) == 0 ? preset.floor_avx512 : 0;
     if (floor > 0 && !bf16) std::printf("   (floor estimate ~%.0f)", floor);
     std::printf("\n");
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace

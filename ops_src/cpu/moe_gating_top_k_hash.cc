@@ -5,66 +5,23 @@
 // int32 keys (NaN below -inf), keep the best groups, bound the k-th largest key from block
 // maxima and rank the few keys above the bound (no sort of the row), then gather, renormalise
 // and scale the weights. Hash rows of sigmoid / sqrt-softplus routers compute only the k scores
-// they use (unless out_flag asks for all of them). The row code (moe_gating_top_k_hash_rows.inc)
-// is compiled three times on x86-64 with GCC: for the baseline instruction set, for AVX2 + FMA
-// and for AVX-512 (F, BW, DQ, VL), chosen at run time, so the library runs on any x86-64 CPU.
-// Expert sets follow the same rules on every path; scores and weights differ by a few ulp
-// between paths (FMA, the reciprocal estimate, the softmax summation width; docs/kernel.md).
+// they use (unless out_flag asks for all of them). The row code (ops_src/cpu/gating/) is built
+// once per instruction-set path (isa.h: baseline, AVX2 + FMA, AVX-512), chosen at run time, so
+// the library runs on any x86-64 CPU. Expert sets follow the same rules on every path; scores
+// and weights differ by a few ulp between paths (FMA, the reciprocal estimate, the softmax
+// summation width; docs/kernel.md). This file holds the dispatch, the scratch and the messages.
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <vector>
 
-#include "ops_src/cpu/half.h"
-
-#if defined(__SSE2__)
-#include <immintrin.h>  // sqrt of a whole vector (the row code's Sqrt)
-#endif
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ASCEND_MOE_GATING_AVX2 1
-#else
-#define ASCEND_MOE_GATING_AVX2 0
-#endif
+#include "ops_src/cpu/isa.h"
+#include "ops_src/cpu/moe_gating_top_k_hash_paths.h"
 
 namespace ascend_moe::cpu {
-
-#define ASCEND_MOE_GATING_LANES 4
-namespace gating_baseline {
-#include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
-}  // namespace gating_baseline
-#undef ASCEND_MOE_GATING_LANES
-
-#if ASCEND_MOE_GATING_AVX2
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define ASCEND_MOE_GATING_LANES 8
-namespace gating_avx2 {
-#include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
-}  // namespace gating_avx2
-#undef ASCEND_MOE_GATING_LANES
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
-#pragma GCC diagnostic push
-// GCC 12: the intrinsics' _mm512_undefined_ps() pass-through operands read as uninitialised.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#define ASCEND_MOE_GATING_LANES 16
-#define ASCEND_MOE_GATING_NARROW gating_avx2
-namespace gating_avx512 {
-#include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
-}  // namespace gating_avx512
-#undef ASCEND_MOE_GATING_NARROW
-#undef ASCEND_MOE_GATING_LANES
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
 
 namespace {
 
@@ -79,31 +36,22 @@ Scratch& ThreadScratch() {
   return scratch;
 }
 
-// The best build the CPU runs.
-GatingIsa BestIsa() {
-#if ASCEND_MOE_GATING_AVX2
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return GatingIsa::kBaseline;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
-    return GatingIsa::kAvx512;
-  }
-  return GatingIsa::kAvx2;
-#else
-  return GatingIsa::kBaseline;
-#endif
+// The scratch rows start on a cache line, so that the row code's full-register loads and stores
+// (64 bytes in the AVX-512 build) of keys and scores do not straddle two lines.
+constexpr size_t kAlignFloats = 16;
+template <typename T>
+T* AlignUp(T* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<T*>((a + 63) & ~uintptr_t{63});
 }
 
-// The best build, or a lower one named by the environment variable ASCEND_MOE_CPU_ISA
-// ("baseline", "avx2"; read once), so that tests and benchmarks cover every path the CPU has.
-// A path the CPU lacks is never taken.
-GatingIsa ChooseIsa() {
-  const GatingIsa best = BestIsa();
-  const char* isa = std::getenv("ASCEND_MOE_CPU_ISA");
-  GatingIsa wanted = best;
-  if (isa != nullptr && std::strcmp(isa, "baseline") == 0) wanted = GatingIsa::kBaseline;
-  if (isa != nullptr && std::strcmp(isa, "avx2") == 0) wanted = GatingIsa::kAvx2;
-  return static_cast<int>(wanted) < static_cast<int>(best) ? wanted : best;
+// The row code of a path this library has.
+GatingRowsFn* RowsOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &gating_avx512::Rows;
+    if (isa == CpuIsa::kAvx2) return &gating_avx2::Rows;
+  }
+  return &gating_baseline::Rows;
 }
 
 // Narrow selection on AMD CPUs (Zen 4 executes a 512-bit permute or compression as two 256-bit
@@ -112,11 +60,7 @@ GatingSelect ChooseSelect() {
   const char* select = std::getenv("ASCEND_MOE_CPU_SELECT");
   if (select != nullptr && std::strcmp(select, "wide") == 0) return GatingSelect::kWide;
   if (select != nullptr && std::strcmp(select, "narrow") == 0) return GatingSelect::kNarrow;
-#if ASCEND_MOE_GATING_AVX2
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) return GatingSelect::kNarrow;
-#endif
-  return GatingSelect::kWide;
+  return IsAmdCpu() ? GatingSelect::kNarrow : GatingSelect::kWide;
 }
 
 }  // namespace
@@ -126,50 +70,26 @@ GatingSelect MoeGatingTopKHashSelect() {
   return select;
 }
 
-GatingIsa MoeGatingTopKHashIsa() {
-  static const GatingIsa isa = ChooseIsa();
-  return isa;
-}
-
-const char* GatingIsaName(GatingIsa isa) {
-  switch (isa) {
-    case GatingIsa::kAvx512: return "avx512";
-    case GatingIsa::kAvx2: return "avx2";
-    default: return "baseline";
-  }
-}
-
-bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
+bool MoeGatingTopKHashRowsWithIsa(CpuIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
                                   const MoeGatingTopKHashOutputs& outputs, int64_t begin,
                                   int64_t end, MoeGatingTopKHashError* error,
                                   GatingSelect select) {
-  static const GatingIsa best = BestIsa();
-  if (static_cast<int>(isa) > static_cast<int>(best)) return false;
+  if (!CpuRuns(isa)) return false;
   *error = {};
   if (begin >= end) return true;
   const size_t E = static_cast<size_t>(params.experts);
   const size_t G = static_cast<size_t>(params.group_count);
   Scratch& scratch = ThreadScratch();
-  if (scratch.floats.size() < 4 * E) scratch.floats.resize(4 * E);
-  if (scratch.ints.size() < 4 * E + G + 1) scratch.ints.resize(4 * E + G + 1);
-  float* f = scratch.floats.data();
-  int32_t* i = scratch.ints.data();
+  if (scratch.floats.size() < 4 * E + kAlignFloats) scratch.floats.resize(4 * E + kAlignFloats);
+  if (scratch.ints.size() < 4 * E + G + 1 + kAlignFloats) {
+    scratch.ints.resize(4 * E + G + 1 + kAlignFloats);
+  }
+  float* f = AlignUp(scratch.floats.data());
+  int32_t* i = AlignUp(scratch.ints.data());
   if (select == GatingSelect::kAuto) select = MoeGatingTopKHashSelect();
   const bool narrow = select == GatingSelect::kNarrow;
-  switch (isa) {
-#if ASCEND_MOE_GATING_AVX2
-    case GatingIsa::kAvx512:
-      *error = gating_avx512::Rows(params, inputs, outputs, begin, end, f, i, narrow);
-      break;
-    case GatingIsa::kAvx2:
-      *error = gating_avx2::Rows(params, inputs, outputs, begin, end, f, i, false);
-      break;
-#endif
-    default:
-      *error = gating_baseline::Rows(params, inputs, outputs, begin, end, f, i, false);
-      break;
-  }
+  *error = RowsOf(isa)(params, inputs, outputs, begin, end, f, i, narrow);
   return true;
 }
 
@@ -178,7 +98,7 @@ MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& para
                                              const MoeGatingTopKHashOutputs& outputs,
                                              int64_t begin, int64_t end) {
   MoeGatingTopKHashError error;
-  MoeGatingTopKHashRowsWithIsa(MoeGatingTopKHashIsa(), params, inputs, outputs, begin, end,
+  MoeGatingTopKHashRowsWithIsa(ActiveCpuIsa(), params, inputs, outputs, begin, end,
                                &error);
   return error;
 }

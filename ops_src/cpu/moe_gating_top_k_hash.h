@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attr_defaults.gen.h"
+#include "ops_src/cpu/isa.h"
 
 namespace ascend_moe::cpu {
 
@@ -78,13 +79,8 @@ MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& para
                                              const MoeGatingTopKHashOutputs& outputs,
                                              int64_t begin, int64_t end);
 
-// Instruction-set builds of the row code (x86-64 with GCC; elsewhere only the baseline).
-enum class GatingIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
-
-// The build this process uses: the best one the CPU runs, lowered by the environment variable
-// ASCEND_MOE_CPU_ISA = baseline | avx2 (read once, on the first call).
-GatingIsa MoeGatingTopKHashIsa();
-const char* GatingIsaName(GatingIsa isa);
+// The row code is built once per instruction-set path (isa.h); MoeGatingTopKHashRows runs the
+// path ActiveCpuIsa() names.
 
 // How the AVX-512 build selects the experts: with its own 512-bit code (wide) or with the AVX2
 // build's 256-bit code (narrow; faster where the CPU splits 512-bit operations in two, as AMD
@@ -96,7 +92,7 @@ GatingSelect MoeGatingTopKHashSelect();
 
 // MoeGatingTopKHashRows with a given build (benchmarks, tests): false, computing nothing, when
 // the CPU cannot run it; else the data error (if any) in *error.
-bool MoeGatingTopKHashRowsWithIsa(GatingIsa isa, const MoeGatingTopKHashParams& params,
+bool MoeGatingTopKHashRowsWithIsa(CpuIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
                                   const MoeGatingTopKHashOutputs& outputs, int64_t begin,
                                   int64_t end, MoeGatingTopKHashError* error,

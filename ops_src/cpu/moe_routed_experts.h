@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attr_defaults.gen.h"
+#include "ops_src/cpu/isa.h"
 
 namespace ascend_moe::cpu {
 
@@ -37,18 +38,12 @@ struct MoeRoutedExpertsBuffers {
   float* y = nullptr;              // [T, H]
 };
 
-enum class ExpertsIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
-
-// The ISA the kernel uses: the best the CPU has, unless ASCEND_MOE_CPU_ISA (baseline / avx2)
-// asks for less (the variable the routing kernel reads too).
-ExpertsIsa MoeRoutedExpertsIsa();
-const char* ExpertsIsaName(ExpertsIsa isa);
-
 // One call's pairs grouped by expert, and its activation buffer.
 class MoeRoutedExpertsPlan {
  public:
   // Reads expert_idx. Returns false, touching nothing else, when an index is outside [0, E);
   // *bad_pair is then the first such pair (t * k + j).
+  // The plan runs on ActiveCpuIsa()'s path unless UseIsa picks another.
   bool Build(const MoeRoutedExpertsParams& params, const void* expert_idx, int64_t* bad_pair);
 
   // Phase 1 over work items [begin, end) of [0, num_up_items()).
@@ -62,7 +57,7 @@ class MoeRoutedExpertsPlan {
   int64_t active_experts() const { return static_cast<int64_t>(active_.size()); }
 
   // Forces an ISA (tests, benchmarks); false when the CPU lacks it.
-  bool UseIsa(ExpertsIsa isa);
+  bool UseIsa(CpuIsa isa);
 
  private:
   struct UpItem {
@@ -70,7 +65,7 @@ class MoeRoutedExpertsPlan {
     int64_t row_begin, row_end;  // intermediate rows [begin, end)
   };
   MoeRoutedExpertsParams p_;
-  ExpertsIsa isa_ = ExpertsIsa::kBaseline;
+  CpuIsa isa_ = CpuIsa::kBaseline;
   std::vector<int64_t> active_;     // experts with pairs, ascending
   std::vector<int64_t> begin_;      // first sorted pair of each active expert (+ end sentinel)
   std::vector<int64_t> pair_;       // sorted position -> pair index t * k + j

@@ -1,4 +1,4 @@
-// Exhaustive check of the AVX2 build's ApproxSigmoid (ops_src/cpu/moe_gating_top_k_hash_rows.inc,
+// Exhaustive check of the AVX2 build's ApproxSigmoid (ops_src/cpu/gating/select_avx2.inc,
 // the candidate filter of LazySigmoidTopK): for every float32 x, |ApproxSigmoid(x) - Sigmoid1(x)|
 // <= kApproxSigmoidError (the bound the filter's margin is built on), NaN exactly for NaN x.
 // Sigmoid1 is the kernel's own score (what the selection ranks). Built and run by
@@ -13,14 +13,20 @@
 #include <immintrin.h>
 
 #include "ops_src/cpu/half.h"
+#include "ops_src/cpu/isa.h"
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
-namespace ascend_moe::cpu {
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define ASCEND_MOE_GATING_LANES 8
-namespace approx_check {
-#include "ops_src/cpu/moe_gating_top_k_hash_rows.inc"
+ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
+namespace ascend_moe::cpu::approx_check {
+constexpr CpuIsa kIsa = CpuIsa::kAvx2;
+constexpr int kLanes = 8;
+namespace narrow_build = approx_check;  // the AVX-512 build's `narrow` selection: unused here
+#include "ops_src/cpu/gating/vector.inc"
+#include "ops_src/cpu/gating/simd_x86.inc"
+#include "ops_src/cpu/gating/simd_avx2.inc"
+#include "ops_src/cpu/gating/normalise.inc"
+#include "ops_src/cpu/gating/select.inc"
+#include "ops_src/cpu/gating/select_avx2.inc"
 
 __attribute__((noinline)) int Check(double* worst, uint32_t* worst_bits, float* x_over,
                                     float* x_under) {
@@ -49,10 +55,8 @@ __attribute__((noinline)) int Check(double* worst, uint32_t* worst_bits, float* 
   *worst_bits = at;
   return bad_nan;
 }
-}  // namespace approx_check
-#undef ASCEND_MOE_GATING_LANES
-#pragma GCC pop_options
-}  // namespace ascend_moe::cpu
+}  // namespace ascend_moe::cpu::approx_check
+ASCEND_MOE_CPU_TARGET_END
 
 int main() {
   using namespace ascend_moe::cpu::approx_check;

@@ -1,0 +1,89 @@
+// CPU detection and the instruction-set override (isa.h).
+#include "ops_src/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+
+namespace ascend_moe::cpu {
+
+namespace {
+
+#if ASCEND_MOE_CPU_X86_PATHS
+CpuIsa DetectBestIsa() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return CpuIsa::kBaseline;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    return CpuIsa::kAvx512;
+  }
+  return CpuIsa::kAvx2;
+}
+bool DetectAmd() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+}
+#else
+CpuIsa DetectBestIsa() { return CpuIsa::kBaseline; }
+bool DetectAmd() { return false; }
+#endif
+
+// ASCEND_MOE_CPU_ISA, read once; kAvx512 (no lowering) when unset or unknown.
+CpuIsa EnvironmentIsa() {
+  static const CpuIsa isa = [] {
+    CpuIsa wanted = CpuIsa::kAvx512;
+    const char* name = std::getenv("ASCEND_MOE_CPU_ISA");
+    if (name != nullptr) ParseCpuIsa(name, &wanted);
+    return wanted;
+  }();
+  return isa;
+}
+
+constexpr int kNoOverride = -1;
+std::atomic<int> set_isa{kNoOverride};  // SetCpuIsa's path
+
+}  // namespace
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+bool ParseCpuIsa(std::string_view name, CpuIsa* isa) {
+  for (CpuIsa candidate : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (name == CpuIsaName(candidate)) {
+      *isa = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+CpuIsa BestCpuIsa() {
+  static const CpuIsa best = DetectBestIsa();
+  return best;
+}
+
+bool CpuRuns(CpuIsa isa) { return static_cast<int>(isa) <= static_cast<int>(BestCpuIsa()); }
+
+CpuIsa ActiveCpuIsa() {
+  const int set = set_isa.load(std::memory_order_relaxed);
+  const CpuIsa wanted = set != kNoOverride ? static_cast<CpuIsa>(set) : EnvironmentIsa();
+  return CpuRuns(wanted) ? wanted : BestCpuIsa();
+}
+
+bool SetCpuIsa(std::string_view name) {
+  CpuIsa isa;
+  if (!ParseCpuIsa(name, &isa)) return false;
+  set_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return true;
+}
+
+bool IsAmdCpu() {
+  static const bool amd = DetectAmd();
+  return amd;
+}
+
+}  // namespace ascend_moe::cpu

@@ -1,0 +1,41 @@
+// The AVX2 + FMA build of the MoeRoutedExperts tiles, on CPUs that have it (x86-64 with GCC;
+// empty elsewhere). See isa.h for the pattern and moe_routed_experts_tiles.inc for the code.
+#include "ops_src/cpu/isa.h"
+
+#if ASCEND_MOE_CPU_X86_PATHS
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "ops_src/cpu/moe_routed_experts_paths.h"
+
+ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
+namespace ascend_moe::cpu::experts_avx2 {
+
+constexpr CpuIsa kIsa = CpuIsa::kAvx2;
+constexpr int kLanes = 8;
+
+using V = __m256;
+inline V Zero() { return _mm256_setzero_ps(); }
+inline V Load(const float* p) { return _mm256_loadu_ps(p); }
+inline V LoadTail(const float* p, int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+  return _mm256_maskload_ps(p, mask);
+}
+inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
+inline float Sum(V v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+#include "ops_src/cpu/moe_routed_experts_tiles.inc"
+
+}  // namespace ascend_moe::cpu::experts_avx2
+ASCEND_MOE_CPU_TARGET_END
+#endif

@@ -1,0 +1,62 @@
+// The baseline build of the MoeRoutedExperts tiles: the compiler's default target (SSE2 on x86-64,
+// portable C++ elsewhere), on every CPU. See isa.h for the pattern and moe_routed_experts_tiles.inc
+// for the code.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "ops_src/cpu/isa.h"
+#include "ops_src/cpu/moe_routed_experts_paths.h"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+namespace ascend_moe::cpu::experts_baseline {
+
+constexpr CpuIsa kIsa = CpuIsa::kBaseline;
+constexpr int kLanes = 4;
+
+#if defined(__SSE2__)
+// x86-64's baseline: SSE2 registers (GCC's auto-vectorisation of the struct below interleaved the
+// accumulators with shuffles and ran 16-token calls 1.6x slower than one stream).
+using V = __m128;
+inline V Zero() { return _mm_setzero_ps(); }
+inline V Load(const float* p) { return _mm_loadu_ps(p); }
+inline V LoadTail(const float* p, int64_t n) {
+  alignas(16) float v[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int64_t i = 0; i < n; ++i) v[i] = p[i];
+  return _mm_load_ps(v);
+}
+inline V Fma(V a, V b, V c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+inline V Add(V a, V b) { return _mm_add_ps(a, b); }
+inline float Sum(V v) {
+  const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));  // (v0 + v2, v1 + v3)
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+#else
+struct V {
+  float v[4];
+};
+inline V Zero() { return V{{0.f, 0.f, 0.f, 0.f}}; }
+inline V Load(const float* p) { return V{{p[0], p[1], p[2], p[3]}}; }
+inline V LoadTail(const float* p, int64_t n) {
+  V r = Zero();
+  for (int64_t i = 0; i < n; ++i) r.v[i] = p[i];
+  return r;
+}
+inline V Fma(V a, V b, V c) {
+  for (int i = 0; i < 4; ++i) c.v[i] += a.v[i] * b.v[i];
+  return c;
+}
+inline V Add(V a, V b) {
+  for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
+  return a;
+}
+inline float Sum(V v) { return (v.v[0] + v.v[2]) + (v.v[1] + v.v[3]); }
+#endif
+
+
+#include "ops_src/cpu/moe_routed_experts_tiles.inc"
+
+}  // namespace ascend_moe::cpu::experts_baseline
