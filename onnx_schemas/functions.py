@@ -22,8 +22,10 @@ from onnx.defs import OpSchema
 from ._common import DOMAIN, resolve_attributes, walk_graphs
 from ._function_body import MIN_OPSET
 from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
+from .moe_init_routing_v3_function import build_function as build_moe_init_routing_v3
 from .moe_re_routing_function import build_function as build_moe_re_routing
 from .moe_routed_experts_function import build_function as build_moe_routed_experts
+from .moe_token_permute_function import build_function as build_moe_token_permute
 
 Builder = Callable[[dict, Sequence[bool], int], onnx.FunctionProto]
 
@@ -33,6 +35,8 @@ BUILDERS: dict[str, Builder] = {
     "MoeGatingTopKHash": build_moe_gating_top_k_hash,
     "MoeReRouting": build_moe_re_routing,
     "MoeRoutedExperts": build_moe_routed_experts,
+    "MoeInitRoutingV3": build_moe_init_routing_v3,
+    "MoeTokenPermute": build_moe_token_permute,
 }
 
 OVERLOAD_IR_VERSION = 10  # NodeProto.overload / FunctionProto.overload appeared in IR version 10
