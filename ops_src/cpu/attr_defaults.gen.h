@@ -27,4 +27,22 @@ namespace moe_routed_experts {
 inline constexpr float kSwigluLimit = 0.0f;
 }  // namespace moe_routed_experts
 
+namespace moe_init_routing_v3 {
+inline constexpr int64_t kActiveExpertEnd = -1;
+inline constexpr int64_t kActiveExpertStart = 0;
+inline constexpr int64_t kActiveNum = -1;
+inline constexpr int64_t kDropPadMode = 0;
+inline constexpr int64_t kExpertCapacity = -1;
+inline constexpr int64_t kExpertNum = -1;
+inline constexpr int64_t kExpertTokensNumFlag = 0;
+inline constexpr int64_t kExpertTokensNumType = 0;
+inline constexpr int64_t kQuantMode = -1;
+inline constexpr int64_t kRowIdxType = 0;
+}  // namespace moe_init_routing_v3
+
+namespace moe_token_permute {
+inline constexpr int64_t kNumOutTokens = 0;
+inline constexpr int64_t kPaddedMode = 0;
+}  // namespace moe_token_permute
+
 }  // namespace ascend_moe::attr_defaults

@@ -126,4 +126,78 @@ inline constexpr AttrSpec kAttrs[] = {
 
 }  // namespace moe_routed_experts
 
+// ---- MoeInitRoutingV3
+namespace moe_init_routing_v3 {
+
+inline constexpr const char* kName = "MoeInitRoutingV3";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kInExpertIdx = 1, kInScale = 2, kInOffset = 3, kNumIns = 4 };
+enum Out : size_t { kOutExpandedX = 0, kOutExpandedRowIdx = 1, kOutExpertTokensCountOrCumsum = 2, kOutExpandedScale = 3, kNumOuts = 4 };
+enum Attr : size_t { kAttrActiveExpertEnd = 0, kAttrActiveExpertStart = 1, kAttrActiveNum = 2, kAttrDropPadMode = 3, kAttrExpertCapacity = 4, kAttrExpertNum = 5, kAttrExpertTokensNumFlag = 6, kAttrExpertTokensNumType = 7, kAttrQuantMode = 8, kAttrRowIdxType = 9, kNumAttrs = 10 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInOffsetTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "TX", false, kInXTypes, std::size(kInXTypes)},
+    {"expert_idx", "TI", false, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
+    {"scale", "", true, kInScaleTypes, std::size(kInScaleTypes)},
+    {"offset", "", true, kInOffsetTypes, std::size(kInOffsetTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutExpandedXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kOutExpandedRowIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kOutExpertTokensCountOrCumsumTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kOutExpandedScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ParamSpec kOutputs[] = {
+    {"expanded_x", "TY", false, kOutExpandedXTypes, std::size(kOutExpandedXTypes)},
+    {"expanded_row_idx", "", false, kOutExpandedRowIdxTypes, std::size(kOutExpandedRowIdxTypes)},
+    {"expert_tokens_count_or_cumsum", "", false, kOutExpertTokensCountOrCumsumTypes, std::size(kOutExpertTokensCountOrCumsumTypes)},
+    {"expanded_scale", "", false, kOutExpandedScaleTypes, std::size(kOutExpandedScaleTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"active_expert_end", AttrSpec::kInt, false, -1},
+    {"active_expert_start", AttrSpec::kInt, false, 0},
+    {"active_num", AttrSpec::kInt, false, -1},
+    {"drop_pad_mode", AttrSpec::kInt, false, 0},
+    {"expert_capacity", AttrSpec::kInt, false, -1},
+    {"expert_num", AttrSpec::kInt, false, -1},
+    {"expert_tokens_num_flag", AttrSpec::kInt, false, 0},
+    {"expert_tokens_num_type", AttrSpec::kInt, false, 0},
+    {"quant_mode", AttrSpec::kInt, false, -1},
+    {"row_idx_type", AttrSpec::kInt, false, 0},
+};
+
+}  // namespace moe_init_routing_v3
+
+// ---- MoeTokenPermute
+namespace moe_token_permute {
+
+inline constexpr const char* kName = "MoeTokenPermute";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInTokens = 0, kInIndices = 1, kNumIns = 2 };
+enum Out : size_t { kOutPermutedTokens = 0, kOutSortedIndices = 1, kNumOuts = 2 };
+enum Attr : size_t { kAttrNumOutTokens = 0, kAttrPaddedMode = 1, kNumAttrs = 2 };
+
+inline constexpr ONNXTensorElementDataType kInTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ParamSpec kInputs[] = {
+    {"tokens", "T", false, kInTokensTypes, std::size(kInTokensTypes)},
+    {"indices", "TI", false, kInIndicesTypes, std::size(kInIndicesTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutPermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kOutSortedIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ParamSpec kOutputs[] = {
+    {"permuted_tokens", "T", false, kOutPermutedTokensTypes, std::size(kOutPermutedTokensTypes)},
+    {"sorted_indices", "", false, kOutSortedIndicesTypes, std::size(kOutSortedIndicesTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"num_out_tokens", AttrSpec::kInt, false, 0},
+    {"padded_mode", AttrSpec::kInt, false, 0},
+};
+
+}  // namespace moe_token_permute
+
 }  // namespace ascend_moe::defs
