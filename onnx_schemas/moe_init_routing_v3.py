@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -25,20 +24,21 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeInitRoutingV3"
-INPUT_NAMES = ("x", "expert_idx", "scale", "offset")
-OUTPUT_NAMES = ("expanded_x", "expanded_row_idx", "expert_tokens_count_or_cumsum", "expanded_scale")
 
-MAX_PAIRS = 2**31 - 1  # expanded_row_idx is int32
+LIMITS = {"MAX_PAIRS": 2**31 - 1}  # expanded_row_idx is int32 (generated into attr_defaults.gen.h)
+MAX_PAIRS = LIMITS["MAX_PAIRS"]
 
 DROPLESS, DROP_PAD = 0, 1
 CUMSUM, COUNT, KEY_VALUE = 0, 1, 2
@@ -97,6 +97,17 @@ SCHEMA = OpSchema(
         attribute("row_idx_type", GATHER, "0 = expanded row per pair (gather index); 1 = pair per expanded row."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.BFLOAT16, ["N", "H"]), "expert_idx": (TensorProto.INT32, ["N", "K"])},
+     {"expert_num": 256, "active_expert_start": 32, "active_expert_end": 64, "expert_tokens_num_type": 1}),
+    ({"x": (TensorProto.BFLOAT16, [4, 7168]), "expert_idx": (TensorProto.INT32, [4, 8]),
+      "scale": (TensorProto.FLOAT, [1, 7168])}, {"expert_num": 256, "quant_mode": 1, "active_num": 16}),
+    ({"x": (TensorProto.FLOAT16, ["N", "H"]), "expert_idx": (TensorProto.INT32, ["N", "K"])},
+     {"expert_num": 8, "drop_pad_mode": 1, "expert_capacity": 32, "expert_tokens_num_type": 1}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 X_TYPES = allowed_types(SCHEMA, "TX")
@@ -418,14 +429,3 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, scale: np.ndarray | None = 
         row_idx[order[:available][keep]] = dest.astype(np.int32)
     return rows, row_idx, _count_output(counts, attrs, start), scales
 
-
-class MoeInitRoutingV3Ref(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeInitRoutingV3Ref])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, x, expert_idx, scale=None, offset=None, **attributes):
-        return reference(x, expert_idx, scale, offset, **attributes)
-
-
-MoeInitRoutingV3Ref.__name__ = OP_TYPE

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -24,21 +24,22 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeTokenPermute"
-INPUT_NAMES = ("tokens", "indices")
-OUTPUT_NAMES = ("permuted_tokens", "sorted_indices")
 
-MAX_PAIRS = 2**31 - 1  # sorted_indices is int32
-MAX_EXPERT_ID = 2**31 - 1  # ids are sorted through int64 keys id * P + p
+LIMITS = {"MAX_PAIRS": 2**31 - 1,  # sorted_indices is int32 (generated into attr_defaults.gen.h)
+          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
 SCHEMA = OpSchema(
     OP_TYPE,
@@ -67,6 +68,13 @@ SCHEMA = OpSchema(
         attribute("padded_mode", 0, "torch_npu's padded_mode; only 0 (the Ascend kernel rejects 1)."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"tokens": (TensorProto.BFLOAT16, ["N", "H"]), "indices": (TensorProto.INT64, ["N", "K"])}, {}),
+    ({"tokens": (TensorProto.FLOAT, [6, 64]), "indices": (TensorProto.INT32, [6, 2])}, {"num_out_tokens": 10}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 TOKEN_TYPES = allowed_types(SCHEMA, "T")
@@ -183,14 +191,3 @@ def reference(tokens: np.ndarray, indices: np.ndarray, **attributes: Any) -> tup
     sorted_indices[order] = np.arange(order.size, dtype=np.int32)
     return tokens[order[:R] // K], sorted_indices
 
-
-class MoeTokenPermuteRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeTokenPermuteRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, tokens, indices, **attributes):
-        return reference(tokens, indices, **attributes)
-
-
-MoeTokenPermuteRef.__name__ = OP_TYPE

@@ -1,86 +1,81 @@
-// ascend.moe::MoeInitRoutingV3 for ONNX Runtime (docs/operators.md): the op definition (inputs,
-// outputs, attributes, shape inference), validation (the messages of onnx_schemas.moe_init_routing_v3)
-// and the CPU kernel, which sorts on the calling thread and writes the rows on the intra-op pool.
-// CPU execution provider only.
+// ascend.moe::MoeInitRoutingV3 for ONNX Runtime (docs/operators.md): what the generated definition
+// (op_defs.gen.h) leaves to the op: shape inference, the attribute rules, the input validation (the
+// messages of onnx_schemas.moe_init_routing_v3) and the CPU kernel, which sorts on the calling
+// thread and writes the rows on the intra-op pool. CPU execution provider only.
 #include <algorithm>
 #include <iterator>
 #include <string>
 #include <utility>
 
 #include "op_base.h"
-#include "ops.h"
+#include "op_defs.gen.h"
 #include "ops_src/cpu/moe_init_routing.h"
 
 namespace ascend_moe {
 
+namespace d = defs::moe_init_routing_v3;
+
 namespace {
 
-namespace d = defs::moe_init_routing_v3;
 constexpr const char* kOp = d::kName;
-constexpr int64_t kMaxPairs = 2147483647;  // expanded_row_idx is int32
+constexpr int64_t kMaxPairs = limits::moe_init_routing_v3::kMaxPairs;
+using Attrs = d::Attrs;
 
-struct Attrs {
-  int64_t active_num, capacity, expert_num, drop_pad, tokens_type, flag, quant, start, end, row_idx_type;
-  int64_t resolved_end() const { return end == -1 ? expert_num : end; }
-};
-
-template <typename Read>
-Attrs ReadAttrs(Read&& read) {
-  return {read(d::kAttrActiveNum), read(d::kAttrExpertCapacity), read(d::kAttrExpertNum),
-          read(d::kAttrDropPadMode), read(d::kAttrExpertTokensNumType), read(d::kAttrExpertTokensNumFlag),
-          read(d::kAttrQuantMode), read(d::kAttrActiveExpertStart), read(d::kAttrActiveExpertEnd),
-          read(d::kAttrRowIdxType)};
-}
+int64_t ResolvedEnd(const Attrs& a) { return a.active_expert_end == -1 ? a.expert_num : a.active_expert_end; }
 
 std::string AttrError(const char* name, const std::string& rest) {
   return Str(kOp, ": attribute '", name, "' ", rest);
 }
 
+}  // namespace
+
 // The message for the first invalid attribute or combination; empty when all are valid.
-std::string CheckAttrs(const Attrs& a) {
+std::string d::CheckAttrs(const Attrs& a) {
   const int64_t e = a.expert_num;
   if (e < 1) return AttrError("expert_num", Str("must be >= 1, got ", e));
-  if (a.drop_pad != 0 && a.drop_pad != 1) {
-    return AttrError("drop_pad_mode", Str("must be 0 (dropless) or 1 (drop/pad), got ", a.drop_pad));
+  if (a.drop_pad_mode != 0 && a.drop_pad_mode != 1) {
+    return AttrError("drop_pad_mode", Str("must be 0 (dropless) or 1 (drop/pad), got ", a.drop_pad_mode));
   }
-  if (a.tokens_type < 0 || a.tokens_type > 2) {
+  if (a.expert_tokens_num_type < 0 || a.expert_tokens_num_type > 2) {
     return AttrError("expert_tokens_num_type",
-                     Str("must be 0 (cumsum), 1 (count) or 2 (key_value), got ", a.tokens_type));
+                     Str("must be 0 (cumsum), 1 (count) or 2 (key_value), got ", a.expert_tokens_num_type));
   }
-  if (a.flag != 0 && a.flag != 1) return AttrError("expert_tokens_num_flag", Str("must be 0 or 1, got ", a.flag));
-  if (a.quant < -1 || a.quant > 1) {
-    return AttrError("quant_mode", Str("must be -1 (none), 0 (static int8) or 1 (dynamic int8), got ", a.quant,
+  if (a.expert_tokens_num_flag != 0 && a.expert_tokens_num_flag != 1) return AttrError("expert_tokens_num_flag", Str("must be 0 or 1, got ", a.expert_tokens_num_flag));
+  if (a.quant_mode < -1 || a.quant_mode > 1) {
+    return AttrError("quant_mode", Str("must be -1 (none), 0 (static int8) or 1 (dynamic int8), got ", a.quant_mode,
                                        " (the MXFP8/HIF8/MXFP4/FP8/INT4 modes are not supported)"));
   }
   if (a.row_idx_type != 0 && a.row_idx_type != 1) {
     return AttrError("row_idx_type", Str("must be 0 (gather) or 1 (scatter), got ", a.row_idx_type));
   }
   if (a.active_num < -1) return AttrError("active_num", Str("must be >= -1, got ", a.active_num));
-  if (a.start < 0) return AttrError("active_expert_start", Str("must be >= 0, got ", a.start));
-  if (a.end != -1 && !(a.start < a.end && a.end <= e)) {
-    return AttrError("active_expert_end", Str("must be -1 or in (active_expert_start, expert_num] = (", a.start,
-                                              ", ", e, "], got ", a.end));
+  if (a.active_expert_start < 0) return AttrError("active_expert_start", Str("must be >= 0, got ", a.active_expert_start));
+  if (a.active_expert_end != -1 && !(a.active_expert_start < a.active_expert_end && a.active_expert_end <= e)) {
+    return AttrError("active_expert_end", Str("must be -1 or in (active_expert_start, expert_num] = (", a.active_expert_start,
+                                              ", ", e, "], got ", a.active_expert_end));
   }
-  if (a.end == -1 && a.start >= e) {
-    return AttrError("active_expert_start", Str("must be < expert_num = ", e, ", got ", a.start));
+  if (a.active_expert_end == -1 && a.active_expert_start >= e) {
+    return AttrError("active_expert_start", Str("must be < expert_num = ", e, ", got ", a.active_expert_start));
   }
-  if (a.drop_pad == 1) {
-    if (a.capacity < 1) {
-      return AttrError("expert_capacity", Str("must be >= 1 when drop_pad_mode is 1, got ", a.capacity));
+  if (a.drop_pad_mode == 1) {
+    if (a.expert_capacity < 1) {
+      return AttrError("expert_capacity", Str("must be >= 1 when drop_pad_mode is 1, got ", a.expert_capacity));
     }
-    if (a.tokens_type != 1) {
-      return AttrError("expert_tokens_num_type", Str("must be 1 (count) when drop_pad_mode is 1, got ", a.tokens_type));
+    if (a.expert_tokens_num_type != 1) {
+      return AttrError("expert_tokens_num_type", Str("must be 1 (count) when drop_pad_mode is 1, got ", a.expert_tokens_num_type));
     }
     if (a.row_idx_type != 0) {
       return AttrError("row_idx_type", Str("must be 0 when drop_pad_mode is 1, got ", a.row_idx_type));
     }
-    if (a.start != 0 || a.resolved_end() != e) {
+    if (a.active_expert_start != 0 || ResolvedEnd(a) != e) {
       return Str(kOp, ": the active expert range must be [0, expert_num) = [0, ", e,
-                 ") when drop_pad_mode is 1, got [", a.start, ", ", a.end, ")");
+                 ") when drop_pad_mode is 1, got [", a.active_expert_start, ", ", a.active_expert_end, ")");
     }
   }
   return {};
 }
+
+namespace {
 
 [[noreturn]] void FailInput(const char* name, const std::string& rest) {
   Fail(Str(kOp, ": input '", name, "' ", rest));
@@ -122,13 +117,13 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
     FailInput("expert_idx", Str("must have at most ", kMaxPairs, " elements (expanded_row_idx is int32), got N*K = ",
                                 n * k));
   }
-  if (a.quant != -1 && x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) {
-    FailInput("x", Str("must be float, float16 or bfloat16 when quant_mode is ", a.quant, ", got int8"));
+  if (a.quant_mode != -1 && x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) {
+    FailInput("x", Str("must be float, float16 or bfloat16 when quant_mode is ", a.quant_mode, ", got int8"));
   }
   if (scale.present) CheckType(scale, d::kInScale);
   if (offset.present) CheckType(offset, d::kInOffset);
-  const int64_t width = a.resolved_end() - a.start;
-  if (a.quant == 0) {
+  const int64_t width = ResolvedEnd(a) - a.active_expert_start;
+  if (a.quant_mode == 0) {
     const std::pair<const InputView*, const char*> both[] = {{&scale, "scale"}, {&offset, "offset"}};
     for (const auto& [v, name] : both) {
       if (!v->present) FailInput(name, "is required when quant_mode is 0");
@@ -137,11 +132,11 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
       }
     }
   } else {
-    if (offset.present) FailInput("offset", Str("must be absent when quant_mode is ", a.quant));
-    if (scale.present && a.quant == -1 && scale.shape != std::vector<int64_t>{n}) {
+    if (offset.present) FailInput("offset", Str("must be absent when quant_mode is ", a.quant_mode));
+    if (scale.present && a.quant_mode == -1 && scale.shape != std::vector<int64_t>{n}) {
       FailInput("scale", Str("must have shape [N] = [", n, "] when quant_mode is -1, got shape ", ShapeStr(scale.shape)));
     }
-    if (scale.present && a.quant == 1 &&
+    if (scale.present && a.quant_mode == 1 &&
         (scale.shape.size() != 2 || (scale.shape[0] != 1 && scale.shape[0] != width) || scale.shape[1] != h)) {
       FailInput("scale", Str("must have shape [", width, ", H] or [1, H] (H = ", h,
                              ") when quant_mode is 1, got shape ", ShapeStr(scale.shape)));
@@ -154,26 +149,39 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
   p.x_type = RowTypeOf(x.type);
   p.idx_int64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
   p.expert_num = a.expert_num;
-  p.expert_start = a.start;
-  p.expert_end = a.resolved_end();
+  p.expert_start = a.active_expert_start;
+  p.expert_end = ResolvedEnd(a);
   p.active_num = a.active_num;
-  p.expert_capacity = a.capacity;
-  p.drop_pad_mode = a.drop_pad;
-  p.tokens_num_type = a.tokens_type;
-  p.quant_mode = a.quant;
+  p.expert_capacity = a.expert_capacity;
+  p.drop_pad_mode = a.drop_pad_mode;
+  p.tokens_num_type = a.expert_tokens_num_type;
+  p.quant_mode = a.quant_mode;
   p.row_idx_type = a.row_idx_type;
   p.scale_rows = scale.present ? scale.shape[0] : 0;
   return p;
 }
 
 std::vector<int64_t> CountsShape(const Attrs& a) {
-  if (a.tokens_type == 2) return {a.expert_num, 2};
-  return {a.resolved_end() - a.start};
+  if (a.expert_tokens_num_type == 2) return {a.expert_num, 2};
+  return {ResolvedEnd(a) - a.active_expert_start};
 }
 
-OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+}  // namespace
+
+OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  const Attrs a = ReadAttrs([&](size_t i) { return InferAttrInt(api, ctx, d::kAttrs[i]); });
+  auto read = [&](Attr i) { return InferAttrInt(api, ctx, kAttrs[i]); };
+  Attrs a;
+  a.active_expert_end = read(kAttrActiveExpertEnd);
+  a.active_expert_start = read(kAttrActiveExpertStart);
+  a.active_num = read(kAttrActiveNum);
+  a.drop_pad_mode = read(kAttrDropPadMode);
+  a.expert_capacity = read(kAttrExpertCapacity);
+  a.expert_num = read(kAttrExpertNum);
+  a.expert_tokens_num_flag = read(kAttrExpertTokensNumFlag);
+  a.expert_tokens_num_type = read(kAttrExpertTokensNumType);
+  a.quant_mode = read(kAttrQuantMode);
+  a.row_idx_type = read(kAttrRowIdxType);
   const std::string error = CheckAttrs(a);
   InferredTensor x{}, idx{};
   const bool has_x = GetInferInput(api, ctx, d::kInX, &x);
@@ -187,9 +195,9 @@ OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext* 
     return SetInferOutput(api, ctx, i, InferredTensor{type, std::move(dims), true});
   };
   std::vector<InferDim> x_dims, scale_dims;
-  if (error.empty() && a.drop_pad == 1) {
-    x_dims = {InferDim{a.expert_num, {}}, InferDim{a.capacity, {}}, h};
-    scale_dims = {InferDim{a.expert_num * a.capacity, {}}};
+  if (error.empty() && a.drop_pad_mode == 1) {
+    x_dims = {InferDim{a.expert_num, {}}, InferDim{a.expert_capacity, {}}, h};
+    scale_dims = {InferDim{a.expert_num * a.expert_capacity, {}}};
   } else {
     InferDim rows{};
     if (pairs.value >= 0) rows.value = a.active_num <= 0 ? pairs.value : std::min(a.active_num, pairs.value);
@@ -197,7 +205,7 @@ OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext* 
     scale_dims = {rows};
   }
   const ONNXTensorElementDataType x_type =
-      a.quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : (has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+      a.quant_mode != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : (has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
   if (OrtStatusPtr s = out(d::kOutExpandedX, x_type, x_dims)) return s;
   if (OrtStatusPtr s = out(d::kOutExpandedRowIdx, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs})) return s;
   std::vector<InferDim> c_dims;
@@ -207,19 +215,14 @@ OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext* 
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+namespace {
 
-Attrs ReadKernelAttrs(const OrtKernelInfo* info) {
-  const Attrs a = ReadAttrs([&](size_t i) { return ReadIntAttr(info, kOp, d::kAttrs[i]); });
-  const std::string error = CheckAttrs(a);
-  if (!error.empty()) Fail(error);
-  return a;
-}
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
-  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(ReadKernelAttrs(info)) {}
+  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
     const InputView x = GetInputView(ctx, d::kInX);
@@ -259,17 +262,8 @@ struct CpuKernel {
   Attrs attrs_;
 };
 
-struct Def {
-  static constexpr const char* kName = kOp;
-  static constexpr int kSinceVersion = d::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = d::kInputs;
-  static constexpr size_t kNumInputs = std::size(d::kInputs);
-  static constexpr const ParamSpec* kOutputs = d::kOutputs;
-  static constexpr size_t kNumOutputs = std::size(d::kOutputs);
-  static constexpr const AttrSpec* kAttrs = d::kAttrs;
-  static constexpr size_t kNumAttrs = std::size(d::kAttrs);
-  static constexpr auto InferShapes = &ascend_moe::InferShapes;
-
+// The generated definition plus the output type the attributes decide.
+struct Def : d::Def {
   // expanded_x is x's type without quantisation and int8 with it.
   static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
                                                            const std::vector<GraphTensor>& inputs) {

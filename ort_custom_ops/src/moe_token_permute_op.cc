@@ -1,4 +1,5 @@
-// ascend.moe::MoeTokenPermute for ONNX Runtime (docs/operators.md): the op definition, validation (the
+// ascend.moe::MoeTokenPermute for ONNX Runtime (docs/operators.md): what the generated definition
+// (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the input validation (the
 // messages of onnx_schemas.moe_token_permute) and the CPU kernel (ops_src/cpu/moe_init_routing's sort
 // and row copy). CPU execution provider only.
 #include <algorithm>
@@ -6,27 +7,25 @@
 #include <string>
 
 #include "op_base.h"
-#include "ops.h"
+#include "op_defs.gen.h"
 #include "ops_src/cpu/moe_init_routing.h"
 
 namespace ascend_moe {
 
-namespace {
-
 namespace d = defs::moe_token_permute;
-constexpr const char* kOp = d::kName;
-constexpr int64_t kMaxPairs = 2147483647;  // sorted_indices is int32
 
-struct Attrs {
-  int64_t num_out_tokens, padded_mode;
-};
-
-std::string CheckAttrs(const Attrs& a) {
+std::string d::CheckAttrs(const Attrs& a) {
   if (a.padded_mode != 0) {
-    return Str(kOp, ": attribute 'padded_mode' must be 0 (padded mode is not supported), got ", a.padded_mode);
+    return Str(kName, ": attribute 'padded_mode' must be 0 (padded mode is not supported), got ", a.padded_mode);
   }
   return {};
 }
+
+namespace {
+
+constexpr const char* kOp = d::kName;
+constexpr int64_t kMaxPairs = limits::moe_token_permute::kMaxPairs;
+using Attrs = d::Attrs;
 
 int64_t OutRows(int64_t pairs, int64_t num_out_tokens) {
   if (num_out_tokens > 0) return std::min(num_out_tokens, pairs);
@@ -83,10 +82,13 @@ cpu::MoeInitRoutingParams Validate(const InputView& tokens, const InputView& idx
   return p;
 }
 
-OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+}  // namespace
+
+OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  const Attrs a{InferAttrInt(api, ctx, d::kAttrs[d::kAttrNumOutTokens]),
-                InferAttrInt(api, ctx, d::kAttrs[d::kAttrPaddedMode])};
+  Attrs a;
+  a.num_out_tokens = InferAttrInt(api, ctx, kAttrs[kAttrNumOutTokens]);
+  a.padded_mode = InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]);
   const std::string error = CheckAttrs(a);
   InferredTensor tokens{}, idx{};
   const bool has_tokens = GetInferInput(api, ctx, d::kInTokens, &tokens);
@@ -105,20 +107,14 @@ OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext* 
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+namespace {
 
-Attrs ReadKernelAttrs(const OrtKernelInfo* info) {
-  const Attrs a{ReadIntAttr(info, kOp, d::kAttrs[d::kAttrNumOutTokens]),
-                ReadIntAttr(info, kOp, d::kAttrs[d::kAttrPaddedMode])};
-  const std::string error = CheckAttrs(a);
-  if (!error.empty()) Fail(error);
-  return a;
-}
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
-  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(ReadKernelAttrs(info)) {}
+  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
     const InputView tokens = GetInputView(ctx, d::kInTokens);
@@ -148,22 +144,11 @@ struct CpuKernel {
   Attrs attrs_;
 };
 
-struct Def {
-  static constexpr const char* kName = kOp;
-  static constexpr int kSinceVersion = d::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = d::kInputs;
-  static constexpr size_t kNumInputs = std::size(d::kInputs);
-  static constexpr const ParamSpec* kOutputs = d::kOutputs;
-  static constexpr size_t kNumOutputs = std::size(d::kOutputs);
-  static constexpr const AttrSpec* kAttrs = d::kAttrs;
-  static constexpr size_t kNumAttrs = std::size(d::kAttrs);
-  static constexpr auto InferShapes = &ascend_moe::InferShapes;
-};
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {
-  static const AscendMoeOp<Def, CpuKernel> cpu_op;
+  static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
   return {&cpu_op};
 }
 
