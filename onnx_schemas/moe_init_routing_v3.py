@@ -262,6 +262,23 @@ def counts_shape(attrs: dict[str, Any]) -> list[int]:
     return [attrs["expert_num"], 2] if attrs["expert_tokens_num_type"] == KEY_VALUE else [end - start]
 
 
+def dim_product(a, b):
+    """The product of two inferred dims: an int, an ``"N*K"`` name when a factor is symbolic, or None."""
+    def part(d):
+        if d is None:
+            return None
+        if d.HasField("dim_value"):
+            return d.dim_value
+        return d.dim_param or None
+
+    a, b = part(a), part(b)
+    if a is None or b is None:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    return f"{a}*{b}"
+
+
 def _infer(ctx) -> None:
     attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
     try:
@@ -275,18 +292,15 @@ def _infer(ctx) -> None:
     if i_dims is not None and len(i_dims) != 2:
         fail_inference(OP_TYPE, f"input 'expert_idx' must be 2-D [N, K], got rank {len(i_dims)}")
 
-    def value(d):
-        return d.dim_value if d is not None and d.HasField("dim_value") else None
-
-    n = value(x_dims[0]) if x_dims else (value(i_dims[0]) if i_dims else None)
-    k = value(i_dims[1]) if i_dims else None
+    n = x_dims[0] if x_dims else (i_dims[0] if i_dims else None)
+    pairs = dim_product(n, i_dims[1] if i_dims else None)
     h = x_dims[1] if x_dims else None
-    pairs = None if n is None or k is None else n * k
     if attrs["drop_pad_mode"] == DROP_PAD:
         E, C = attrs["expert_num"], attrs["expert_capacity"]
         x_out, scale_out = [E, C, h], [E * C]
     else:
-        rows = None if pairs is None else expanded_rows(pairs, attrs["active_num"])
+        rows = pairs if attrs["active_num"] <= 0 else (
+            min(attrs["active_num"], pairs) if isinstance(pairs, int) else None)
         x_out, scale_out = [rows, h], [rows]
     if x is not None:
         elem = x.tensor_type.elem_type if attrs["quant_mode"] == NO_QUANT else TensorProto.INT8

@@ -15,6 +15,7 @@ import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
 
+from .moe_init_routing_v3 import dim_product
 from ._common import (
     DOMAIN,
     INT32,
@@ -165,9 +166,12 @@ def _infer(ctx) -> None:
     if i_dims is not None and len(i_dims) not in (1, 2):
         fail_inference(OP_TYPE, f"input 'indices' must be 1-D [N] or 2-D [N, K], got rank {len(i_dims)}")
     pairs = None
-    if i_dims is not None and all(d.HasField("dim_value") for d in i_dims):
-        pairs = int(np.prod([d.dim_value for d in i_dims]))
-    rows = None if pairs is None else out_rows(pairs, attrs["num_out_tokens"])
+    if i_dims is not None:
+        pairs = i_dims[0] if len(i_dims) == 1 else dim_product(i_dims[0], i_dims[1])
+        if len(i_dims) == 1:
+            pairs = pairs.dim_value if pairs.HasField("dim_value") else (pairs.dim_param or None)
+    n_out = attrs["num_out_tokens"]
+    rows = pairs if n_out == 0 else (out_rows(pairs, n_out) if isinstance(pairs, int) else None)
     if tokens is not None:
         ctx.set_output_type(0, make_type(tokens.tensor_type.elem_type, [rows, t_dims[1] if t_dims else None]))
     if ctx.get_num_outputs() > 1:

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "ops_src/cpu/half.h"
+#include "ops_src/cpu/stream_copy.h"
 
 namespace ascend_moe::cpu {
 
@@ -56,12 +57,25 @@ void LoadRow(const void* x, RowType t, int64_t row, int64_t cols, float* out) {
   }
 }
 
+// Outputs at least this large are written with non-temporal stores: larger than the last-level
+// caches of common CPUs, which could not keep them for the consumer anyway.
+constexpr int64_t kStreamingBytes = int64_t{32} << 20;
+
 inline float RoundToFp16(float v) { return Fp16ToFloat(FloatToFp16(v)); }
 
 // Round half to even (the default floating-point environment) and saturate to int8.
 inline int8_t ToInt8(float v) {
   const float r = std::nearbyint(v);
   return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
+}
+
+}  // namespace
+
+namespace {
+
+bool StreamingPays(int64_t rows, int64_t row_bytes) {
+  // rows * row_bytes >= kStreamingBytes, without the product (it may overflow)
+  return rows > 0 && row_bytes >= (kStreamingBytes + rows - 1) / rows;
 }
 
 }  // namespace
@@ -134,6 +148,7 @@ int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void
       seg += n;
     }
   }
+  streaming_ = StreamingPays(out_rows(), params.cols * static_cast<int64_t>(ElemSize(params.x_type)));
   return -1;
 }
 
@@ -192,15 +207,18 @@ void MoeInitRoutingPlan::ExpandRows(const MoeInitRoutingBuffers& b, int64_t begi
     const size_t row_bytes = static_cast<size_t>(cols) * ElemSize(p_.x_type);
     const auto* x = static_cast<const unsigned char*>(b.x);
     auto* out = static_cast<unsigned char*>(b.expanded_x);
+    const bool stream = streaming_;
     for (int64_t i = begin; i < end; ++i) {
       const int32_t src = src_row_[static_cast<size_t>(i)];
       unsigned char* dst = out + static_cast<size_t>(i) * row_bytes;
-      if (src >= 0) std::memcpy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
-      else std::memset(dst, 0, row_bytes);
+      if (src < 0) std::memset(dst, 0, row_bytes);
+      else if (stream) StreamCopy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
+      else std::memcpy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
       if (b.expanded_scale != nullptr) {
         b.expanded_scale[i] = (src >= 0 && b.scale != nullptr) ? b.scale[src] : 0.0f;
       }
     }
+    if (stream) StoreFence();
     return;
   }
   std::vector<float> row(static_cast<size_t>(cols));
