@@ -157,8 +157,7 @@ def test_token_permute_matches_reference_on_wide_ids(library):
 
 
 def test_kernel_rows_split_over_threads():
-    """Enough rows for several parallel chunks, and an output (34 MiB) past the non-temporal-store
-    threshold: 4 threads give the reference's bytes."""
+    """Enough rows (34 MiB) for several parallel chunks: 4 threads give the reference's bytes."""
     rng = np.random.default_rng(7)
     inputs = cases.init_inputs(rng, n=300, h=7168, k=8, e=64, x_type="bfloat16", scale="token")
     attrs = dict(expert_num=64, expert_tokens_num_type=1, row_idx_type=1)

@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "ops_src/cpu/half.h"
-#include "ops_src/cpu/stream_copy.h"
 
 namespace ascend_moe::cpu {
 
@@ -57,9 +56,16 @@ void LoadRow(const void* x, RowType t, int64_t row, int64_t cols, float* out) {
   }
 }
 
-// Outputs at least this large are written with non-temporal stores: larger than the last-level
-// caches of common CPUs, which could not keep them for the consumer anyway.
-constexpr int64_t kStreamingBytes = int64_t{32} << 20;
+// Cache lines of the next output row's source prefetched while the current row is copied: the
+// sources jump between tokens, so the hardware prefetcher starts every row cold. Measured on AMD
+// EPYC (Zen 3), 4096 x 7168 bfloat16, k = 8: 0.64-0.66 of a plain copy's bandwidth with 8 lines,
+// 0.59-0.60 without; non-temporal stores were slower there (0.40-0.48).
+constexpr int kPrefetchLines = 8;
+
+inline void PrefetchRow(const unsigned char* row, size_t row_bytes) {
+  const size_t lines = std::min<size_t>(kPrefetchLines, (row_bytes + 63) / 64);
+  for (size_t l = 0; l < lines; ++l) __builtin_prefetch(row + l * 64, 0, 3);
+}
 
 inline float RoundToFp16(float v) { return Fp16ToFloat(FloatToFp16(v)); }
 
@@ -67,15 +73,6 @@ inline float RoundToFp16(float v) { return Fp16ToFloat(FloatToFp16(v)); }
 inline int8_t ToInt8(float v) {
   const float r = std::nearbyint(v);
   return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
-}
-
-}  // namespace
-
-namespace {
-
-bool StreamingPays(int64_t rows, int64_t row_bytes) {
-  // rows * row_bytes >= kStreamingBytes, without the product (it may overflow)
-  return rows > 0 && row_bytes >= (kStreamingBytes + rows - 1) / rows;
 }
 
 }  // namespace
@@ -148,7 +145,6 @@ int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void
       seg += n;
     }
   }
-  streaming_ = StreamingPays(out_rows(), params.cols * static_cast<int64_t>(ElemSize(params.x_type)));
   return -1;
 }
 
@@ -207,18 +203,18 @@ void MoeInitRoutingPlan::ExpandRows(const MoeInitRoutingBuffers& b, int64_t begi
     const size_t row_bytes = static_cast<size_t>(cols) * ElemSize(p_.x_type);
     const auto* x = static_cast<const unsigned char*>(b.x);
     auto* out = static_cast<unsigned char*>(b.expanded_x);
-    const bool stream = streaming_;
     for (int64_t i = begin; i < end; ++i) {
       const int32_t src = src_row_[static_cast<size_t>(i)];
+      if (i + 1 < end && src_row_[static_cast<size_t>(i + 1)] >= 0) {
+        PrefetchRow(x + static_cast<size_t>(src_row_[static_cast<size_t>(i + 1)]) * row_bytes, row_bytes);
+      }
       unsigned char* dst = out + static_cast<size_t>(i) * row_bytes;
-      if (src < 0) std::memset(dst, 0, row_bytes);
-      else if (stream) StreamCopy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
-      else std::memcpy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
+      if (src >= 0) std::memcpy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
+      else std::memset(dst, 0, row_bytes);
       if (b.expanded_scale != nullptr) {
         b.expanded_scale[i] = (src >= 0 && b.scale != nullptr) ? b.scale[src] : 0.0f;
       }
     }
-    if (stream) StoreFence();
     return;
   }
   std::vector<float> row(static_cast<size_t>(cols));

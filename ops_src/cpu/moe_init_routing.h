@@ -69,9 +69,6 @@ class MoeInitRoutingPlan {
   std::vector<int32_t> src_row_;     // per output row: source token, -1 = zero row
   std::vector<int32_t> row_expert_;  // per output row: expert - start (smoothing scale row)
   int64_t available_ = 0;            // pairs with an active expert
-  // Unquantised rows are written with non-temporal stores (stream_copy.h) when the output is much
-  // larger than the caches.
-  bool streaming_ = false;
 };
 
 }  // namespace ascend_moe::cpu

@@ -1,7 +1,5 @@
 #include "ops_src/cpu/moe_re_routing.h"
 
-#include "ops_src/cpu/stream_copy.h"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +15,37 @@
 namespace ascend_moe::cpu {
 
 namespace {
+
+// memcpy with non-temporal stores where the CPU has them (SSE2 on x86-64). The caller issues
+// StoreFence() before the data is handed to another thread.
+void StreamCopy(unsigned char* dst, const unsigned char* src, size_t n) {
+#if defined(__SSE2__)
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  head = std::min(head, n);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  const size_t body = n & ~size_t{63};
+  for (size_t i = 0; i < body; i += 64) {
+    // Reading 512 bytes ahead keeps enough loads in flight to match glibc's large memcpy
+    // (address arithmetic on integers: it may point past the end, where prefetches are harmless).
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) + i + 512),
+                 _MM_HINT_NTA);
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + body, src + body, n - body);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
 
 // memcpy by a 64-byte unrolled SSE2 loop (the tail by memcpy), for the token blocks. glibc's memcpy, on the blocks
 // of a permutation (kilobytes to hundreds of kilobytes, consecutive calls jumping in the
@@ -64,6 +93,11 @@ bool UseCopyLoop() {
   return loop;
 }
 
+inline void StoreFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 inline int64_t ReadCount(const void* counts, CountType type, int64_t i) {
   if (type == CountType::kInt32) return static_cast<const int32_t*>(counts)[i];
