@@ -214,3 +214,55 @@ def _with(a: np.ndarray, at: tuple, value) -> np.ndarray:
     out = a.copy()
     out[at] = value
     return out
+
+
+def v1_inputs(rng, n=6, h=5, k=2, e=9, x_type="float"):
+    """MoeInitRouting inputs with the usual row_idx (slot * N + token)."""
+    x = rng.standard_normal((n, h)).astype(np.float32).astype(X_DTYPES[x_type])
+    row_idx = np.arange(n * k, dtype=np.int32).reshape(k, n).T.copy()
+    return {"x": x, "row_idx": row_idx, "expert_idx": rng.integers(0, e, (n, k)).astype(np.int32)}
+
+
+def v1_samples() -> list:
+    """Valid (inputs, attributes) of MoeInitRouting."""
+    rng = np.random.default_rng(35)
+    shuffled = v1_inputs(rng, n=7, k=3, x_type="bfloat16")
+    shuffled["row_idx"] = rng.permutation(21).astype(np.int32).reshape(7, 3)
+    return [
+        (v1_inputs(rng), dict(active_num=6)),
+        (v1_inputs(rng, x_type="float16"), dict(active_num=2)),
+        (shuffled, dict(active_num=100)),
+        (v1_inputs(rng, n=0), dict(active_num=4)),
+    ]
+
+
+def v1_bad_cases() -> list:
+    """Every MoeInitRouting validation rule broken once."""
+    rng = np.random.default_rng(36)
+    ok = v1_inputs(rng)
+    x, row, e = ok["x"], ok["row_idx"], ok["expert_idx"]
+
+    def case(id_, inputs, attrs, msg, **kw):
+        return BadCase(id_, {"x": x, "row_idx": row, "expert_idx": e, **inputs}, {"active_num": 6, **attrs}, msg, **kw)
+
+    return [
+        case("active_num", {}, dict(active_num=-1), "attribute 'active_num' must be >= 0, got -1"),
+        case("x_type", {"x": x.astype(np.float64)}, {}, "input 'x' must be float, float16 or bfloat16, got double"),
+        case("x_rank", {"x": x[None]}, {}, "input 'x' must be 2-D [N, H], got shape [1, 6, 5]"),
+        case("x_h", {"x": x[:, :0]}, {}, "input 'x' must have H >= 1, got shape [6, 0]"),
+        case("row_type", {"row_idx": row.astype(np.int64)}, {}, "input 'row_idx' must be int32, got int64"),
+        case("expert_type", {"expert_idx": e.astype(np.int64)}, {}, "input 'expert_idx' must be int32, got int64"),
+        case("expert_rank", {"expert_idx": e.reshape(-1)}, {}, "input 'expert_idx' must be 2-D [N, K], got shape [12]"),
+        case("expert_rows", {"expert_idx": e[:2]}, {},
+             "input 'expert_idx' must have N = 6 rows (x.shape[0]), got shape [2, 2]"),
+        case("expert_k", {"expert_idx": e[:, :0], "row_idx": row[:, :0]}, {},
+             "input 'expert_idx' must have K >= 1, got shape [6, 0]"),
+        case("row_shape", {"row_idx": row[:, :1]}, {},
+             "input 'row_idx' must have the shape of expert_idx [6, 2], got shape [6, 1]"),
+        case("expert_negative", {"expert_idx": _with(e, (2, 1), -1)}, {},
+             "input 'expert_idx' must hold expert ids in [0, 2147483647), got -1 at [2, 1]"),
+        case("row_range", {"row_idx": _with(row, (3, 0), 12)}, {},
+             "input 'row_idx' must be a permutation of [0, N*K) = [0, 12), got 12 at [3, 0]"),
+        case("row_repeat", {"row_idx": _with(row, (4, 1), 1)}, {},
+             "input 'row_idx' must be a permutation of [0, N*K) = [0, 12), got 1 at [4, 1]"),
+    ]

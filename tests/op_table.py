@@ -14,7 +14,8 @@ from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx.onnx_schemas import (
-    moe_gating_top_k_hash, moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute,
+    moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing, moe_routed_experts,
+    moe_token_permute,
 )
 
 
@@ -89,6 +90,27 @@ def _token_permute_torch(inputs: dict, attrs: dict):
     from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
 
     return torch.ops.ascend_moe.moe_token_permute(inputs["tokens"], inputs["indices"], **attrs)
+
+
+def _init_routing_v1_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return torch.ops.ascend_moe.moe_init_routing(inputs["x"], inputs["row_idx"], inputs["expert_idx"],
+                                                 attrs["active_num"])
+
+
+def _init_routing_v1_cases():
+    from tests.init_routing_cases import v1_bad_cases
+
+    return v1_bad_cases()
+
+
+def _init_routing_v1_samples():
+    from tests.init_routing_cases import v1_samples
+
+    return v1_samples()
 
 
 def _init_routing_cases():
@@ -212,6 +234,8 @@ OPS = [
     OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
     OpInfo("MoeInitRoutingV3", moe_init_routing_v3, _init_routing_cases, _init_routing_torch, _init_routing_samples),
     OpInfo("MoeTokenPermute", moe_token_permute, _token_permute_cases, _token_permute_torch, _token_permute_samples),
+    OpInfo("MoeInitRouting", moe_init_routing, _init_routing_v1_cases, _init_routing_v1_torch,
+           _init_routing_v1_samples),
 ]
 
 

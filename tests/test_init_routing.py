@@ -107,6 +107,26 @@ def test_token_permute_index_is_the_inverse_sort():
     np.testing.assert_array_equal(permute_spec.reference(X, IDX[:, 0])[0], X[[1, 2, 0]])
 
 
+def test_init_routing_v1_worked_example():
+    from ascend_moe_onnx.onnx_schemas import moe_init_routing as v1
+
+    row_idx = np.array([[0, 3], [1, 4], [2, 5]], np.int32)
+    ex, row, experts = v1.reference(X, row_idx, IDX, active_num=3)
+    np.testing.assert_array_equal(ex, X[[0, 1, 2, 2, 0, 1]])
+    np.testing.assert_array_equal(row, [4, 1, 3, 0, 5, 2])
+    np.testing.assert_array_equal(experts, [0, 0, 0, 1, 2, 2])
+    assert v1.reference(X, row_idx, IDX, active_num=1)[0].shape == (2, 4)
+
+
+def test_compute_expert_tokens_is_the_end_of_each_experts_rows():
+    import torch
+
+    from ascend_moe_onnx.exporters.moe_init_routing import compute_expert_tokens
+
+    out = compute_expert_tokens(torch.tensor([0, 0, 0, 1, 1, 2], dtype=torch.int32), 4)
+    assert out.dtype == torch.int32 and out.tolist() == [3, 5, 6, 6]
+
+
 # ---- kernel and function body against the reference, random cases ---------------------------------
 
 
@@ -183,7 +203,10 @@ def test_dynamo_export_keeps_the_token_count_dynamic():
             ex, idx, counts, _ = torch.ops.ascend_moe.moe_init_routing_v3(
                 x, topk_ids, None, None, n * topk_ids.shape[1], -1, 8, 0, 1, True, -1, [2, 6], 0)
             pt, si = torch.ops.ascend_moe.moe_token_permute(x, topk_ids, n * 2)
-            return ex, idx, counts, pt, si
+            k = topk_ids.shape[1]
+            row_idx = torch.arange(n * k, dtype=torch.int32).reshape(k, n).t().contiguous()
+            v1_x, v1_row, v1_experts = torch.ops.ascend_moe.moe_init_routing(x, row_idx, topk_ids, n)
+            return ex, idx, counts, pt, si, v1_x, v1_row, v1_experts
 
     rng = np.random.default_rng(8)
 
@@ -196,7 +219,7 @@ def test_dynamo_export_keeps_the_token_count_dynamic():
         tokens = torch.export.Dim("tokens")
         model = exporters.export(Dispatch(), args(5), dynamic_shapes=({0: tokens}, {0: tokens}))
     ops = [n.op_type for n in model.graph.node if n.domain == init_spec.DOMAIN]
-    assert sorted(ops) == ["MoeInitRoutingV3", "MoeTokenPermute"]
+    assert sorted(ops) == ["MoeInitRouting", "MoeInitRoutingV3", "MoeTokenPermute"]
     for n in (0, 1, 9):
         x, ids = args(n)
         expected = [to_numpy(t) for t in Dispatch()(x, ids)]

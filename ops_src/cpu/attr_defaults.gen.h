@@ -46,6 +46,9 @@ inline constexpr int64_t kNumOutTokens = 0;
 inline constexpr int64_t kPaddedMode = 0;
 }  // namespace moe_token_permute
 
+namespace moe_init_routing {
+}  // namespace moe_init_routing
+
 }  // namespace ascend_moe::attr_defaults
 
 namespace ascend_moe::limits {
@@ -67,5 +70,10 @@ namespace moe_token_permute {
 inline constexpr int64_t kMaxPairs = 2147483647;
 inline constexpr int64_t kMaxExpertId = 2147483647;
 }  // namespace moe_token_permute
+
+namespace moe_init_routing {
+inline constexpr int64_t kMaxPairs = 2147483647;
+inline constexpr int64_t kMaxExpertId = 2147483647;
+}  // namespace moe_init_routing
 
 }  // namespace ascend_moe::limits

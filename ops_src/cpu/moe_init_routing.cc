@@ -77,8 +77,20 @@ inline int8_t ToInt8(float v) {
 
 }  // namespace
 
-int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void* expert_idx) {
+int64_t FirstBadRowIdx(const int32_t* row_idx, int64_t pairs) {
+  std::vector<bool> seen(static_cast<size_t>(pairs), false);
+  for (int64_t i = 0; i < pairs; ++i) {
+    const int64_t r = row_idx[i];
+    if (r < 0 || r >= pairs || seen[static_cast<size_t>(r)]) return i;
+    seen[static_cast<size_t>(r)] = true;
+  }
+  return -1;
+}
+
+int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void* expert_idx,
+                                  const int32_t* row_idx) {
   p_ = params;
+  row_idx_ = row_idx;
   const int64_t pairs = params.num_tokens * params.top_k;
   const bool is64 = params.idx_int64;
   int64_t lo = 0, hi = params.expert_num;  // valid ids [lo, hi)
@@ -127,7 +139,8 @@ int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void
     const int64_t valid = std::min(rows, available_);
     for (int64_t i = 0; i < valid; ++i) {
       const int32_t pos = order_[static_cast<size_t>(i)];
-      src_row_[static_cast<size_t>(i)] = static_cast<int32_t>(pos / k);
+      src_row_[static_cast<size_t>(i)] =
+          static_cast<int32_t>(row_idx != nullptr ? row_idx[pos] % params.num_tokens : pos / k);
       if (!params.permute) row_expert_[static_cast<size_t>(i)] = static_cast<int32_t>(ReadId(expert_idx, is64, pos) - first);
     }
   } else {
@@ -151,7 +164,10 @@ int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void
 void MoeInitRoutingPlan::WriteRowIdx(int32_t* out) const {
   const int64_t pairs = static_cast<int64_t>(order_.size());
   if (p_.permute) {
-    for (int64_t i = 0; i < pairs; ++i) out[order_[static_cast<size_t>(i)]] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const int32_t pos = order_[static_cast<size_t>(i)];
+      out[row_idx_ != nullptr ? row_idx_[pos] : pos] = static_cast<int32_t>(i);
+    }
     return;
   }
   std::fill(out, out + pairs, -1);
@@ -187,6 +203,12 @@ void MoeInitRoutingPlan::WriteCounts(int64_t* out) const {
       out[2 * row + 1] = counts_[e];
       ++row;
     }
+  }
+}
+
+void MoeInitRoutingPlan::WriteSortedExperts(const void* expert_idx, int32_t* out) const {
+  for (size_t i = 0; i < order_.size(); ++i) {
+    out[i] = static_cast<int32_t>(ReadId(expert_idx, p_.idx_int64, order_[i]));
   }
 }
 

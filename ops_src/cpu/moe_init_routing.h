@@ -46,17 +46,26 @@ struct MoeInitRoutingBuffers {
   float* expanded_scale = nullptr; // [rows]; may be null
 };
 
+// MoeInitRouting: the flat position of the first row_idx entry outside [0, pairs) or repeated
+// (a permutation is required), or -1.
+int64_t FirstBadRowIdx(const int32_t* row_idx, int64_t pairs);
+
 class MoeInitRoutingPlan {
  public:
   // Sorts the pairs. Returns -1, or the flat position of the first expert id outside
-  // [0, expert_num) (MoeTokenPermute: outside [0, 2^31 - 1)), leaving the plan unusable.
-  int64_t Build(const MoeInitRoutingParams& params, const void* expert_idx);
+  // [0, expert_num) (MoeTokenPermute, MoeInitRouting: outside [0, 2^31 - 1)), leaving the plan
+  // unusable. `row_idx` (MoeInitRouting, with permute = true; a permutation of [0, N*K), see
+  // FirstBadRowIdx) names the pairs: output row i reads token row_idx[order[i]] % N and
+  // WriteRowIdx writes out[row_idx[order[i]]] = i.
+  int64_t Build(const MoeInitRoutingParams& params, const void* expert_idx, const int32_t* row_idx = nullptr);
 
   int64_t out_rows() const { return static_cast<int64_t>(src_row_.size()); }
   // expanded_row_idx / sorted_indices [N*K].
   void WriteRowIdx(int32_t* out) const;
   // expert_tokens_count_or_cumsum: [end - start] or [expert_num, 2].
   void WriteCounts(int64_t* out) const;
+  // MoeInitRouting's expanded_expert_idx: the expert ids in sorted order [N*K].
+  void WriteSortedExperts(const void* expert_idx, int32_t* out) const;
   // Output rows [begin, end): rows of expanded_x and entries of expanded_scale.
   void ExpandRows(const MoeInitRoutingBuffers& buffers, int64_t begin, int64_t end) const;
   // Output rows per parallel chunk for about `chunk_bytes` written per chunk.
@@ -69,6 +78,7 @@ class MoeInitRoutingPlan {
   std::vector<int32_t> src_row_;     // per output row: source token, -1 = zero row
   std::vector<int32_t> row_expert_;  // per output row: expert - start (smoothing scale row)
   int64_t available_ = 0;            // pairs with an active expert
+  const int32_t* row_idx_ = nullptr;  // MoeInitRouting's pair names
 };
 
 }  // namespace ascend_moe::cpu

@@ -418,6 +418,73 @@ struct Def {
 
 }  // namespace moe_token_permute
 
+// ---- MoeInitRouting
+namespace moe_init_routing {
+
+inline constexpr const char* kName = "MoeInitRouting";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kInRowIdx = 1, kInExpertIdx = 2, kNumIns = 3 };
+enum Out : size_t { kOutExpandedX = 0, kOutExpandedRowIdx = 1, kOutExpandedExpertIdx = 2, kNumOuts = 3 };
+enum Attr : size_t { kAttrActiveNum = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInRowIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "T", false, kInXTypes, std::size(kInXTypes)},
+    {"row_idx", "", false, kInRowIdxTypes, std::size(kInRowIdxTypes)},
+    {"expert_idx", "", false, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutExpandedXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kOutExpandedRowIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kOutExpandedExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ParamSpec kOutputs[] = {
+    {"expanded_x", "T", false, kOutExpandedXTypes, std::size(kOutExpandedXTypes)},
+    {"expanded_row_idx", "", false, kOutExpandedRowIdxTypes, std::size(kOutExpandedRowIdxTypes)},
+    {"expanded_expert_idx", "", false, kOutExpandedExpertIdxTypes, std::size(kOutExpandedExpertIdxTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"active_num", AttrSpec::kInt, true, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t active_num = 0;  // required
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_init_routing_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.active_num = ReadIntAttr(info, kName, kAttrs[kAttrActiveNum]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_init_routing_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_init_routing::kName;
+  static constexpr int kSinceVersion = moe_init_routing::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_init_routing::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_init_routing::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_init_routing::kAttrs;
+  static constexpr size_t kNumAttrs = moe_init_routing::kNumAttrs;
+  static constexpr auto InferShapes = &moe_init_routing::InferShapes;
+};
+
+}  // namespace moe_init_routing
+
 }  // namespace defs
 
 // Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;
@@ -427,6 +494,7 @@ std::vector<const OrtCustomOp*> MoeReRoutingOps();
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops();
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps();
+std::vector<const OrtCustomOp*> MoeInitRoutingOps();
 
 // Every op of the library, in the order of onnx_schemas.OP_MODULES.
 inline std::vector<const OrtCustomOp*> AllOps() {
@@ -436,6 +504,7 @@ inline std::vector<const OrtCustomOp*> AllOps() {
   for (const OrtCustomOp* op : MoeRoutedExpertsOps()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeInitRoutingV3Ops()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeTokenPermuteOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeInitRoutingOps()) ops.push_back(op);
   return ops;
 }
 
