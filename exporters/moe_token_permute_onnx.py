@@ -32,11 +32,8 @@ def token_permute_translation(tokens, indices, num_out_tokens=None, padded_mode=
 def _token_permute(g, tokens, indices, num_out_tokens, padded_mode):
     """TorchScript symbolic (num_out_tokens must be a constant or None there)."""
     import torch
-    from torch.onnx import symbolic_helper
 
-    n = None if num_out_tokens is None or num_out_tokens.node().mustBeNone() else \
-        symbolic_helper._get_const(num_out_tokens, "i", "num_out_tokens")
-    attrs = node_attributes(n, padded_mode)
+    attrs = node_attributes(num_out_tokens, padded_mode)
     outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", tokens, indices, outputs=2,
                 **{f"{k}_i": v for k, v in attrs.items()})
     t_type = tokens.type()

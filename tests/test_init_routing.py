@@ -227,3 +227,28 @@ def test_dynamo_export_keeps_the_token_count_dynamic():
         for library in (True, False):
             got = run_feeds(session(model, library=library), feeds)
             cases.assert_outputs_equal(got, expected, f"{n} tokens, library={library}")
+
+
+def test_torchscript_export_of_the_three_ops():
+    """The legacy exporter (dynamo=False): one node per call, outputs equal to torch's."""
+    import torch
+
+    from ascend_moe_onnx import exporters
+    from tests.rerouting_cases import run_feeds, session
+
+    class Calls(torch.nn.Module):
+        def forward(self, x, ids, row):
+            a = torch.ops.ascend_moe.moe_init_routing_v3(x, ids, None, None, -1, -1, 8, 0, 2, True, -1, [1, 5], 1)
+            b = torch.ops.ascend_moe.moe_token_permute(x, ids, 4)
+            c = torch.ops.ascend_moe.moe_init_routing(x, row, ids, 3)
+            return (*a, *b, *c)
+
+    x, ids = torch.randn(5, 16), torch.randint(0, 8, (5, 2), dtype=torch.int32)
+    row = torch.arange(10, dtype=torch.int32).reshape(2, 5).t().contiguous()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = exporters.export(Calls(), (x, ids, row), dynamo=False, input_names=["x", "ids", "row"])
+    assert [n.op_type for n in model.graph.node if n.domain == init_spec.DOMAIN] == [
+        "MoeInitRoutingV3", "MoeTokenPermute", "MoeInitRouting"]
+    got = run_feeds(session(model), {"x": x.numpy(), "ids": ids.numpy(), "row": row.numpy()})
+    cases.assert_outputs_equal(got, [t.numpy() for t in Calls()(x, ids, row)])
