@@ -166,6 +166,9 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
         if attrs["expert_capacity"] < 1:
             raise _err(f"attribute 'expert_capacity' must be >= 1 when drop_pad_mode is 1, "
                        f"got {attrs['expert_capacity']}")
+        if attrs["expert_capacity"] > MAX_PAIRS // E:
+            raise _err(f"attribute 'expert_capacity' must be at most {MAX_PAIRS // E} (expert_num * expert_capacity "
+                       f"rows, indexed by int32), got {attrs['expert_capacity']}")
         if attrs["expert_tokens_num_type"] != COUNT:
             raise _err("attribute 'expert_tokens_num_type' must be 1 (count) when drop_pad_mode is 1, "
                        f"got {attrs['expert_tokens_num_type']}")

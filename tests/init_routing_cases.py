@@ -145,6 +145,9 @@ def init_bad_cases() -> list:
              "attribute 'active_expert_start' must be < expert_num = 6, got 6"),
         case("capacity", {}, dict(E, drop_pad_mode=1, expert_tokens_num_type=1),
              "attribute 'expert_capacity' must be >= 1 when drop_pad_mode is 1, got -1"),
+        case("capacity_high", {}, dict(E, drop_pad_mode=1, expert_capacity=2**29, expert_tokens_num_type=1),
+             "attribute 'expert_capacity' must be at most 357913941 (expert_num * expert_capacity rows, indexed by "
+             "int32), got 536870912"),
         case("pad_count_type", {}, dict(E, drop_pad_mode=1, expert_capacity=2),
              "attribute 'expert_tokens_num_type' must be 1 (count) when drop_pad_mode is 1, got 0"),
         case("pad_row_idx", {}, dict(E, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1, row_idx_type=1),

@@ -61,6 +61,11 @@ std::string d::CheckAttrs(const Attrs& a) {
     if (a.expert_capacity < 1) {
       return AttrError("expert_capacity", Str("must be >= 1 when drop_pad_mode is 1, got ", a.expert_capacity));
     }
+    if (a.expert_capacity > kMaxPairs / e) {
+      return AttrError("expert_capacity", Str("must be at most ", kMaxPairs / e,
+                                              " (expert_num * expert_capacity rows, indexed by int32), got ",
+                                              a.expert_capacity));
+    }
     if (a.expert_tokens_num_type != 1) {
       return AttrError("expert_tokens_num_type", Str("must be 1 (count) when drop_pad_mode is 1, got ", a.expert_tokens_num_type));
     }
