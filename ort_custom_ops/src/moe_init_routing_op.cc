@@ -7,7 +7,7 @@
 
 #include "op_base.h"
 #include "op_defs.gen.h"
-#include "ops_src/cpu/moe_init_routing.h"
+#include "moe_init_routing_common.h"
 
 namespace ascend_moe {
 
@@ -50,14 +50,6 @@ using Inputs = std::array<InputView, d::kNumIns>;
 
 [[noreturn]] void FailInput(d::In input, const std::string& rest) {
   Fail(Str(d::kName, ": input '", d::kInputs[input].name, "' ", rest));
-}
-
-cpu::RowType RowTypeOf(ONNXTensorElementDataType t) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return cpu::RowType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return cpu::RowType::kBFloat16;
-    default: return cpu::RowType::kFloat;
-  }
 }
 
 // Ranks and dims (the table checked presence and element types): the kernel parameters.

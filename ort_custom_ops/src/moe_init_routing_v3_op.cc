@@ -9,7 +9,7 @@
 
 #include "op_base.h"
 #include "op_defs.gen.h"
-#include "ops_src/cpu/moe_init_routing.h"
+#include "moe_init_routing_common.h"
 
 namespace ascend_moe {
 
@@ -86,32 +86,13 @@ namespace {
   Fail(Str(kOp, ": input '", name, "' ", rest));
 }
 
-cpu::RowType RowTypeOf(ONNXTensorElementDataType t) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return cpu::RowType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return cpu::RowType::kBFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return cpu::RowType::kInt8;
-    default: return cpu::RowType::kFloat;
-  }
-}
-
-void CheckType(const InputView& v, size_t index) {
-  const ParamSpec& spec = d::kInputs[index];
-  if (std::find(spec.types, spec.types + spec.num_types, v.type) == spec.types + spec.num_types) {
-    FailInput(spec.name, Str("must be ", TypeList(spec), ", got ", TypeName(v.type)));
-  }
-}
-
-// Checks the inputs against the attributes (no data read) and returns the kernel parameters.
+// Ranks, dims and the combinations with the attributes (the table checked presence and element
+// types; no data is read): the kernel parameters.
 cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, const InputView& scale,
                                    const InputView& offset, const Attrs& a) {
-  if (!x.present) FailInput("x", "is required, got none");
-  if (!idx.present) FailInput("expert_idx", "is required, got none");
-  CheckType(x, d::kInX);
   if (x.shape.size() != 2) FailInput("x", Str("must be 2-D [N, H], got shape ", ShapeStr(x.shape)));
   const int64_t n = x.shape[0], h = x.shape[1];
   if (h < 1) FailInput("x", Str("must have H >= 1, got shape ", ShapeStr(x.shape)));
-  CheckType(idx, d::kInExpertIdx);
   if (idx.shape.size() != 2) FailInput("expert_idx", Str("must be 2-D [N, K], got shape ", ShapeStr(idx.shape)));
   if (idx.shape[0] != n) {
     FailInput("expert_idx", Str("must have N = ", n, " rows (x.shape[0]), got shape ", ShapeStr(idx.shape)));
@@ -125,8 +106,6 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
   if (a.quant_mode != -1 && x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) {
     FailInput("x", Str("must be float, float16 or bfloat16 when quant_mode is ", a.quant_mode, ", got int8"));
   }
-  if (scale.present) CheckType(scale, d::kInScale);
-  if (offset.present) CheckType(offset, d::kInOffset);
   const int64_t width = ResolvedEnd(a) - a.active_expert_start;
   if (a.quant_mode == 0) {
     const std::pair<const InputView*, const char*> both[] = {{&scale, "scale"}, {&offset, "offset"}};
@@ -230,10 +209,10 @@ struct CpuKernel {
   explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    const InputView x = GetInputView(ctx, d::kInX);
-    const InputView idx = GetInputView(ctx, d::kInExpertIdx);
-    const InputView scale = GetInputView(ctx, d::kInScale);
-    const InputView offset = GetInputView(ctx, d::kInOffset);
+    // presence and element types checked against the generated table
+    const auto in = GetInputViews(ctx, kOp, d::kInputs);
+    const InputView &x = in[d::kInX], &idx = in[d::kInExpertIdx];
+    const InputView &scale = in[d::kInScale], &offset = in[d::kInOffset];
     const cpu::MoeInitRoutingParams p = Validate(x, idx, scale, offset, attrs_);
     cpu::MoeInitRoutingPlan plan;
     const int64_t bad = plan.Build(p, idx.data);

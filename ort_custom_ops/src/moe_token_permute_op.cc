@@ -8,7 +8,7 @@
 
 #include "op_base.h"
 #include "op_defs.gen.h"
-#include "ops_src/cpu/moe_init_routing.h"
+#include "moe_init_routing_common.h"
 
 namespace ascend_moe {
 
@@ -36,30 +36,10 @@ int64_t OutRows(int64_t pairs, int64_t num_out_tokens) {
   Fail(Str(kOp, ": input '", name, "' ", rest));
 }
 
-void CheckType(const InputView& v, size_t index) {
-  const ParamSpec& spec = d::kInputs[index];
-  if (std::find(spec.types, spec.types + spec.num_types, v.type) == spec.types + spec.num_types) {
-    FailInput(spec.name, Str("must be ", TypeList(spec), ", got ", TypeName(v.type)));
-  }
-}
-
-cpu::RowType RowTypeOf(ONNXTensorElementDataType t) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return cpu::RowType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return cpu::RowType::kBFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return cpu::RowType::kInt8;
-    default: return cpu::RowType::kFloat;
-  }
-}
-
 cpu::MoeInitRoutingParams Validate(const InputView& tokens, const InputView& idx, const Attrs& a) {
-  if (!tokens.present) FailInput("tokens", "is required, got none");
-  if (!idx.present) FailInput("indices", "is required, got none");
-  CheckType(tokens, d::kInTokens);
   if (tokens.shape.size() != 2) FailInput("tokens", Str("must be 2-D [N, H], got shape ", ShapeStr(tokens.shape)));
   const int64_t n = tokens.shape[0], h = tokens.shape[1];
   if (h < 1) FailInput("tokens", Str("must have H >= 1, got shape ", ShapeStr(tokens.shape)));
-  CheckType(idx, d::kInIndices);
   if (idx.shape.size() != 1 && idx.shape.size() != 2) {
     FailInput("indices", Str("must be 1-D [N] or 2-D [N, K], got shape ", ShapeStr(idx.shape)));
   }
@@ -117,8 +97,9 @@ struct CpuKernel {
   explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    const InputView tokens = GetInputView(ctx, d::kInTokens);
-    const InputView idx = GetInputView(ctx, d::kInIndices);
+    // presence and element types checked against the generated table
+    const auto in = GetInputViews(ctx, kOp, d::kInputs);
+    const InputView &tokens = in[d::kInTokens], &idx = in[d::kInIndices];
     const cpu::MoeInitRoutingParams p = Validate(tokens, idx, attrs_);
     cpu::MoeInitRoutingPlan plan;
     const int64_t bad = plan.Build(p, idx.data);
