@@ -129,6 +129,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
             return op("Cast", op("Cast", v, to=TensorProto.FLOAT16), to=TensorProto.FLOAT)
         h = f16(op("Cast", rows, to=TensorProto.FLOAT))
         v = f16(op("Add", f16(op("Mul", h, f16(scale))), f16(offset)))
+        # zero rows stay 0 (not round(offset))
+        v = op("Where", op("Unsqueeze", valid, axis1), v, const(0.0, np.float32))
         expanded = _to_int8(op, const, v)
     else:
         r = op("Cast", rows, to=TensorProto.FLOAT)

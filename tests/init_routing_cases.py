@@ -89,6 +89,8 @@ def init_samples() -> list:
          dict(expert_num=E, quant_mode=1, active_expert_start=1, active_expert_end=5)),
         (init_inputs(rng, x_type="bfloat16"), dict(expert_num=E, quant_mode=1, row_idx_type=1)),
         (init_inputs(rng, scale="one", offset=True), dict(expert_num=E, quant_mode=0)),
+        # zero rows (inactive experts) stay 0, not round(offset)
+        (init_inputs(rng, scale="one", offset=True), dict(expert_num=E, quant_mode=0, active_expert_start=3)),
         (init_inputs(rng, scale="smooth1"), dict(expert_num=E, quant_mode=1, drop_pad_mode=1, expert_capacity=3,
                                                  expert_tokens_num_type=1)),
         (init_inputs(rng, n=0), dict(expert_num=E, expert_tokens_num_type=2)),
