@@ -1,4 +1,4 @@
-"""ONNX Runtime custom-op library for the ascend.moe operators (MoeGatingTopKHash, MoeReRouting).
+"""ONNX Runtime custom-op library for the ascend.moe operators (those of ``onnx_schemas.OP_MODULES``).
 
 Load it into a session with :func:`register` (or pass :func:`get_library_path` to
 ``SessionOptions.register_custom_ops_library``).

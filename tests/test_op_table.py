@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -169,7 +170,8 @@ def test_bad_case_in_the_torch_op(op, case):
 def _wrong_type_params():
     out = []
     for op in OPS:
-        inputs, attrs = op.samples()[0]
+        first = op.samples()[0]
+        inputs, attrs = first.inputs, first.attrs
         for spec in op.spec.SCHEMA.inputs:
             out.append(pytest.param(op, inputs, attrs, spec, id=f"{op.name}-{spec.name}"))
     return out
@@ -202,40 +204,65 @@ def test_wrong_input_type_fails_at_session_creation(op, inputs, attrs, spec):
 
 
 def _sample_params():
-    return [pytest.param(op, inputs, attrs, id=f"{op.name}-{i}")
-            for op in OPS for i, (inputs, attrs) in enumerate(op.samples())]
+    return [pytest.param(op, sample, id=f"{op.name}-{sample.id}") for op in OPS for sample in op.samples()]
 
 
-def _assert_same_outputs(op, got, expected, what, rtol=2e-6, atol=1e-30):
+def _is_float(a: np.ndarray) -> bool:
+    return a.dtype.kind == "f" or a.dtype == ml_dtypes.bfloat16
+
+
+def _assert_same_outputs(op, got, expected, what, rtol, atol):
     assert len(got) == len(expected) == len(op.spec.OUTPUT_NAMES), what
     for name, g, e in zip(op.spec.OUTPUT_NAMES, got, expected):
         g, e = np.asarray(g), np.asarray(e)
         assert g.dtype == e.dtype and g.shape == e.shape, (what, name, g.dtype, e.dtype, g.shape, e.shape)
-        if g.dtype.kind == "f":
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{what} {name}")
+        if _is_float(g):
+            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
+                                       err_msg=f"{what} {name}")
         else:
             np.testing.assert_array_equal(g, e, err_msg=f"{what} {name}")
 
 
-@pytest.mark.parametrize("op,inputs,attrs", _sample_params())
-def test_layers_agree_on_samples(op, inputs, attrs):
-    """The C++ kernel, the function body (ORT without the library), onnx.reference and the torch
-    op all give the NumPy reference's outputs (the layers an op has: MoeRoutedExperts has no torch
-    op; its kernel and body sum in float32, the reference in float64)."""
+def _assert_expected(op, sample, got, what, rtol, atol):
+    """The outputs the sample states outright (integers exactly, floats within the tolerance)."""
+    outputs = dict(zip(op.spec.OUTPUT_NAMES, got))
+    for name, want in sample.expect.items():
+        g = np.asarray(outputs[name])
+        w = np.asarray(want)
+        assert g.shape == w.shape, (what, name, g.shape, w.shape)
+        if _is_float(g):
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
+                                       err_msg=f"{what} {name}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{what} {name}")
+
+
+@pytest.mark.parametrize("op,sample", _sample_params())
+def test_layers_agree_on_samples(op, sample):
+    """The NumPy reference gives what the sample states; the C++ kernel, the function body (ORT
+    without the library), onnx.reference and the torch op all give the reference's outputs (the
+    layers an op has: MoeRoutedExperts has no torch op; its kernel and body sum in float32, the
+    reference in float64)."""
     from ascend_moe_onnx.onnx_schemas.functions import attach_functions
     from tests.rerouting_cases import to_numpy
 
+    rtol = op.rtol if sample.rtol is None else sample.rtol
+    atol = op.atol if sample.atol is None else sample.atol
+    inputs, attrs = sample.inputs, sample.attrs
     expected = op.spec.reference(*[inputs.get(n) for n in op.spec.INPUT_NAMES], **attrs)
+    _assert_expected(op, sample, expected, "NumPy reference", rtol, atol)
     model = node_model(op, inputs, attrs, ranks=True)
     feeds = present(inputs)
-    _assert_same_outputs(op, run_feeds(session(model), feeds), expected, "C++ kernel", op.rtol, op.atol)
-    _assert_same_outputs(op, run_feeds(session(attach_functions(model), library=False), feeds),
-                         expected, "function body", op.rtol, op.atol)
-    evaluator = ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS)
-    _assert_same_outputs(op, evaluator.run(None, feeds), expected, "onnx.reference")
+    layers = {
+        "C++ kernel": lambda: run_feeds(session(model), feeds),
+        "function body": lambda: run_feeds(session(attach_functions(model), library=False), feeds),
+        "onnx.reference": lambda: ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS).run(None, feeds),
+    }
     if op.torch_call is not None:
-        torch_out = op.torch_call({n: to_torch(a) for n, a in inputs.items()}, attrs)
-        _assert_same_outputs(op, [to_numpy(t) for t in torch_out], expected, "torch op")
+        layers["torch op"] = lambda: [to_numpy(t) for t in op.torch_call(
+            {n: to_torch(a) for n, a in inputs.items()}, attrs)]
+    for what, run in layers.items():
+        _assert_same_outputs(op, run(), expected, what, rtol, atol)
 
 
 # ---- opset version ------------------------------------------------------------------------------

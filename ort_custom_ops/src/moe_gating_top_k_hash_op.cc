@@ -4,7 +4,6 @@
 // over the rows on the session's intra-op thread pool. A kernel for another execution provider
 // registers beside it through AscendMoeOp<MoeGatingDef, ThatKernel>.
 #include <algorithm>
-#include <iterator>
 #include <mutex>
 #include <utility>
 

@@ -1,7 +1,6 @@
 #include "moe_gating_top_k_hash_validate.h"
 
 #include <cmath>
-#include <iterator>
 
 namespace ascend_moe {
 

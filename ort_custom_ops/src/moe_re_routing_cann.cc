@@ -6,22 +6,6 @@ namespace ascend_moe {
 
 using namespace rerouting_defs;
 
-namespace {
-
-// ACL's name for a token type, when ACL has one the operator could take.
-bool TokenAclType(ONNXTensorElementDataType t, cann::AclDataType* out) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: *out = cann::kAclFloat; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: *out = cann::kAclFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: *out = cann::kAclBFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: *out = cann::kAclInt8; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: *out = cann::kAclUint8; return true;
-    default: return false;
-  }
-}
-
-}  // namespace
-
 MoeReRoutingCannKernel::MoeReRoutingCannKernel(const OrtKernelInfo* info)
     : attrs_(ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
 
@@ -33,10 +17,10 @@ void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   cann::MoeReRoutingDeviceArgs args;
   args.params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs_);
   ValidateMoeReRoutingCounts(args.params, counts.data);
-  args.token_type_known = TokenAclType(tokens.type, &args.token_type);
+  args.token_type_known = AclTypeOf(tokens.type, &args.token_type);
   args.hidden = tokens.shape[1];
   if (scales.present) {
-    TokenAclType(scales.type, &args.scale_type);
+    AclTypeOf(scales.type, &args.scale_type);
     args.scale_rank = static_cast<int>(scales.shape.size());
   }
   args.counts_host = counts.data;

@@ -99,21 +99,27 @@ struct InputView {
   const void* data = nullptr;
 };
 InputView GetInputView(Ort::KernelContext& ctx, size_t index);
-// Fails with the message of the first input that the op's table (generated from its schema)
-// does not accept: a required one absent, an element type not allowed, or unlike an earlier
-// input with the same type parameter. Kernel creation already refused such graphs; this keeps
-// every kernel's reads within what the table promises.
-void CheckInputViews(const char* op, const ParamSpec* specs, size_t n, const InputView* views);
-// Every input of a call, in the table's order, checked with CheckInputViews.
+int64_t NumElements(const std::vector<int64_t>& shape);
+// Every input of a call, in the order of the op's table (generated from its schema), checked
+// against it: fails with the message of the first input the table does not accept (a required
+// one absent, an element type not allowed, or unlike an earlier input with the same type
+// parameter). Kernel creation already refused such graphs; this keeps every kernel's reads
+// within what the table promises.
+[[noreturn]] void FailRequiredInput(const char* op, const ParamSpec& spec);
 template <size_t N>
 std::array<InputView, N> GetInputViews(Ort::KernelContext& ctx, const char* op,
                                        const ParamSpec (&specs)[N]) {
   std::array<InputView, N> views;
-  for (size_t i = 0; i < N; ++i) views[i] = GetInputView(ctx, i);
-  CheckInputViews(op, specs, N, views.data());
+  std::array<ONNXTensorElementDataType, N> types;
+  for (size_t i = 0; i < N; ++i) {
+    views[i] = GetInputView(ctx, i);
+    if (!views[i].present && !specs[i].optional) FailRequiredInput(op, specs[i]);
+    types[i] = views[i].type;
+  }
+  const std::string error = CheckInputTypes(op, specs, N, types.data());
+  if (!error.empty()) Fail(error);
   return views;
 }
-int64_t NumElements(const std::vector<int64_t>& shape);
 
 // Describes one op for the manifest.
 struct OpManifestEntry {
