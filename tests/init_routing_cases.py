@@ -1,45 +1,26 @@
-"""Shared helpers of the MoeInitRoutingV3 / MoeTokenPermute tests: ONNX models of one node, ORT runs
-with or without the library (function body), random cases, bad cases for tests/op_table.py."""
+"""Shared helpers of the init-routing tests (MoeInitRoutingV3, MoeTokenPermute, MoeInitRouting): ORT
+runs of one node with or without the library (function body), random inputs, the samples and bad
+cases of tests/op_table.py."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import onnx
-from onnx import helper
 
-from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as init_spec
-from ascend_moe_onnx.onnx_schemas import moe_token_permute as permute_spec
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions
-from tests.op_table import BadCase
+from tests.op_table import BadCase, Sample
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 X_DTYPES = {"float": np.float32, "float16": np.float16, "bfloat16": BF16, "int8": np.int8}
 
 
-def make_model(spec, inputs: dict, attrs: dict, functions: bool = False, opset: int = 20) -> onnx.ModelProto:
-    """One ``spec`` node over the present inputs (symbolic dims), outputs left to inference."""
-    names = [n if inputs.get(n) is not None else "" for n in spec.INPUT_NAMES]
-    while names and names[-1] == "":
-        names.pop()
-    vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(inputs[n].dtype),
-                                         [f"{n}_{i}" for i in range(inputs[n].ndim)])
-           for n in names if n]
-    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in spec.OUTPUT_NAMES]
-    node = helper.make_node(spec.OP_TYPE, names, list(spec.OUTPUT_NAMES), domain=spec.DOMAIN, **attrs)
-    model = helper.make_model(helper.make_graph([node], spec.OP_TYPE, vis, outputs),
-                              opset_imports=[helper.make_opsetid("", opset), onnx_schemas.opset_import()],
-                              ir_version=10)
-    return attach_functions(model) if functions else model
-
-
 def run(spec, inputs: dict, attrs: dict, library: bool, threads: int | None = None) -> list[np.ndarray]:
     """The node through ONNX Runtime: the library kernel, or (library False) the function body."""
     from tests import rerouting_cases as rc
+    from tests.op_table import node_model
 
-    model = make_model(spec, inputs, attrs, functions=not library)
-    sess = rc.session(model, library=library, threads=threads)
+    model = node_model(spec.OP_TYPE, inputs, attrs, ranks=True)
+    sess = rc.session(attach_functions(model) if not library else model, library=library, threads=threads)
     return rc.run_feeds(sess, {n: a for n, a in inputs.items() if a is not None})
 
 
@@ -74,44 +55,59 @@ def init_inputs(rng, n=7, h=12, k=3, e=6, x_type="float", idx_type=np.int32, sca
 
 
 def init_samples() -> list:
-    """Valid (inputs, attributes) covering every mode (tests/op_table.py and the agreement tests)."""
+    """Valid calls covering every mode (the first with scale and offset present)."""
     rng = np.random.default_rng(31)
     E = 6
     return [
-        (init_inputs(rng, scale="token"), dict(expert_num=E, expert_tokens_num_type=1)),
-        (init_inputs(rng, x_type="bfloat16", idx_type=np.int64),
-         dict(expert_num=E, active_expert_start=1, active_expert_end=4, row_idx_type=1)),
-        (init_inputs(rng, x_type="float16", scale="token"),
-         dict(expert_num=E, active_num=9, expert_tokens_num_type=2, active_expert_start=2)),
-        (init_inputs(rng, x_type="int8"), dict(expert_num=E, drop_pad_mode=1, expert_capacity=2,
-                                                expert_tokens_num_type=1)),
-        (init_inputs(rng, scale="smooth", start=1, end=5),
-         dict(expert_num=E, quant_mode=1, active_expert_start=1, active_expert_end=5)),
-        (init_inputs(rng, x_type="bfloat16"), dict(expert_num=E, quant_mode=1, row_idx_type=1)),
-        (init_inputs(rng, scale="one", offset=True), dict(expert_num=E, quant_mode=0)),
+        Sample("static-quant", init_inputs(rng, scale="one", offset=True), dict(expert_num=E, quant_mode=0)),
+        Sample("count-token-scale", init_inputs(rng, scale="token"), dict(expert_num=E, expert_tokens_num_type=1)),
+        Sample("bf16-int64-range-scatter", init_inputs(rng, x_type="bfloat16", idx_type=np.int64),
+               dict(expert_num=E, active_expert_start=1, active_expert_end=4, row_idx_type=1)),
+        Sample("fp16-active-num-key-value", init_inputs(rng, x_type="float16", scale="token"),
+               dict(expert_num=E, active_num=9, expert_tokens_num_type=2, active_expert_start=2)),
+        Sample("int8-drop-pad", init_inputs(rng, x_type="int8"),
+               dict(expert_num=E, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1)),
+        Sample("dynamic-quant-smooth-range", init_inputs(rng, scale="smooth", start=1, end=5),
+               dict(expert_num=E, quant_mode=1, active_expert_start=1, active_expert_end=5)),
+        Sample("dynamic-quant-bf16-scatter", init_inputs(rng, x_type="bfloat16"),
+               dict(expert_num=E, quant_mode=1, row_idx_type=1)),
         # zero rows (inactive experts) stay 0, not round(offset)
-        (init_inputs(rng, scale="one", offset=True), dict(expert_num=E, quant_mode=0, active_expert_start=3)),
-        (init_inputs(rng, scale="smooth1"), dict(expert_num=E, quant_mode=1, drop_pad_mode=1, expert_capacity=3,
-                                                 expert_tokens_num_type=1)),
-        (init_inputs(rng, n=0), dict(expert_num=E, expert_tokens_num_type=2)),
-        (init_inputs(rng, n=0, scale="token"), dict(expert_num=E, drop_pad_mode=1, expert_capacity=2,
-                                                    expert_tokens_num_type=1)),
+        Sample("static-quant-inactive-experts", init_inputs(rng, scale="one", offset=True),
+               dict(expert_num=E, quant_mode=0, active_expert_start=3)),
+        Sample("dynamic-quant-drop-pad", init_inputs(rng, scale="smooth1"),
+               dict(expert_num=E, quant_mode=1, drop_pad_mode=1, expert_capacity=3, expert_tokens_num_type=1)),
+        Sample("empty-input-key-value", init_inputs(rng, n=0), dict(expert_num=E, expert_tokens_num_type=2),
+               expect={"expert_tokens_count_or_cumsum": np.zeros((E, 2), np.int64)}),
+        Sample("empty-input-drop-pad", init_inputs(rng, n=0, scale="token"),
+               dict(expert_num=E, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1),
+               expect={"expanded_x": np.zeros((E, 2, 12), np.float32), "expanded_scale": np.zeros(E * 2, np.float32)}),
+        Sample("worked-example", {"x": np.arange(12, dtype=np.float32).reshape(3, 4),
+                                  "expert_idx": np.array([[2, 0], [0, 2], [1, 0]], np.int32)},
+               dict(expert_num=3, expert_tokens_num_type=0),
+               expect={"expanded_row_idx": np.array([4, 0, 1, 5, 3, 2], np.int32),
+                       "expert_tokens_count_or_cumsum": np.array([3, 4, 6], np.int64)}),
     ]
 
 
 def permute_samples() -> list:
-    """Valid (inputs, attributes) of MoeTokenPermute."""
+    """Valid calls of MoeTokenPermute."""
     rng = np.random.default_rng(32)
     t = rng.standard_normal((9, 8)).astype(np.float32)
     return [
-        ({"tokens": t, "indices": rng.integers(0, 5, (9, 2)).astype(np.int64)}, {}),
-        ({"tokens": t.astype(BF16), "indices": rng.integers(0, 4, (9, 3)).astype(np.int32)},
-         dict(num_out_tokens=11)),
-        ({"tokens": t.astype(np.float16), "indices": rng.integers(0, 4, (9,)).astype(np.int32)},
-         dict(num_out_tokens=-2)),
-        ({"tokens": rng.integers(-128, 128, (9, 8)).astype(np.int8),
-          "indices": rng.integers(0, 3, (9, 4)).astype(np.int64)}, dict(num_out_tokens=100)),
-        ({"tokens": t[:0], "indices": np.zeros((0, 2), np.int32)}, {}),
+        Sample("int64-ids", {"tokens": t, "indices": rng.integers(0, 5, (9, 2)).astype(np.int64)}),
+        Sample("bf16-num-out", {"tokens": t.astype(BF16), "indices": rng.integers(0, 4, (9, 3)).astype(np.int32)},
+               dict(num_out_tokens=11)),
+        Sample("fp16-1d-negative-num-out", {"tokens": t.astype(np.float16),
+                                            "indices": rng.integers(0, 4, (9,)).astype(np.int32)},
+               dict(num_out_tokens=-2)),
+        Sample("int8-num-out-past-all", {"tokens": rng.integers(-128, 128, (9, 8)).astype(np.int8),
+                                         "indices": rng.integers(0, 3, (9, 4)).astype(np.int64)},
+               dict(num_out_tokens=100)),
+        Sample("empty-input", {"tokens": t[:0], "indices": np.zeros((0, 2), np.int32)},
+               expect={"sorted_indices": np.zeros(0, np.int32)}),
+        Sample("worked-example", {"tokens": np.arange(12, dtype=np.float32).reshape(3, 4),
+                                  "indices": np.array([[2, 0], [0, 2], [1, 0]], np.int64)},
+               expect={"sorted_indices": np.array([4, 0, 1, 5, 3, 2], np.int32)}),
     ]
 
 
@@ -229,15 +225,21 @@ def v1_inputs(rng, n=6, h=5, k=2, e=9, x_type="float"):
 
 
 def v1_samples() -> list:
-    """Valid (inputs, attributes) of MoeInitRouting."""
+    """Valid calls of MoeInitRouting."""
     rng = np.random.default_rng(35)
     shuffled = v1_inputs(rng, n=7, k=3, x_type="bfloat16")
     shuffled["row_idx"] = rng.permutation(21).astype(np.int32).reshape(7, 3)
     return [
-        (v1_inputs(rng), dict(active_num=6)),
-        (v1_inputs(rng, x_type="float16"), dict(active_num=2)),
-        (shuffled, dict(active_num=100)),
-        (v1_inputs(rng, n=0), dict(active_num=4)),
+        Sample("all-tokens", v1_inputs(rng), dict(active_num=6)),
+        Sample("fp16-active-num", v1_inputs(rng, x_type="float16"), dict(active_num=2)),
+        Sample("bf16-shuffled-row-idx", shuffled, dict(active_num=100)),
+        Sample("empty-input", v1_inputs(rng, n=0), dict(active_num=4)),
+        Sample("worked-example", {"x": np.arange(12, dtype=np.float32).reshape(3, 4),
+                                  "row_idx": np.array([[0, 3], [1, 4], [2, 5]], np.int32),
+                                  "expert_idx": np.array([[2, 0], [0, 2], [1, 0]], np.int32)},
+               dict(active_num=3),
+               expect={"expanded_row_idx": np.array([4, 1, 3, 0, 5, 2], np.int32),
+                       "expanded_expert_idx": np.array([0, 0, 0, 1, 2, 2], np.int32)}),
     ]
 
 
