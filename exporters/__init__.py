@@ -10,6 +10,8 @@ device, fake kernel, gating autograd) unless torch_npu already does, by calling 
 from __future__ import annotations
 
 from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing, moe_re_routing_onnx
+from . import moe_init_routing_v3, moe_init_routing_v3_onnx, moe_token_permute, moe_token_permute_onnx
+from . import moe_init_routing, moe_init_routing_onnx
 from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
 
@@ -23,6 +25,9 @@ def define_torch_ops() -> None:
     try_import_torch_npu()
     moe_gating_top_k_hash.define_torch_ops()
     moe_re_routing.define_torch_ops()
+    moe_init_routing_v3.define_torch_ops()
+    moe_token_permute.define_torch_ops()
+    moe_init_routing.define_torch_ops()
 
 
 define_torch_ops()
@@ -37,4 +42,10 @@ OPS = [
      moe_gating_top_k_hash_onnx.router_symbolic),
     ("npu", "npu_moe_re_routing", moe_re_routing_onnx.re_routing_translation,
      moe_re_routing_onnx.re_routing_symbolic),
+    ("ascend_moe", "moe_init_routing_v3", moe_init_routing_v3_onnx.init_routing_translation,
+     moe_init_routing_v3_onnx.init_routing_symbolic),
+    ("ascend_moe", "moe_token_permute", moe_token_permute_onnx.token_permute_translation,
+     moe_token_permute_onnx.token_permute_symbolic),
+    ("ascend_moe", "moe_init_routing", moe_init_routing_onnx.init_routing_v1_translation,
+     moe_init_routing_onnx.init_routing_v1_symbolic),
 ]

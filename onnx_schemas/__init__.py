@@ -11,7 +11,9 @@ import threading
 import onnx
 import onnx.defs
 
-from . import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from . import (
+    moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute,
+)
 from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, reference_op, resolve_attributes, walk_graphs
 
 # The one list of the ops: everything else (SCHEMAS, REFERENCE_OPS, functions.BUILDERS, the C++
@@ -19,7 +21,8 @@ from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, reference_op, re
 # defines OP_TYPE, SCHEMA, INPUT_NAMES / OUTPUT_NAMES (from SCHEMA), DEFAULTS, reference(*inputs,
 # **attributes) and SHAPE_EXAMPLES; optionally LIMITS; a sibling <module>_function.py with
 # build_function gives the op a function body.
-OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts]
+OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, moe_init_routing_v3, moe_token_permute,
+              moe_init_routing]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
 # onnx.reference ops: ReferenceEvaluator(model, new_ops=REFERENCE_OPS).

@@ -14,7 +14,10 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from ascend_moe_onnx.onnx_schemas import (
+    moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing, moe_routed_experts,
+    moe_token_permute,
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,73 @@ def _rerouting_torch(inputs: dict, attrs: dict):
 
     return torch.ops.npu.npu_moe_re_routing(inputs["tokens"], inputs["expert_token_num_per_rank"],
                                            per_token_scales=inputs.get("per_token_scales"), **attrs)
+
+
+def _init_routing_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    attrs = dict(attrs)
+    start = attrs.pop("active_expert_start", None)
+    end = attrs.pop("active_expert_end", None)
+    rng = [] if start is None and end is None else [0 if start is None else start, -1 if end is None else end]
+    return torch.ops.ascend_moe.moe_init_routing_v3(
+        inputs["x"], inputs["expert_idx"], inputs.get("scale"), inputs.get("offset"),
+        active_expert_range=rng, **attrs)
+
+
+def _token_permute_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return torch.ops.ascend_moe.moe_token_permute(inputs["tokens"], inputs["indices"], **attrs)
+
+
+def _init_routing_v1_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return torch.ops.ascend_moe.moe_init_routing(inputs["x"], inputs["row_idx"], inputs["expert_idx"],
+                                                 attrs["active_num"])
+
+
+def _init_routing_v1_cases():
+    from tests.init_routing_cases import v1_bad_cases
+
+    return v1_bad_cases()
+
+
+def _init_routing_v1_samples():
+    from tests.init_routing_cases import v1_samples
+
+    return v1_samples()
+
+
+def _init_routing_cases():
+    from tests.init_routing_cases import init_bad_cases
+
+    return init_bad_cases()
+
+
+def _init_routing_samples():
+    from tests.init_routing_cases import init_samples
+
+    return init_samples()
+
+
+def _token_permute_cases():
+    from tests.init_routing_cases import permute_bad_cases
+
+    return permute_bad_cases()
+
+
+def _token_permute_samples():
+    from tests.init_routing_cases import permute_samples
+
+    return permute_samples()
 
 
 def _gating_cases():
@@ -169,6 +239,10 @@ OPS = [
     OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
     OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
     OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
+    OpInfo("MoeInitRoutingV3", moe_init_routing_v3, _init_routing_cases, _init_routing_torch, _init_routing_samples),
+    OpInfo("MoeTokenPermute", moe_token_permute, _token_permute_cases, _token_permute_torch, _token_permute_samples),
+    OpInfo("MoeInitRouting", moe_init_routing, _init_routing_v1_cases, _init_routing_v1_torch,
+           _init_routing_v1_samples),
 ]
 
 

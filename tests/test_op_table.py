@@ -74,7 +74,8 @@ def test_inputs_named_in_messages_are_the_schemas(op):
     cpp = [ROOT / "ort_custom_ops" / "src" / f"{stem}_{part}.cc" for part in ("op", "validate")]
     sources = [p for p in cpp if p.is_file()] + [ROOT / "onnx_schemas" / f"{stem}.py"]
     named = {n for path in sources for m in _NAMED_INPUT.finditer(path.read_text()) for n in m.groups() if n}
-    assert len(named) >= 3 and named <= set(op.spec.INPUT_NAMES), sorted(named - set(op.spec.INPUT_NAMES))
+    assert len(named) >= min(3, len(op.spec.INPUT_NAMES)) and named <= set(op.spec.INPUT_NAMES), \
+        sorted(named - set(op.spec.INPUT_NAMES))
 
 
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)

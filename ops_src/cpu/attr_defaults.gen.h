@@ -28,6 +28,27 @@ namespace moe_routed_experts {
 inline constexpr float kSwigluLimit = 0.0f;
 }  // namespace moe_routed_experts
 
+namespace moe_init_routing_v3 {
+inline constexpr int64_t kActiveExpertEnd = -1;
+inline constexpr int64_t kActiveExpertStart = 0;
+inline constexpr int64_t kActiveNum = -1;
+inline constexpr int64_t kDropPadMode = 0;
+inline constexpr int64_t kExpertCapacity = -1;
+inline constexpr int64_t kExpertNum = -1;
+inline constexpr int64_t kExpertTokensNumFlag = 0;
+inline constexpr int64_t kExpertTokensNumType = 0;
+inline constexpr int64_t kQuantMode = -1;
+inline constexpr int64_t kRowIdxType = 0;
+}  // namespace moe_init_routing_v3
+
+namespace moe_token_permute {
+inline constexpr int64_t kNumOutTokens = 0;
+inline constexpr int64_t kPaddedMode = 0;
+}  // namespace moe_token_permute
+
+namespace moe_init_routing {
+}  // namespace moe_init_routing
+
 }  // namespace ascend_moe::attr_defaults
 
 namespace ascend_moe::limits {
@@ -40,5 +61,19 @@ inline constexpr int64_t kMaxExperts = 2048;
 namespace moe_re_routing {
 inline constexpr int64_t kMaxTokens = 2147483647;
 }  // namespace moe_re_routing
+
+namespace moe_init_routing_v3 {
+inline constexpr int64_t kMaxPairs = 2147483647;
+}  // namespace moe_init_routing_v3
+
+namespace moe_token_permute {
+inline constexpr int64_t kMaxPairs = 2147483647;
+inline constexpr int64_t kMaxExpertId = 2147483647;
+}  // namespace moe_token_permute
+
+namespace moe_init_routing {
+inline constexpr int64_t kMaxPairs = 2147483647;
+inline constexpr int64_t kMaxExpertId = 2147483647;
+}  // namespace moe_init_routing
 
 }  // namespace ascend_moe::limits

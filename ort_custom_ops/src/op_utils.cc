@@ -457,13 +457,15 @@ void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,
 
 void CheckKernelOutputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* inputs,
                             size_t num_inputs, const std::vector<GraphTensor>& input_infos,
-                            const ParamSpec* outputs, size_t num_outputs) {
+                            const ParamSpec* outputs, size_t num_outputs,
+                            const ONNXTensorElementDataType* overrides) {
   const std::vector<ONNXTensorElementDataType> input_types = TypesOf(input_infos);
   const std::vector<GraphTensor> graph = KernelOutputs(info, num_outputs);
   for (size_t i = 0; i < num_outputs; ++i) {
     if (graph[i].type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) continue;  // omitted
+    const bool overridden = overrides != nullptr && overrides[i] != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
     const ONNXTensorElementDataType expected =
-        ExpectedOutputType(outputs[i], inputs, num_inputs, input_types.data());
+        overridden ? overrides[i] : ExpectedOutputType(outputs[i], inputs, num_inputs, input_types.data());
     if (graph[i].type != expected) Fail(OutputTypeMismatch(op, outputs[i], expected, graph[i].type));
   }
 }

@@ -176,9 +176,11 @@ std::vector<GraphTensor> KernelOutputs(const OrtKernelInfo* info, size_t n);
 // library's shape inference left unset like the node's last input).
 void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,
                            const std::vector<GraphTensor>& inputs);
+// `overrides` (optional, one per output): the type an op's attributes decide (UNDEFINED: none).
 void CheckKernelOutputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* inputs,
                             size_t num_inputs, const std::vector<GraphTensor>& input_infos,
-                            const ParamSpec* outputs, size_t num_outputs);
+                            const ParamSpec* outputs, size_t num_outputs,
+                            const ONNXTensorElementDataType* overrides = nullptr);
 // Fails shape inference when an input's element type is not accepted.
 OrtStatusPtr InferCheckInputTypes(const OrtApi& api, OrtShapeInferContext* ctx, const char* op,
                                   const ParamSpec* specs, size_t n);

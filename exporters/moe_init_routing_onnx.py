@@ -1,0 +1,42 @@
+"""ONNX translations of torch.ops.ascend_moe.moe_init_routing: dynamo (onnxscript) and TorchScript."""
+
+from __future__ import annotations
+
+from onnxscript import opset18 as op
+from onnxscript import values
+
+from ascend_moe_onnx.onnx_schemas import moe_init_routing as spec
+
+from ._torch_lib import torchscript_symbolic
+from .moe_init_routing import ALL_TOKENS, SCHEMA
+
+_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
+INIT_ROUTING_V1_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+
+
+def init_routing_v1_translation(x, row_idx, expert_idx, active_num):
+    """Dynamo translation: one MoeInitRouting node. A symbolic active_num runs the node keeping every
+    token and slices expanded_x to active_num * K rows (Slice clamps it to N * K)."""
+    if isinstance(active_num, int):
+        return INIT_ROUTING_V1_OP(x, row_idx, expert_idx, active_num=active_num, _num_outputs=3)
+    expanded_x, row, experts = INIT_ROUTING_V1_OP(x, row_idx, expert_idx, active_num=ALL_TOKENS, _num_outputs=3)
+    zero = op.Constant(value_ints=[0])
+    k = op.Shape(expert_idx, start=1, end=2)
+    end = op.Mul(op.Reshape(op.Cast(active_num, to=7), op.Constant(value_ints=[1])), k)  # INT64 [1]
+    return op.Slice(expanded_x, zero, end, zero), row, experts
+
+
+def _init_routing_v1(g, x, row_idx, expert_idx, active_num):
+    """TorchScript symbolic (active_num must be a constant there)."""
+    import torch
+
+    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", x, row_idx, expert_idx, active_num_i=int(active_num), outputs=3)
+    x_type = x.type()
+    if x_type.dim() is not None:
+        outs[0].setType(x_type.with_sizes([None] + x_type.varyingSizes()[1:]))
+        outs[1].setType(x_type.with_sizes([None]).with_dtype(torch.int32))
+        outs[2].setType(x_type.with_sizes([None]).with_dtype(torch.int32))
+    return tuple(outs)
+
+
+init_routing_v1_symbolic = torchscript_symbolic(SCHEMA, _init_routing_v1)

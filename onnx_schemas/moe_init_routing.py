@@ -1,0 +1,197 @@
+"""MoeInitRouting (docs/operators.md, MoeInitRouting): ONNX schema, shape inference, validation and
+NumPy reference of ``torch_npu.npu_moe_init_routing(x, row_idx, expert_idx, active_num)`` (GE op
+MoeInitRouting, aclnnMoeInitRouting), the first version of init routing.
+
+Unlike MoeInitRoutingV3 it takes the row index of every (token, slot) pair as an input: the
+pairs are sorted stably by expert (flat position ``p = token * K + slot``), ``row_idx[p]`` names
+the pair in the outputs, and the source token of a row is ``row_idx[p] % N`` (row_idx is usually
+``slot * N + token``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+from onnx.defs import OpSchema
+
+from ._common import (
+    DOMAIN,
+    INT32,
+    OPSET_VERSION,
+    allowed_types,
+    attribute,
+    attribute_defaults,
+    fail_inference,
+    input_dims,
+    input_names,
+    input_type,
+    int_attribute,
+    make_type,
+    onnx_type_name,
+    output_names,
+    resolve_attributes,
+    tensor_input,
+    type_list,
+)
+from .moe_init_routing_v3 import dim_product
+
+OP_TYPE = "MoeInitRouting"
+LIMITS = {"MAX_PAIRS": 2**31 - 1,  # the indices are int32 (generated into attr_defaults.gen.h)
+          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
+
+SCHEMA = OpSchema(
+    OP_TYPE,
+    DOMAIN,
+    OPSET_VERSION,
+    doc=(
+        "MoE init routing (first version): sorts the (token, slot) pairs stably by expert and returns "
+        "the token rows in that order, the position of each pair's row index and the sorted experts."
+    ),
+    inputs=[
+        tensor_input("x", "T", "Token rows [N, H]."),
+        tensor_input("row_idx", "tensor(int32)", "Row index of each pair [N, K]: a permutation of [0, N*K)."),
+        tensor_input("expert_idx", "tensor(int32)", "Expert of each pair [N, K]."),
+    ],
+    outputs=[
+        tensor_input("expanded_x", "T", "Rows in expert order [min(N, active_num) * K, H]."),
+        tensor_input("expanded_row_idx", "tensor(int32)", "[N*K]: expanded_row_idx[row_idx of sorted pair i] = i."),
+        tensor_input("expanded_expert_idx", "tensor(int32)", "The experts, sorted [N*K]."),
+    ],
+    type_constraints=[("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Token type.")],
+    attributes=[attribute("active_num", None, "Tokens kept: expanded_x has min(N, active_num) * K rows (>= 0).")],
+)
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.FLOAT16, [10, 200]), "row_idx": (TensorProto.INT32, [10, 2]),
+      "expert_idx": (TensorProto.INT32, [10, 2])}, {"active_num": 4}),
+    ({"x": (TensorProto.BFLOAT16, ["N", "H"]), "row_idx": (TensorProto.INT32, ["N", "K"]),
+      "expert_idx": (TensorProto.INT32, ["N", "K"])}, {"active_num": 8192}),
+]
+
+DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+X_TYPES = allowed_types(SCHEMA, "T")
+
+
+def _err(what: str) -> ValueError:
+    return ValueError(f"{OP_TYPE}: {what}")
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _known(d) -> bool:
+    return isinstance(d, (int, np.integer))
+
+
+def validate_attributes(attrs: dict[str, Any]) -> None:
+    """active_num >= 0."""
+    if attrs["active_num"] < 0:
+        raise _err(f"attribute 'active_num' must be >= 0, got {attrs['active_num']}")
+
+
+def validate_inputs(x: tuple, row_idx: tuple, expert_idx: tuple, attrs: dict[str, Any]) -> None:
+    """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)``."""
+    validate_attributes(attrs)
+    x_shape, x_type = x
+    if x_type not in X_TYPES:
+        raise _err(f"input 'x' must be {type_list(X_TYPES)}, got {x_type}")
+    if len(x_shape) != 2:
+        raise _err(f"input 'x' must be 2-D [N, H], got shape {_shape(x_shape)}")
+    N, H = x_shape
+    if _known(H) and H < 1:
+        raise _err(f"input 'x' must have H >= 1, got shape {_shape(x_shape)}")
+    e_shape, e_type = expert_idx
+    r_shape, r_type = row_idx
+    for name, t in (("row_idx", r_type), ("expert_idx", e_type)):
+        if t != "int32":
+            raise _err(f"input '{name}' must be int32, got {t}")
+    if len(e_shape) != 2:
+        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {_shape(e_shape)}")
+    if _known(N) and _known(e_shape[0]) and e_shape[0] != N:
+        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {_shape(e_shape)}")
+    if _known(e_shape[1]) and e_shape[1] < 1:
+        raise _err(f"input 'expert_idx' must have K >= 1, got shape {_shape(e_shape)}")
+    if len(r_shape) != 2 or any(_known(a) and _known(b) and a != b for a, b in zip(r_shape, e_shape)):
+        raise _err(f"input 'row_idx' must have the shape of expert_idx {_shape(e_shape)}, got shape {_shape(r_shape)}")
+    if all(_known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
+        raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements, got {e_shape[0] * e_shape[1]}")
+
+
+def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
+    """Expert ids in [0, 2**31 - 1); row_idx a permutation of [0, N*K)."""
+    e = np.asarray(expert_idx)
+    bad = np.argwhere((e < 0) | (e >= MAX_EXPERT_ID))
+    if bad.size:
+        n, k = (int(v) for v in bad[0])
+        raise _err(f"input 'expert_idx' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
+    r = np.asarray(row_idx).astype(np.int64)
+    P, flat = r.size, r.reshape(-1)
+    # the first position whose value is out of range or seen before (the C++ kernel's one pass)
+    repeat = np.ones(P, bool)
+    repeat[np.unique(flat, return_index=True)[1]] = False
+    bad = np.flatnonzero((flat < 0) | (flat >= P) | repeat)
+    if bad.size:
+        pos, K = int(bad[0]), r.shape[1]
+        raise _err(f"input 'row_idx' must be a permutation of [0, N*K) = [0, {P}), got {int(flat[pos])} "
+                   f"at [{pos // K}, {pos % K}]")
+
+
+def expanded_rows(N, K, active_num: int):
+    """min(N, active_num) * K (ints or torch SymInts)."""
+    if _known(N):
+        return min(int(N), active_num) * K
+    import torch
+
+    return torch.sym_min(N, active_num) * K
+
+
+def _infer(ctx) -> None:
+    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS if DEFAULTS[n] is not None}
+    a = ctx.get_attribute("active_num")
+    if a is None:
+        fail_inference(OP_TYPE, "attribute 'active_num' is required (INT), got none")
+    attrs["active_num"] = int_attribute(ctx, OP_TYPE, "active_num", 0)
+    try:
+        validate_attributes(attrs)
+    except ValueError as e:
+        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    x, e = input_type(ctx, 0), input_type(ctx, 2)
+    x_dims, e_dims = input_dims(x), input_dims(e)
+    if x_dims is not None and len(x_dims) != 2:
+        fail_inference(OP_TYPE, f"input 'x' must be 2-D [N, H], got rank {len(x_dims)}")
+    if e_dims is not None and len(e_dims) != 2:
+        fail_inference(OP_TYPE, f"input 'expert_idx' must be 2-D [N, K], got rank {len(e_dims)}")
+    pairs = dim_product(e_dims[0], e_dims[1]) if e_dims else None
+    rows = None
+    if x_dims and e_dims and x_dims[0].HasField("dim_value") and e_dims[1].HasField("dim_value"):
+        rows = expanded_rows(x_dims[0].dim_value, e_dims[1].dim_value, attrs["active_num"])
+    if x is not None:
+        ctx.set_output_type(0, make_type(x.tensor_type.elem_type, [rows, x_dims[1] if x_dims else None]))
+    for i in (1, 2):
+        if ctx.get_num_outputs() > i:
+            ctx.set_output_type(i, make_type(INT32, [pairs]))
+
+
+SCHEMA.set_type_and_shape_inference_function(_infer)
+
+
+def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray, **attributes: Any):
+    """``(expanded_x, expanded_row_idx, expanded_expert_idx)`` (see the module docstring)."""
+    attrs = resolve_attributes(SCHEMA, attributes)
+    x, row_idx, expert_idx = np.asarray(x), np.asarray(row_idx), np.asarray(expert_idx)
+    validate_inputs(*((a.shape, onnx_type_name(a.dtype)) for a in (x, row_idx, expert_idx)), attrs)
+    validate_values(row_idx, expert_idx)
+    N, K = expert_idx.shape
+    flat = expert_idx.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    dst_to_src = row_idx.reshape(-1)[order]
+    expanded_row_idx = np.empty(N * K, np.int32)
+    expanded_row_idx[dst_to_src] = np.arange(N * K, dtype=np.int32)
+    rows = expanded_rows(N, K, attrs["active_num"])
+    return x[dst_to_src[:rows] % max(N, 1)], expanded_row_idx, flat[order].astype(np.int32)
