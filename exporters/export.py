@@ -14,6 +14,8 @@ import torch
 
 from ascend_moe_onnx import onnx_schemas
 
+from . import export_checks as checks
+
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
 # Protobuf cannot serialise a message of 2 GiB or more: larger models keep weights outside.
@@ -64,6 +66,48 @@ def register_torchscript_symbolics(opset_version: int = DEFAULT_OPSET) -> None:
     _symbolics_registered.add(opset_version)
 
 
+@contextlib.contextmanager
+def _explained():
+    """Turn an exporter failure caused by a known model idiom into an error that says what to do."""
+    try:
+        yield
+    except Exception as exc:
+        explained = checks.explain(exc)
+        if explained is None:
+            raise
+        raise explained from exc
+
+
+def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
+    """torch.onnx.export(dynamo=True) with the translation table; when a dimension declared dynamic
+    comes out static (non-strict tracing turns e.g. ``x.shape[:-1].numel()`` into a constant), the
+    model is traced again in torch.export's strict mode, which keeps such sizes symbolic; if the
+    dimension is still static, :class:`checks.ExportError` names it."""
+    def onnx_export(traced):
+        with _explained():
+            return torch.onnx.export(
+                traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
+                dynamic_shapes=None if isinstance(traced, torch.export.ExportedProgram) else dynamic_shapes,
+                input_names=input_names, output_names=output_names, opset_version=opset_version,
+                optimize=True, verbose=False,
+            )
+
+    program = onnx_export(model)
+    where = dict(model=model, args=args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
+    fixed = checks.specialised_dims(program.model_proto, **where)
+    if not fixed:
+        return program
+    try:
+        with _explained():
+            strict = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=True)
+        retried = onnx_export(strict)
+    except Exception as exc:  # the strict tracer fails on code the non-strict one takes: report the dims
+        raise checks.specialisation_error(fixed, tried_strict=True) from exc
+    if checks.specialised_dims(retried.model_proto, **where):
+        raise checks.specialisation_error(fixed, tried_strict=True)
+    return retried
+
+
 def export(
     model: torch.nn.Module,
     args: tuple,
@@ -90,6 +134,11 @@ def export(
     then holds references to that data, not the weights. ``experts`` picks the expert formulation of
     the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see models.experts; None: the
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
+
+    A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
+    path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
+    raises :class:`export_checks.ExportError` naming the input and dimension, as it does for
+    exporter failures caused by known idioms (``weight.data`` in forward, stable argsort).
     """
     from ascend_moe_onnx.models import experts as routed_experts  # lazy: models import exporters
 
@@ -101,13 +150,8 @@ def export(
         raise ValueError("export: external_data needs a path to write the model and its weights to")
     if dynamo:
         with _quiet_exporter(), routed_experts.using(model, experts):
-            program = torch.onnx.export(
-                model, args, kwargs=kwargs, dynamo=True,
-                custom_translation_table=custom_translation_table(),
-                dynamic_shapes=dynamic_shapes, input_names=input_names,
-                output_names=output_names, opset_version=opset_version, optimize=True,
-                verbose=False,
-            )
+            program = _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names,
+                                     opset_version)
         if external_data:
             program.save(os.fspath(path), external_data=True)
             proto = onnx.load(os.fspath(path), load_external_data=False)
@@ -119,7 +163,7 @@ def export(
             raise ValueError("export: external_data needs the dynamo exporter (dynamo=True)")
         register_torchscript_symbolics(opset_version)
         buf = io.BytesIO()
-        with _quiet_exporter():
+        with _quiet_exporter(), _explained():
             torch.onnx.export(
                 model, args if kwargs is None else (*args, kwargs), buf, dynamo=False,
                 input_names=input_names, output_names=output_names,
@@ -127,6 +171,9 @@ def export(
                 custom_opsets={onnx_schemas.DOMAIN: onnx_schemas.OPSET_VERSION},
             )
         proto = onnx.load_from_string(buf.getvalue())
+        fixed = checks.specialised_dims(proto, dynamic_axes=dynamic_axes)
+        if fixed:
+            raise checks.specialisation_error(fixed, tried_strict=False)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 

@@ -1,0 +1,147 @@
+"""The one call per operator behind the torch_npu stand-in functions.
+
+Each function here takes normalised, positional arguments and is the single place that says which
+torch op computes it: the fused ``torch.ops.ascend_moe.*`` op (one ONNX node on export) where the
+project defines one, else plain torch (standard ONNX ops on export).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import moe_gating_top_k_hash as gating
+
+# ---------------------------------------------------------------------------------------------
+# Fused ops the project already has.
+
+
+def gating_top_k(x, k, bias, input_ids, tid2eid, **attrs):
+    """MoeGatingTopKHash (torch.ops.ascend_moe.moe_gating_top_k_hash): ``(y, expert_idx, out)``."""
+    return gating.router(x, k, bias=bias, input_ids=input_ids, tid2eid=tid2eid, **attrs)
+
+
+def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type):
+    """MoeReRouting (torch.ops.npu.npu_moe_re_routing)."""
+    return torch.ops.npu.npu_moe_re_routing(tokens, counts, per_token_scales=per_token_scales,
+                                            expert_token_num_type=expert_token_num_type, idx_type=idx_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain torch until the fused ops of the new family land.
+
+
+def _sort_pairs_by_expert(expert_idx, start: int, end: int):
+    """Stable order of the flattened (token, slot) pairs by expert, pairs outside [start, end) last.
+
+    Returns ``(order, position, in_range)``: ``order[i]`` is the pair at sorted position i and
+    ``position[p]`` the sorted position of pair p. Keys are unique (expert * n + pair), so the
+    sort needs no stability guarantee (ONNX has no stable sort).
+    """
+    flat = expert_idx.reshape(-1).to(torch.int64)
+    n = flat.shape[0]
+    pair = torch.arange(n, device=flat.device)
+    in_range = (flat >= start) & (flat < end)
+    key = torch.where(in_range, flat - start, end - start) * n + pair
+    order = torch.argsort(key)
+    position = torch.empty_like(order).scatter_(0, order, pair)
+    return order, position, in_range
+
+
+def _expert_counts(expert_idx, start: int, end: int):
+    """Number of pairs per expert in [start, end), int64."""
+    experts = torch.arange(start, end, device=expert_idx.device)
+    return (expert_idx.reshape(-1, 1).to(torch.int64) == experts).sum(0)
+
+
+def init_routing_v2(x, expert_idx, scale, active_num, expert_num, expert_tokens_num_type,
+                    expert_tokens_num_flag, start, end, row_idx_type):
+    """MoeInitRoutingV2, dropless and unquantised: ``(expanded_x, expanded_row_idx, expert_tokens,
+    expanded_scale)``."""
+    rows, k = expert_idx.shape
+    order, position, in_range = _sort_pairs_by_expert(expert_idx, start, end)
+    out_rows = rows * k if active_num <= 0 else torch.sym_min(active_num, rows * k)
+    kept = order[:out_rows]
+    expanded_x = x[kept // k]
+    if row_idx_type == 0:
+        expanded_row_idx = torch.where(in_range, position, -1).to(torch.int32)
+    else:
+        expanded_row_idx = order.to(torch.int32)
+    counts = _expert_counts(expert_idx, start, end)
+    if not expert_tokens_num_flag:
+        counts = torch.zeros_like(counts)
+    elif expert_tokens_num_type == 0:
+        counts = counts.cumsum(0)
+    expanded_scale = (scale[kept // k] if scale is not None
+                      else torch.zeros(rows, dtype=torch.float32, device=x.device))
+    return expanded_x, expanded_row_idx, counts, expanded_scale
+
+
+def init_routing(x, row_idx, expert_idx, active_num):
+    """MoeInitRouting (first version): ``(expanded_x, expanded_row_idx, expanded_expert_idx)``;
+    ``row_idx`` is the column-major arange ``npu_moe_gating_top_k_softmax`` returns."""
+    rows, k = expert_idx.shape
+    order, position, _ = _sort_pairs_by_expert(expert_idx, 0, torch.iinfo(torch.int32).max)
+    out_rows = torch.sym_min(active_num, rows) * k
+    expanded_x = x[order[:out_rows] // k]
+    # expanded_row_idx is indexed by row_idx's values (slot-major): entry j*rows + t.
+    expanded_row_idx = torch.empty_like(position).scatter_(0, row_idx.reshape(-1).to(torch.int64), position)
+    expanded_expert_idx = expert_idx.reshape(-1)[order]
+    return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
+
+
+def grouped_matmul(x, weight, bias, group_list, group_list_type):
+    """GroupedMatmul: rows of x grouped by expert (counts or cumsum) times weight[e] (+ bias[e]);
+    rows past the last group are 0."""
+    ends = group_list.to(torch.int64)
+    if group_list_type == 1:
+        ends = ends.cumsum(0)
+    experts = weight.shape[0]
+    row = torch.arange(x.shape[0], device=x.device)
+    expert = (row[:, None] >= ends[None, :]).sum(1)
+    inside = expert < experts
+    expert = expert.clamp(max=experts - 1)
+    y = torch.bmm(x[:, None, :], weight[expert]).squeeze(1)
+    if bias is not None:
+        y = y + bias[expert].to(y.dtype)
+    return torch.where(inside[:, None], y, torch.zeros_like(y))
+
+
+def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row,
+                     drop_pad_mode, k):
+    """MoeFinalizeRoutingV2: ``skip1 + skip2 + Σ_j scales[i, j] · (rows[idx(i, j)] + bias[expert])``."""
+    hidden = rows.shape[-1]
+    flat_rows = rows.reshape(-1, hidden)
+    slots = scales.shape[1] if scales is not None else k
+    tokens = expanded_src_to_dst_row.shape[0] // slots
+    idx = expanded_src_to_dst_row.to(torch.int64)
+    idx = idx.reshape(slots, tokens).t() if drop_pad_mode in (0, 1) else idx.reshape(tokens, slots)
+    picked = flat_rows[idx.clamp(min=0)].float()
+    picked = torch.where((idx >= 0)[..., None], picked, torch.zeros_like(picked))
+    if bias is not None:
+        picked = picked + bias[expert_for_source_row.to(torch.int64)].float()
+    if scales is not None:
+        picked = picked * scales.float()[..., None]
+    out = picked.sum(1)
+    for skip in (skip1, skip2):
+        if skip is not None:
+            out = out + skip.float()
+    return out.to(rows.dtype)
+
+
+def token_permute(tokens, indices, num_out_tokens):
+    """MoeTokenPermute: ``(permuted_tokens, sorted_indices)``, sorted_indices[p] = row of pair p."""
+    k = 1 if indices.dim() == 1 else indices.shape[1]
+    order, position, _ = _sort_pairs_by_expert(indices, 0, torch.iinfo(torch.int32).max)
+    total = indices.numel()
+    out_rows = total if num_out_tokens is None or num_out_tokens <= 0 else torch.sym_min(num_out_tokens, total)
+    return tokens[order[:out_rows] // k], position.to(torch.int32)
+
+
+def token_unpermute(permuted_tokens, sorted_indices, probs):
+    """MoeTokenUnpermute: ``out[t] = Σ_j probs[t, j] · permuted_tokens[sorted_indices[t·k + j]]``."""
+    k = 1 if probs is None else probs.shape[1]
+    hidden = permuted_tokens.shape[-1]
+    picked = permuted_tokens[sorted_indices.to(torch.int64)].float().reshape(-1, k, hidden)
+    if probs is not None:
+        picked = picked * probs.float()[..., None]
+    return picked.sum(1).to(permuted_tokens.dtype)
