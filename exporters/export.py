@@ -78,34 +78,39 @@ def _explained():
         raise explained from exc
 
 
-def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
-    """torch.onnx.export(dynamo=True) with the translation table; when a dimension declared dynamic
-    comes out static (non-strict tracing turns e.g. ``x.shape[:-1].numel()`` into a constant), the
-    model is traced again in torch.export's strict mode, which keeps such sizes symbolic; if the
-    dimension is still static, :class:`checks.ExportError` names it."""
-    def onnx_export(traced):
-        with _explained():
-            return torch.onnx.export(
-                traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
-                dynamic_shapes=None if isinstance(traced, torch.export.ExportedProgram) else dynamic_shapes,
-                input_names=input_names, output_names=output_names, opset_version=opset_version,
-                optimize=True, verbose=False,
-            )
-
-    program = onnx_export(model)
+def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
+    """torch.export, non-strict first and strict second (torch.onnx's own order), taking the first
+    trace that keeps every dimension declared dynamic dynamic: non-strict tracing turns e.g.
+    ``x.shape[:-1].numel()`` into a constant, strict tracing keeps it symbolic. Raises
+    :class:`checks.ExportError` naming the inputs and dimensions when both fix one."""
+    if not isinstance(model, torch.nn.Module):
+        return model
     where = dict(model=model, args=args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
-    fixed = checks.specialised_dims(program.model_proto, **where)
-    if not fixed:
-        return program
-    try:
-        with _explained():
-            strict = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=True)
-        retried = onnx_export(strict)
-    except Exception as exc:  # the strict tracer fails on code the non-strict one takes: report the dims
-        raise checks.specialisation_error(fixed, tried_strict=True) from exc
-    if checks.specialised_dims(retried.model_proto, **where):
-        raise checks.specialisation_error(fixed, tried_strict=True)
-    return retried
+    fixed, failures = [], []
+    for strict in (False, True):
+        try:
+            traced = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        except Exception as exc:  # noqa: BLE001  (the other mode may take it; reported below otherwise)
+            failures.append(exc)
+            continue
+        found = checks.specialised_dims(traced, **where)
+        if not found:
+            return traced
+        fixed = fixed or found
+    if fixed:
+        raise checks.specialisation_error(fixed, tried_strict=True) from (failures[0] if failures else None)
+    raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
+
+
+def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
+    """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
+    traced = _trace(model, args, kwargs, dynamic_shapes)
+    with _explained():
+        return torch.onnx.export(
+            traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
+            input_names=input_names, output_names=output_names, opset_version=opset_version,
+            optimize=True, verbose=False,
+        )
 
 
 def export(

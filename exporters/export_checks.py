@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import onnx
 import torch
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 _DOC = "docs/ascend-code.md"
 
@@ -40,14 +41,14 @@ def _graph_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [i for i in proto.graph.input if i.name not in initializers]
 
 
-def _static_dims(value_info: onnx.ValueInfoProto, dims: list[int]) -> list[tuple[int, int]]:
+def _static_onnx_dims(value_info: onnx.ValueInfoProto, dims: list[int]) -> list[tuple[int, int]]:
     shape = value_info.type.tensor_type.shape.dim
     return [(d, shape[d].dim_value) for d in dims if d < len(shape) and shape[d].HasField("dim_value")]
 
 
 def _declared_by_position(model, args: tuple, kwargs: dict | None, dynamic_shapes) -> list[tuple[str, list[int]] | None]:
-    """Per ONNX graph input (the exporter's order: the tensors among the call's arguments), the
-    argument name and its declared dynamic dims; None where nothing is declared. Empty when the
+    """Per tensor input of the traced program (the tensors among the call's arguments, in order),
+    the argument name and its declared dynamic dims; None where nothing is declared. Empty when the
     arguments are not plain tensors (nested inputs: no reliable mapping)."""
     forward = model.forward if isinstance(model, torch.nn.Module) else model
     try:
@@ -55,10 +56,7 @@ def _declared_by_position(model, args: tuple, kwargs: dict | None, dynamic_shape
     except (TypeError, ValueError):
         return []
     names = list(bound.arguments)
-    if isinstance(dynamic_shapes, dict):
-        specs = dynamic_shapes
-    else:
-        specs = dict(zip(names, dynamic_shapes))
+    specs = dynamic_shapes if isinstance(dynamic_shapes, dict) else dict(zip(names, dynamic_shapes))
     out = []
     for name in names:
         value = bound.arguments[name]
@@ -71,26 +69,31 @@ def _declared_by_position(model, args: tuple, kwargs: dict | None, dynamic_shape
     return out
 
 
-def specialised_dims(proto: onnx.ModelProto, *, model=None, args=(), kwargs=None, dynamic_shapes=None,
+def _user_input_shapes(program: torch.export.ExportedProgram) -> list:
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return [nodes[name].meta["val"].shape for name in program.graph_signature.user_inputs]
+
+
+def specialised_dims(traced, *, model=None, args=(), kwargs=None, dynamic_shapes=None,
                      dynamic_axes=None) -> list[tuple[str, int, int]]:
-    """``(input, dim, fixed size)`` for every dimension declared dynamic that the graph fixes."""
-    inputs = _graph_inputs(proto)
-    found = []
+    """``(input, dim, fixed size)`` for every dimension declared dynamic that the trace fixed.
+
+    ``traced`` is the ExportedProgram of a dynamo export (its input sizes are what the graph
+    holds: the ONNX inputs keep the declared names even when the trace specialised them) or the
+    ONNX model of a legacy export (with ``dynamic_axes``).
+    """
     if dynamic_axes:
-        by_name = {i.name: i for i in inputs}
-        for name, spec in dynamic_axes.items():
-            if name in by_name:
-                found += [(name, d, v) for d, v in _static_dims(by_name[name], _dims_of(spec))]
-        return found
+        by_name = {i.name: i for i in _graph_inputs(traced)}
+        return [(name, d, v) for name, spec in dynamic_axes.items() if name in by_name
+                for d, v in _static_onnx_dims(by_name[name], _dims_of(spec))]
     if dynamic_shapes is None:
-        return found
+        return []
     declared = _declared_by_position(model, args, kwargs, dynamic_shapes)
-    if len(declared) != len(inputs):
-        return found
-    for info, decl in zip(inputs, declared):
-        if decl is not None:
-            found += [(decl[0], d, v) for d, v in _static_dims(info, decl[1])]
-    return found
+    shapes = _user_input_shapes(traced)
+    if len(declared) != len(shapes):
+        return []
+    return [(decl[0], d, int(shape[d])) for shape, decl in zip(shapes, declared) if decl is not None
+            for d in decl[1] if d < len(shape) and is_concrete_int(shape[d])]
 
 
 def specialisation_error(found: list[tuple[str, int, int]], tried_strict: bool) -> ExportError:
@@ -103,6 +106,17 @@ def specialisation_error(found: list[tuple[str, int, int]], tried_strict: bool) 
         f"into a Python constant (e.g. `n = x.shape[:-1].numel()` in non-strict tracing, `int(x.shape[0])`, "
         f"or an `int` argument computed from it). The graph would be wrong for any other size.{strict} "
         f"Compute the size with tensor ops or `math.prod(x.shape[:-1])`; {_DOC} lists the idioms.")
+
+
+def traced_specialisation(exc: BaseException) -> ExportError | None:
+    """torch.export's refusal of a named dynamic Dim the model specialised, with what to do."""
+    text = str(exc)
+    if "Constraints violated" not in text:
+        return None
+    return ExportError(
+        "export: a dimension declared dynamic is specialised by the model in both of torch.export's "
+        "tracing modes (a Python int computed from a shape, a branch on a size, ...): compute sizes "
+        f"with tensor ops or `math.prod(x.shape[:-1])` ({_DOC}). torch.export said:\n{text}")
 
 
 def _chain(exc: BaseException):

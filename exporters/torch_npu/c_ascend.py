@@ -26,7 +26,7 @@ def moe_gating_top_k(x, k, k_group, group_count, group_select_mode, renorm, norm
                      routed_scaling_factor, eps, bias_opt=None):
     """_C_ascend.moe_gating_top_k: softmax / sigmoid gating, renorm 0 or 1 (L1 renormalisation)."""
     fn = "_C_ascend.moe_gating_top_k"
-    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", list(x.shape))
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", x)
     require(norm_type in (0, 1), fn, "norm_type", "must be 0 (softmax) or 1 (sigmoid)", norm_type)
     y, idx, out = _ops.gating_top_k(x, k, bias_opt, None, None, k_group=k_group, group_count=group_count,
                                     group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,
@@ -39,7 +39,7 @@ def moe_gating_top_k_hash(x, k, bias=None, input_ids=None, tid2eid=None, k_group
                           out_flag=False):
     """_C_ascend.moe_gating_top_k_hash: DeepSeek-V4 gating (norm_type 2 = sqrt(softplus)), hash routing."""
     fn = "_C_ascend.moe_gating_top_k_hash"
-    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", list(x.shape))
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", x)
     require(renorm == 0, fn, "renorm", "must be 0 (the vllm-ascend kernel's only mode)", renorm)
     y, idx, out = _ops.gating_top_k(x, k, bias, input_ids, tid2eid, k_group=k_group, group_count=group_count,
                                     group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from ._args import EXPERT_PARALLEL_DOC, describe, require, unsupported
+from ._args import EXPERT_PARALLEL_DOC, require, unsupported
 
 
 def _one_rank(fn: str, ep_world_size, ep_rank_id, tp_world_size, **special) -> None:
@@ -51,11 +51,11 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
                         ("elastic_info", elastic_info), ("y_dtype", y_dtype), ("x_dtype", x_dtype),
                         ("scales_dtype", scales_dtype)):
         if value is not None:
-            unsupported(fn, name, describe(value), "pass None (unquantised dispatch of every token)")
+            unsupported(fn, name, value, "pass None (unquantised dispatch of every token)")
     require(expert_token_nums_type in (0, 1), fn, "expert_token_nums_type", "must be 0 (cumsum) or 1 (count)",
             expert_token_nums_type)
     require(expert_ids.dim() == 2 and expert_ids.shape[0] == x.shape[0], fn, "expert_ids",
-            f"must be [{x.shape[0]}, k]", describe(expert_ids))
+            lambda: f"must be [{x.shape[0]}, k]", expert_ids)
     rows, k = expert_ids.shape
     expand_x, row_of_pair, counts, _ = _ops.init_routing_v2(
         x, expert_ids, None, rows * k, moe_expert_num, 1, True, 0, moe_expert_num, 0)
@@ -83,9 +83,8 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
     for name, value in (("x_active_mask", x_active_mask), ("expand_scales", expand_scales),
                         ("elastic_info", elastic_info), ("ori_x", ori_x)):
         if value is not None:
-            unsupported(fn, name, describe(value), "pass None")
-    require(expert_scales.shape == expert_ids.shape, fn, "expert_scales", f"must have expert_ids' shape "
-            f"{list(expert_ids.shape)}", describe(expert_scales))
+            unsupported(fn, name, value, "pass None")
+    require(expert_scales.shape == expert_ids.shape, fn, "expert_scales", lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
     return _ops.finalize_routing(expand_x, shared_expert_x, None, None, expert_scales.to(expand_x.dtype),
                                  assist_info_for_combine, None, 2, expert_ids.shape[1])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from ._args import describe, group_list_tensor, require, require_none, single_tensor, stacked_bias, stacked_weight, \
+from ._args import group_list_tensor, require, require_none, single_tensor, stacked_bias, stacked_weight, \
     unsupported
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -39,23 +39,23 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     if act_type != 0:
         unsupported(fn, "act_type", act_type, "apply the activation after the call (e.g. npu_swiglu)")
     x = single_tensor(fn, "x", x)
-    require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", describe(x))
+    require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", x)
     w = stacked_weight(fn, weight)
-    require(w.shape[1] == x.shape[1], fn, "weight", f"must have K = {x.shape[1]} rows per expert", describe(w))
-    require(w.dtype == x.dtype, fn, "weight", f"must have x's dtype {x.dtype}", describe(w))
+    require(w.shape[1] == x.shape[1], fn, "weight", lambda: f"must have K = {x.shape[1]} rows per expert", w)
+    require(w.dtype == x.dtype, fn, "weight", lambda: f"must have x's dtype {x.dtype}", w)
     b = stacked_bias(fn, bias, w.shape[0])
     if output_dtype is not None and output_dtype != x.dtype:
         unsupported(fn, "output_dtype", output_dtype, "an unquantised grouped matmul returns x's dtype")
     counts = group_list_tensor(fn, group_list, x.device)
-    require(counts.shape[0] == w.shape[0], fn, "group_list", f"must have one entry per expert ({w.shape[0]})",
-            describe(counts))
+    require(counts.shape[0] == w.shape[0], fn, "group_list", lambda: f"must have one entry per expert ({w.shape[0]})",
+            counts)
     return [_ops.grouped_matmul(x, w, b, counts, group_list_type)]
 
 
 def npu_swiglu(x, dim=-1):
     """torch_npu.npu_swiglu: ``silu(a) * b`` with ``a, b = x.chunk(2, dim)``; float16 / bfloat16 are
     computed in float32 and rounded once. Exports as standard ONNX ops (Split, Sigmoid, Mul)."""
-    require(x.shape[dim] % 2 == 0, "npu_swiglu", "x", f"must have an even size along dim {dim}", describe(x))
+    require(x.shape[dim] % 2 == 0, "npu_swiglu", "x", lambda: f"must have an even size along dim {dim}", x)
     a, b = x.float().chunk(2, dim=dim) if x.dtype in _HALF else x.chunk(2, dim=dim)
     return (a * torch.sigmoid(a) * b).to(x.dtype)
 

@@ -7,11 +7,11 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 from . import _ops
-from ._args import describe, expert_range, require, require_none, unsupported
+from ._args import expert_range, require, require_none, unsupported
 
 
 def _gating_checks(fn: str, x, norm_type: int) -> None:
-    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", describe(x))
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", x)
     require(norm_type in (gating_spec.NORM_SOFTMAX, gating_spec.NORM_SIGMOID), fn, "norm_type",
             "must be 0 (softmax) or 1 (sigmoid)", norm_type)
 
@@ -33,7 +33,7 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
     fn = "npu_moe_gating_top_k"
     _gating_checks(fn, x, norm_type)
     require((input_ids is None) == (tid2eid is None), fn, "tid2eid",
-            "must be given together with input_ids (hash routing)", describe(tid2eid))
+            "must be given together with input_ids (hash routing)", tid2eid)
     y, idx, out = _ops.gating_top_k(x, k, bias, input_ids, tid2eid, k_group=k_group, group_count=group_count,
                                     group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,
                                     out_flag=bool(out_flag), routed_scaling_factor=routed_scaling_factor,
@@ -49,11 +49,11 @@ def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
     npu_moe_init_routing reads).
     """
     fn = "npu_moe_gating_top_k_softmax"
-    require(x.dim() in (2, 3), fn, "x", "must be 2-D or 3-D", describe(x))
+    require(x.dim() in (2, 3), fn, "x", "must be 2-D or 3-D", x)
     y, idx, _ = _ops.gating_top_k(x, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX)
     if finished is not None:
         require(finished.dtype == torch.bool and tuple(finished.shape) == tuple(x.shape[:-1]), fn, "finished",
-                f"must be bool of shape {list(x.shape[:-1])}", describe(finished))
+                lambda: f"must be bool of shape {list(x.shape[:-1])}", finished)
         idx = torch.where(finished[..., None], torch.full_like(idx, x.shape[-1]), idx)
     rows = y.numel() // k
     row_idx = torch.arange(rows * k, dtype=torch.int32, device=x.device).reshape(k, rows).t().reshape(y.shape)
@@ -81,9 +81,9 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     count stays dynamic; a Python int fixes the output rows at ``min(active_num, rows * k)``.
     """
     fn = "npu_moe_init_routing_v2"
-    require(x.dim() == 2, fn, "x", "must be 2-D [rows, H]", describe(x))
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, H]", x)
     require(expert_idx.dim() == 2 and expert_idx.shape[0] == x.shape[0], fn, "expert_idx",
-            f"must be 2-D [{x.shape[0]}, k]", describe(expert_idx))
+            lambda: f"must be 2-D [{x.shape[0]}, k]", expert_idx)
     if drop_pad_mode != 0:
         unsupported(fn, "drop_pad_mode", drop_pad_mode, "only the dropless mode 0 exports")
     if quant_mode != -1:
@@ -101,9 +101,9 @@ def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
     """torch_npu.npu_moe_init_routing: ``(expanded_x [min(rows, active_num)·k, H], expanded_row_idx,
     expanded_expert_idx)``; ``row_idx`` as npu_moe_gating_top_k_softmax returns it."""
     fn = "npu_moe_init_routing"
-    require(x.dim() == 2, fn, "x", "must be 2-D [rows, H]", describe(x))
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, H]", x)
     require(expert_idx.dim() == 2 and tuple(row_idx.shape) == tuple(expert_idx.shape), fn, "row_idx",
-            f"must have expert_idx's shape {list(expert_idx.shape)}", describe(row_idx))
+            lambda: f"must have expert_idx's shape {list(expert_idx.shape)}", row_idx)
     return _ops.init_routing(x, row_idx, expert_idx, active_num)
 
 
@@ -112,7 +112,7 @@ def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
     sorted rows (number of rows with expert <= e), in the input's dtype."""
     fn = "npu_moe_compute_expert_tokens"
     require(sorted_expert_for_source_row.dim() == 1, fn, "sorted_expert_for_source_row", "must be 1-D",
-            describe(sorted_expert_for_source_row))
+            sorted_expert_for_source_row)
     require(0 < num_expert <= 2048, fn, "num_expert", "must be in (0, 2048]", num_expert)
     experts = torch.arange(num_expert, device=sorted_expert_for_source_row.device)
     ends = (sorted_expert_for_source_row.to(torch.int64)[None, :] <= experts[:, None]).sum(1)
@@ -129,7 +129,7 @@ def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
     """
     fn = "npu_moe_finalize_routing"
     require(drop_pad_mode in (0, 1, 2, 3), fn, "drop_pad_mode", "must be in [0, 3]", drop_pad_mode)
-    require(skip2 is None or skip1 is not None, fn, "skip2", "must be None when skip1 is None", describe(skip2))
+    require(skip2 is None or skip1 is not None, fn, "skip2", "must be None when skip1 is None", skip2)
     require(bias is None or export_for_source_row is not None, fn, "export_for_source_row",
             "is required with bias (it picks each slot's expert bias)", None)
     require(scales is not None or (k or 1) >= 1, fn, "k", "must be >= 1", k)
@@ -144,7 +144,7 @@ def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=Fals
     if padded_mode:
         unsupported(fn, "padded_mode", padded_mode, "only the unpadded mode exports")
     require(indices.dim() in (1, 2) and indices.shape[0] == tokens.shape[0], fn, "indices",
-            f"must be [{tokens.shape[0]}] or [{tokens.shape[0]}, k]", describe(indices))
+            lambda: f"must be [{tokens.shape[0]}] or [{tokens.shape[0]}, k]", indices)
     return _ops.token_permute(tokens, indices, num_out_tokens)
 
 
@@ -153,9 +153,9 @@ def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_
     fn = "npu_moe_token_unpermute"
     if padded_mode:
         unsupported(fn, "padded_mode", padded_mode, "only the unpadded mode exports")
-    require(sorted_indices.dim() == 1, fn, "sorted_indices", "must be 1-D", describe(sorted_indices))
+    require(sorted_indices.dim() == 1, fn, "sorted_indices", "must be 1-D", sorted_indices)
     if probs is not None:
-        require(probs.dim() == 2, fn, "probs", "must be 2-D [tokens, k]", describe(probs))
+        require(probs.dim() == 2, fn, "probs", "must be 2-D [tokens, k]", probs)
     return _ops.token_unpermute(permuted_tokens, sorted_indices, probs)
 
 
