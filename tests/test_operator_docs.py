@@ -70,12 +70,13 @@ def test_documented_torch_signatures_are_the_schemas():
     as the torch schemas (built from the ONNX schemas' defaults) state them."""
     import re
 
-    from ascend_moe_onnx.exporters import moe_gating_top_k_hash, moe_re_routing
+    from ascend_moe_onnx.exporters import grouped_matmul, moe_gating_top_k_hash, moe_re_routing
 
     text = " ".join(DOC.read_text(encoding="utf-8").split())
     for op, schema in (("custom.npu_moe_gating_top_k", moe_gating_top_k_hash.CUSTOM_SCHEMA),
                        ("npu.npu_moe_gating_top_k", moe_gating_top_k_hash.NPU_SCHEMA),
-                       ("npu.npu_moe_re_routing", moe_re_routing.SCHEMA)):
+                       ("npu.npu_moe_re_routing", moe_re_routing.SCHEMA),
+                       ("ascend_moe.grouped_matmul", grouped_matmul.SCHEMA)):
         documented = re.search(rf"`torch\.ops\.{re.escape(op)}(\([^)]*\))", text)
         assert documented, op
         assert _arguments(documented.group(1)) == _arguments(schema), op
