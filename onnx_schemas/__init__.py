@@ -11,16 +11,16 @@ import threading
 import onnx
 import onnx.defs
 
-from . import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from . import grouped_matmul, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes, walk_graphs
 
 # One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
 # DEFAULTS, reference() and an onnx.reference OpRun class.
-OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts]
+OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, grouped_matmul]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
 REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef, moe_re_routing.MoeReRoutingRef,
-                 moe_routed_experts.MoeRoutedExpertsRef]
+                 moe_routed_experts.MoeRoutedExpertsRef, grouped_matmul.GroupedMatmulRef]
 
 _lock = threading.Lock()
 

@@ -45,6 +45,12 @@ SHAPE_EXAMPLES: dict[str, list[tuple[dict[str, tuple[int, list]], dict[str, Any]
           "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
           "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),
     ],
+    "GroupedMatmul": [
+        ({"x": (TensorProto.BFLOAT16, ["M", "K"]), "weight": (TensorProto.BFLOAT16, ["E", "K", "N"]),
+          "group_list": (TensorProto.INT64, ["E"]), "bias": (TensorProto.FLOAT, ["E", "N"])}, {}),
+        ({"x": (TensorProto.FLOAT16, ["M", "K"]), "weight": (TensorProto.FLOAT16, ["E", "N", "K"]),
+          "group_list": (TensorProto.INT64, ["E"])}, {"transpose_weight": 1}),
+    ],
 }
 
 _PRESENCE = {OpSchema.FormalParameterOption.Single: "required",

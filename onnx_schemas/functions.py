@@ -21,6 +21,7 @@ from onnx.defs import OpSchema
 
 from ._common import DOMAIN, resolve_attributes, walk_graphs
 from ._function_body import MIN_OPSET
+from .grouped_matmul_function import build_function as build_grouped_matmul
 from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
 from .moe_re_routing_function import build_function as build_moe_re_routing
 from .moe_routed_experts_function import build_function as build_moe_routed_experts
@@ -33,6 +34,7 @@ BUILDERS: dict[str, Builder] = {
     "MoeGatingTopKHash": build_moe_gating_top_k_hash,
     "MoeReRouting": build_moe_re_routing,
     "MoeRoutedExperts": build_moe_routed_experts,
+    "GroupedMatmul": build_grouped_matmul,
 }
 
 OVERLOAD_IR_VERSION = 10  # NodeProto.overload / FunctionProto.overload appeared in IR version 10

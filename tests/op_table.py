@@ -13,7 +13,7 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from ascend_moe_onnx.onnx_schemas import grouped_matmul, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,27 @@ def _rerouting_torch(inputs: dict, attrs: dict):
 
     return torch.ops.npu.npu_moe_re_routing(inputs["tokens"], inputs["expert_token_num_per_rank"],
                                            per_token_scales=inputs.get("per_token_scales"), **attrs)
+
+
+def _grouped_matmul_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return (torch.ops.ascend_moe.grouped_matmul(inputs["x"], inputs["weight"], inputs["group_list"],
+                                                inputs.get("bias"), **attrs),)
+
+
+def _grouped_matmul_cases():
+    from tests.grouped_matmul_cases import bad_cases
+
+    return bad_cases()
+
+
+def _grouped_matmul_samples():
+    from tests.grouped_matmul_cases import samples
+
+    return samples()
 
 
 def _gating_cases():
@@ -162,6 +183,9 @@ OPS = [
     OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
     OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
     OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
+    # float16 / bfloat16 samples: the kernels round a float32 sum, the reference a float64 one
+    OpInfo("GroupedMatmul", grouped_matmul, _grouped_matmul_cases, _grouped_matmul_torch, _grouped_matmul_samples,
+           rtol=8e-3, atol=1e-3),
 ]
 
 

@@ -27,4 +27,9 @@ namespace moe_routed_experts {
 inline constexpr float kSwigluLimit = 0.0f;
 }  // namespace moe_routed_experts
 
+namespace grouped_matmul {
+inline constexpr int64_t kGroupListType = 0;
+inline constexpr int64_t kTransposeWeight = 0;
+}  // namespace grouped_matmul
+
 }  // namespace ascend_moe::attr_defaults

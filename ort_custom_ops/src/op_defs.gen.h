@@ -126,4 +126,35 @@ inline constexpr AttrSpec kAttrs[] = {
 
 }  // namespace moe_routed_experts
 
+// ---- GroupedMatmul
+namespace grouped_matmul {
+
+inline constexpr const char* kName = "GroupedMatmul";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kInWeight = 1, kInGroupList = 2, kInBias = 3, kNumIns = 4 };
+enum Out : size_t { kOutY = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrGroupListType = 0, kAttrTransposeWeight = 1, kNumAttrs = 2 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInWeightTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInGroupListTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kInBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "T", false, kInXTypes, std::size(kInXTypes)},
+    {"weight", "T", false, kInWeightTypes, std::size(kInWeightTypes)},
+    {"group_list", "TI", false, kInGroupListTypes, std::size(kInGroupListTypes)},
+    {"bias", "TB", true, kInBiasTypes, std::size(kInBiasTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"y", "T", false, kOutYTypes, std::size(kOutYTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"group_list_type", AttrSpec::kInt, false, 0},
+    {"transpose_weight", AttrSpec::kInt, false, 0},
+};
+
+}  // namespace grouped_matmul
+
 }  // namespace ascend_moe::defs

@@ -12,6 +12,7 @@ namespace ascend_moe {
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
 std::vector<const OrtCustomOp*> MoeReRoutingOps();
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();  // CPU only
+std::vector<const OrtCustomOp*> GroupedMatmulOps();      // CPU only
 
 // Every op of the library, in registration order.
 inline std::vector<const OrtCustomOp*> AllOps() {
@@ -19,6 +20,7 @@ inline std::vector<const OrtCustomOp*> AllOps() {
   for (auto* op : MoeGatingTopKHashOps()) ops.push_back(op);
   for (auto* op : MoeReRoutingOps()) ops.push_back(op);
   for (auto* op : MoeRoutedExpertsOps()) ops.push_back(op);
+  for (auto* op : GroupedMatmulOps()) ops.push_back(op);
   return ops;
 }
 
