@@ -89,21 +89,19 @@ def init_routing(x, row_idx, expert_idx, active_num):
     return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
 
 
+def _transposed_view(weight) -> bool:
+    """Whether ``weight`` [E, K, N] is a transposed view of a contiguous [E, N, K] tensor
+    (torch_npu's is_weight_trans test), e.g. vllm-ascend's ``w1.transpose(1, 2)``."""
+    return (not weight.is_contiguous() and weight.stride(-2) == 1 and weight.stride(-1) == weight.shape[-2])
+
+
 def grouped_matmul(x, weight, bias, group_list, group_list_type):
-    """GroupedMatmul: rows of x grouped by expert (counts or cumsum) times weight[e] (+ bias[e]);
-    rows past the last group are 0."""
-    ends = group_list.to(torch.int64)
-    if group_list_type == 1:
-        ends = ends.cumsum(0)
-    experts = weight.shape[0]
-    row = torch.arange(x.shape[0], device=x.device)
-    expert = (row[:, None] >= ends[None, :]).sum(1)
-    inside = expert < experts
-    expert = expert.clamp(max=experts - 1)
-    y = torch.bmm(x[:, None, :], weight[expert]).squeeze(1)
-    if bias is not None:
-        y = y + bias[expert].to(y.dtype)
-    return torch.where(inside[:, None], y, torch.zeros_like(y))
+    """GroupedMatmul (torch.ops.ascend_moe.grouped_matmul): rows of x grouped by expert (counts or
+    cumsum) times weight[e] (+ bias[e]); rows past the last group are 0. A transposed view of an
+    [E, N, K] weight is passed as that storage (no Transpose in the graph)."""
+    if _transposed_view(weight):
+        return torch.ops.ascend_moe.grouped_matmul(x, weight.transpose(1, 2), group_list, bias, group_list_type, 1)
+    return torch.ops.ascend_moe.grouped_matmul(x, weight, group_list, bias, group_list_type, 0)
 
 
 def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row,
