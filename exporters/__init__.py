@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from . import (grouped_matmul, grouped_matmul_onnx, moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing,
                moe_re_routing_onnx)
+from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing, moe_re_routing_onnx
+from . import moe_init_routing_v3, moe_init_routing_v3_onnx, moe_token_permute, moe_token_permute_onnx
 from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
 
@@ -25,6 +27,8 @@ def define_torch_ops() -> None:
     moe_gating_top_k_hash.define_torch_ops()
     moe_re_routing.define_torch_ops()
     grouped_matmul.define_torch_ops()
+    moe_init_routing_v3.define_torch_ops()
+    moe_token_permute.define_torch_ops()
 
 
 define_torch_ops()
@@ -41,4 +45,8 @@ OPS = [
      moe_re_routing_onnx.re_routing_symbolic),
     ("ascend_moe", "grouped_matmul", grouped_matmul_onnx.grouped_matmul_translation,
      grouped_matmul_onnx.grouped_matmul_symbolic),
+    ("ascend_moe", "moe_init_routing_v3", moe_init_routing_v3_onnx.init_routing_translation,
+     moe_init_routing_v3_onnx.init_routing_symbolic),
+    ("ascend_moe", "moe_token_permute", moe_token_permute_onnx.token_permute_translation,
+     moe_token_permute_onnx.token_permute_symbolic),
 ]

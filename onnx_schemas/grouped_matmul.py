@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
 from onnx.reference.op_run import OpRun
 
@@ -37,6 +38,12 @@ from ._common import (
 OP_TYPE = "GroupedMatmul"
 INPUT_NAMES = ("x", "weight", "group_list", "bias")
 OUTPUT_NAMES = ("y",)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.BFLOAT16, ["M", "K"]), "weight": (TensorProto.BFLOAT16, ["E", "K", "N"]),
+      "group_list": (TensorProto.INT64, ["E"]), "bias": (TensorProto.FLOAT, ["E", "N"])}, {}),
+    ({"x": (TensorProto.FLOAT16, ["M", "K"]), "weight": (TensorProto.FLOAT16, ["E", "N", "K"]),
+      "group_list": (TensorProto.INT64, ["E"])}, {"transpose_weight": 1}),
+]
 
 # group_list_type values (torch_npu's)
 CUMSUM, COUNT = 0, 1

@@ -14,6 +14,9 @@ from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx.onnx_schemas import grouped_matmul, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from ascend_moe_onnx.onnx_schemas import (
+    moe_gating_top_k_hash, moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute,
+)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,52 @@ def _grouped_matmul_samples():
     from tests.grouped_matmul_cases import samples
 
     return samples()
+
+
+def _init_routing_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    attrs = dict(attrs)
+    start = attrs.pop("active_expert_start", None)
+    end = attrs.pop("active_expert_end", None)
+    rng = [] if start is None and end is None else [0 if start is None else start, -1 if end is None else end]
+    return torch.ops.ascend_moe.moe_init_routing_v3(
+        inputs["x"], inputs["expert_idx"], inputs.get("scale"), inputs.get("offset"),
+        active_expert_range=rng, **attrs)
+
+
+def _token_permute_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return torch.ops.ascend_moe.moe_token_permute(inputs["tokens"], inputs["indices"], **attrs)
+
+
+def _init_routing_cases():
+    from tests.init_routing_cases import init_bad_cases
+
+    return init_bad_cases()
+
+
+def _init_routing_samples():
+    from tests.init_routing_cases import init_samples
+
+    return init_samples()
+
+
+def _token_permute_cases():
+    from tests.init_routing_cases import permute_bad_cases
+
+    return permute_bad_cases()
+
+
+def _token_permute_samples():
+    from tests.init_routing_cases import permute_samples
+
+    return permute_samples()
 
 
 def _gating_cases():
@@ -186,6 +235,8 @@ OPS = [
     # float16 / bfloat16 samples: the kernels round a float32 sum, the reference a float64 one
     OpInfo("GroupedMatmul", grouped_matmul, _grouped_matmul_cases, _grouped_matmul_torch, _grouped_matmul_samples,
            rtol=8e-3, atol=1e-3),
+    OpInfo("MoeInitRoutingV3", moe_init_routing_v3, _init_routing_cases, _init_routing_torch, _init_routing_samples),
+    OpInfo("MoeTokenPermute", moe_token_permute, _token_permute_cases, _token_permute_torch, _token_permute_samples),
 ]
 
 

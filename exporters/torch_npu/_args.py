@@ -92,15 +92,3 @@ def group_list_tensor(fn: str, group_list, device) -> torch.Tensor:
     require(all(isinstance(v, int) for v in values), fn, "group_list", "must be a tensor or a list of ints", values)
     return torch.tensor(values, dtype=torch.int64, device=device)
 
-
-def expert_range(fn: str, active_expert_range, expert_num: int) -> tuple[int, int]:
-    """``active_expert_range`` of init routing as ``(start, end)``; empty/None means all experts."""
-    if active_expert_range is None or len(active_expert_range) == 0:
-        require(expert_num > 0, fn, "expert_num", "must be > 0 when active_expert_range is empty", expert_num)
-        return 0, int(expert_num)
-    require(len(active_expert_range) == 2, fn, "active_expert_range", "must be [start, end]", active_expert_range)
-    start, end = (int(v) for v in active_expert_range)
-    require(0 <= start < end, fn, "active_expert_range", "must satisfy 0 <= start < end", active_expert_range)
-    require(expert_num <= 0 or end <= expert_num, fn, "active_expert_range",
-            f"must end at most at expert_num={expert_num}", active_expert_range)
-    return start, end

@@ -47,33 +47,13 @@ def _sort_pairs_by_expert(expert_idx, start: int, end: int):
     return order, position, in_range
 
 
-def _expert_counts(expert_idx, start: int, end: int):
-    """Number of pairs per expert in [start, end), int64."""
-    experts = torch.arange(start, end, device=expert_idx.device)
-    return (expert_idx.reshape(-1, 1).to(torch.int64) == experts).sum(0)
-
-
-def init_routing_v2(x, expert_idx, scale, active_num, expert_num, expert_tokens_num_type,
-                    expert_tokens_num_flag, start, end, row_idx_type):
-    """MoeInitRoutingV2, dropless and unquantised: ``(expanded_x, expanded_row_idx, expert_tokens,
-    expanded_scale)``."""
-    rows, k = expert_idx.shape
-    order, position, in_range = _sort_pairs_by_expert(expert_idx, start, end)
-    out_rows = rows * k if active_num <= 0 else torch.sym_min(active_num, rows * k)
-    kept = order[:out_rows]
-    expanded_x = x[kept // k]
-    if row_idx_type == 0:
-        expanded_row_idx = torch.where(in_range, position, -1).to(torch.int32)
-    else:
-        expanded_row_idx = order.to(torch.int32)
-    counts = _expert_counts(expert_idx, start, end)
-    if not expert_tokens_num_flag:
-        counts = torch.zeros_like(counts)
-    elif expert_tokens_num_type == 0:
-        counts = counts.cumsum(0)
-    expanded_scale = (scale[kept // k] if scale is not None
-                      else torch.zeros(rows, dtype=torch.float32, device=x.device))
-    return expanded_x, expanded_row_idx, counts, expanded_scale
+def init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
+                    expert_tokens_num_type, expert_tokens_num_flag, quant_mode, active_expert_range, row_idx_type):
+    """MoeInitRoutingV3 (torch.ops.ascend_moe.moe_init_routing_v3): ``(expanded_x, expanded_row_idx,
+    expert_tokens_count_or_cumsum, expanded_scale)``."""
+    return torch.ops.ascend_moe.moe_init_routing_v3(
+        x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode, expert_tokens_num_type,
+        expert_tokens_num_flag, quant_mode, list(active_expert_range or []), row_idx_type)
 
 
 def init_routing(x, row_idx, expert_idx, active_num):
@@ -126,13 +106,10 @@ def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, 
     return out.to(rows.dtype)
 
 
-def token_permute(tokens, indices, num_out_tokens):
-    """MoeTokenPermute: ``(permuted_tokens, sorted_indices)``, sorted_indices[p] = row of pair p."""
-    k = 1 if indices.dim() == 1 else indices.shape[1]
-    order, position, _ = _sort_pairs_by_expert(indices, 0, torch.iinfo(torch.int32).max)
-    total = indices.numel()
-    out_rows = total if num_out_tokens is None or num_out_tokens <= 0 else torch.sym_min(num_out_tokens, total)
-    return tokens[order[:out_rows] // k], position.to(torch.int32)
+def token_permute(tokens, indices, num_out_tokens, padded_mode):
+    """MoeTokenPermute (torch.ops.ascend_moe.moe_token_permute): ``(permuted_tokens, sorted_indices)``,
+    sorted_indices[p] = row of pair p."""
+    return torch.ops.ascend_moe.moe_token_permute(tokens, indices, num_out_tokens, padded_mode)
 
 
 def token_unpermute(permuted_tokens, sorted_indices, probs):

@@ -58,7 +58,7 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
             lambda: f"must be [{x.shape[0]}, k]", expert_ids)
     rows, k = expert_ids.shape
     expand_x, row_of_pair, counts, _ = _ops.init_routing_v2(
-        x, expert_ids, None, rows * k, moe_expert_num, 1, True, 0, moe_expert_num, 0)
+        x, expert_ids, None, None, rows * k, -1, moe_expert_num, 0, 1, True, -1, [0, moe_expert_num], 0)
     ep_recv_counts = counts.cumsum(0).to(torch.int32)
     expert_token_nums = counts if expert_token_nums_type == 1 else counts.cumsum(0)
     tp_recv_counts = torch.zeros(1, dtype=torch.int32, device=x.device)

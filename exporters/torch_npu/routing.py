@@ -7,7 +7,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 from . import _ops
-from ._args import expert_range, require, require_none, unsupported
+from ._args import require, require_none, unsupported
 
 
 def _gating_checks(fn: str, x, norm_type: int) -> None:
@@ -74,27 +74,16 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
                             expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0,
                             expert_tokens_num_flag=False, quant_mode=-1, active_expert_range=(), row_idx_type=0,
                             x_dtype=None):
-    """torch_npu.npu_moe_init_routing_v2, dropless and unquantised: ``(expanded_x, expanded_row_idx,
-    expert_tokens_count_or_cumsum, expanded_scale)``.
+    """torch_npu.npu_moe_init_routing_v2: ``(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum,
+    expanded_scale)``; one MoeInitRoutingV3 node (dropless or drop/pad, unquantised or int8).
 
     ``active_num`` may be a SymInt (e.g. ``num_tokens * top_k`` from a dynamic shape): the token
     count stays dynamic; a Python int fixes the output rows at ``min(active_num, rows * k)``.
     """
-    fn = "npu_moe_init_routing_v2"
-    require(x.dim() == 2, fn, "x", "must be 2-D [rows, H]", x)
-    require(expert_idx.dim() == 2 and expert_idx.shape[0] == x.shape[0], fn, "expert_idx",
-            lambda: f"must be 2-D [{x.shape[0]}, k]", expert_idx)
-    if drop_pad_mode != 0:
-        unsupported(fn, "drop_pad_mode", drop_pad_mode, "only the dropless mode 0 exports")
-    if quant_mode != -1:
-        unsupported(fn, "quant_mode", quant_mode, "quantised routing has no ONNX operator here; use -1")
-    require_none(fn, offset=offset, x_dtype=x_dtype)
-    require(expert_tokens_num_type in (0, 1), fn, "expert_tokens_num_type", "must be 0 (cumsum) or 1 (count)",
-            expert_tokens_num_type)
-    require(row_idx_type in (0, 1), fn, "row_idx_type", "must be 0 (gather) or 1 (scatter)", row_idx_type)
-    start, end = expert_range(fn, active_expert_range, expert_num)
-    return _ops.init_routing_v2(x, expert_idx, scale, active_num, expert_num, expert_tokens_num_type,
-                                bool(expert_tokens_num_flag), start, end, row_idx_type)
+    require_none("npu_moe_init_routing_v2", x_dtype=x_dtype)
+    return _ops.init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
+                                expert_tokens_num_type, bool(expert_tokens_num_flag), quant_mode, active_expert_range,
+                                row_idx_type)
 
 
 def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
@@ -140,12 +129,7 @@ def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
 def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
     """torch_npu.npu_moe_token_permute: rows sorted by expert (stable) and, per (token, slot) pair,
     its row in the result (``sorted_indices``, int32)."""
-    fn = "npu_moe_token_permute"
-    if padded_mode:
-        unsupported(fn, "padded_mode", padded_mode, "only the unpadded mode exports")
-    require(indices.dim() in (1, 2) and indices.shape[0] == tokens.shape[0], fn, "indices",
-            lambda: f"must be [{tokens.shape[0]}] or [{tokens.shape[0]}, k]", indices)
-    return _ops.token_permute(tokens, indices, num_out_tokens)
+    return _ops.token_permute(tokens, indices, num_out_tokens, bool(padded_mode))
 
 
 def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):

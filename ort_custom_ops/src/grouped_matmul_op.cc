@@ -8,7 +8,7 @@
 
 #include "grouped_matmul_validate.h"
 #include "op_base.h"
-#include "ops.h"
+#include "op_defs.gen.h"
 #include "ops_src/cpu/grouped_matmul.h"
 
 namespace ascend_moe {

@@ -8,6 +8,9 @@
 //   static OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp*, OrtShapeInferContext*);
 //   optional: static void CheckGraphInputs(const std::vector<GraphTensor>&);  // fails kernel
 //                                         // creation for input ranks the graph must declare
+//   optional: static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo*,
+//                 const std::vector<GraphTensor>& inputs);  // output types an attribute decides
+//                                         // (one per output, UNDEFINED = from the inputs)
 // Input element types are checked against kInputs at session creation (when the kernel is
 // created; also at shape inference, which ORT only logs): the inputs are declared with an
 // undefined type because each accepts several. Output types are checked there too: ORT types
@@ -69,6 +72,13 @@ struct HasCheckGraphInputs<
     Def, std::void_t<decltype(Def::CheckGraphInputs(std::declval<const std::vector<GraphTensor>&>()))>>
     : std::true_type {};
 
+template <typename Def, typename = void>
+struct HasOutputTypes : std::false_type {};
+template <typename Def>
+struct HasOutputTypes<Def, std::void_t<decltype(Def::OutputTypes(
+                               std::declval<const OrtKernelInfo*>(), std::declval<const std::vector<GraphTensor>&>()))>>
+    : std::true_type {};
+
 template <typename Def, typename Kernel>
 struct AscendMoeOp
     : Ort::CustomOpBase<AscendMoeOp<Def, Kernel>, StatusKernel<Def, Kernel>, /*WithStatus=*/true> {
@@ -88,8 +98,10 @@ struct AscendMoeOp
       const std::vector<GraphTensor> inputs = KernelInputs(info, Def::kNumInputs);
       CheckKernelInputTypes(Def::kName, Def::kInputs, Def::kNumInputs, inputs);
       if constexpr (HasCheckGraphInputs<Def>::value) Def::CheckGraphInputs(inputs);
+      std::vector<ONNXTensorElementDataType> overrides;
+      if constexpr (HasOutputTypes<Def>::value) overrides = Def::OutputTypes(info, inputs);
       CheckKernelOutputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs, inputs,
-                             Def::kOutputs, Def::kNumOutputs);
+                             Def::kOutputs, Def::kNumOutputs, overrides.empty() ? nullptr : overrides.data());
       *kernel = new StatusKernel<Def, Kernel>(info);
     });
   }

@@ -1,14 +1,19 @@
-// Op definitions generated from the ONNX schemas (onnx_schemas): names, input/output order,
-// optional flags, allowed element types, attribute kinds and defaults.
+// Op definitions generated from the ONNX schemas (onnx_schemas): per op its names, input/output
+// order, optional flags, allowed element types, attribute kinds and defaults, the Attrs struct
+// and ReadAttrs, the Def that AscendMoeOp takes; and AllOps().
 // Do not edit: regenerate with `python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs`;
-// tests/test_op_defs.py fails when this file and the schemas differ.
+// tests/test_op_table.py::test_generated_headers_are_current fails when this file and the schemas differ.
 #pragma once
 
+#include <cstdint>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "op_utils.h"
 
-namespace ascend_moe::defs {
+namespace ascend_moe {
+namespace defs {
 
 inline constexpr const char* kDomain = "ascend.moe";
 inline constexpr int kOpsetVersion = 1;
@@ -57,6 +62,57 @@ inline constexpr AttrSpec kAttrs[] = {
     {"routed_scaling_factor", AttrSpec::kFloat, false, double{1.0f}},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  float eps = 9.999999682655225e-21f;
+  int64_t group_count = 1;
+  int64_t group_select_mode = 0;
+  int64_t k = 0;  // required
+  int64_t k_group = 1;
+  int64_t norm_type = 0;
+  int64_t out_flag = 0;
+  int64_t renorm = 0;
+  float routed_scaling_factor = 1.0f;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_gating_top_k_hash_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.eps = ReadFloatAttr(info, kName, kAttrs[kAttrEps]);
+  a.group_count = ReadIntAttr(info, kName, kAttrs[kAttrGroupCount]);
+  a.group_select_mode = ReadIntAttr(info, kName, kAttrs[kAttrGroupSelectMode]);
+  a.k = ReadIntAttr(info, kName, kAttrs[kAttrK]);
+  a.k_group = ReadIntAttr(info, kName, kAttrs[kAttrKGroup]);
+  a.norm_type = ReadIntAttr(info, kName, kAttrs[kAttrNormType]);
+  a.out_flag = ReadIntAttr(info, kName, kAttrs[kAttrOutFlag]);
+  a.renorm = ReadIntAttr(info, kName, kAttrs[kAttrRenorm]);
+  a.routed_scaling_factor = ReadFloatAttr(info, kName, kAttrs[kAttrRoutedScalingFactor]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_gating_top_k_hash_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_gating_top_k_hash::kName;
+  static constexpr int kSinceVersion = moe_gating_top_k_hash::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_gating_top_k_hash::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_gating_top_k_hash::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_gating_top_k_hash::kAttrs;
+  static constexpr size_t kNumAttrs = moe_gating_top_k_hash::kNumAttrs;
+  static constexpr auto InferShapes = &moe_gating_top_k_hash::InferShapes;
+};
+
 }  // namespace moe_gating_top_k_hash
 
 // ---- MoeReRouting
@@ -92,6 +148,43 @@ inline constexpr AttrSpec kAttrs[] = {
     {"idx_type", AttrSpec::kInt, false, 0},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t expert_token_num_type = 1;
+  int64_t idx_type = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_re_routing_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.expert_token_num_type = ReadIntAttr(info, kName, kAttrs[kAttrExpertTokenNumType]);
+  a.idx_type = ReadIntAttr(info, kName, kAttrs[kAttrIdxType]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_re_routing_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_re_routing::kName;
+  static constexpr int kSinceVersion = moe_re_routing::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_re_routing::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_re_routing::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_re_routing::kAttrs;
+  static constexpr size_t kNumAttrs = moe_re_routing::kNumAttrs;
+  static constexpr auto InferShapes = &moe_re_routing::InferShapes;
+};
+
 }  // namespace moe_re_routing
 
 // ---- MoeRoutedExperts
@@ -122,6 +215,41 @@ inline constexpr ParamSpec kOutputs[] = {
 };
 inline constexpr AttrSpec kAttrs[] = {
     {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  float swiglu_limit = 0.0f;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_routed_experts_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.swiglu_limit = ReadFloatAttr(info, kName, kAttrs[kAttrSwigluLimit]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_routed_experts_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_routed_experts::kName;
+  static constexpr int kSinceVersion = moe_routed_experts::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_routed_experts::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_routed_experts::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_routed_experts::kAttrs;
+  static constexpr size_t kNumAttrs = moe_routed_experts::kNumAttrs;
+  static constexpr auto InferShapes = &moe_routed_experts::InferShapes;
 };
 
 }  // namespace moe_routed_experts
@@ -155,6 +283,230 @@ inline constexpr AttrSpec kAttrs[] = {
     {"transpose_weight", AttrSpec::kInt, false, 0},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t group_list_type = 0;
+  int64_t transpose_weight = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in grouped_matmul_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.group_list_type = ReadIntAttr(info, kName, kAttrs[kAttrGroupListType]);
+  a.transpose_weight = ReadIntAttr(info, kName, kAttrs[kAttrTransposeWeight]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in grouped_matmul_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = grouped_matmul::kName;
+  static constexpr int kSinceVersion = grouped_matmul::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = grouped_matmul::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = grouped_matmul::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = grouped_matmul::kAttrs;
+  static constexpr size_t kNumAttrs = grouped_matmul::kNumAttrs;
+  static constexpr auto InferShapes = &grouped_matmul::InferShapes;
+};
+
 }  // namespace grouped_matmul
 
-}  // namespace ascend_moe::defs
+// ---- MoeInitRoutingV3
+namespace moe_init_routing_v3 {
+
+inline constexpr const char* kName = "MoeInitRoutingV3";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kInExpertIdx = 1, kInScale = 2, kInOffset = 3, kNumIns = 4 };
+enum Out : size_t { kOutExpandedX = 0, kOutExpandedRowIdx = 1, kOutExpertTokensCountOrCumsum = 2, kOutExpandedScale = 3, kNumOuts = 4 };
+enum Attr : size_t { kAttrActiveExpertEnd = 0, kAttrActiveExpertStart = 1, kAttrActiveNum = 2, kAttrDropPadMode = 3, kAttrExpertCapacity = 4, kAttrExpertNum = 5, kAttrExpertTokensNumFlag = 6, kAttrExpertTokensNumType = 7, kAttrQuantMode = 8, kAttrRowIdxType = 9, kNumAttrs = 10 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInOffsetTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "TX", false, kInXTypes, std::size(kInXTypes)},
+    {"expert_idx", "TI", false, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
+    {"scale", "", true, kInScaleTypes, std::size(kInScaleTypes)},
+    {"offset", "", true, kInOffsetTypes, std::size(kInOffsetTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutExpandedXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kOutExpandedRowIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kOutExpertTokensCountOrCumsumTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kOutExpandedScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ParamSpec kOutputs[] = {
+    {"expanded_x", "TY", false, kOutExpandedXTypes, std::size(kOutExpandedXTypes)},
+    {"expanded_row_idx", "", false, kOutExpandedRowIdxTypes, std::size(kOutExpandedRowIdxTypes)},
+    {"expert_tokens_count_or_cumsum", "", false, kOutExpertTokensCountOrCumsumTypes, std::size(kOutExpertTokensCountOrCumsumTypes)},
+    {"expanded_scale", "", false, kOutExpandedScaleTypes, std::size(kOutExpandedScaleTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"active_expert_end", AttrSpec::kInt, false, -1},
+    {"active_expert_start", AttrSpec::kInt, false, 0},
+    {"active_num", AttrSpec::kInt, false, -1},
+    {"drop_pad_mode", AttrSpec::kInt, false, 0},
+    {"expert_capacity", AttrSpec::kInt, false, -1},
+    {"expert_num", AttrSpec::kInt, false, -1},
+    {"expert_tokens_num_flag", AttrSpec::kInt, false, 0},
+    {"expert_tokens_num_type", AttrSpec::kInt, false, 0},
+    {"quant_mode", AttrSpec::kInt, false, -1},
+    {"row_idx_type", AttrSpec::kInt, false, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t active_expert_end = -1;
+  int64_t active_expert_start = 0;
+  int64_t active_num = -1;
+  int64_t drop_pad_mode = 0;
+  int64_t expert_capacity = -1;
+  int64_t expert_num = -1;
+  int64_t expert_tokens_num_flag = 0;
+  int64_t expert_tokens_num_type = 0;
+  int64_t quant_mode = -1;
+  int64_t row_idx_type = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_init_routing_v3_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.active_expert_end = ReadIntAttr(info, kName, kAttrs[kAttrActiveExpertEnd]);
+  a.active_expert_start = ReadIntAttr(info, kName, kAttrs[kAttrActiveExpertStart]);
+  a.active_num = ReadIntAttr(info, kName, kAttrs[kAttrActiveNum]);
+  a.drop_pad_mode = ReadIntAttr(info, kName, kAttrs[kAttrDropPadMode]);
+  a.expert_capacity = ReadIntAttr(info, kName, kAttrs[kAttrExpertCapacity]);
+  a.expert_num = ReadIntAttr(info, kName, kAttrs[kAttrExpertNum]);
+  a.expert_tokens_num_flag = ReadIntAttr(info, kName, kAttrs[kAttrExpertTokensNumFlag]);
+  a.expert_tokens_num_type = ReadIntAttr(info, kName, kAttrs[kAttrExpertTokensNumType]);
+  a.quant_mode = ReadIntAttr(info, kName, kAttrs[kAttrQuantMode]);
+  a.row_idx_type = ReadIntAttr(info, kName, kAttrs[kAttrRowIdxType]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_init_routing_v3_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_init_routing_v3::kName;
+  static constexpr int kSinceVersion = moe_init_routing_v3::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_init_routing_v3::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_init_routing_v3::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_init_routing_v3::kAttrs;
+  static constexpr size_t kNumAttrs = moe_init_routing_v3::kNumAttrs;
+  static constexpr auto InferShapes = &moe_init_routing_v3::InferShapes;
+};
+
+}  // namespace moe_init_routing_v3
+
+// ---- MoeTokenPermute
+namespace moe_token_permute {
+
+inline constexpr const char* kName = "MoeTokenPermute";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInTokens = 0, kInIndices = 1, kNumIns = 2 };
+enum Out : size_t { kOutPermutedTokens = 0, kOutSortedIndices = 1, kNumOuts = 2 };
+enum Attr : size_t { kAttrNumOutTokens = 0, kAttrPaddedMode = 1, kNumAttrs = 2 };
+
+inline constexpr ONNXTensorElementDataType kInTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ParamSpec kInputs[] = {
+    {"tokens", "T", false, kInTokensTypes, std::size(kInTokensTypes)},
+    {"indices", "TI", false, kInIndicesTypes, std::size(kInIndicesTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutPermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kOutSortedIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ParamSpec kOutputs[] = {
+    {"permuted_tokens", "T", false, kOutPermutedTokensTypes, std::size(kOutPermutedTokensTypes)},
+    {"sorted_indices", "", false, kOutSortedIndicesTypes, std::size(kOutSortedIndicesTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"num_out_tokens", AttrSpec::kInt, false, 0},
+    {"padded_mode", AttrSpec::kInt, false, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t num_out_tokens = 0;
+  int64_t padded_mode = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_token_permute_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.num_out_tokens = ReadIntAttr(info, kName, kAttrs[kAttrNumOutTokens]);
+  a.padded_mode = ReadIntAttr(info, kName, kAttrs[kAttrPaddedMode]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_permute_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_token_permute::kName;
+  static constexpr int kSinceVersion = moe_token_permute::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_token_permute::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_token_permute::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_token_permute::kAttrs;
+  static constexpr size_t kNumAttrs = moe_token_permute::kNumAttrs;
+  static constexpr auto InferShapes = &moe_token_permute::InferShapes;
+};
+
+}  // namespace moe_token_permute
+
+}  // namespace defs
+
+// Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;
+// defined in <op>_op.cc. Constructing them registers the op's manifest entry (no ORT call).
+std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
+std::vector<const OrtCustomOp*> MoeReRoutingOps();
+std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();
+std::vector<const OrtCustomOp*> GroupedMatmulOps();
+std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops();
+std::vector<const OrtCustomOp*> MoeTokenPermuteOps();
+
+// Every op of the library, in the order of onnx_schemas.OP_MODULES.
+inline std::vector<const OrtCustomOp*> AllOps() {
+  std::vector<const OrtCustomOp*> ops;
+  for (const OrtCustomOp* op : MoeGatingTopKHashOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeReRoutingOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeRoutedExpertsOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : GroupedMatmulOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeInitRoutingV3Ops()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeTokenPermuteOps()) ops.push_back(op);
+  return ops;
+}
+
+}  // namespace ascend_moe

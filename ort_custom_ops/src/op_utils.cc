@@ -220,6 +220,18 @@ InputView GetInputView(Ort::KernelContext& ctx, size_t index) {
   return view;
 }
 
+void CheckInputViews(const char* op, const ParamSpec* specs, size_t n, const InputView* views) {
+  std::vector<ONNXTensorElementDataType> types(n, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  for (size_t i = 0; i < n; ++i) {
+    if (!views[i].present && !specs[i].optional) {
+      Fail(Str(op, ": input '", specs[i].name, "' is required, got none"));
+    }
+    types[i] = views[i].type;
+  }
+  const std::string error = CheckInputTypes(op, specs, n, types.data());
+  if (!error.empty()) Fail(error);
+}
+
 namespace {
 std::vector<OpManifestEntry>& Manifest() {
   static std::vector<OpManifestEntry> entries;
@@ -453,13 +465,15 @@ void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,
 
 void CheckKernelOutputTypes(const OrtKernelInfo* info, const char* op, const ParamSpec* inputs,
                             size_t num_inputs, const std::vector<GraphTensor>& input_infos,
-                            const ParamSpec* outputs, size_t num_outputs) {
+                            const ParamSpec* outputs, size_t num_outputs,
+                            const ONNXTensorElementDataType* overrides) {
   const std::vector<ONNXTensorElementDataType> input_types = TypesOf(input_infos);
   const std::vector<GraphTensor> graph = KernelOutputs(info, num_outputs);
   for (size_t i = 0; i < num_outputs; ++i) {
     if (graph[i].type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) continue;  // omitted
+    const bool overridden = overrides != nullptr && overrides[i] != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
     const ONNXTensorElementDataType expected =
-        ExpectedOutputType(outputs[i], inputs, num_inputs, input_types.data());
+        overridden ? overrides[i] : ExpectedOutputType(outputs[i], inputs, num_inputs, input_types.data());
     if (graph[i].type != expected) Fail(OutputTypeMismatch(op, outputs[i], expected, graph[i].type));
   }
 }

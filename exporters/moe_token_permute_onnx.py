@@ -1,0 +1,49 @@
+"""ONNX translations of torch.ops.ascend_moe.moe_token_permute: dynamo (onnxscript) and TorchScript."""
+
+from __future__ import annotations
+
+from onnxscript import opset18 as op
+from onnxscript import values
+
+from ascend_moe_onnx.onnx_schemas import moe_token_permute as spec
+
+from ._torch_lib import torchscript_symbolic
+from .moe_token_permute import SCHEMA, node_attributes
+
+_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
+TOKEN_PERMUTE_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+_ALL_ROWS = 2**62
+
+
+def token_permute_translation(tokens, indices, num_out_tokens=None, padded_mode=False):
+    """Dynamo translation: one MoeTokenPermute node. A symbolic num_out_tokens runs the node with 0
+    (all rows) and slices permuted_tokens: Slice's end n > 0 keeps min(n, N*K) rows, n < 0 keeps
+    max(N*K + n, 0), and n = 0 (all rows) becomes a large end."""
+    attrs = node_attributes(num_out_tokens, padded_mode)
+    permuted, sorted_indices = TOKEN_PERMUTE_OP(tokens, indices, **attrs, _num_outputs=2)
+    if num_out_tokens is None or isinstance(num_out_tokens, int):
+        return permuted, sorted_indices
+    zero = op.Constant(value_ints=[0])
+    n = op.Reshape(op.Cast(num_out_tokens, to=7), op.Constant(value_ints=[1]))  # INT64 [1]
+    end = op.Where(op.Equal(n, zero), op.Constant(value_ints=[_ALL_ROWS]), n)
+    return op.Slice(permuted, zero, end, zero), sorted_indices
+
+
+def _token_permute(g, tokens, indices, num_out_tokens, padded_mode):
+    """TorchScript symbolic (num_out_tokens must be a constant or None there)."""
+    import torch
+    from torch.onnx import symbolic_helper
+
+    n = None if num_out_tokens is None or num_out_tokens.node().mustBeNone() else \
+        symbolic_helper._get_const(num_out_tokens, "i", "num_out_tokens")
+    attrs = node_attributes(n, padded_mode)
+    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", tokens, indices, outputs=2,
+                **{f"{k}_i": v for k, v in attrs.items()})
+    t_type = tokens.type()
+    if t_type.dim() is not None:
+        outs[0].setType(t_type.with_sizes([None] + t_type.varyingSizes()[1:]))
+        outs[1].setType(t_type.with_sizes([None]).with_dtype(torch.int32))
+    return tuple(outs)
+
+
+token_permute_symbolic = torchscript_symbolic(SCHEMA, _token_permute)

@@ -1,0 +1,197 @@
+"""MoeTokenPermute (docs/operators.md, MoeTokenPermute): ONNX schema, shape inference, validation and
+NumPy reference of ``torch_npu.npu_moe_token_permute`` (aclnnMoeTokenPermute).
+
+The flat positions ``p = token * K + slot`` of ``indices`` [N, K] (or [N], K = 1) are sorted stably
+by expert id; ``permuted_tokens[i] = tokens[order[i] // K]`` for the first R sorted pairs and
+``sorted_indices[p]`` is the sorted position of pair p (the inverse of the sort permutation, the
+index ``npu_moe_token_unpermute`` takes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+from onnx.defs import OpSchema
+
+from .moe_init_routing_v3 import dim_product
+from ._common import (
+    DOMAIN,
+    INT32,
+    OPSET_VERSION,
+    allowed_types,
+    attribute,
+    attribute_defaults,
+    fail_inference,
+    input_dims,
+    input_names,
+    input_type,
+    int_attribute,
+    make_type,
+    onnx_type_name,
+    output_names,
+    resolve_attributes,
+    tensor_input,
+    type_list,
+)
+
+OP_TYPE = "MoeTokenPermute"
+
+LIMITS = {"MAX_PAIRS": 2**31 - 1,  # sorted_indices is int32 (generated into attr_defaults.gen.h)
+          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
+
+SCHEMA = OpSchema(
+    OP_TYPE,
+    DOMAIN,
+    OPSET_VERSION,
+    doc=(
+        "Groups token rows by expert: sorts the (token, slot) pairs of indices stably by expert id "
+        "and returns the first num_out_tokens rows in that order and each pair's sorted position."
+    ),
+    inputs=[
+        tensor_input("tokens", "T", "Token rows [N, H]."),
+        tensor_input("indices", "TI", "Expert ids [N, K] or [N]."),
+    ],
+    outputs=[
+        tensor_input("permuted_tokens", "T", "Rows in expert order [R, H]."),
+        tensor_input("sorted_indices", "tensor(int32)", "Sorted position of each pair [N*K]."),
+    ],
+    type_constraints=[
+        ("T", [f"tensor({t})" for t in ("float", "float16", "bfloat16", "int8")], "Token type (moved bit for bit)."),
+        ("TI", ["tensor(int32)", "tensor(int64)"], "Expert id type."),
+    ],
+    attributes=[
+        attribute("num_out_tokens", 0,
+                  "Rows R of permuted_tokens: > 0: min(num_out_tokens, N*K); <= 0: max(N*K + num_out_tokens, 0) "
+                  "(torch_npu's None is 0)."),
+        attribute("padded_mode", 0, "torch_npu's padded_mode; only 0 (the Ascend kernel rejects 1)."),
+    ],
+)
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"tokens": (TensorProto.BFLOAT16, ["N", "H"]), "indices": (TensorProto.INT64, ["N", "K"])}, {}),
+    ({"tokens": (TensorProto.FLOAT, [6, 64]), "indices": (TensorProto.INT32, [6, 2])}, {"num_out_tokens": 10}),
+]
+
+DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+TOKEN_TYPES = allowed_types(SCHEMA, "T")
+IDX_TYPES = allowed_types(SCHEMA, "TI")
+
+
+def _err(what: str) -> ValueError:
+    return ValueError(f"{OP_TYPE}: {what}")
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _known(d) -> bool:
+    return isinstance(d, (int, np.integer))
+
+
+def validate_attributes(attrs: dict[str, Any]) -> None:
+    """Check padded_mode (num_out_tokens takes any value)."""
+    if attrs["padded_mode"] != 0:
+        raise _err(f"attribute 'padded_mode' must be 0 (padded mode is not supported), got {attrs['padded_mode']}")
+
+
+def validate_inputs(tokens: tuple, indices: tuple, attrs: dict[str, Any]) -> None:
+    """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)``."""
+    validate_attributes(attrs)
+    t_shape, t_type = tokens
+    if t_type not in TOKEN_TYPES:
+        raise _err(f"input 'tokens' must be {type_list(TOKEN_TYPES)}, got {t_type}")
+    if len(t_shape) != 2:
+        raise _err(f"input 'tokens' must be 2-D [N, H], got shape {_shape(t_shape)}")
+    N, H = t_shape
+    if _known(H) and H < 1:
+        raise _err(f"input 'tokens' must have H >= 1, got shape {_shape(t_shape)}")
+    i_shape, i_type = indices
+    if i_type not in IDX_TYPES:
+        raise _err(f"input 'indices' must be {type_list(IDX_TYPES)}, got {i_type}")
+    if len(i_shape) not in (1, 2):
+        raise _err(f"input 'indices' must be 1-D [N] or 2-D [N, K], got shape {_shape(i_shape)}")
+    if _known(N) and _known(i_shape[0]) and i_shape[0] != N:
+        raise _err(f"input 'indices' must have N = {N} rows (tokens.shape[0]), got shape {_shape(i_shape)}")
+    K = i_shape[1] if len(i_shape) == 2 else 1
+    if _known(K) and K < 1:
+        raise _err(f"input 'indices' must have K >= 1, got shape {_shape(i_shape)}")
+    if _known(N) and _known(K) and N * K > MAX_PAIRS:
+        raise _err(f"input 'indices' must have at most {MAX_PAIRS} elements (sorted_indices is int32), "
+                   f"got {N * K}")
+
+
+def validate_indices(indices: np.ndarray) -> None:
+    """Every expert id must lie in [0, 2**31 - 1)."""
+    e = np.asarray(indices)
+    e = e if e.ndim == 2 else e[:, None]
+    bad = np.argwhere((e < 0) | (e >= MAX_EXPERT_ID))
+    if bad.size:
+        n, k = (int(v) for v in bad[0])
+        raise _err(f"input 'indices' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
+
+
+def out_rows(num_pairs, num_out_tokens: int):
+    """R: min(num_out_tokens, P) when > 0, else max(P + num_out_tokens, 0) (ints or torch SymInts)."""
+    if num_out_tokens > 0:
+        if _known(num_pairs):
+            return min(num_out_tokens, int(num_pairs))
+        import torch
+
+        return torch.sym_min(num_out_tokens, num_pairs)
+    if num_out_tokens == 0:
+        return num_pairs
+    if _known(num_pairs):
+        return max(int(num_pairs) + num_out_tokens, 0)
+    import torch
+
+    return torch.sym_max(num_pairs + num_out_tokens, 0)
+
+
+def _infer(ctx) -> None:
+    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
+    try:
+        validate_attributes(attrs)
+    except ValueError as e:
+        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    tokens, idx = input_type(ctx, 0), input_type(ctx, 1)
+    t_dims, i_dims = input_dims(tokens), input_dims(idx)
+    if t_dims is not None and len(t_dims) != 2:
+        fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [N, H], got rank {len(t_dims)}")
+    if i_dims is not None and len(i_dims) not in (1, 2):
+        fail_inference(OP_TYPE, f"input 'indices' must be 1-D [N] or 2-D [N, K], got rank {len(i_dims)}")
+    pairs = None
+    if i_dims is not None:
+        pairs = i_dims[0] if len(i_dims) == 1 else dim_product(i_dims[0], i_dims[1])
+        if len(i_dims) == 1:
+            pairs = pairs.dim_value if pairs.HasField("dim_value") else (pairs.dim_param or None)
+    n_out = attrs["num_out_tokens"]
+    rows = pairs if n_out == 0 else (out_rows(pairs, n_out) if isinstance(pairs, int) else None)
+    if tokens is not None:
+        ctx.set_output_type(0, make_type(tokens.tensor_type.elem_type, [rows, t_dims[1] if t_dims else None]))
+    if ctx.get_num_outputs() > 1:
+        ctx.set_output_type(1, make_type(INT32, [pairs]))
+
+
+SCHEMA.set_type_and_shape_inference_function(_infer)
+
+
+def reference(tokens: np.ndarray, indices: np.ndarray, **attributes: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(permuted_tokens, sorted_indices)`` (see the module docstring)."""
+    attrs = resolve_attributes(SCHEMA, attributes)
+    tokens, indices = np.asarray(tokens), np.asarray(indices)
+    validate_inputs((tokens.shape, onnx_type_name(tokens.dtype)), (indices.shape, onnx_type_name(indices.dtype)),
+                    attrs)
+    validate_indices(indices)
+    K = indices.shape[1] if indices.ndim == 2 else 1
+    order = np.argsort(indices.reshape(-1).astype(np.int64), kind="stable")
+    R = out_rows(order.size, attrs["num_out_tokens"])
+    sorted_indices = np.empty(order.size, np.int32)
+    sorted_indices[order] = np.arange(order.size, dtype=np.int32)
+    return tokens[order[:R] // K], sorted_indices
+
