@@ -11,16 +11,17 @@ import threading
 import onnx
 import onnx.defs
 
-from . import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from . import moe_finalize_routing_v2, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, moe_token_unpermute
 from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes, walk_graphs
 
 # One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
 # DEFAULTS, reference() and an onnx.reference OpRun class.
-OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts]
+OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, moe_finalize_routing_v2, moe_token_unpermute]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
 REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef, moe_re_routing.MoeReRoutingRef,
-                 moe_routed_experts.MoeRoutedExpertsRef]
+                 moe_routed_experts.MoeRoutedExpertsRef, moe_finalize_routing_v2.MoeFinalizeRoutingV2Ref,
+                moe_token_unpermute.MoeTokenUnpermuteRef]
 
 _lock = threading.Lock()
 

@@ -21,6 +21,7 @@ from onnx.defs import OpSchema
 
 from ._common import DOMAIN, resolve_attributes, walk_graphs
 from ._function_body import MIN_OPSET
+from .moe_finalize_routing_v2_function import build_finalize_function, build_unpermute_function
 from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
 from .moe_re_routing_function import build_function as build_moe_re_routing
 from .moe_routed_experts_function import build_function as build_moe_routed_experts
@@ -33,6 +34,8 @@ BUILDERS: dict[str, Builder] = {
     "MoeGatingTopKHash": build_moe_gating_top_k_hash,
     "MoeReRouting": build_moe_re_routing,
     "MoeRoutedExperts": build_moe_routed_experts,
+    "MoeFinalizeRoutingV2": build_finalize_function,
+    "MoeTokenUnpermute": build_unpermute_function,
 }
 
 OVERLOAD_IR_VERSION = 10  # NodeProto.overload / FunctionProto.overload appeared in IR version 10

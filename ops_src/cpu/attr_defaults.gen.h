@@ -27,4 +27,12 @@ namespace moe_routed_experts {
 inline constexpr float kSwigluLimit = 0.0f;
 }  // namespace moe_routed_experts
 
+namespace moe_finalize_routing_v2 {
+inline constexpr int64_t kDropPadMode = 0;
+}  // namespace moe_finalize_routing_v2
+
+namespace moe_token_unpermute {
+inline constexpr int64_t kPaddedMode = 0;
+}  // namespace moe_token_unpermute
+
 }  // namespace ascend_moe::attr_defaults

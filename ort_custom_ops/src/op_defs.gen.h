@@ -126,4 +126,68 @@ inline constexpr AttrSpec kAttrs[] = {
 
 }  // namespace moe_routed_experts
 
+// ---- MoeFinalizeRoutingV2
+namespace moe_finalize_routing_v2 {
+
+inline constexpr const char* kName = "MoeFinalizeRoutingV2";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInExpandedX = 0, kInExpandedRowIdx = 1, kInX1 = 2, kInX2 = 3, kInBias = 4, kInScales = 5, kInExpertIdx = 6, kNumIns = 7 };
+enum Out : size_t { kOutY = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrDropPadMode = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInExpandedXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInExpandedRowIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInX1Types[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInX2Types[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ParamSpec kInputs[] = {
+    {"expanded_x", "T", false, kInExpandedXTypes, std::size(kInExpandedXTypes)},
+    {"expanded_row_idx", "TI", false, kInExpandedRowIdxTypes, std::size(kInExpandedRowIdxTypes)},
+    {"x1", "T", true, kInX1Types, std::size(kInX1Types)},
+    {"x2", "T", true, kInX2Types, std::size(kInX2Types)},
+    {"bias", "T", true, kInBiasTypes, std::size(kInBiasTypes)},
+    {"scales", "TS", true, kInScalesTypes, std::size(kInScalesTypes)},
+    {"expert_idx", "TI2", true, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"y", "T", false, kOutYTypes, std::size(kOutYTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"drop_pad_mode", AttrSpec::kInt, false, 0},
+};
+
+}  // namespace moe_finalize_routing_v2
+
+// ---- MoeTokenUnpermute
+namespace moe_token_unpermute {
+
+inline constexpr const char* kName = "MoeTokenUnpermute";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInPermutedTokens = 0, kInSortedIndices = 1, kInProbs = 2, kNumIns = 3 };
+enum Out : size_t { kOutUnpermutedTokens = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrPaddedMode = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInPermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInSortedIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInProbsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kInputs[] = {
+    {"permuted_tokens", "T", false, kInPermutedTokensTypes, std::size(kInPermutedTokensTypes)},
+    {"sorted_indices", "TI", false, kInSortedIndicesTypes, std::size(kInSortedIndicesTypes)},
+    {"probs", "TS", true, kInProbsTypes, std::size(kInProbsTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutUnpermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"unpermuted_tokens", "T", false, kOutUnpermutedTokensTypes, std::size(kOutUnpermutedTokensTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"padded_mode", AttrSpec::kInt, false, 0},
+};
+
+}  // namespace moe_token_unpermute
+
 }  // namespace ascend_moe::defs

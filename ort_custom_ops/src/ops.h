@@ -12,6 +12,8 @@ namespace ascend_moe {
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
 std::vector<const OrtCustomOp*> MoeReRoutingOps();
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();  // CPU only
+std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops();  // CPU only
+std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps();  // CPU only
 
 // Every op of the library, in registration order.
 inline std::vector<const OrtCustomOp*> AllOps() {
@@ -19,6 +21,8 @@ inline std::vector<const OrtCustomOp*> AllOps() {
   for (auto* op : MoeGatingTopKHashOps()) ops.push_back(op);
   for (auto* op : MoeReRoutingOps()) ops.push_back(op);
   for (auto* op : MoeRoutedExpertsOps()) ops.push_back(op);
+  for (auto* op : MoeFinalizeRoutingV2Ops()) ops.push_back(op);
+  for (auto* op : MoeTokenUnpermuteOps()) ops.push_back(op);
   return ops;
 }
 
