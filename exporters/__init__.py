@@ -9,7 +9,8 @@ device, fake kernel, gating autograd) unless torch_npu already does, by calling 
 
 from __future__ import annotations
 
-from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing, moe_re_routing_onnx
+from . import (moe_finalize_routing_v2, moe_finalize_routing_v2_onnx, moe_gating_top_k_hash, moe_gating_top_k_hash_onnx,
+               moe_re_routing, moe_re_routing_onnx, moe_token_unpermute)
 from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
 
@@ -23,6 +24,8 @@ def define_torch_ops() -> None:
     try_import_torch_npu()
     moe_gating_top_k_hash.define_torch_ops()
     moe_re_routing.define_torch_ops()
+    moe_finalize_routing_v2.define_torch_ops()
+    moe_token_unpermute.define_torch_ops()
 
 
 define_torch_ops()
@@ -37,4 +40,8 @@ OPS = [
      moe_gating_top_k_hash_onnx.router_symbolic),
     ("npu", "npu_moe_re_routing", moe_re_routing_onnx.re_routing_translation,
      moe_re_routing_onnx.re_routing_symbolic),
+    ("ascend_moe", "moe_finalize_routing_v2", moe_finalize_routing_v2_onnx.finalize_translation,
+     moe_finalize_routing_v2_onnx.finalize_symbolic),
+    ("ascend_moe", "moe_token_unpermute", moe_finalize_routing_v2_onnx.unpermute_translation,
+     moe_finalize_routing_v2_onnx.unpermute_symbolic),
 ]

@@ -101,7 +101,7 @@ def schema_default(value) -> str:
     return str(value)
 
 
-_SYMBOLIC_ARG_KINDS = {"Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b"}
+_SYMBOLIC_ARG_KINDS = {"Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b", "int[]?": "v"}
 
 
 def torchscript_symbolic(schema: str, fn):

@@ -13,7 +13,8 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+from ascend_moe_onnx.onnx_schemas import (moe_finalize_routing_v2, moe_gating_top_k_hash, moe_re_routing,
+                                          moe_routed_experts, moe_token_unpermute)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,48 @@ def _rerouting_torch(inputs: dict, attrs: dict):
 
     return torch.ops.npu.npu_moe_re_routing(inputs["tokens"], inputs["expert_token_num_per_rank"],
                                            per_token_scales=inputs.get("per_token_scales"), **attrs)
+
+
+def _finalize_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    args = [inputs.get(n) for n in moe_finalize_routing_v2.INPUT_NAMES]
+    return (torch.ops.ascend_moe.moe_finalize_routing_v2(*args, **attrs),)
+
+
+def _unpermute_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    args = [inputs.get(n) for n in moe_token_unpermute.INPUT_NAMES]
+    return (torch.ops.ascend_moe.moe_token_unpermute(*args, **attrs),)
+
+
+def _finalize_cases():
+    from tests.finalize_cases import finalize_bad_cases
+
+    return finalize_bad_cases()
+
+
+def _unpermute_cases():
+    from tests.finalize_cases import unpermute_bad_cases
+
+    return unpermute_bad_cases()
+
+
+def _finalize_samples():
+    from tests.finalize_cases import finalize_samples
+
+    return finalize_samples()
+
+
+def _unpermute_samples():
+    from tests.finalize_cases import unpermute_samples
+
+    return unpermute_samples()
 
 
 def _gating_cases():
@@ -162,6 +205,11 @@ OPS = [
     OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
     OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
     OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
+    # float32 sums: the kernel may fuse multiply-adds, the body sums in another order
+    OpInfo("MoeFinalizeRoutingV2", moe_finalize_routing_v2, _finalize_cases, _finalize_torch, _finalize_samples,
+           rtol=1e-5, atol=1e-6),
+    OpInfo("MoeTokenUnpermute", moe_token_unpermute, _unpermute_cases, _unpermute_torch, _unpermute_samples,
+           rtol=1e-5, atol=1e-6),
 ]
 
 
