@@ -254,23 +254,29 @@ def weighted_gather(rows: np.ndarray, slot_rows: np.ndarray, weights: np.ndarray
     exactly nothing (its row is not read). Summed in float32 in slot order.
     """
     N, K = slot_rows.shape
-    H = rows.shape[-1]
-    acc = np.zeros((N, H), np.float32)
+    acc = np.zeros((N, rows.shape[-1]), np.float32)
     for b in base:
         acc += b.astype(np.float32)
     rows32 = rows.astype(np.float32)
     w = None if weights is None else weights.astype(np.float32)
-    for j in range(K):
-        r = slot_rows[:, j]
-        term = np.where((r >= 0)[:, None], rows32[np.maximum(r, 0)], np.float32(0)) if N else np.zeros((0, H), np.float32)
-        if slot_bias is not None:
-            term = term + slot_bias[:, j].astype(np.float32)
-        if w is not None:
-            term = term * w[:, j:j + 1]
-            if skip_zero_weight:
-                term = np.where(w[:, j:j + 1] == 0, np.float32(0), term)
-        acc += term
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 of a skipped slot is discarded below
+        for j in range(K):
+            _add_slot(acc, rows32, slot_rows[:, j], None if w is None else w[:, j:j + 1],
+                      None if slot_bias is None else slot_bias[:, j], skip_zero_weight)
     return acc
+
+
+def _add_slot(acc, rows32, r, w, bias, skip_zero_weight) -> None:
+    """acc += w * (rows32[r] + bias) for one slot column (r < 0: a zero row)."""
+    N, H = acc.shape
+    term = np.where((r >= 0)[:, None], rows32[np.maximum(r, 0)], np.float32(0)) if N else np.zeros((0, H), np.float32)
+    if bias is not None:
+        term = term + bias.astype(np.float32)
+    if w is not None:
+        term = term * w
+        if skip_zero_weight:
+            term = np.where(w == 0, np.float32(0), term)
+    acc += term
 
 
 def reference(

@@ -89,8 +89,12 @@ def build_finalize_function(attributes: dict, present_inputs: Sequence[bool], op
     b = _WeightedGather(g)
     op = b.op
 
-    h = b.dim(x, -1)
-    rows = op("Reshape", b.f32(x), op("Concat", g.const([-1], np.int64), h, axis=0))  # [R, H]
+    # [R, H]; allowzero=1 on every Reshape: a 0 in a computed shape (0 tokens) is a size, not "copy"
+    if finalize.drop_pad(mode):
+        rows_shape = op("Concat", op("Mul", b.dim(x, 0), b.dim(x, 1)), b.dim(x, 2), axis=0)
+        rows = op("Reshape", b.f32(x), rows_shape, allowzero=1)
+    else:
+        rows = b.f32(x)
     r = b.dim(rows, 0)
     if has[scales]:
         n, k = b.dim(scales, 0), b.dim(scales, 1)
@@ -98,9 +102,9 @@ def build_finalize_function(attributes: dict, present_inputs: Sequence[bool], op
         n, k = b.dim(row_idx, 0), g.const([1], np.int64)
     idx = op("Cast", row_idx, to=TensorProto.INT64)
     if finalize.token_major(mode):
-        slots = op("Reshape", idx, op("Concat", n, k, axis=0))
+        slots = op("Reshape", idx, op("Concat", n, k, axis=0), allowzero=1)
     else:
-        slots = op("Transpose", op("Reshape", idx, op("Concat", k, n, axis=0)), perm=[1, 0])
+        slots = op("Transpose", op("Reshape", idx, op("Concat", k, n, axis=0), allowzero=1), perm=[1, 0])
     if finalize.drop_pad(mode):  # -1 reads the zero row at R
         table = b.with_zero_row(rows)
         valid = b.in_range(slots, g.const(-1, np.int64), r)
@@ -139,7 +143,7 @@ def build_unpermute_function(attributes: dict, present_inputs: Sequence[bool], o
         n, k = b.dim(probs, 0), b.dim(probs, 1)
     else:
         n, k = b.dim(sorted_indices, 0), g.const([1], np.int64)
-    slots = op("Reshape", op("Cast", sorted_indices, to=TensorProto.INT64), op("Concat", n, k, axis=0))
+    slots = op("Reshape", op("Cast", sorted_indices, to=TensorProto.INT64), op("Concat", n, k, axis=0), allowzero=1)
     limit = op("Squeeze", op("Max", p, op("Mul", n, k)), b.axis0)  # max(P, N*K)
     valid = b.in_range(slots, b.zero, limit)
     slots = op("Min", slots, op("Squeeze", p, b.axis0))  # dropped rows (>= P) read the zero row at P
