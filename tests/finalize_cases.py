@@ -155,3 +155,32 @@ def unpermute_bad_cases() -> list:
         B("indices-negative", with_(sorted_indices=np.array([0, 1, 2, 3, -1, 5])), {},
           "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6), got -1 at [4]"),
     ]
+
+
+def isa_outputs() -> np.ndarray:
+    """bfloat16 and float16 MoeFinalizeRoutingV2 outputs (as uint16) of this process's instruction-set
+    path (ASCEND_MOE_CPU_ISA); imports neither torch nor the op table, for cheap subprocesses."""
+    import ml_dtypes
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    from ascend_moe_onnx import ort_custom_ops
+    from tests import ort_values
+
+    rng = np.random.default_rng(60)
+    outs = []
+    for dtype, elem in ((ml_dtypes.bfloat16, onnx.TensorProto.BFLOAT16), (np.float16, onnx.TensorProto.FLOAT16)):
+        inputs = finalize_inputs(rng, mode=1, N=6, K=3, H=40, dtype=dtype)
+        names = ["expanded_x", "expanded_row_idx", "x1", "x2", "bias", "scales", "expert_idx"]
+        types = {n: elem for n in ("expanded_x", "x1", "x2", "bias")}
+        types.update(expanded_row_idx=onnx.TensorProto.INT32, expert_idx=onnx.TensorProto.INT32,
+                     scales=onnx.TensorProto.FLOAT)
+        node = helper.make_node("MoeFinalizeRoutingV2", names, ["y"], domain="ascend.moe", drop_pad_mode=1)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, types[n], None) for n in names],
+                                  [helper.make_tensor_value_info("y", elem, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("ascend.moe", 1)])
+        sess = ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(1),
+                                    providers=["CPUExecutionProvider"])
+        outs.append(ort_values.run(sess, inputs)[0].view(np.uint16).reshape(-1))
+    return np.concatenate(outs)

@@ -217,7 +217,7 @@ def test_instruction_set_paths_agree():
     """The portable and AVX2 row loops (ASCEND_MOE_CPU_ISA) give the default path's results up to
     one ulp of the output type (fused multiply-adds)."""
     script = (
-        "import numpy as np, sys; from tests.test_moe_finalize_routing_v2 import _isa_outputs; "
+        "import numpy as np, sys; from tests.finalize_cases import isa_outputs as _isa_outputs; "
         "np.save(sys.stdout.buffer, _isa_outputs())")
     outs = {}
     for isa in ("baseline", "avx2", "default"):
@@ -228,17 +228,6 @@ def test_instruction_set_paths_agree():
         outs[isa] = np.load(io.BytesIO(raw))
     for isa in ("baseline", "avx2"):
         _ulp_equal(outs[isa].view(BF16), outs["default"].view(BF16), isa)
-
-
-def _isa_outputs() -> np.ndarray:
-    """bfloat16 and float16 finalize outputs (as uint16) of this process's instruction-set path."""
-    rng = np.random.default_rng(60)
-    outs = []
-    for dtype in (BF16, np.dtype(np.float16)):
-        inputs = finalize_inputs(rng, mode=1, N=6, K=3, H=40, dtype=dtype)
-        model = node_model(FINALIZE, inputs, {"drop_pad_mode": 1}, ranks=True)
-        outs.append(run_feeds(session(model), present(inputs))[0].view(np.uint16).reshape(-1))
-    return np.concatenate(outs)
 
 
 def test_dynamo_export_keeps_the_token_dim_and_runs():
