@@ -1,4 +1,4 @@
-"""Torch op for MoeFinalizeRoutingV2 (docs/operators.md §4): ``torch.ops.ascend_moe.moe_finalize_routing_v2``.
+"""Torch op for MoeFinalizeRoutingV2 (docs/operators.md §5): ``torch.ops.ascend_moe.moe_finalize_routing_v2``.
 
 A positional op in the ONNX input order (expanded_x, expanded_row_idx, x1, x2, bias, scales,
 expert_idx, drop_pad_mode); torch_npu's ``npu_moe_finalize_routing(expanded_permuted_rows, skip1,
@@ -58,7 +58,7 @@ def define_torch_ops() -> None:
                                 bias: Optional[torch.Tensor] = None, scales: Optional[torch.Tensor] = None,
                                 expert_idx: Optional[torch.Tensor] = None,
                                 drop_pad_mode: int = D["drop_pad_mode"]) -> torch.Tensor:
-        """docs/operators.md §4.2 through the NumPy reference."""
+        """docs/operators.md §5.2 through the NumPy reference."""
         return _impl(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode)
 
     moe_finalize_routing_v2.register_fake(_fake)

@@ -1,4 +1,4 @@
-"""Torch op for MoeTokenUnpermute (docs/operators.md §5): ``torch.ops.ascend_moe.moe_token_unpermute``.
+"""Torch op for MoeTokenUnpermute (docs/operators.md §6): ``torch.ops.ascend_moe.moe_token_unpermute``.
 
 The arguments are torch_npu's ``npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None,
 padded_mode=False, restore_shape=None)``: padded_mode must be False (the Ascend operator has no
@@ -46,7 +46,7 @@ def define_torch_ops() -> None:
     def moe_token_unpermute(permuted_tokens: torch.Tensor, sorted_indices: torch.Tensor,
                             probs: Optional[torch.Tensor] = None, padded_mode: bool = False,
                             restore_shape: Optional[List[int]] = None) -> torch.Tensor:
-        """docs/operators.md §5.2 through the NumPy reference."""
+        """docs/operators.md §6.2 through the NumPy reference."""
         return _impl(permuted_tokens, sorted_indices, probs, padded_mode, restore_shape)
 
     moe_token_unpermute.register_fake(_fake)

@@ -45,6 +45,16 @@ SHAPE_EXAMPLES: dict[str, list[tuple[dict[str, tuple[int, list]], dict[str, Any]
           "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
           "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),
     ],
+    "MoeFinalizeRoutingV2": [
+        ({"expanded_x": (TensorProto.BFLOAT16, ["NK", "H"]), "expanded_row_idx": (TensorProto.INT32, ["NK"]),
+          "x1": (TensorProto.BFLOAT16, ["N", "H"]), "scales": (TensorProto.FLOAT, ["N", "K"])}, {"drop_pad_mode": 2}),
+        ({"expanded_x": (TensorProto.FLOAT16, ["E", "C", "H"]), "expanded_row_idx": (TensorProto.INT32, ["N"])},
+         {"drop_pad_mode": 1}),
+    ],
+    "MoeTokenUnpermute": [
+        ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
+          "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
+    ],
 }
 
 _PRESENCE = {OpSchema.FormalParameterOption.Single: "required",

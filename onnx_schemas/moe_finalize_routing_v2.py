@@ -1,4 +1,4 @@
-"""MoeFinalizeRoutingV2 (docs/operators.md §4): ONNX schema, shape inference, validation and NumPy reference.
+"""MoeFinalizeRoutingV2 (docs/operators.md §5): ONNX schema, shape inference, validation and NumPy reference.
 
 The last step of an MoE layer: each token's k expert outputs, scaled by its routing weights, are
 summed into the token's row, with up to two residual rows added. ``weighted_gather`` is the one
@@ -105,7 +105,7 @@ def _modes(mode: int) -> str:
     return "1 or 3" if drop_pad(mode) else "0 or 2"
 
 
-# ---- validation (docs/operators.md §4.3), shared by the NumPy reference and the torch op -------------------
+# ---- validation (docs/operators.md §5.3), shared by the NumPy reference and the torch op -------------------
 # The messages are those of the C++ kernel (ort_custom_ops/src/moe_finalize_routing_v2_validate.cc).
 
 
@@ -241,7 +241,7 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (docs/operators.md §4.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §5.2) -------------------------------------------------------------
 
 
 def weighted_gather(rows: np.ndarray, slot_rows: np.ndarray, weights: np.ndarray | None,
@@ -289,7 +289,7 @@ def reference(
     expert_idx: np.ndarray | None = None,
     **attributes: Any,
 ) -> tuple[np.ndarray]:
-    """``(y,)`` of docs/operators.md §4.2. Attribute: ``drop_pad_mode`` (default from the schema)."""
+    """``(y,)`` of docs/operators.md §5.2. Attribute: ``drop_pad_mode`` (default from the schema)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     given = dict(zip(INPUT_NAMES, (expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx)))
     arrays = {n: None if a is None else np.asarray(a) for n, a in given.items()}

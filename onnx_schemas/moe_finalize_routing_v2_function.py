@@ -1,4 +1,4 @@
-"""Pure-ONNX function bodies of MoeFinalizeRoutingV2 and MoeTokenUnpermute (docs/operators.md §4, §5),
+"""Pure-ONNX function bodies of MoeFinalizeRoutingV2 and MoeTokenUnpermute (docs/operators.md §5, §6),
 specialised for one node (attributes baked in, absent optional inputs skipped).
 
 Both are a weighted gather: the slot rows [N, K] of row indices are gathered from the rows (as
@@ -8,7 +8,7 @@ ONNX Runtime <= 1.31.1); the result is cast back once. A zero row is appended to
 dropped slots (index -1 in the drop-pad modes; an index >= P for MoeTokenUnpermute).
 
 Out-of-range indices: ONNX Gather accepts negative indices and would wrap them silently, so every
-index outside the op's valid range (docs/operators.md §4.3, §5.3) is replaced by ``OUT_OF_RANGE``
+index outside the op's valid range (docs/operators.md §5.3, §6.3) is replaced by ``OUT_OF_RANGE``
 (2**62) before the Gather, which then fails: ONNX Runtime reports "indices element out of data
 bounds, idx=4611686018427387904 must be within the inclusive range [...]" (onnx.reference raises
 IndexError). The body does not produce the validation's message. A wrong expanded_row_idx length

@@ -1,4 +1,4 @@
-"""MoeTokenUnpermute (docs/operators.md §5): ONNX schema, shape inference, validation and NumPy reference.
+"""MoeTokenUnpermute (docs/operators.md §6): ONNX schema, shape inference, validation and NumPy reference.
 
 The inverse of a token permute, weighted: each token's K rows, found through ``sorted_indices``
 (token-major: entry i * K + k is the permuted row of token i's slot k), are scaled by the token's
@@ -75,7 +75,7 @@ def _known(*dims) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in dims)
 
 
-# ---- validation (docs/operators.md §5.3); messages as ort_custom_ops/src/moe_token_unpermute_validate.cc ----
+# ---- validation (docs/operators.md §6.3); messages as ort_custom_ops/src/moe_token_unpermute_validate.cc ----
 
 
 def validate_attributes(attrs: dict[str, Any]) -> None:
@@ -149,12 +149,12 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (docs/operators.md §5.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §6.2) -------------------------------------------------------------
 
 
 def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np.ndarray | None = None,
               **attributes: Any) -> tuple[np.ndarray]:
-    """``(unpermuted_tokens,)`` of docs/operators.md §5.2. Attribute: ``padded_mode`` (only 0)."""
+    """``(unpermuted_tokens,)`` of docs/operators.md §6.2. Attribute: ``padded_mode`` (only 0)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     tokens, idx = np.asarray(permuted_tokens), np.asarray(sorted_indices)
     probs = None if probs is None else np.asarray(probs)

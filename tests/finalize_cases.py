@@ -1,5 +1,5 @@
 """MoeFinalizeRoutingV2 and MoeTokenUnpermute test inputs: random valid calls, the op-table samples and
-bad cases (every rule of docs/operators.md §4.3 and §5.3 broken once, with the exact message every
+bad cases (every rule of docs/operators.md §5.3 and §6.3 broken once, with the exact message every
 layer gives after "<op>: ")."""
 
 from __future__ import annotations

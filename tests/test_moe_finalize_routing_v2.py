@@ -1,4 +1,4 @@
-"""MoeFinalizeRoutingV2 and MoeTokenUnpermute semantics (docs/operators.md §4, §5): the reference against
+"""MoeFinalizeRoutingV2 and MoeTokenUnpermute semantics (docs/operators.md §5, §6): the reference against
 loops written from the Ascend definitions, the C++ kernel and the function body against the reference
 over modes, types, K = 1..8, 0 tokens and partial inputs, out-of-range indices in the body, and export."""
 
@@ -170,6 +170,14 @@ def test_unpermute_kernel_and_body_match_the_reference(dtype):
         got, got_body = _kernel_and_body(UNPERMUTE, inputs, {})
         _ulp_equal(got, expected, f"kernel k={k}")
         _ulp_equal(got_body, expected, f"body k={k}")
+
+
+def test_large_output_takes_the_streaming_stores():
+    """An output of >= 32 MiB is written with non-temporal stores (a separate code path)."""
+    rng = np.random.default_rng(45)
+    inputs = unpermute_inputs(rng, N=2048, K=2, H=8192, dtype=BF16)
+    got, _ = _kernel_and_body(UNPERMUTE, inputs, {}, body=False)
+    _ulp_equal(got, unp.reference(**inputs)[0])
 
 
 def test_zero_tokens_and_unused_experts():

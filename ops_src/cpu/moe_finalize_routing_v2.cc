@@ -1,4 +1,4 @@
-// CPU kernel of MoeFinalizeRoutingV2 and MoeTokenUnpermute. See the header and docs/operators.md §4, §5.
+// CPU kernel of MoeFinalizeRoutingV2 and MoeTokenUnpermute. See the header and docs/operators.md §5, §6.
 //
 // The row loop (moe_finalize_routing_v2_rows.inc) is compiled three times on x86-64 with GCC:
 // portable C++, AVX2 + F16C + FMA and AVX-512F, chosen at run time (ASCEND_MOE_CPU_ISA=baseline

@@ -1,4 +1,4 @@
-// CPU kernel of MoeFinalizeRoutingV2 and MoeTokenUnpermute (docs/operators.md §4, §5): a weighted
+// CPU kernel of MoeFinalizeRoutingV2 and MoeTokenUnpermute (docs/operators.md §5, §6): a weighted
 // gather. Each output row is the sum of its base rows (the residuals) and of its K slots'
 // weight * (source row + bias row), accumulated in float32 and rounded once to the row type.
 // Plain C++ over raw pointers; knows nothing of ONNX Runtime or torch.
@@ -30,6 +30,10 @@ struct WeightedGatherParams {
   int num_base = 0;               // base rows [N, H] added first (0, 1 or 2)
   bool has_bias = false;          // bias [E, H] selected by expert_idx [N, K]
   IndexType expert_type = IndexType::kInt32;
+  // Write the output with non-temporal (cache-bypassing) stores where the CPU has them and the
+  // output is 64-byte aligned with rows of 64-byte multiples: faster when the output is much larger
+  // than the caches (it is not read before it is overwritten).
+  bool streaming_stores = false;
   // drop_pad_mode of MoeFinalizeRoutingV2 (only its index layout is used by the kernel)
   int64_t drop_pad_mode = attr_defaults::moe_finalize_routing_v2::kDropPadMode;
 };

@@ -1,4 +1,4 @@
-// ascend.moe::MoeFinalizeRoutingV2 for ONNX Runtime (docs/operators.md §4): the op definition (inputs,
+// ascend.moe::MoeFinalizeRoutingV2 for ONNX Runtime (docs/operators.md §5): the op definition (inputs,
 // output, attribute, shape inference) and the CPU kernel, which validates and runs ops_src/cpu's
 // weighted gather over the output rows on the session's intra-op pool.
 #include <iterator>
@@ -33,6 +33,9 @@ OrtStatusPtr ORT_API_CALL InferMoeFinalizeRoutingV2Shapes(const OrtCustomOp*, Or
 
 // Bytes read and written per parallel chunk: large enough to amortise scheduling.
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
+// Outputs at least this large are written with non-temporal stores: larger than the last-level
+// caches of common CPUs, which could not keep them for the consumer anyway.
+constexpr int64_t kStreamingBytes = int64_t{32} << 20;
 
 struct MoeFinalizeRoutingV2CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
@@ -48,9 +51,13 @@ struct MoeFinalizeRoutingV2CpuKernel {
     InputView inputs[kNumIns];
     for (size_t i = 0; i < kNumIns; ++i) inputs[i] = GetInputView(ctx, i);
     cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(inputs, mode_, &buffers);
+    cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(inputs, mode_, &buffers);
     buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
                                    inputs[kInExpandedX].type, /*required=*/true);
+    // N * row bytes >= kStreamingBytes, without the product (it could overflow)
+    params.streaming_stores = params.num_out_rows > 0 &&
+                              params.hidden * cpu::RowTypeBytes(params.row_type) >=
+                                  (kStreamingBytes + params.num_out_rows - 1) / params.num_out_rows;
     ParallelForRange(ctx, params.num_out_rows, cpu::WeightedGatherRowsPerChunk(params, kChunkBytes),
                      [&](int64_t begin, int64_t end) { cpu::WeightedGatherRows(params, buffers, begin, end); });
   }

@@ -1,4 +1,4 @@
-// MoeFinalizeRoutingV2 and MoeTokenUnpermute (moe_token_unpermute_validate.cc) input validation (docs/operators.md §4.3, §5.3): errors
+// MoeFinalizeRoutingV2 and MoeTokenUnpermute (moe_token_unpermute_validate.cc) input validation (docs/operators.md §5.3, §6.3): errors
 // name the input or attribute and the offending value, worded as onnx_schemas' validators.
 #pragma once
 

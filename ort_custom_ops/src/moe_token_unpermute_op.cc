@@ -1,4 +1,4 @@
-// ascend.moe::MoeTokenUnpermute for ONNX Runtime (docs/operators.md §5): the op definition and the CPU
+// ascend.moe::MoeTokenUnpermute for ONNX Runtime (docs/operators.md §6): the op definition and the CPU
 // kernel, which validates and runs ops_src/cpu's weighted gather (MoeFinalizeRoutingV2's kernel,
 // token-major indices) over the output rows on the session's intra-op pool.
 #include <iterator>
@@ -32,6 +32,9 @@ OrtStatusPtr ORT_API_CALL InferMoeTokenUnpermuteShapes(const OrtCustomOp*, OrtSh
 }
 
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
+// Outputs at least this large are written with non-temporal stores: larger than the last-level
+// caches of common CPUs, which could not keep them for the consumer anyway.
+constexpr int64_t kStreamingBytes = int64_t{32} << 20;
 
 struct MoeTokenUnpermuteCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
@@ -47,9 +50,13 @@ struct MoeTokenUnpermuteCpuKernel {
     InputView inputs[kNumIns];
     for (size_t i = 0; i < kNumIns; ++i) inputs[i] = GetInputView(ctx, i);
     cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(inputs, &buffers);
+    cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(inputs, &buffers);
     buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
                                    inputs[kInPermutedTokens].type, /*required=*/true);
+    // N * row bytes >= kStreamingBytes, without the product (it could overflow)
+    params.streaming_stores = params.num_out_rows > 0 &&
+                              params.hidden * cpu::RowTypeBytes(params.row_type) >=
+                                  (kStreamingBytes + params.num_out_rows - 1) / params.num_out_rows;
     ParallelForRange(ctx, params.num_out_rows, cpu::WeightedGatherRowsPerChunk(params, kChunkBytes),
                      [&](int64_t begin, int64_t end) { cpu::WeightedGatherRows(params, buffers, begin, end); });
   }
