@@ -268,3 +268,28 @@ def test_dynamo_export_keeps_the_token_dim_and_runs():
     feeds = dict(zip(names, [a.numpy() for a in args]))
     np.testing.assert_allclose(run_feeds(session(model), feeds)[0], eager, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(run_feeds(session(model, library=False), feeds)[0], eager, rtol=1e-5, atol=1e-6)
+
+
+def test_torchscript_export_runs_with_and_without_the_library():
+    torch = pytest.importorskip("torch")
+    from ascend_moe_onnx import exporters
+
+    class Combine(torch.nn.Module):
+        def forward(self, x, idx, weights, residual, permuted, sorted_indices):
+            a = torch.ops.ascend_moe.moe_finalize_routing_v2(x, idx, residual, None, None, weights, None, 2)
+            b = torch.ops.ascend_moe.moe_token_unpermute(permuted, sorted_indices, weights)
+            return a + b, torch.ops.ascend_moe.moe_token_unpermute(permuted, sorted_indices)
+
+    g = torch.Generator().manual_seed(0)
+    n, k, h = 4, 3, 8
+    args = (torch.randn(n * k, h, generator=g), torch.randperm(n * k, generator=g).int(), torch.rand(n, k, generator=g),
+            torch.randn(n, h, generator=g), torch.randn(n * k, h, generator=g), torch.randperm(n * k, generator=g).int())
+    with pytest.warns(UserWarning, match="overloads"):  # the two unpermute specialisations
+        model = exporters.export(Combine(), args, dynamo=False)
+    nodes = [(n.op_type, list(n.input)) for n in model.graph.node if n.domain == "ascend.moe"]
+    assert nodes[0] == ("MoeFinalizeRoutingV2", ["x", "idx", "residual", "", "", "weights"])
+    feeds = dict(zip([i.name for i in model.graph.input], [a.numpy() for a in args]))
+    eager = [t.numpy() for t in Combine()(*args)]
+    for library in (True, False):
+        for got, want in zip(run_feeds(session(model, library=library), feeds), eager):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
