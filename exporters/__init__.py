@@ -9,10 +9,9 @@ through the NumPy references for every device, fake kernel, gating autograd) unl
 
 from __future__ import annotations
 
-from . import (grouped_matmul, grouped_matmul_onnx, moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing,
-               moe_re_routing_onnx)
-from . import moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_re_routing, moe_re_routing_onnx
-from . import moe_init_routing_v3, moe_init_routing_v3_onnx, moe_token_permute, moe_token_permute_onnx
+from . import (grouped_matmul, grouped_matmul_onnx, moe_finalize_routing_v2, moe_finalize_routing_v2_onnx,
+               moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_init_routing_v3, moe_init_routing_v3_onnx,
+               moe_re_routing, moe_re_routing_onnx, moe_token_permute, moe_token_permute_onnx, moe_token_unpermute)
 from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
 
@@ -29,6 +28,8 @@ def define_torch_ops() -> None:
     grouped_matmul.define_torch_ops()
     moe_init_routing_v3.define_torch_ops()
     moe_token_permute.define_torch_ops()
+    moe_finalize_routing_v2.define_torch_ops()
+    moe_token_unpermute.define_torch_ops()
 
 
 define_torch_ops()
@@ -49,4 +50,8 @@ OPS = [
      moe_init_routing_v3_onnx.init_routing_symbolic),
     ("ascend_moe", "moe_token_permute", moe_token_permute_onnx.token_permute_translation,
      moe_token_permute_onnx.token_permute_symbolic),
+    ("ascend_moe", "moe_finalize_routing_v2", moe_finalize_routing_v2_onnx.finalize_translation,
+     moe_finalize_routing_v2_onnx.finalize_symbolic),
+    ("ascend_moe", "moe_token_unpermute", moe_finalize_routing_v2_onnx.unpermute_translation,
+     moe_finalize_routing_v2_onnx.unpermute_symbolic),
 ]

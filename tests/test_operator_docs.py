@@ -69,8 +69,8 @@ def test_documented_torch_signatures_are_the_schemas():
     as the torch schemas (built from the ONNX schemas' defaults) state them."""
     import re
 
-    from ascend_moe_onnx.exporters import (grouped_matmul, moe_gating_top_k_hash, moe_init_routing_v3, moe_re_routing,
-                                           moe_token_permute)
+    from ascend_moe_onnx.exporters import (grouped_matmul, moe_finalize_routing_v2, moe_gating_top_k_hash,
+                                           moe_init_routing_v3, moe_re_routing, moe_token_permute, moe_token_unpermute)
 
     text = " ".join(DOC.read_text(encoding="utf-8").split())
     for op, schema in (("custom.npu_moe_gating_top_k", moe_gating_top_k_hash.CUSTOM_SCHEMA),
@@ -78,7 +78,9 @@ def test_documented_torch_signatures_are_the_schemas():
                        ("npu.npu_moe_re_routing", moe_re_routing.SCHEMA),
                        ("ascend_moe.grouped_matmul", grouped_matmul.SCHEMA),
                        ("ascend_moe.moe_init_routing_v3", moe_init_routing_v3.SCHEMA),
-                       ("ascend_moe.moe_token_permute", moe_token_permute.SCHEMA)):
+                       ("ascend_moe.moe_token_permute", moe_token_permute.SCHEMA),
+                       ("ascend_moe.moe_finalize_routing_v2", moe_finalize_routing_v2.SCHEMA),
+                       ("ascend_moe.moe_token_unpermute", moe_token_unpermute.SCHEMA)):
         documented = re.search(rf"`torch\.ops\.{re.escape(op)}(\([^)]*\))", text)
         assert documented, op
         assert _arguments(documented.group(1)) == _arguments(schema), op

@@ -27,7 +27,7 @@ def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type
 
 
 # ---------------------------------------------------------------------------------------------
-# Plain torch until the fused ops of the new family land.
+# The new family's fused ops; first-version init routing in plain torch (standard ONNX ops).
 
 
 def _sort_pairs_by_expert(expert_idx, start: int, end: int):
@@ -85,25 +85,11 @@ def grouped_matmul(x, weight, bias, group_list, group_list_type):
 
 
 def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row,
-                     drop_pad_mode, k):
-    """MoeFinalizeRoutingV2: ``skip1 + skip2 + Σ_j scales[i, j] · (rows[idx(i, j)] + bias[expert])``."""
-    hidden = rows.shape[-1]
-    flat_rows = rows.reshape(-1, hidden)
-    slots = scales.shape[1] if scales is not None else k
-    tokens = expanded_src_to_dst_row.shape[0] // slots
-    idx = expanded_src_to_dst_row.to(torch.int64)
-    idx = idx.reshape(slots, tokens).t() if drop_pad_mode in (0, 1) else idx.reshape(tokens, slots)
-    picked = flat_rows[idx.clamp(min=0)].float()
-    picked = torch.where((idx >= 0)[..., None], picked, torch.zeros_like(picked))
-    if bias is not None:
-        picked = picked + bias[expert_for_source_row.to(torch.int64)].float()
-    if scales is not None:
-        picked = picked * scales.float()[..., None]
-    out = picked.sum(1)
-    for skip in (skip1, skip2):
-        if skip is not None:
-            out = out + skip.float()
-    return out.to(rows.dtype)
+                     drop_pad_mode):
+    """MoeFinalizeRoutingV2 (torch.ops.ascend_moe.moe_finalize_routing_v2):
+    ``skip1 + skip2 + Σ_j scales[i, j] · (rows[idx(i, j)] + bias[expert])``."""
+    return torch.ops.ascend_moe.moe_finalize_routing_v2(rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
+                                                        expert_for_source_row, drop_pad_mode)
 
 
 def token_permute(tokens, indices, num_out_tokens, padded_mode):
@@ -112,11 +98,8 @@ def token_permute(tokens, indices, num_out_tokens, padded_mode):
     return torch.ops.ascend_moe.moe_token_permute(tokens, indices, num_out_tokens, padded_mode)
 
 
-def token_unpermute(permuted_tokens, sorted_indices, probs):
-    """MoeTokenUnpermute: ``out[t] = Σ_j probs[t, j] · permuted_tokens[sorted_indices[t·k + j]]``."""
-    k = 1 if probs is None else probs.shape[1]
-    hidden = permuted_tokens.shape[-1]
-    picked = permuted_tokens[sorted_indices.to(torch.int64)].float().reshape(-1, k, hidden)
-    if probs is not None:
-        picked = picked * probs.float()[..., None]
-    return picked.sum(1).to(permuted_tokens.dtype)
+def token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode, restore_shape):
+    """MoeTokenUnpermute (torch.ops.ascend_moe.moe_token_unpermute):
+    ``out[t] = Σ_j probs[t, j] · permuted_tokens[sorted_indices[t·k + j]]``."""
+    return torch.ops.ascend_moe.moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode,
+                                                    None if restore_shape is None else list(restore_shape))

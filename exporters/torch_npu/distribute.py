@@ -85,8 +85,7 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
         if value is not None:
             unsupported(fn, name, value, "pass None")
     require(expert_scales.shape == expert_ids.shape, fn, "expert_scales", lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
-    return _ops.finalize_routing(expand_x, shared_expert_x, None, None, expert_scales.to(expand_x.dtype),
-                                 assist_info_for_combine, None, 2, expert_ids.shape[1])
+    return _ops.finalize_routing(expand_x, shared_expert_x, None, None, expert_scales, assist_info_for_combine, None, 2)
 
 
 __all__ = ["npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch_v2"]

@@ -110,20 +110,19 @@ def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
 
 def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
                              export_for_source_row, drop_pad_mode=0, k=1):
-    """torch_npu.npu_moe_finalize_routing: ``skip1 + skip2 + Σ_j scales[i, j]·(rows[idx(i, j)] + bias[e])``.
+    """torch_npu.npu_moe_finalize_routing: ``skip1 + skip2 + Σ_j scales[i, j]·(rows[idx(i, j)] + bias[e])``
+    (one MoeFinalizeRoutingV2 node).
 
     ``drop_pad_mode`` 0/1: ``expanded_src_to_dst_row`` slot-major (entry ``j·rows + i``, as
     npu_moe_init_routing gives it); 2/3: token-major (``i·k + j``, as npu_moe_init_routing_v2 gives
-    it); 1/3 take ``expanded_permuted_rows`` as ``[E, C, H]``.
+    it); 1/3 take ``expanded_permuted_rows`` as ``[E, C, H]``. ``k`` (torch_npu's newer argument)
+    only matters without ``scales``, where the operator has one slot per row: k must be 1 there.
     """
-    fn = "npu_moe_finalize_routing"
-    require(drop_pad_mode in (0, 1, 2, 3), fn, "drop_pad_mode", "must be in [0, 3]", drop_pad_mode)
-    require(skip2 is None or skip1 is not None, fn, "skip2", "must be None when skip1 is None", skip2)
-    require(bias is None or export_for_source_row is not None, fn, "export_for_source_row",
-            "is required with bias (it picks each slot's expert bias)", None)
-    require(scales is not None or (k or 1) >= 1, fn, "k", "must be >= 1", k)
+    if scales is None and k not in (None, 1):
+        unsupported("npu_moe_finalize_routing", "k", k, "without scales the operator takes one slot per row; "
+                    "pass scales (their second dimension gives k)")
     return _ops.finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
-                                 export_for_source_row, drop_pad_mode, k or 1)
+                                 export_for_source_row, drop_pad_mode)
 
 
 def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
@@ -133,14 +132,9 @@ def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=Fals
 
 
 def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
-    """torch_npu.npu_moe_token_unpermute: ``out[t] = Σ_j probs[t, j]·permuted_tokens[sorted_indices[t·k + j]]``."""
-    fn = "npu_moe_token_unpermute"
-    if padded_mode:
-        unsupported(fn, "padded_mode", padded_mode, "only the unpadded mode exports")
-    require(sorted_indices.dim() == 1, fn, "sorted_indices", "must be 1-D", sorted_indices)
-    if probs is not None:
-        require(probs.dim() == 2, fn, "probs", "must be 2-D [tokens, k]", probs)
-    return _ops.token_unpermute(permuted_tokens, sorted_indices, probs)
+    """torch_npu.npu_moe_token_unpermute: ``out[t] = Σ_j probs[t, j]·permuted_tokens[sorted_indices[t·k + j]]``
+    (one MoeTokenUnpermute node)."""
+    return _ops.token_unpermute(permuted_tokens, sorted_indices, probs, bool(padded_mode), restore_shape)
 
 
 __all__ = [

@@ -51,6 +51,14 @@ inline constexpr int64_t kNumOutTokens = 0;
 inline constexpr int64_t kPaddedMode = 0;
 }  // namespace moe_token_permute
 
+namespace moe_finalize_routing_v2 {
+inline constexpr int64_t kDropPadMode = 0;
+}  // namespace moe_finalize_routing_v2
+
+namespace moe_token_unpermute {
+inline constexpr int64_t kPaddedMode = 0;
+}  // namespace moe_token_unpermute
+
 }  // namespace ascend_moe::attr_defaults
 
 namespace ascend_moe::limits {
