@@ -191,3 +191,17 @@ def test_known_idioms_say_what_to_do():
     legacy = _export(_WeightData(), torch.randn(5, 4), dynamo=False, input_names=["x"],
                      dynamic_axes={"x": {0: "T"}})
     assert "MatMul" in [n.op_type for n in legacy.graph.node]
+
+
+def test_init_routing_v1_matches_its_definition():
+    x, idx = _routing(4)
+    _, _, row_idx = tn.npu_moe_gating_top_k_softmax(torch.randn(T, E), k=K)
+    for active in (T, 3):
+        ex, expanded_row_idx, expanded_expert_idx = tn.npu_moe_init_routing(x, row_idx, idx, active)
+        order = np.argsort(idx.reshape(-1).numpy(), kind="stable")  # sort by expert, ties by flat position
+        dst_to_src = row_idx.reshape(-1).numpy()[order]
+        assert torch.equal(expanded_expert_idx, idx.reshape(-1)[torch.from_numpy(order)])
+        want = np.zeros(T * K, np.int32)
+        want[dst_to_src] = np.arange(T * K)
+        assert torch.equal(expanded_row_idx, torch.from_numpy(want))
+        torch.testing.assert_close(ex, x[torch.from_numpy(dst_to_src[:min(active, T) * K] % T)])

@@ -27,24 +27,7 @@ def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type
 
 
 # ---------------------------------------------------------------------------------------------
-# The new family's fused ops; first-version init routing in plain torch (standard ONNX ops).
-
-
-def _sort_pairs_by_expert(expert_idx, start: int, end: int):
-    """Stable order of the flattened (token, slot) pairs by expert, pairs outside [start, end) last.
-
-    Returns ``(order, position, in_range)``: ``order[i]`` is the pair at sorted position i and
-    ``position[p]`` the sorted position of pair p. Keys are unique (expert * n + pair), so the
-    sort needs no stability guarantee (ONNX has no stable sort).
-    """
-    flat = expert_idx.reshape(-1).to(torch.int64)
-    n = flat.shape[0]
-    pair = torch.arange(n, device=flat.device)
-    in_range = (flat >= start) & (flat < end)
-    key = torch.where(in_range, flat - start, end - start) * n + pair
-    order = torch.argsort(key)
-    position = torch.empty_like(order).scatter_(0, order, pair)
-    return order, position, in_range
+# The new family's fused ops.
 
 
 def init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
@@ -57,15 +40,16 @@ def init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, e
 
 
 def init_routing(x, row_idx, expert_idx, active_num):
-    """MoeInitRouting (first version): ``(expanded_x, expanded_row_idx, expanded_expert_idx)``;
-    ``row_idx`` is the column-major arange ``npu_moe_gating_top_k_softmax`` returns."""
+    """MoeInitRouting (first version) through MoeTokenPermute, which sorts the (token, slot) pairs
+    stably by expert as this op does: ``(expanded_x, expanded_row_idx, expanded_expert_idx)``;
+    ``row_idx`` is the slot-major arange ``npu_moe_gating_top_k_softmax`` returns."""
     rows, k = expert_idx.shape
-    order, position, _ = _sort_pairs_by_expert(expert_idx, 0, torch.iinfo(torch.int32).max)
-    out_rows = torch.sym_min(active_num, rows) * k
-    expanded_x = x[order[:out_rows] // k]
-    # expanded_row_idx is indexed by row_idx's values (slot-major): entry j*rows + t.
-    expanded_row_idx = torch.empty_like(position).scatter_(0, row_idx.reshape(-1).to(torch.int64), position)
-    expanded_expert_idx = expert_idx.reshape(-1)[order]
+    permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
+    expanded_x = permuted[:torch.sym_min(active_num, rows) * k]
+    position = position.to(torch.int64)
+    # expanded_row_idx is indexed by row_idx's values (slot-major: entry j*rows + t).
+    expanded_row_idx = torch.zeros_like(position).scatter(0, row_idx.reshape(-1).to(torch.int64), position)
+    expanded_expert_idx = torch.zeros_like(expert_idx.reshape(-1)).scatter(0, position, expert_idx.reshape(-1))
     return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
 
 
