@@ -186,3 +186,37 @@ def test_legacy_export_runs_in_onnx_runtime(name):
         for library in (True, False):
             got = ort_outputs(proto, dict(zip(names, (a.numpy() for a in args))), library)[0]
             assert rel_err(torch.from_numpy(np.asarray(got)), expected) <= TOL
+
+
+# Paths whose own code has no bfloat16 MatMul (ONNX Runtime's CPU provider has none; the recipes'
+# DeepSeek shared expert multiplies bfloat16 matrices outside the MoE ops).
+BF16_PATHS = {
+    "recipes_qwen3_softmax": lambda: rs.Qwen3MoeSparseMoeBlock(rs.SoftmaxMoeConfig(), dtype=torch.bfloat16),
+    "vllm_ascend_a2": lambda: va.AscendFusedMoE(va.VllmMoeConfig(), dtype=torch.bfloat16, device="A2"),
+}
+BF16_TOL = 3e-2  # cli/verify.py's bfloat16 tolerance
+
+
+@pytest.mark.parametrize("name", BF16_PATHS)
+def test_bfloat16_export_matches_eager_and_reference(name):
+    model = fill(BF16_PATHS[name](), seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (_tokens(model, EXPORT_TOKENS, 1)[0].bfloat16(),),
+                                 dynamic_shapes=({0: PATHS[name].dim or Dim("tokens", min=2)},))
+    assert_fused(proto, PATHS[name].fused)
+    for tokens in (EXPORT_TOKENS, OTHER_TOKENS):
+        x = _tokens(model, tokens, 5)[0].bfloat16()
+        with torch.no_grad():
+            eager = model(x)
+            assert rel_err(eager, PATHS[name].reference(model, x)) <= BF16_TOL
+        for library in (True, False):
+            got = ort_outputs(proto, {proto.graph.input[0].name: _bf16(x)}, library)[0]
+            assert rel_err(torch.from_numpy(np.asarray(got, dtype=np.float32)), eager.float()) <= BF16_TOL
+
+
+def _bf16(x: torch.Tensor) -> np.ndarray:
+    """A bfloat16 tensor as an ml_dtypes array (what tests.ort_values feeds ORT)."""
+    import ml_dtypes
+
+    return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
