@@ -1,8 +1,7 @@
 """The one call per operator behind the torch_npu stand-in functions.
 
 Each function here takes normalised, positional arguments and is the single place that says which
-torch op computes it: the fused ``torch.ops.ascend_moe.*`` op (one ONNX node on export) where the
-project defines one, else plain torch (standard ONNX ops on export).
+of the project's torch ops computes it (each one ONNX node on export; docs/ascend-code.md's op map).
 """
 
 from __future__ import annotations
@@ -10,9 +9,6 @@ from __future__ import annotations
 import torch
 
 from .. import moe_gating_top_k_hash as gating
-
-# ---------------------------------------------------------------------------------------------
-# Fused ops the project already has.
 
 
 def gating_top_k(x, k, bias, input_ids, tid2eid, **attrs):
@@ -24,10 +20,6 @@ def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type
     """MoeReRouting (torch.ops.npu.npu_moe_re_routing)."""
     return torch.ops.npu.npu_moe_re_routing(tokens, counts, per_token_scales=per_token_scales,
                                             expert_token_num_type=expert_token_num_type, idx_type=idx_type)
-
-
-# ---------------------------------------------------------------------------------------------
-# The new family's fused ops.
 
 
 def init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
