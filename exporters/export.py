@@ -78,6 +78,22 @@ def _explained():
         raise explained from exc
 
 
+def _capture(model, args, kwargs, dynamic_shapes, strict: bool) -> torch.export.ExportedProgram:
+    """torch.export as torch.onnx.export captures (its capture strategies: size-oblivious 0/1 dims,
+    deferred runtime asserts; ``torch.onnx.is_in_onnx_export()`` true, which the models' placeholder
+    ops test), plain torch.export where those are not available."""
+    try:
+        from torch.onnx._internal.exporter import _capture_strategies as strategies
+        from torch.onnx._internal.exporter._flags import set_onnx_exporting_flag
+        strategy = strategies.TorchExportStrictStrategy if strict else strategies.TorchExportNonStrictStrategy
+    except (ImportError, AttributeError):  # another torch: its public entry point
+        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    result = set_onnx_exporting_flag(strategy())(model, args, kwargs, dynamic_shapes)
+    if result.exported_program is None:
+        raise result.exception
+    return result.exported_program
+
+
 def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
     """torch.export, non-strict first and strict second (torch.onnx's own order), taking the first
     trace that keeps every dimension declared dynamic dynamic: non-strict tracing turns e.g.
@@ -89,7 +105,7 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
     fixed, failures = [], []
     for strict in (False, True):
         try:
-            traced = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            traced = _capture(model, args, kwargs, dynamic_shapes, strict)
         except Exception as exc:  # noqa: BLE001  (the other mode may take it; reported below otherwise)
             failures.append(exc)
             continue
@@ -106,11 +122,15 @@ def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_name
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
     traced = _trace(model, args, kwargs, dynamic_shapes)
     with _explained():
-        return torch.onnx.export(
+        program = torch.onnx.export(
             traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
             input_names=input_names, output_names=output_names, opset_version=opset_version,
             optimize=True, verbose=False,
         )
+    rename = getattr(program, "_rename_dynamic_axes", None)  # what torch.onnx.export(module) does
+    if dynamic_shapes is not None and rename is not None and traced is not model:
+        rename(dynamic_shapes)  # the graph's dims take the Dim names, not the tracer's symbols
+    return program
 
 
 def export(
