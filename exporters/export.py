@@ -15,6 +15,8 @@ import torch
 from ascend_moe_onnx import onnx_schemas
 from . import experts_graph
 
+from . import export_checks as checks
+
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
 # Protobuf cannot serialise a message of 2 GiB or more: larger models keep weights outside.
@@ -65,6 +67,73 @@ def register_torchscript_symbolics(opset_version: int = DEFAULT_OPSET) -> None:
     _symbolics_registered.add(opset_version)
 
 
+@contextlib.contextmanager
+def _explained():
+    """Turn an exporter failure caused by a known model idiom into an error that says what to do."""
+    try:
+        yield
+    except Exception as exc:
+        explained = checks.explain(exc)
+        if explained is None:
+            raise
+        raise explained from exc
+
+
+def _capture(model, args, kwargs, dynamic_shapes, strict: bool) -> torch.export.ExportedProgram:
+    """torch.export as torch.onnx.export captures (its capture strategies: size-oblivious 0/1 dims,
+    deferred runtime asserts; ``torch.onnx.is_in_onnx_export()`` true, which the models' placeholder
+    ops test), plain torch.export where those are not available."""
+    try:
+        from torch.onnx._internal.exporter import _capture_strategies as strategies
+        from torch.onnx._internal.exporter._flags import set_onnx_exporting_flag
+        strategy = strategies.TorchExportStrictStrategy if strict else strategies.TorchExportNonStrictStrategy
+    except (ImportError, AttributeError):  # another torch: its public entry point
+        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    result = set_onnx_exporting_flag(strategy())(model, args, kwargs, dynamic_shapes)
+    if result.exported_program is None:
+        raise result.exception
+    return result.exported_program
+
+
+def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
+    """torch.export, non-strict first and strict second (torch.onnx's own order), taking the first
+    trace that keeps every dimension declared dynamic dynamic: non-strict tracing turns e.g.
+    ``x.shape[:-1].numel()`` into a constant, strict tracing keeps it symbolic. Raises
+    :class:`checks.ExportError` naming the inputs and dimensions when both fix one."""
+    if not isinstance(model, torch.nn.Module):
+        return model
+    where = dict(model=model, args=args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
+    fixed, failures = [], []
+    for strict in (False, True):
+        try:
+            traced = _capture(model, args, kwargs, dynamic_shapes, strict)
+        except Exception as exc:  # noqa: BLE001  (the other mode may take it; reported below otherwise)
+            failures.append(exc)
+            continue
+        found = checks.specialised_dims(traced, **where)
+        if not found:
+            return traced
+        fixed = fixed or found
+    if fixed:
+        raise checks.specialisation_error(fixed, tried_strict=True) from (failures[0] if failures else None)
+    raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
+
+
+def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
+    """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
+    traced = _trace(model, args, kwargs, dynamic_shapes)
+    with _explained():
+        program = torch.onnx.export(
+            traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
+            input_names=input_names, output_names=output_names, opset_version=opset_version,
+            optimize=True, verbose=False,
+        )
+    rename = getattr(program, "_rename_dynamic_axes", None)  # what torch.onnx.export(module) does
+    if dynamic_shapes is not None and rename is not None and traced is not model:
+        rename(dynamic_shapes)  # the graph's dims take the Dim names, not the tracer's symbols
+    return program
+
+
 def export(
     model: torch.nn.Module,
     args: tuple,
@@ -91,6 +160,11 @@ def export(
     then holds references to that data, not the weights. ``experts`` picks the expert formulation of
     the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see exporters.experts_graph; None: the
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
+
+    A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
+    path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
+    raises :class:`export_checks.ExportError` naming the input and dimension, as it does for
+    exporter failures caused by known idioms (``weight.data`` in forward, stable argsort).
     """
     onnx_schemas.register()
     model = model.eval() if isinstance(model, torch.nn.Module) else model
@@ -100,13 +174,8 @@ def export(
         raise ValueError("export: external_data needs a path to write the model and its weights to")
     if dynamo:
         with _quiet_exporter(), experts_graph.using(model, experts):
-            program = torch.onnx.export(
-                model, args, kwargs=kwargs, dynamo=True,
-                custom_translation_table=custom_translation_table(),
-                dynamic_shapes=dynamic_shapes, input_names=input_names,
-                output_names=output_names, opset_version=opset_version, optimize=True,
-                verbose=False,
-            )
+            program = _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names,
+                                     opset_version)
         if external_data:
             program.save(os.fspath(path), external_data=True)
             proto = onnx.load(os.fspath(path), load_external_data=False)
@@ -118,7 +187,7 @@ def export(
             raise ValueError("export: external_data needs the dynamo exporter (dynamo=True)")
         register_torchscript_symbolics(opset_version)
         buf = io.BytesIO()
-        with _quiet_exporter():
+        with _quiet_exporter(), _explained():
             torch.onnx.export(
                 model, args if kwargs is None else (*args, kwargs), buf, dynamo=False,
                 input_names=input_names, output_names=output_names,
@@ -126,6 +195,9 @@ def export(
                 custom_opsets={onnx_schemas.DOMAIN: onnx_schemas.OPSET_VERSION},
             )
         proto = onnx.load_from_string(buf.getvalue())
+        fixed = checks.specialised_dims(proto, dynamic_axes=dynamic_axes)
+        if fixed:
+            raise checks.specialisation_error(fixed, tried_strict=False)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 

@@ -11,9 +11,8 @@ import threading
 import onnx
 import onnx.defs
 
-from . import (
-    moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute,
-)
+from . import (grouped_matmul, moe_finalize_routing_v2, moe_gating_top_k_hash, moe_init_routing,
+               moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute, moe_token_unpermute)
 from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, reference_op, resolve_attributes, walk_graphs
 
 # The one list of the ops: everything else (SCHEMAS, REFERENCE_OPS, functions.BUILDERS, the C++
@@ -21,8 +20,8 @@ from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, reference_op, re
 # defines OP_TYPE, SCHEMA, INPUT_NAMES / OUTPUT_NAMES (from SCHEMA), DEFAULTS, reference(*inputs,
 # **attributes) and SHAPE_EXAMPLES; optionally LIMITS; a sibling <module>_function.py with
 # build_function gives the op a function body.
-OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, moe_init_routing_v3, moe_token_permute,
-              moe_init_routing]
+OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, grouped_matmul, moe_init_routing_v3,
+              moe_init_routing, moe_token_permute, moe_finalize_routing_v2, moe_token_unpermute]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
 # onnx.reference ops: ReferenceEvaluator(model, new_ops=REFERENCE_OPS).

@@ -14,9 +14,10 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx.onnx_schemas import grouped_matmul, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 from ascend_moe_onnx.onnx_schemas import (
-    moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing, moe_routed_experts,
-    moe_token_permute,
+    moe_finalize_routing_v2, moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing,
+    moe_routed_experts, moe_token_permute, moe_token_unpermute,
 )
 
 
@@ -86,6 +87,69 @@ def _rerouting_torch(inputs: dict, attrs: dict):
 
     return torch.ops.npu.npu_moe_re_routing(inputs["tokens"], inputs["expert_token_num_per_rank"],
                                            per_token_scales=inputs.get("per_token_scales"), **attrs)
+
+
+def _grouped_matmul_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return (torch.ops.ascend_moe.grouped_matmul(inputs["x"], inputs["weight"], inputs["group_list"],
+                                                inputs.get("bias"), **attrs),)
+
+
+def _grouped_matmul_cases():
+    from tests.grouped_matmul_cases import bad_cases
+
+    return bad_cases()
+
+
+def _grouped_matmul_samples():
+    from tests.grouped_matmul_cases import samples
+
+    return samples()
+
+
+def _finalize_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    args = [inputs.get(n) for n in moe_finalize_routing_v2.INPUT_NAMES]
+    return (torch.ops.ascend_moe.moe_finalize_routing_v2(*args, **attrs),)
+
+
+def _unpermute_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    args = [inputs.get(n) for n in moe_token_unpermute.INPUT_NAMES]
+    return (torch.ops.ascend_moe.moe_token_unpermute(*args, **attrs),)
+
+
+def _finalize_cases():
+    from tests.finalize_cases import finalize_bad_cases
+
+    return finalize_bad_cases()
+
+
+def _unpermute_cases():
+    from tests.finalize_cases import unpermute_bad_cases
+
+    return unpermute_bad_cases()
+
+
+def _finalize_samples():
+    from tests.finalize_cases import finalize_samples
+
+    return finalize_samples()
+
+
+def _unpermute_samples():
+    from tests.finalize_cases import unpermute_samples
+
+    return unpermute_samples()
 
 
 def _init_routing_torch(inputs: dict, attrs: dict):
@@ -239,10 +303,17 @@ OPS = [
     OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
     OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
     OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
+    # float16 / bfloat16 samples: the kernels round a float32 sum, the reference a float64 one
+    OpInfo("GroupedMatmul", grouped_matmul, _grouped_matmul_cases, _grouped_matmul_torch, _grouped_matmul_samples,
+           rtol=8e-3, atol=1e-3),
     OpInfo("MoeInitRoutingV3", moe_init_routing_v3, _init_routing_cases, _init_routing_torch, _init_routing_samples),
     OpInfo("MoeTokenPermute", moe_token_permute, _token_permute_cases, _token_permute_torch, _token_permute_samples),
     OpInfo("MoeInitRouting", moe_init_routing, _init_routing_v1_cases, _init_routing_v1_torch,
            _init_routing_v1_samples),
+    OpInfo("MoeFinalizeRoutingV2", moe_finalize_routing_v2, _finalize_cases, _finalize_torch, _finalize_samples,
+           rtol=1e-5, atol=1e-6),
+    OpInfo("MoeTokenUnpermute", moe_token_unpermute, _unpermute_cases, _unpermute_torch, _unpermute_samples,
+           rtol=1e-5, atol=1e-6),
 ]
 
 

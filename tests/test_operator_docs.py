@@ -30,11 +30,9 @@ def test_rendering_covers_every_input_output_and_attribute():
 
 
 def test_a_changed_schema_makes_the_doc_stale():
-    others = "".join(f"{docgen.BEGIN.format(op=op)}\n{docgen.END.format(op=op)}\n"
-                     for op in onnx_schemas.SCHEMAS if op != "MoeGatingTopKHash")
-    text = docgen.update(f"{docgen.BEGIN.format(op='MoeGatingTopKHash')}\nold\n{docgen.END.format(op='MoeGatingTopKHash')}\n"
-                         + others)
-    assert "old" not in text and "| `k` | INT | required |" in text
+    text = docgen.update("".join(f"{docgen.BEGIN.format(op=op)}\nSTALE-BLOCK\n{docgen.END.format(op=op)}\n"
+                                 for op in docgen.SCHEMAS))
+    assert "STALE-BLOCK" not in text and "| `k` | INT | required |" in text
     with pytest.raises(ValueError, match="no generated block for MoeReRouting"):
         docgen.update(f"{docgen.BEGIN.format(op='MoeGatingTopKHash')}\n{docgen.END.format(op='MoeGatingTopKHash')}\n")
 
@@ -71,17 +69,20 @@ def test_documented_torch_signatures_are_the_schemas():
     as the torch schemas (built from the ONNX schemas' defaults) state them."""
     import re
 
-    from ascend_moe_onnx.exporters import (
-        moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing, moe_token_permute,
-    )
+    from ascend_moe_onnx.exporters import (grouped_matmul, moe_finalize_routing_v2, moe_gating_top_k_hash,
+                                           moe_init_routing, moe_init_routing_v3, moe_re_routing,
+                                           moe_token_permute, moe_token_unpermute)
 
     text = " ".join(DOC.read_text(encoding="utf-8").split())
     for op, schema in (("custom.npu_moe_gating_top_k", moe_gating_top_k_hash.CUSTOM_SCHEMA),
                        ("npu.npu_moe_gating_top_k", moe_gating_top_k_hash.NPU_SCHEMA),
                        ("npu.npu_moe_re_routing", moe_re_routing.SCHEMA),
+                       ("ascend_moe.grouped_matmul", grouped_matmul.SCHEMA),
                        ("ascend_moe.moe_init_routing_v3", moe_init_routing_v3.SCHEMA),
                        ("ascend_moe.moe_token_permute", moe_token_permute.SCHEMA),
-                       ("ascend_moe.moe_init_routing", moe_init_routing.SCHEMA)):
+                       ("ascend_moe.moe_init_routing", moe_init_routing.SCHEMA),
+                       ("ascend_moe.moe_finalize_routing_v2", moe_finalize_routing_v2.SCHEMA),
+                       ("ascend_moe.moe_token_unpermute", moe_token_unpermute.SCHEMA)):
         documented = re.search(rf"`torch\.ops\.{re.escape(op)}(\([^)]*\))", text)
         assert documented, op
         assert _arguments(documented.group(1)) == _arguments(schema), op

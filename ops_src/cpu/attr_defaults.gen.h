@@ -28,6 +28,11 @@ namespace moe_routed_experts {
 inline constexpr float kSwigluLimit = 0.0f;
 }  // namespace moe_routed_experts
 
+namespace grouped_matmul {
+inline constexpr int64_t kGroupListType = 0;
+inline constexpr int64_t kTransposeWeight = 0;
+}  // namespace grouped_matmul
+
 namespace moe_init_routing_v3 {
 inline constexpr int64_t kActiveExpertEnd = -1;
 inline constexpr int64_t kActiveExpertStart = 0;
@@ -41,13 +46,21 @@ inline constexpr int64_t kQuantMode = -1;
 inline constexpr int64_t kRowIdxType = 0;
 }  // namespace moe_init_routing_v3
 
+namespace moe_init_routing {
+}  // namespace moe_init_routing
+
 namespace moe_token_permute {
 inline constexpr int64_t kNumOutTokens = 0;
 inline constexpr int64_t kPaddedMode = 0;
 }  // namespace moe_token_permute
 
-namespace moe_init_routing {
-}  // namespace moe_init_routing
+namespace moe_finalize_routing_v2 {
+inline constexpr int64_t kDropPadMode = 0;
+}  // namespace moe_finalize_routing_v2
+
+namespace moe_token_unpermute {
+inline constexpr int64_t kPaddedMode = 0;
+}  // namespace moe_token_unpermute
 
 }  // namespace ascend_moe::attr_defaults
 
@@ -66,14 +79,14 @@ namespace moe_init_routing_v3 {
 inline constexpr int64_t kMaxPairs = 2147483647;
 }  // namespace moe_init_routing_v3
 
-namespace moe_token_permute {
-inline constexpr int64_t kMaxPairs = 2147483647;
-inline constexpr int64_t kMaxExpertId = 2147483647;
-}  // namespace moe_token_permute
-
 namespace moe_init_routing {
 inline constexpr int64_t kMaxPairs = 2147483647;
 inline constexpr int64_t kMaxExpertId = 2147483647;
 }  // namespace moe_init_routing
+
+namespace moe_token_permute {
+inline constexpr int64_t kMaxPairs = 2147483647;
+inline constexpr int64_t kMaxExpertId = 2147483647;
+}  // namespace moe_token_permute
 
 }  // namespace ascend_moe::limits

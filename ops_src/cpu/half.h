@@ -1,5 +1,5 @@
-// Scalar conversions between float32 and float16 / bfloat16 (the gating kernel widens its inputs
-// with its own vectorised loaders).
+// Scalar conversions between float32 and float16 / bfloat16 (the kernels' vectorised loaders
+// widen most inputs themselves; these serve outputs, tails and portable paths).
 #pragma once
 
 #include <cstdint>
@@ -40,33 +40,30 @@ inline uint16_t FloatToFp16(float f) {
   return static_cast<uint16_t>(sign | (r >> 13));
 }
 
-// Exact widening (every float16 is a float32).
-inline float Fp16ToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1fu) {
-    bits = sign | 0x7f800000u | (mant << 13);  // inf / NaN
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-  }
+// Exact.
+inline float Bf16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-inline float Bf16ToFloat(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+// Exact (subnormals, infinities and NaNs included).
+inline float Fp16ToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1fu) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: mant * 2^-24, exact in float32
+    float f = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    std::memcpy(&bits, &f, sizeof bits);
+    bits |= sign;
+  }
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;

@@ -254,6 +254,74 @@ struct Def {
 
 }  // namespace moe_routed_experts
 
+// ---- GroupedMatmul
+namespace grouped_matmul {
+
+inline constexpr const char* kName = "GroupedMatmul";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kInWeight = 1, kInGroupList = 2, kInBias = 3, kNumIns = 4 };
+enum Out : size_t { kOutY = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrGroupListType = 0, kAttrTransposeWeight = 1, kNumAttrs = 2 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInWeightTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInGroupListTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kInBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "T", false, kInXTypes, std::size(kInXTypes)},
+    {"weight", "T", false, kInWeightTypes, std::size(kInWeightTypes)},
+    {"group_list", "TI", false, kInGroupListTypes, std::size(kInGroupListTypes)},
+    {"bias", "TB", true, kInBiasTypes, std::size(kInBiasTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"y", "T", false, kOutYTypes, std::size(kOutYTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"group_list_type", AttrSpec::kInt, false, 0},
+    {"transpose_weight", AttrSpec::kInt, false, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t group_list_type = 0;
+  int64_t transpose_weight = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in grouped_matmul_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.group_list_type = ReadIntAttr(info, kName, kAttrs[kAttrGroupListType]);
+  a.transpose_weight = ReadIntAttr(info, kName, kAttrs[kAttrTransposeWeight]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in grouped_matmul_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = grouped_matmul::kName;
+  static constexpr int kSinceVersion = grouped_matmul::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = grouped_matmul::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = grouped_matmul::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = grouped_matmul::kAttrs;
+  static constexpr size_t kNumAttrs = grouped_matmul::kNumAttrs;
+  static constexpr auto InferShapes = &grouped_matmul::InferShapes;
+};
+
+}  // namespace grouped_matmul
+
 // ---- MoeInitRoutingV3
 namespace moe_init_routing_v3 {
 
@@ -352,72 +420,6 @@ struct Def {
 
 }  // namespace moe_init_routing_v3
 
-// ---- MoeTokenPermute
-namespace moe_token_permute {
-
-inline constexpr const char* kName = "MoeTokenPermute";
-inline constexpr int kSinceVersion = 1;
-
-enum In : size_t { kInTokens = 0, kInIndices = 1, kNumIns = 2 };
-enum Out : size_t { kOutPermutedTokens = 0, kOutSortedIndices = 1, kNumOuts = 2 };
-enum Attr : size_t { kAttrNumOutTokens = 0, kAttrPaddedMode = 1, kNumAttrs = 2 };
-
-inline constexpr ONNXTensorElementDataType kInTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
-inline constexpr ONNXTensorElementDataType kInIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
-inline constexpr ParamSpec kInputs[] = {
-    {"tokens", "T", false, kInTokensTypes, std::size(kInTokensTypes)},
-    {"indices", "TI", false, kInIndicesTypes, std::size(kInIndicesTypes)},
-};
-inline constexpr ONNXTensorElementDataType kOutPermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
-inline constexpr ONNXTensorElementDataType kOutSortedIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
-inline constexpr ParamSpec kOutputs[] = {
-    {"permuted_tokens", "T", false, kOutPermutedTokensTypes, std::size(kOutPermutedTokensTypes)},
-    {"sorted_indices", "", false, kOutSortedIndicesTypes, std::size(kOutSortedIndicesTypes)},
-};
-inline constexpr AttrSpec kAttrs[] = {
-    {"num_out_tokens", AttrSpec::kInt, false, 0},
-    {"padded_mode", AttrSpec::kInt, false, 0},
-};
-
-// One node's attribute values; each field starts at the schema's default (required: 0).
-struct Attrs {
-  int64_t num_out_tokens = 0;
-  int64_t padded_mode = 0;
-};
-
-// The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_token_permute_op.cc or its validator.
-std::string CheckAttrs(const Attrs& attrs);
-
-// Reads every attribute through kAttrs (absent optional ones keep their default; another
-// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
-inline Attrs ReadAttrs(const OrtKernelInfo* info) {
-  Attrs a;
-  a.num_out_tokens = ReadIntAttr(info, kName, kAttrs[kAttrNumOutTokens]);
-  a.padded_mode = ReadIntAttr(info, kName, kAttrs[kAttrPaddedMode]);
-  const std::string error = CheckAttrs(a);
-  if (!error.empty()) Fail(error);
-  return a;
-}
-
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_permute_op.cc.
-OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
-
-// The op definition, independent of the execution provider (see op_base.h).
-struct Def {
-  static constexpr const char* kName = moe_token_permute::kName;
-  static constexpr int kSinceVersion = moe_token_permute::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = moe_token_permute::kInputs;
-  static constexpr size_t kNumInputs = kNumIns;
-  static constexpr const ParamSpec* kOutputs = moe_token_permute::kOutputs;
-  static constexpr size_t kNumOutputs = kNumOuts;
-  static constexpr const AttrSpec* kAttrs = moe_token_permute::kAttrs;
-  static constexpr size_t kNumAttrs = moe_token_permute::kNumAttrs;
-  static constexpr auto InferShapes = &moe_token_permute::InferShapes;
-};
-
-}  // namespace moe_token_permute
-
 // ---- MoeInitRouting
 namespace moe_init_routing {
 
@@ -485,6 +487,206 @@ struct Def {
 
 }  // namespace moe_init_routing
 
+// ---- MoeTokenPermute
+namespace moe_token_permute {
+
+inline constexpr const char* kName = "MoeTokenPermute";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInTokens = 0, kInIndices = 1, kNumIns = 2 };
+enum Out : size_t { kOutPermutedTokens = 0, kOutSortedIndices = 1, kNumOuts = 2 };
+enum Attr : size_t { kAttrNumOutTokens = 0, kAttrPaddedMode = 1, kNumAttrs = 2 };
+
+inline constexpr ONNXTensorElementDataType kInTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ParamSpec kInputs[] = {
+    {"tokens", "T", false, kInTokensTypes, std::size(kInTokensTypes)},
+    {"indices", "TI", false, kInIndicesTypes, std::size(kInIndicesTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutPermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kOutSortedIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ParamSpec kOutputs[] = {
+    {"permuted_tokens", "T", false, kOutPermutedTokensTypes, std::size(kOutPermutedTokensTypes)},
+    {"sorted_indices", "", false, kOutSortedIndicesTypes, std::size(kOutSortedIndicesTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"num_out_tokens", AttrSpec::kInt, false, 0},
+    {"padded_mode", AttrSpec::kInt, false, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t num_out_tokens = 0;
+  int64_t padded_mode = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_token_permute_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.num_out_tokens = ReadIntAttr(info, kName, kAttrs[kAttrNumOutTokens]);
+  a.padded_mode = ReadIntAttr(info, kName, kAttrs[kAttrPaddedMode]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_permute_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_token_permute::kName;
+  static constexpr int kSinceVersion = moe_token_permute::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_token_permute::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_token_permute::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_token_permute::kAttrs;
+  static constexpr size_t kNumAttrs = moe_token_permute::kNumAttrs;
+  static constexpr auto InferShapes = &moe_token_permute::InferShapes;
+};
+
+}  // namespace moe_token_permute
+
+// ---- MoeFinalizeRoutingV2
+namespace moe_finalize_routing_v2 {
+
+inline constexpr const char* kName = "MoeFinalizeRoutingV2";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInExpandedX = 0, kInExpandedRowIdx = 1, kInX1 = 2, kInX2 = 3, kInBias = 4, kInScales = 5, kInExpertIdx = 6, kNumIns = 7 };
+enum Out : size_t { kOutY = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrDropPadMode = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInExpandedXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInExpandedRowIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInX1Types[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInX2Types[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ParamSpec kInputs[] = {
+    {"expanded_x", "T", false, kInExpandedXTypes, std::size(kInExpandedXTypes)},
+    {"expanded_row_idx", "TI", false, kInExpandedRowIdxTypes, std::size(kInExpandedRowIdxTypes)},
+    {"x1", "T", true, kInX1Types, std::size(kInX1Types)},
+    {"x2", "T", true, kInX2Types, std::size(kInX2Types)},
+    {"bias", "T", true, kInBiasTypes, std::size(kInBiasTypes)},
+    {"scales", "TS", true, kInScalesTypes, std::size(kInScalesTypes)},
+    {"expert_idx", "TI2", true, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"y", "T", false, kOutYTypes, std::size(kOutYTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"drop_pad_mode", AttrSpec::kInt, false, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t drop_pad_mode = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_finalize_routing_v2_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.drop_pad_mode = ReadIntAttr(info, kName, kAttrs[kAttrDropPadMode]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_finalize_routing_v2_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_finalize_routing_v2::kName;
+  static constexpr int kSinceVersion = moe_finalize_routing_v2::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_finalize_routing_v2::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_finalize_routing_v2::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_finalize_routing_v2::kAttrs;
+  static constexpr size_t kNumAttrs = moe_finalize_routing_v2::kNumAttrs;
+  static constexpr auto InferShapes = &moe_finalize_routing_v2::InferShapes;
+};
+
+}  // namespace moe_finalize_routing_v2
+
+// ---- MoeTokenUnpermute
+namespace moe_token_unpermute {
+
+inline constexpr const char* kName = "MoeTokenUnpermute";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInPermutedTokens = 0, kInSortedIndices = 1, kInProbs = 2, kNumIns = 3 };
+enum Out : size_t { kOutUnpermutedTokens = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrPaddedMode = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInPermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInSortedIndicesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+inline constexpr ONNXTensorElementDataType kInProbsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kInputs[] = {
+    {"permuted_tokens", "T", false, kInPermutedTokensTypes, std::size(kInPermutedTokensTypes)},
+    {"sorted_indices", "TI", false, kInSortedIndicesTypes, std::size(kInSortedIndicesTypes)},
+    {"probs", "TS", true, kInProbsTypes, std::size(kInProbsTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutUnpermutedTokensTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"unpermuted_tokens", "T", false, kOutUnpermutedTokensTypes, std::size(kOutUnpermutedTokensTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"padded_mode", AttrSpec::kInt, false, 0},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t padded_mode = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_token_unpermute_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.padded_mode = ReadIntAttr(info, kName, kAttrs[kAttrPaddedMode]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_unpermute_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_token_unpermute::kName;
+  static constexpr int kSinceVersion = moe_token_unpermute::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_token_unpermute::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_token_unpermute::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_token_unpermute::kAttrs;
+  static constexpr size_t kNumAttrs = moe_token_unpermute::kNumAttrs;
+  static constexpr auto InferShapes = &moe_token_unpermute::InferShapes;
+};
+
+}  // namespace moe_token_unpermute
+
 }  // namespace defs
 
 // Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;
@@ -492,9 +694,12 @@ struct Def {
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
 std::vector<const OrtCustomOp*> MoeReRoutingOps();
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();
+std::vector<const OrtCustomOp*> GroupedMatmulOps();
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops();
-std::vector<const OrtCustomOp*> MoeTokenPermuteOps();
 std::vector<const OrtCustomOp*> MoeInitRoutingOps();
+std::vector<const OrtCustomOp*> MoeTokenPermuteOps();
+std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops();
+std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps();
 
 // Every op of the library, in the order of onnx_schemas.OP_MODULES.
 inline std::vector<const OrtCustomOp*> AllOps() {
@@ -502,9 +707,12 @@ inline std::vector<const OrtCustomOp*> AllOps() {
   for (const OrtCustomOp* op : MoeGatingTopKHashOps()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeReRoutingOps()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeRoutedExpertsOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : GroupedMatmulOps()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeInitRoutingV3Ops()) ops.push_back(op);
-  for (const OrtCustomOp* op : MoeTokenPermuteOps()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeInitRoutingOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeTokenPermuteOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeFinalizeRoutingV2Ops()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeTokenUnpermuteOps()) ops.push_back(op);
   return ops;
 }
 

@@ -1,0 +1,46 @@
+"""A CPU stand-in for ``torch_npu``'s MoE functions, so Ascend model code runs and exports unchanged.
+
+The functions keep torch_npu's current names, signatures and defaults (op-plugin's
+``op_plugin_functions.yaml``), run on any device, and export as ``ascend.moe`` nodes (gating,
+re-routing, init routing, grouped matmul, finalize, permute / unpermute) or standard ONNX ops
+(swiglu, small index helpers). Arguments with no ONNX meaning here (quantisation, multi-rank
+communication) raise with the argument named. :func:`install` makes ``import torch_npu`` return
+this module where no real torch_npu is importable (docs/ascend-code.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from .._torch_lib import try_import_torch_npu
+from . import c_ascend
+from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
+from .experts import npu_grouped_matmul, npu_swiglu
+from .routing import (
+    npu_moe_compute_expert_tokens, npu_moe_finalize_routing, npu_moe_gating_top_k, npu_moe_gating_top_k_softmax,
+    npu_moe_init_routing, npu_moe_init_routing_v2, npu_moe_re_routing, npu_moe_token_permute,
+    npu_moe_token_unpermute,
+)
+
+__all__ = [
+    "install", "npu_grouped_matmul", "npu_moe_compute_expert_tokens", "npu_moe_distribute_combine_v2",
+    "npu_moe_distribute_dispatch_v2", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
+    "npu_moe_gating_top_k_softmax", "npu_moe_init_routing", "npu_moe_init_routing_v2", "npu_moe_re_routing",
+    "npu_moe_token_permute", "npu_moe_token_unpermute", "npu_swiglu",
+]
+
+
+def install() -> types.ModuleType:
+    """Make ``import torch_npu`` work in unchanged Ascend code and return the module it gives.
+
+    Puts this module at ``sys.modules["torch_npu"]`` unless a real torch_npu is importable (then
+    that one stays and is returned), and defines ``torch.ops._C_ascend.moe_gating_top_k`` /
+    ``moe_gating_top_k_hash`` unless vllm-ascend defines them. Idempotent.
+    """
+    this = sys.modules[__name__]
+    present = sys.modules.get("torch_npu")
+    if present is None and not try_import_torch_npu():
+        sys.modules["torch_npu"] = this
+    c_ascend.define_ops()
+    return sys.modules["torch_npu"]

@@ -1,0 +1,94 @@
+"""Argument checks and normalisation shared by the torch_npu stand-in functions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+EXPERT_PARALLEL_DOC = "docs/expert-parallel.md"
+
+
+def fail(fn: str, arg: str, requirement, value) -> None:
+    """Raise the stand-in's one error form: ``<fn>: argument '<arg>' <requirement>, got <value>``.
+
+    ``requirement`` may be a callable and tensors in ``value`` are described here: messages are
+    only formatted on failure, since formatting a symbolic size while exporting would fix it.
+    """
+    text = requirement() if callable(requirement) else requirement
+    raise ValueError(f"{fn}: argument '{arg}' {text}, got {describe(value)}")
+
+
+def unsupported(fn: str, arg: str, value, why: str) -> None:
+    """Raise NotImplementedError for an argument value the ONNX export has no operator for."""
+    raise NotImplementedError(f"{fn}: argument '{arg}'={describe(value)} is not supported: {why}")
+
+
+def require(ok: bool, fn: str, arg: str, requirement, value) -> None:
+    """:func:`fail` unless ``ok``."""
+    if not ok:
+        fail(fn, arg, requirement, value)
+
+
+def describe(t) -> str:
+    """Short description of an argument for messages (tensors: dtype and shape)."""
+    if isinstance(t, torch.Tensor):
+        return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+    if isinstance(t, (list, tuple)):
+        return "[" + ", ".join(describe(v) for v in t) + "]"
+    return repr(t)
+
+
+def require_none(fn: str, **args) -> None:
+    """Reject the quantisation / tuning arguments the stand-in does not export (any non-None)."""
+    for name, value in args.items():
+        if value is not None:
+            unsupported(fn, name, value, "quantised and tuned variants have no ONNX operator here; "
+                        "pass None (docs/ascend-code.md)")
+
+
+def single_tensor(fn: str, arg: str, value) -> torch.Tensor:
+    """The one tensor of a ``Tensor[]`` argument the MoE paths pass as ``[t]`` (a bare tensor works too)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, Sequence) and len(value) == 1 and isinstance(value[0], torch.Tensor):
+        return value[0]
+    fail(fn, arg, "must be one tensor or a list of one tensor", value)
+
+
+def stacked_weight(fn: str, value) -> torch.Tensor:
+    """``weight`` of npu_grouped_matmul as one ``[E, K, N]`` tensor: ``[W]`` (3-D) or E 2-D ``[K, N]``."""
+    tensors = [value] if isinstance(value, torch.Tensor) else list(value) if isinstance(value, Sequence) else None
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        fail(fn, "weight", "must be a list of tensors", value)
+    if len(tensors) == 1 and tensors[0].dim() == 3:
+        return tensors[0]
+    if all(t.dim() == 2 for t in tensors) and len({tuple(t.shape) for t in tensors}) == 1:
+        return torch.stack(tensors)
+    fail(fn, "weight", "must be [W] with W of shape [E, K, N], or E tensors of one shape [K, N]",
+         tensors)
+
+
+def stacked_bias(fn: str, value, experts: int) -> torch.Tensor | None:
+    """``bias`` of npu_grouped_matmul as one ``[E, N]`` tensor (``[B]`` with B [E, N], or E tensors [N])."""
+    if value is None:
+        return None
+    tensors = [value] if isinstance(value, torch.Tensor) else list(value)
+    if len(tensors) == 1 and tensors[0].dim() == 2:
+        return tensors[0]
+    if len(tensors) == experts and all(t.dim() == 1 for t in tensors):
+        return torch.stack(tensors)
+    fail(fn, "bias", lambda: f"must be [B] with B of shape [E, N] or {experts} tensors [N]", tensors)
+
+
+def group_list_tensor(fn: str, group_list, device) -> torch.Tensor:
+    """``group_list`` as an int64 tensor: torch_npu takes a tensor or (the ``.List`` overload) ints."""
+    if group_list is None:
+        fail(fn, "group_list", "is required for grouped (group_type=0) matmul", None)
+    if isinstance(group_list, torch.Tensor):
+        require(group_list.dim() == 1, fn, "group_list", "must be 1-D (per-expert counts or cumsum)", group_list)
+        return group_list
+    values = list(group_list)
+    require(all(isinstance(v, int) for v in values), fn, "group_list", "must be a tensor or a list of ints", values)
+    return torch.tensor(values, dtype=torch.int64, device=device)
+

@@ -1,0 +1,81 @@
+"""The one call per operator behind the torch_npu stand-in functions.
+
+Each function here takes normalised, positional arguments and is the single place that says which
+of the project's torch ops computes it (each one ONNX node on export; docs/ascend-code.md's op map).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import moe_gating_top_k_hash as gating
+
+
+def gating_top_k(x, k, bias, input_ids, tid2eid, **attrs):
+    """MoeGatingTopKHash (torch.ops.ascend_moe.moe_gating_top_k_hash): ``(y, expert_idx, out)``."""
+    return gating.router(x, k, bias=bias, input_ids=input_ids, tid2eid=tid2eid, **attrs)
+
+
+def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type):
+    """MoeReRouting (torch.ops.npu.npu_moe_re_routing)."""
+    return torch.ops.npu.npu_moe_re_routing(tokens, counts, per_token_scales=per_token_scales,
+                                            expert_token_num_type=expert_token_num_type, idx_type=idx_type)
+
+
+def init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
+                    expert_tokens_num_type, expert_tokens_num_flag, quant_mode, active_expert_range, row_idx_type):
+    """MoeInitRoutingV3 (torch.ops.ascend_moe.moe_init_routing_v3): ``(expanded_x, expanded_row_idx,
+    expert_tokens_count_or_cumsum, expanded_scale)``."""
+    return torch.ops.ascend_moe.moe_init_routing_v3(
+        x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode, expert_tokens_num_type,
+        expert_tokens_num_flag, quant_mode, list(active_expert_range or []), row_idx_type)
+
+
+def init_routing(x, row_idx, expert_idx, active_num):
+    """MoeInitRouting (first version) through MoeTokenPermute, which sorts the (token, slot) pairs
+    stably by expert as this op does: ``(expanded_x, expanded_row_idx, expanded_expert_idx)``;
+    ``row_idx`` is the slot-major arange ``npu_moe_gating_top_k_softmax`` returns."""
+    rows, k = expert_idx.shape
+    permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
+    expanded_x = permuted[:torch.sym_min(active_num, rows) * k]
+    position = position.to(torch.int64)
+    # expanded_row_idx is indexed by row_idx's values (slot-major: entry j*rows + t).
+    expanded_row_idx = torch.zeros_like(position).scatter(0, row_idx.reshape(-1).to(torch.int64), position)
+    expanded_expert_idx = torch.zeros_like(expert_idx.reshape(-1)).scatter(0, position, expert_idx.reshape(-1))
+    return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
+
+
+def _transposed_view(weight) -> bool:
+    """Whether ``weight`` [E, K, N] is a transposed view of a contiguous [E, N, K] tensor
+    (torch_npu's is_weight_trans test), e.g. vllm-ascend's ``w1.transpose(1, 2)``."""
+    return (not weight.is_contiguous() and weight.stride(-2) == 1 and weight.stride(-1) == weight.shape[-2])
+
+
+def grouped_matmul(x, weight, bias, group_list, group_list_type):
+    """GroupedMatmul (torch.ops.ascend_moe.grouped_matmul): rows of x grouped by expert (counts or
+    cumsum) times weight[e] (+ bias[e]); rows past the last group are 0. A transposed view of an
+    [E, N, K] weight is passed as that storage (no Transpose in the graph)."""
+    if _transposed_view(weight):
+        return torch.ops.ascend_moe.grouped_matmul(x, weight.transpose(1, 2), group_list, bias, group_list_type, 1)
+    return torch.ops.ascend_moe.grouped_matmul(x, weight, group_list, bias, group_list_type, 0)
+
+
+def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row,
+                     drop_pad_mode):
+    """MoeFinalizeRoutingV2 (torch.ops.ascend_moe.moe_finalize_routing_v2):
+    ``skip1 + skip2 + Σ_j scales[i, j] · (rows[idx(i, j)] + bias[expert])``."""
+    return torch.ops.ascend_moe.moe_finalize_routing_v2(rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
+                                                        expert_for_source_row, drop_pad_mode)
+
+
+def token_permute(tokens, indices, num_out_tokens, padded_mode):
+    """MoeTokenPermute (torch.ops.ascend_moe.moe_token_permute): ``(permuted_tokens, sorted_indices)``,
+    sorted_indices[p] = row of pair p."""
+    return torch.ops.ascend_moe.moe_token_permute(tokens, indices, num_out_tokens, padded_mode)
+
+
+def token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode, restore_shape):
+    """MoeTokenUnpermute (torch.ops.ascend_moe.moe_token_unpermute):
+    ``out[t] = Σ_j probs[t, j] · permuted_tokens[sorted_indices[t·k + j]]``."""
+    return torch.ops.ascend_moe.moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode,
+                                                    None if restore_shape is None else list(restore_shape))

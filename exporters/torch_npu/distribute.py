@@ -1,0 +1,91 @@
+"""torch_npu's MC2 dispatch / combine (``npu_moe_distribute_dispatch_v2`` /
+``npu_moe_distribute_combine_v2``) with their one-rank meaning.
+
+On one rank (ep_world_size = 1, no TP group) the all-to-all moves nothing: dispatch is init routing
+(rows sorted by expert, per-expert counts) and combine the weighted un-sort plus the shared
+expert's output. Larger groups need the project's expert-parallel export.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _ops
+from ._args import EXPERT_PARALLEL_DOC, require, unsupported
+
+
+def _one_rank(fn: str, ep_world_size, ep_rank_id, tp_world_size, **special) -> None:
+    if ep_world_size != 1 or tp_world_size not in (0, 1):
+        raise NotImplementedError(
+            f"{fn}: ep_world_size={ep_world_size}, tp_world_size={tp_world_size}: only the one-rank "
+            f"meaning (ep_world_size=1, tp_world_size 0 or 1) exports as one graph; export each rank's "
+            f"expert side with the project's expert-parallel export ({EXPERT_PARALLEL_DOC})")
+    require(ep_rank_id == 0, fn, "ep_rank_id", "must be 0 with ep_world_size=1", ep_rank_id)
+    for name, value in special.items():
+        if value:
+            unsupported(fn, name, value, "zero / copy / constant experts and shared-expert ranks need "
+                        f"more than one rank ({EXPERT_PARALLEL_DOC})")
+
+
+def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *,
+                                   scales=None, x_active_mask=None, expert_scales=None, elastic_info=None,
+                                   performance_info=None, group_tp="", tp_world_size=0, tp_rank_id=0,
+                                   expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0,
+                                   quant_mode=0, global_bs=0, expert_token_nums_type=1, comm_alg="",
+                                   zero_expert_num=0, copy_expert_num=0, const_expert_num=0, y_dtype=None,
+                                   x_dtype=None, scales_dtype=None):
+    """torch_npu.npu_moe_distribute_dispatch_v2 on one rank: ``(expand_x [BS·K, H], dynamic_scales
+    (None), assist_info_for_combine, expert_token_nums int64 [E], ep_recv_counts int32 [E],
+    tp_recv_counts int32 [1], expand_scales (None))``.
+
+    ``expand_x`` holds the (token, slot) rows sorted by expert (stable); ``assist_info_for_combine``
+    is, per pair, its row there (pass it to npu_moe_distribute_combine_v2 unchanged, as torch_npu
+    asks); ``ep_recv_counts`` is the cumsum of the counts.
+    """
+    fn = "npu_moe_distribute_dispatch_v2"
+    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
+              zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    if quant_mode != 0:
+        unsupported(fn, "quant_mode", quant_mode, "dynamic quantisation has no ONNX operator here; use 0")
+    for name, value in (("scales", scales), ("x_active_mask", x_active_mask), ("expert_scales", expert_scales),
+                        ("elastic_info", elastic_info), ("y_dtype", y_dtype), ("x_dtype", x_dtype),
+                        ("scales_dtype", scales_dtype)):
+        if value is not None:
+            unsupported(fn, name, value, "pass None (unquantised dispatch of every token)")
+    require(expert_token_nums_type in (0, 1), fn, "expert_token_nums_type", "must be 0 (cumsum) or 1 (count)",
+            expert_token_nums_type)
+    require(expert_ids.dim() == 2 and expert_ids.shape[0] == x.shape[0], fn, "expert_ids",
+            lambda: f"must be [{x.shape[0]}, k]", expert_ids)
+    rows, k = expert_ids.shape
+    expand_x, row_of_pair, counts, _ = _ops.init_routing_v2(
+        x, expert_ids, None, None, rows * k, -1, moe_expert_num, 0, 1, True, -1, [0, moe_expert_num], 0)
+    ep_recv_counts = counts.cumsum(0).to(torch.int32)
+    expert_token_nums = counts if expert_token_nums_type == 1 else counts.cumsum(0)
+    tp_recv_counts = torch.zeros(1, dtype=torch.int32, device=x.device)
+    return expand_x, None, row_of_pair, expert_token_nums, ep_recv_counts, tp_recv_counts, None
+
+
+def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales,
+                                  group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, tp_send_counts=None,
+                                  x_active_mask=None, expand_scales=None, shared_expert_x=None, elastic_info=None,
+                                  ori_x=None, const_expert_alpha_1=None, const_expert_alpha_2=None,
+                                  const_expert_v=None, performance_info=None, group_tp="", tp_world_size=0,
+                                  tp_rank_id=0, expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0,
+                                  global_bs=0, comm_quant_mode=0, comm_alg="", zero_expert_num=0,
+                                  copy_expert_num=0, const_expert_num=0):
+    """torch_npu.npu_moe_distribute_combine_v2 on one rank:
+    ``out[t] = Σ_j expert_scales[t, j]·expand_x[row(t, j)] + shared_expert_x[t]`` (one finalize)."""
+    fn = "npu_moe_distribute_combine_v2"
+    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
+              zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    if comm_quant_mode != 0:
+        unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (no quantised communication on one rank)")
+    for name, value in (("x_active_mask", x_active_mask), ("expand_scales", expand_scales),
+                        ("elastic_info", elastic_info), ("ori_x", ori_x)):
+        if value is not None:
+            unsupported(fn, name, value, "pass None")
+    require(expert_scales.shape == expert_ids.shape, fn, "expert_scales", lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
+    return _ops.finalize_routing(expand_x, shared_expert_x, None, None, expert_scales, assist_info_for_combine, None, 2)
+
+
+__all__ = ["npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch_v2"]

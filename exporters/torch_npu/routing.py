@@ -1,0 +1,144 @@
+"""torch_npu's MoE routing functions (names, signatures and defaults of op-plugin's
+``op_plugin_functions.yaml``): gating, init routing, re-routing, permute / unpermute, finalize."""
+
+from __future__ import annotations
+
+import torch
+
+from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
+from . import _ops
+from ._args import require, require_none, unsupported
+
+
+def _gating_checks(fn: str, x, norm_type: int) -> None:
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", x)
+    require(norm_type in (gating_spec.NORM_SOFTMAX, gating_spec.NORM_SIGMOID), fn, "norm_type",
+            "must be 0 (softmax) or 1 (sigmoid)", norm_type)
+
+
+def normalised_scores_placeholder(x: torch.Tensor) -> torch.Tensor:
+    """The ``out`` torch_npu returns when ``out_flag`` is false: ``[rows, E]`` float32 that the NPU
+    kernel leaves unwritten; here zeros (no code may read it)."""
+    return torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+
+
+def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
+                         group_select_mode=0, renorm=0, norm_type=0, out_flag=False,
+                         routed_scaling_factor=1.0, eps=1e-20):
+    """torch_npu.npu_moe_gating_top_k: ``(y [rows, k], expert_idx int32 [rows, k], out float32 [rows, E])``.
+
+    One MoeGatingTopKHash node; hash routing through ``input_ids`` / ``tid2eid`` (both or neither).
+    ``out`` holds the normalised scores when ``out_flag``; torch_npu returns it [rows, E] either way.
+    """
+    fn = "npu_moe_gating_top_k"
+    _gating_checks(fn, x, norm_type)
+    require((input_ids is None) == (tid2eid is None), fn, "tid2eid",
+            "must be given together with input_ids (hash routing)", tid2eid)
+    y, idx, out = _ops.gating_top_k(x, k, bias, input_ids, tid2eid, k_group=k_group, group_count=group_count,
+                                    group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,
+                                    out_flag=bool(out_flag), routed_scaling_factor=routed_scaling_factor,
+                                    eps=eps)
+    return y, idx, out if out_flag else normalised_scores_placeholder(x)
+
+
+def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
+    """torch_npu.npu_moe_gating_top_k_softmax: softmax, top-k (weights not renormalised) and row_idx.
+
+    ``y`` and ``expert_idx`` are one MoeGatingTopKHash node (norm_type 0, no groups); rows marked in
+    ``finished`` get expert index E; ``row_idx[t, j] = j * rows + t`` (the order
+    npu_moe_init_routing reads).
+    """
+    fn = "npu_moe_gating_top_k_softmax"
+    require(x.dim() in (2, 3), fn, "x", "must be 2-D or 3-D", x)
+    y, idx, _ = _ops.gating_top_k(x, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX)
+    if finished is not None:
+        require(finished.dtype == torch.bool and tuple(finished.shape) == tuple(x.shape[:-1]), fn, "finished",
+                lambda: f"must be bool of shape {list(x.shape[:-1])}", finished)
+        idx = torch.where(finished[..., None], torch.full_like(idx, x.shape[-1]), idx)
+    rows = y.numel() // k
+    row_idx = torch.arange(rows * k, dtype=torch.int32, device=x.device).reshape(k, rows).t().reshape(y.shape)
+    return y, idx, row_idx
+
+
+def npu_moe_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=None, expert_token_num_type=1,
+                       idx_type=0, tokens_dtype=None):
+    """torch_npu.npu_moe_re_routing: tokens received from every rank regrouped by local expert
+    (one MoeReRouting node). ``tokens_dtype`` (hifloat8 / float4 views of the tokens) must be None."""
+    if tokens_dtype is not None:
+        unsupported("npu_moe_re_routing", "tokens_dtype", tokens_dtype,
+                    "hifloat8 / float4 token views have no ONNX element type; pass the tokens as they are")
+    return _ops.re_routing(tokens, expert_token_num_per_rank, per_token_scales, expert_token_num_type, idx_type)
+
+
+def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1, expert_capacity=-1,
+                            expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0,
+                            expert_tokens_num_flag=False, quant_mode=-1, active_expert_range=(), row_idx_type=0,
+                            x_dtype=None):
+    """torch_npu.npu_moe_init_routing_v2: ``(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum,
+    expanded_scale)``; one MoeInitRoutingV3 node (dropless or drop/pad, unquantised or int8).
+
+    ``active_num`` may be a SymInt (e.g. ``num_tokens * top_k`` from a dynamic shape): the token
+    count stays dynamic; a Python int fixes the output rows at ``min(active_num, rows * k)``.
+    """
+    require_none("npu_moe_init_routing_v2", x_dtype=x_dtype)
+    return _ops.init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
+                                expert_tokens_num_type, bool(expert_tokens_num_flag), quant_mode, active_expert_range,
+                                row_idx_type)
+
+
+def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
+    """torch_npu.npu_moe_init_routing: ``(expanded_x [min(rows, active_num)·k, H], expanded_row_idx,
+    expanded_expert_idx)``; ``row_idx`` as npu_moe_gating_top_k_softmax returns it."""
+    fn = "npu_moe_init_routing"
+    require(x.dim() == 2, fn, "x", "must be 2-D [rows, H]", x)
+    require(expert_idx.dim() == 2 and tuple(row_idx.shape) == tuple(expert_idx.shape), fn, "row_idx",
+            lambda: f"must have expert_idx's shape {list(expert_idx.shape)}", row_idx)
+    return _ops.init_routing(x, row_idx, expert_idx, active_num)
+
+
+def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
+    """torch_npu.npu_moe_compute_expert_tokens: for each expert e, the end row of its group in the
+    sorted rows (number of rows with expert <= e), in the input's dtype."""
+    fn = "npu_moe_compute_expert_tokens"
+    require(sorted_expert_for_source_row.dim() == 1, fn, "sorted_expert_for_source_row", "must be 1-D",
+            sorted_expert_for_source_row)
+    require(0 < num_expert <= 2048, fn, "num_expert", "must be in (0, 2048]", num_expert)
+    experts = torch.arange(num_expert, device=sorted_expert_for_source_row.device)
+    ends = (sorted_expert_for_source_row.to(torch.int64)[None, :] <= experts[:, None]).sum(1)
+    return ends.to(sorted_expert_for_source_row.dtype)
+
+
+def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
+                             export_for_source_row, drop_pad_mode=0, k=1):
+    """torch_npu.npu_moe_finalize_routing: ``skip1 + skip2 + Σ_j scales[i, j]·(rows[idx(i, j)] + bias[e])``
+    (one MoeFinalizeRoutingV2 node).
+
+    ``drop_pad_mode`` 0/1: ``expanded_src_to_dst_row`` slot-major (entry ``j·rows + i``, as
+    npu_moe_init_routing gives it); 2/3: token-major (``i·k + j``, as npu_moe_init_routing_v2 gives
+    it); 1/3 take ``expanded_permuted_rows`` as ``[E, C, H]``. ``k`` (torch_npu's newer argument)
+    only matters without ``scales``, where the operator has one slot per row: k must be 1 there.
+    """
+    if scales is None and k not in (None, 1):
+        unsupported("npu_moe_finalize_routing", "k", k, "without scales the operator takes one slot per row; "
+                    "pass scales (their second dimension gives k)")
+    return _ops.finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
+                                 export_for_source_row, drop_pad_mode)
+
+
+def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
+    """torch_npu.npu_moe_token_permute: rows sorted by expert (stable) and, per (token, slot) pair,
+    its row in the result (``sorted_indices``, int32)."""
+    return _ops.token_permute(tokens, indices, num_out_tokens, bool(padded_mode))
+
+
+def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
+    """torch_npu.npu_moe_token_unpermute: ``out[t] = Σ_j probs[t, j]·permuted_tokens[sorted_indices[t·k + j]]``
+    (one MoeTokenUnpermute node)."""
+    return _ops.token_unpermute(permuted_tokens, sorted_indices, probs, bool(padded_mode), restore_shape)
+
+
+__all__ = [
+    "npu_moe_compute_expert_tokens", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
+    "npu_moe_gating_top_k_softmax", "npu_moe_init_routing", "npu_moe_init_routing_v2", "npu_moe_re_routing",
+    "npu_moe_token_permute", "npu_moe_token_unpermute",
+]

@@ -1,0 +1,156 @@
+"""Pure-ONNX function bodies of MoeFinalizeRoutingV2 and MoeTokenUnpermute (docs/operators.md §8, §9),
+specialised for one node (attributes baked in, absent optional inputs skipped).
+
+Both are a weighted gather: the slot rows [N, K] of row indices are gathered from the rows (as
+float32) into [N, K, H], the bias rows added, the weights multiplied in, and the slots summed
+(ReduceSum keepdims=1 + Squeeze: keepdims=0 over an empty axis gives the wrong shape on
+ONNX Runtime <= 1.31.1); the result is cast back once. A zero row is appended to the rows for
+dropped slots (index -1 in the drop-pad modes; an index >= P for MoeTokenUnpermute).
+
+Out-of-range indices: ONNX Gather accepts negative indices and would wrap them silently, so every
+index outside the op's valid range (docs/operators.md §8.3, §9.3) is replaced by ``OUT_OF_RANGE``
+(2**62) before the Gather, which then fails: ONNX Runtime reports "indices element out of data
+bounds, idx=4611686018427387904 must be within the inclusive range [...]" (onnx.reference raises
+IndexError). The body does not produce the validation's message. A wrong expanded_row_idx length
+fails in a Reshape. Sums may differ from the C++ kernel in the last float32 bit (summation order).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+from onnx import TensorProto
+
+from ._common import resolve_attributes
+from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from . import moe_finalize_routing_v2 as finalize
+from . import moe_token_unpermute as unpermute
+
+OUT_OF_RANGE = 2**62  # an index no Gather accepts
+
+
+class _WeightedGather:
+    """The shared body pieces; ``g`` is the BodyBuilder."""
+
+    def __init__(self, g: BodyBuilder) -> None:
+        self.g = g
+        self.zero = g.const(0, np.int64)
+        self.axis0, self.axis1, self.last = g.const([0], np.int64), g.const([1], np.int64), g.const([-1], np.int64)
+
+    def op(self, op_type: str, *inputs: str, output: str | None = None, **kw) -> str:
+        return self.g.op(op_type, *inputs, outputs=1 if output is None else [output], **kw)
+
+    def dim(self, tensor: str, i: int) -> str:
+        """Dimension ``i`` of ``tensor`` as a [1] int64."""
+        if i == -1:
+            return self.op("Shape", tensor, start=-1)
+        return self.op("Shape", tensor, start=i, end=i + 1)
+
+    def f32(self, tensor: str) -> str:
+        return self.op("Cast", tensor, to=TensorProto.FLOAT)
+
+    def with_zero_row(self, rows2d: str) -> str:
+        """[R + 1, H] float32: the rows and a zero row at R."""
+        shape = self.op("Concat", self.g.const([1], np.int64), self.dim(rows2d, 1), axis=0)
+        zero_row = self.op("ConstantOfShape", shape, value=onnx.numpy_helper.from_array(np.zeros(1, np.float32)))
+        return self.op("Concat", rows2d, zero_row, axis=0)
+
+    def guard(self, idx: str, valid: str) -> str:
+        """``idx`` where ``valid``, else OUT_OF_RANGE (so that the Gather fails)."""
+        return self.op("Where", valid, idx, self.g.const(OUT_OF_RANGE, np.int64))
+
+    def in_range(self, idx: str, low: str, high: str) -> str:
+        return self.op("And", self.op("GreaterOrEqual", idx, low), self.op("Less", idx, high))
+
+    def combine(self, terms: str, weights: str | None, skip_zero_weight: bool) -> str:
+        """[N, H] float32: sum over axis 1 of terms [N, K, H] times weights [N, K]."""
+        if weights is not None:
+            w = self.op("Unsqueeze", self.f32(weights), self.last)  # [N, K, 1]
+            terms = self.op("Mul", terms, w)
+            if skip_zero_weight:
+                zero_w = self.op("Equal", w, self.g.const(0, np.float32))
+                terms = self.op("Where", zero_w, self.g.const(0, np.float32), terms)
+        return self.op("Squeeze", self.op("ReduceSum", terms, self.axis1, keepdims=1), self.axis1)
+
+
+def build_finalize_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
+    """The ``ascend.moe::MoeFinalizeRoutingV2`` body for one node's attributes and present inputs."""
+    schema = finalize.SCHEMA
+    check_opset(schema, opset)
+    attrs = resolve_attributes(schema, dict(attributes))
+    finalize.validate_attributes(attrs)
+    has = present_flags(schema, present_inputs)
+    mode = attrs["drop_pad_mode"]
+    x, row_idx, x1, x2, bias, scales, experts = finalize.INPUT_NAMES
+    g = BodyBuilder()
+    b = _WeightedGather(g)
+    op = b.op
+
+    # [R, H]; allowzero=1 on every Reshape: a 0 in a computed shape (0 tokens) is a size, not "copy"
+    if finalize.drop_pad(mode):
+        rows_shape = op("Concat", op("Mul", b.dim(x, 0), b.dim(x, 1)), b.dim(x, 2), axis=0)
+        rows = op("Reshape", b.f32(x), rows_shape, allowzero=1)
+    else:
+        rows = b.f32(x)
+    r = b.dim(rows, 0)
+    if has[scales]:
+        n, k = b.dim(scales, 0), b.dim(scales, 1)
+    else:
+        n, k = b.dim(row_idx, 0), g.const([1], np.int64)
+    idx = op("Cast", row_idx, to=TensorProto.INT64)
+    if finalize.token_major(mode):
+        slots = op("Reshape", idx, op("Concat", n, k, axis=0), allowzero=1)
+    else:
+        slots = op("Transpose", op("Reshape", idx, op("Concat", k, n, axis=0), allowzero=1), perm=[1, 0])
+    if finalize.drop_pad(mode):  # -1 reads the zero row at R
+        table = b.with_zero_row(rows)
+        valid = b.in_range(slots, g.const(-1, np.int64), r)
+        slots = op("Where", op("Equal", slots, g.const(-1, np.int64)), op("Squeeze", r, b.axis0), slots)
+    else:
+        table = rows
+        valid = b.in_range(slots, b.zero, r)
+    terms = op("Gather", table, b.guard(slots, valid), axis=0)  # [N, K, H]
+    if has[bias]:
+        e = op("Cast", experts, to=TensorProto.INT64)
+        e_valid = b.in_range(e, b.zero, op("Squeeze", b.dim(bias, 0), b.axis0))
+        terms = op("Add", terms, op("Gather", b.f32(bias), b.guard(e, e_valid), axis=0))
+    acc = b.combine(terms, scales if has[scales] else None, skip_zero_weight=False)
+    for skip in (x1, x2):
+        if has[skip]:
+            acc = op("Add", acc, b.f32(skip))
+    op("CastLike", acc, x, output=finalize.OUTPUT_NAMES[0])
+    return make_function(schema, attrs, has, g, opset)
+
+
+def build_unpermute_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
+    """The ``ascend.moe::MoeTokenUnpermute`` body for one node's attributes and present inputs."""
+    schema = unpermute.SCHEMA
+    check_opset(schema, opset)
+    attrs = resolve_attributes(schema, dict(attributes))
+    unpermute.validate_attributes(attrs)
+    has = present_flags(schema, present_inputs)
+    tokens, sorted_indices, probs = unpermute.INPUT_NAMES
+    g = BodyBuilder()
+    b = _WeightedGather(g)
+    op = b.op
+
+    rows = b.f32(tokens)  # [P, H]
+    p = b.dim(rows, 0)
+    if has[probs]:
+        n, k = b.dim(probs, 0), b.dim(probs, 1)
+    else:
+        n, k = b.dim(sorted_indices, 0), g.const([1], np.int64)
+    slots = op("Reshape", op("Cast", sorted_indices, to=TensorProto.INT64), op("Concat", n, k, axis=0), allowzero=1)
+    limit = op("Squeeze", op("Max", p, op("Mul", n, k)), b.axis0)  # max(P, N*K)
+    valid = b.in_range(slots, b.zero, limit)
+    slots = op("Min", slots, op("Squeeze", p, b.axis0))  # dropped rows (>= P) read the zero row at P
+    terms = op("Gather", b.with_zero_row(rows), b.guard(slots, valid), axis=0)  # [N, K, H]
+    acc = b.combine(terms, probs if has[probs] else None, skip_zero_weight=True)
+    op("CastLike", acc, tokens, output=unpermute.OUTPUT_NAMES[0])
+    return make_function(schema, attrs, has, g, opset)
+
+
+build_function = build_finalize_function  # functions.BUILDERS finds an op's body by this name

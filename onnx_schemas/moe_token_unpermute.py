@@ -1,0 +1,186 @@
+"""MoeTokenUnpermute (docs/operators.md §9): ONNX schema, shape inference, validation and NumPy reference.
+
+The inverse of a token permute, weighted: each token's K rows, found through ``sorted_indices``
+(token-major: entry i * K + k is the permuted row of token i's slot k), are scaled by the token's
+probabilities and summed. The arithmetic is MoeFinalizeRoutingV2's (``weighted_gather``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+from onnx.defs import OpSchema
+from onnx.reference.op_run import OpRun
+
+from ._common import (
+    DOMAIN,
+    OPSET_VERSION,
+    allowed_types,
+    attribute,
+    attribute_defaults,
+    fail_inference,
+    input_dims,
+    input_type,
+    int_attribute,
+    make_type,
+    onnx_type_name,
+    resolve_attributes,
+    tensor_input,
+)
+from .moe_finalize_routing_v2 import check_types, weighted_gather
+
+OP_TYPE = "MoeTokenUnpermute"
+INPUT_NAMES = ("permuted_tokens", "sorted_indices", "probs")
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
+      "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
+]
+OUTPUT_NAMES = ("unpermuted_tokens",)
+
+SCHEMA = OpSchema(
+    OP_TYPE,
+    DOMAIN,
+    OPSET_VERSION,
+    doc=(
+        "Un-permutes and combines tokens: unpermuted_tokens[i] = sum_k probs[i, k] * "
+        "permuted_tokens[sorted_indices[i * K + k]]; an index >= permuted_tokens.shape[0] (a row "
+        "dropped by the permute) and a probability of 0 add nothing."
+    ),
+    inputs=[
+        tensor_input("permuted_tokens", "T", "Permuted rows [P, H]."),
+        tensor_input("sorted_indices", "TI", "Permuted row of each (token, slot), token-major [N*K]."),
+        tensor_input("probs", "TS", "Routing weights [N, K]; absent: K = 1, weight 1.", optional=True),
+    ],
+    outputs=[tensor_input("unpermuted_tokens", "T", "Combined rows [N, H].")],
+    type_constraints=[
+        ("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Row type."),
+        ("TI", ["tensor(int32)", "tensor(int64)"], "Index type."),
+        ("TS", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Weight type."),
+    ],
+    attributes=[
+        attribute("padded_mode", 0, "Only 0: the Ascend operator supports no padded mode."),
+    ],
+)
+
+DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+ROW_TYPES = allowed_types(SCHEMA, "T")
+
+
+def _err(what: str) -> ValueError:
+    return ValueError(f"{OP_TYPE}: {what}")
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _known(*dims) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in dims)
+
+
+# ---- validation (docs/operators.md §9.3); messages as ort_custom_ops/src/moe_token_unpermute_validate.cc ----
+
+
+def validate_attributes(attrs: dict[str, Any]) -> None:
+    """Check padded_mode."""
+    if attrs["padded_mode"] != 0:
+        raise _err(f"attribute 'padded_mode' must be 0 (the Ascend operator has no padded mode), "
+                   f"got {attrs['padded_mode']}")
+
+
+def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> tuple:
+    """Check attributes, types, ranks and dims; returns ``(N, K, P, H)`` (None where unknown)."""
+    validate_attributes(attrs)
+    check_types(SCHEMA, inputs)
+    t_shape = tuple(inputs["permuted_tokens"][0])
+    if len(t_shape) != 2:
+        raise _err(f"input 'permuted_tokens' must be 2-D [P, H], got shape {_shape(t_shape)}")
+    P, H = t_shape
+    i_shape = tuple(inputs["sorted_indices"][0])
+    if len(i_shape) != 1:
+        raise _err(f"input 'sorted_indices' must be 1-D [N*K], got shape {_shape(i_shape)}")
+    probs = inputs.get("probs")
+    if probs is None:
+        return i_shape[0], 1, P, H
+    p_shape = tuple(probs[0])
+    if len(p_shape) != 2 or (_known(p_shape[1]) and p_shape[1] < 1):
+        raise _err(f"input 'probs' must be 2-D [N, K] with K >= 1, got shape {_shape(p_shape)}")
+    N, K = p_shape
+    if _known(N, K, i_shape[0]) and i_shape[0] != N * K:
+        raise _err(f"input 'sorted_indices' must have N*K = {N * K} elements (N = {N}, K = {K} from probs), "
+                   f"got shape {_shape(i_shape)}")
+    return N, K, P, H
+
+
+def index_limit(N: int, K: int, P: int) -> int:
+    """Exclusive upper bound of sorted_indices: max(P, N*K) (values in [P, N*K) are dropped rows)."""
+    return max(P, N * K)
+
+
+def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int) -> None:
+    """Check that every index is in [0, max(P, N*K))."""
+    idx = np.asarray(sorted_indices).astype(np.int64)
+    limit = index_limit(N, K, P)
+    bad = np.flatnonzero((idx < 0) | (idx >= limit))
+    if bad.size:
+        i = int(bad[0])
+        raise _err(f"input 'sorted_indices' must be in [0, max(P, N*K)) = [0, {limit}), got {int(idx[i])} at [{i}]")
+
+
+# ---- shape inference ---------------------------------------------------------------------------
+
+
+def _infer(ctx) -> None:
+    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
+    try:
+        validate_attributes(attrs)
+    except ValueError as e:
+        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    t = input_type(ctx, 0)
+    if t is None:
+        return
+    t_dims, i_dims = input_dims(t), input_dims(input_type(ctx, 1))
+    p_dims = input_dims(input_type(ctx, 2))
+    h = t_dims[-1] if t_dims else None
+    if input_type(ctx, 2) is not None:
+        n = p_dims[0] if p_dims is not None and len(p_dims) == 2 else None
+    else:
+        n = i_dims[0] if i_dims is not None and len(i_dims) == 1 else None
+    ctx.set_output_type(0, make_type(t.tensor_type.elem_type, [n, h]))
+
+
+SCHEMA.set_type_and_shape_inference_function(_infer)
+
+
+# ---- NumPy reference (docs/operators.md §9.2) -------------------------------------------------------------
+
+
+def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np.ndarray | None = None,
+              **attributes: Any) -> tuple[np.ndarray]:
+    """``(unpermuted_tokens,)`` of docs/operators.md §9.2. Attribute: ``padded_mode`` (only 0)."""
+    attrs = resolve_attributes(SCHEMA, attributes)
+    tokens, idx = np.asarray(permuted_tokens), np.asarray(sorted_indices)
+    probs = None if probs is None else np.asarray(probs)
+    N, K, P, H = validate_inputs({"permuted_tokens": (tokens.shape, onnx_type_name(tokens.dtype)),
+                                  "sorted_indices": (idx.shape, onnx_type_name(idx.dtype)),
+                                  "probs": None if probs is None else (probs.shape, onnx_type_name(probs.dtype))},
+                                 attrs)
+    validate_indices(idx, N, K, P)
+    slot_rows = idx.astype(np.int64).reshape(N, K)
+    slot_rows = np.where(slot_rows >= P, -1, slot_rows)  # dropped by the permute: a zero row
+    y = weighted_gather(tokens, slot_rows, probs, [], skip_zero_weight=True)
+    return (y.astype(tokens.dtype),)
+
+
+class MoeTokenUnpermuteRef(OpRun):
+    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeTokenUnpermuteRef])."""
+
+    op_domain = DOMAIN
+
+    def _run(self, permuted_tokens, sorted_indices, probs=None, **attributes):
+        return reference(permuted_tokens, sorted_indices, probs, **attributes)
+
+
+MoeTokenUnpermuteRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

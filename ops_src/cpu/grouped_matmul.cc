@@ -1,0 +1,261 @@
+// CPU kernel of GroupedMatmul. See the header and docs/operators.md §4.
+//
+// The tiles (grouped_matmul_tiles.inc) are compiled three times on x86-64 with GCC: portable C++,
+// AVX2 + FMA + F16C and AVX-512F, chosen at run time, so the library runs on any x86-64 CPU. The
+// paths differ only in the summation order of the products (a few float32 ulp).
+#include "ops_src/cpu/grouped_matmul.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "ops_src/cpu/half.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ASCEND_MOE_GMM_X86 1
+#include <immintrin.h>
+#else
+#define ASCEND_MOE_GMM_X86 0
+#endif
+
+namespace ascend_moe::cpu {
+
+namespace {
+
+// 16-bit element types, told apart for the loaders' overloads.
+struct Bf16 {
+  uint16_t bits;
+};
+struct Fp16 {
+  uint16_t bits;
+};
+
+inline float Widen(float v) { return v; }
+inline float Widen(Bf16 v) { return Bf16ToFloat(v.bits); }
+inline float Widen(Fp16 v) { return Fp16ToFloat(v.bits); }
+
+#define ASCEND_MOE_GMM_LANES 4
+namespace gmm_baseline {
+#include "ops_src/cpu/grouped_matmul_tiles.inc"
+}  // namespace gmm_baseline
+#undef ASCEND_MOE_GMM_LANES
+
+#if ASCEND_MOE_GMM_X86
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define ASCEND_MOE_GMM_LANES 8
+namespace gmm_avx2 {
+#include "ops_src/cpu/grouped_matmul_tiles.inc"
+}  // namespace gmm_avx2
+#undef ASCEND_MOE_GMM_LANES
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma,f16c")
+#pragma GCC diagnostic push
+// GCC 12: the intrinsics' _mm512_undefined_ps() pass-through operands read as uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define ASCEND_MOE_GMM_LANES 16
+namespace gmm_avx512 {
+#include "ops_src/cpu/grouped_matmul_tiles.inc"
+}  // namespace gmm_avx512
+#undef ASCEND_MOE_GMM_LANES
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
+constexpr int64_t kRowBlock = 64;               // rows of one group whose accumulators live together
+constexpr int64_t kRowTile = 4;                 // rows per pass over a weight tile
+constexpr int64_t kTileBytes = int64_t{256} << 10;  // weight tile reused across a row block (L2)
+constexpr int64_t kColumnBlock = 512;           // default columns per work item, [E, K, N] layout
+constexpr int64_t kItemBytes = int64_t{2} << 20;  // default weight bytes per work item, [E, N, K]
+
+GmmIsa BestIsa() {
+#if ASCEND_MOE_GMM_X86
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
+    return GmmIsa::kBaseline;
+  }
+  return __builtin_cpu_supports("avx512f") ? GmmIsa::kAvx512 : GmmIsa::kAvx2;
+#else
+  return GmmIsa::kBaseline;
+#endif
+}
+
+// The best path, or a lower one named by ASCEND_MOE_CPU_ISA ("baseline", "avx2"; read once).
+GmmIsa ChooseIsa() {
+  const GmmIsa best = BestIsa();
+  const char* isa = std::getenv("ASCEND_MOE_CPU_ISA");
+  GmmIsa wanted = best;
+  if (isa != nullptr && std::strcmp(isa, "baseline") == 0) wanted = GmmIsa::kBaseline;
+  if (isa != nullptr && std::strcmp(isa, "avx2") == 0) wanted = GmmIsa::kAvx2;
+  return static_cast<int>(wanted) < static_cast<int>(best) ? wanted : best;
+}
+
+int64_t ElementBytes(GmmType t) { return t == GmmType::kFloat32 ? 4 : 2; }
+
+// One element of a buffer of type t, widened.
+float ReadAt(const void* p, GmmType t, int64_t i) {
+  switch (t) {
+    case GmmType::kFloat16: return Fp16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case GmmType::kBFloat16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+void WriteAt(void* p, GmmType t, int64_t i, float v) {
+  switch (t) {
+    case GmmType::kFloat16: static_cast<uint16_t*>(p)[i] = FloatToFp16(v); break;
+    case GmmType::kBFloat16: static_cast<uint16_t*>(p)[i] = FloatToBf16(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+// One row block of one work item: acc[r * width + c] for rows X[0..rows) and the item's columns.
+template <class W>
+void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N, int64_t n0, int64_t n1,
+                   const float* const* X, int64_t rows, float* acc) {
+  const int64_t width = n1 - n0;
+  std::fill(acc, acc + rows * width, 0.f);
+  if (transposed) {
+    switch (isa) {
+#if ASCEND_MOE_GMM_X86
+      case GmmIsa::kAvx512: gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, width); return;
+      case GmmIsa::kAvx2: gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, width); return;
+#endif
+      default: gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, width); return;
+    }
+  }
+  // Few rows: one pass over the whole k range (no reuse to win). More: k tiles of about
+  // kTileBytes, each used by every row tile while it is in L2.
+  const int64_t tile_k = rows <= kRowTile ? K
+      : std::max<int64_t>(16, kTileBytes / std::max<int64_t>(1, width * static_cast<int64_t>(sizeof(W))) / 4 * 4);
+  for (int64_t k0 = 0; k0 < K; k0 += tile_k) {
+    const int64_t k1 = std::min(K, k0 + tile_k);
+    for (int64_t r = 0; r < rows; r += kRowTile) {
+      const int tt = static_cast<int>(std::min(kRowTile, rows - r));
+      const W* wk = w + n0;
+      switch (isa) {
+#if ASCEND_MOE_GMM_X86
+        case GmmIsa::kAvx512: gmm_avx512::Accumulate(tt, wk, N, k0, k1, X + r, acc + r * width, width, width); break;
+        case GmmIsa::kAvx2: gmm_avx2::Accumulate(tt, wk, N, k0, k1, X + r, acc + r * width, width, width); break;
+#endif
+        default: gmm_baseline::Accumulate(tt, wk, N, k0, k1, X + r, acc + r * width, width, width);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GmmIsa GroupedMatmulIsa() {
+  static const GmmIsa isa = ChooseIsa();
+  return isa;
+}
+
+const char* GmmIsaName(GmmIsa isa) {
+  switch (isa) {
+    case GmmIsa::kAvx512: return "avx512";
+    case GmmIsa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+bool GroupedMatmulPlan::UseIsa(GmmIsa isa) {
+  static const GmmIsa best = BestIsa();
+  if (static_cast<int>(isa) > static_cast<int>(best)) return false;
+  isa_ = isa;
+  return true;
+}
+
+void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* ends, int64_t column_block) {
+  p_ = params;
+  isa_ = GroupedMatmulIsa();
+  const int64_t K = params.depth, N = params.cols;
+  if (column_block <= 0) {
+    column_block = params.transpose_weight
+        ? std::max<int64_t>(16, kItemBytes / std::max<int64_t>(1, K * ElementBytes(params.type)) / 16 * 16)
+        : kColumnBlock;
+  }
+  column_block_ = std::max<int64_t>(1, std::min(column_block, N));
+  segments_.clear();
+  items_.clear();
+  int64_t begin = 0;
+  for (int64_t e = 0; e < params.groups; ++e) {
+    if (ends[e] > begin) segments_.push_back({e, begin, ends[e]});
+    begin = std::max(begin, ends[e]);
+  }
+  covered_rows_ = begin;
+  for (int64_t s = 0; s < active_groups(); ++s) {
+    for (int64_t c = 0; c < N; c += column_block_) items_.push_back({s, c, std::min(N, c + column_block_)});
+  }
+}
+
+int64_t GroupedMatmulPlan::weight_bytes_read() const {
+  return active_groups() * p_.depth * p_.cols * ElementBytes(p_.type);
+}
+
+void GroupedMatmulPlan::Prepare(const GroupedMatmulBuffers& b) {
+  const int64_t K = p_.depth, N = p_.cols;
+  if (p_.type != GmmType::kFloat32) {
+    x32_.resize(static_cast<size_t>(covered_rows_ * K));
+    for (int64_t i = 0; i < covered_rows_ * K; ++i) x32_[i] = ReadAt(b.x, p_.type, i);
+  }
+  const int64_t bytes = ElementBytes(p_.type);
+  std::memset(static_cast<char*>(b.y) + covered_rows_ * N * bytes, 0,
+              static_cast<size_t>((p_.rows - covered_rows_) * N * bytes));
+}
+
+void GroupedMatmulPlan::RunItems(const GroupedMatmulBuffers& b, int64_t begin, int64_t end) const {
+  const int64_t K = p_.depth, N = p_.cols;
+  const float* x = p_.type == GmmType::kFloat32 ? static_cast<const float*>(b.x) : x32_.data();
+  const GmmType bias_type = p_.bias_float32 ? GmmType::kFloat32 : p_.type;
+  std::vector<float> acc;
+  std::vector<const float*> rows;
+  for (int64_t it = begin; it < end; ++it) {
+    const Item& item = items_[static_cast<size_t>(it)];
+    const Segment& seg = segments_[static_cast<size_t>(item.segment)];
+    const int64_t width = item.col_end - item.col_begin;
+    const int64_t wofs = seg.group * K * N;
+    for (int64_t r0 = seg.begin; r0 < seg.end; r0 += kRowBlock) {
+      const int64_t n_rows = std::min(kRowBlock, seg.end - r0);
+      rows.resize(static_cast<size_t>(n_rows));
+      for (int64_t r = 0; r < n_rows; ++r) rows[r] = x + (r0 + r) * K;
+      acc.resize(static_cast<size_t>(n_rows * width));
+      const bool t = p_.transpose_weight;
+      switch (p_.type) {
+        case GmmType::kFloat16:
+          BlockProducts(isa_, t, static_cast<const Fp16*>(b.weight) + wofs, K, N, item.col_begin, item.col_end,
+                        rows.data(), n_rows, acc.data());
+          break;
+        case GmmType::kBFloat16:
+          BlockProducts(isa_, t, static_cast<const Bf16*>(b.weight) + wofs, K, N, item.col_begin, item.col_end,
+                        rows.data(), n_rows, acc.data());
+          break;
+        default:
+          BlockProducts(isa_, t, static_cast<const float*>(b.weight) + wofs, K, N, item.col_begin, item.col_end,
+                        rows.data(), n_rows, acc.data());
+      }
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float* a = acc.data() + r * width;
+        const int64_t y0 = (r0 + r) * N + item.col_begin;
+        for (int64_t c = 0; c < width; ++c) {
+          const float bias = b.bias == nullptr ? 0.f : ReadAt(b.bias, bias_type, seg.group * N + item.col_begin + c);
+          WriteAt(b.y, p_.type, y0 + c, a[c] + bias);
+        }
+      }
+    }
+  }
+}
+
+void GroupedMatmul(const GroupedMatmulParams& params, const GroupedMatmulBuffers& buffers, const int64_t* ends) {
+  GroupedMatmulPlan plan;
+  plan.Build(params, ends);
+  plan.Prepare(buffers);
+  plan.RunItems(buffers, 0, plan.num_items());
+}
+
+}  // namespace ascend_moe::cpu

@@ -1,0 +1,222 @@
+"""Ascend MoE layers written as their sources write them (models/ascend_code, calling torch_npu after
+``install()``): eager against a dense per-token reference, export (dynamo; legacy where the code
+allows), ONNX Runtime with the custom-op library and through the function bodies, at the export
+token count and another."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+from ascend_moe_onnx import exporters
+from ascend_moe_onnx.models import ascend_code
+from ascend_moe_onnx.models.ascend_code import recipes_deepseek as rd
+from ascend_moe_onnx.models.ascend_code import recipes_softmax as rs
+from ascend_moe_onnx.models.ascend_code import vllm_ascend as va
+from tests.ascend_code_cases import (
+    FINALIZE, GATING, GMM, INIT_ROUTING, RE_ROUTING, UNPERMUTE, assert_fused, fill, moe_sum, ort_outputs, rel_err,
+    sigmoid_grouped_routing, softmax_routing, swiglu_expert,
+)
+
+EXPORT_TOKENS, OTHER_TOKENS = 6, 11
+TOL = 1e-5
+
+
+def _deepseek_reference(m: rd.DeepseekV3MoE, x):
+    c = m.config
+    idx, w = sigmoid_grouped_routing(x.float() @ m.gate.weight, m.gate.e_score_correction_bias, c.num_experts_per_tok,
+                                     c.n_group, c.topk_group, c.routed_scaling_factor)
+    routed = moe_sum(x, idx, w, lambda e, r: swiglu_expert(r, m.experts.w13_weight[e], m.experts.w2_weight[e]))
+    shared = swiglu_expert(x, m.shared_experts.gate_up_proj.weight, m.shared_experts.down_proj.weight)
+    return routed + shared
+
+
+def _qwen3_reference(m: rs.Qwen3MoeSparseMoeBlock, x):
+    idx, w = softmax_routing(x.float() @ m.gate.weight, m.top_k, m.norm_topk_prob)
+    return moe_sum(x, idx, w, lambda e, r: swiglu_expert(r, m.experts.w13_weight[e], m.experts.w2_weight[e]))
+
+
+def _gpt_oss_reference(m: rs.GptOssMLP, x):
+    ex = m.experts
+    idx, w = softmax_routing(m.router(x), m.top_k, True)
+
+    def expert(e, r):
+        h = r.double() @ ex.gate_up_proj[e].double() + ex.gate_up_proj_bias[e].double()
+        gate, up = h[..., ::2].clamp(max=ex.limit), h[..., 1::2].clamp(-ex.limit, ex.limit)
+        return ((up + 1) * gate * torch.sigmoid(gate * ex.alpha)) @ ex.down_proj[e].double() + ex.down_proj_bias[e]
+
+    return moe_sum(x, idx, w, expert)
+
+
+def _vllm_reference(m: va.AscendFusedMoE, x):
+    c = m.config
+    idx, w = sigmoid_grouped_routing(m.gate(x.float()), m.e_score_correction_bias, c.top_k, c.num_expert_group,
+                                     c.topk_group, c.routed_scaling_factor)
+    return moe_sum(x, idx, w, lambda e, r: swiglu_expert(r, m.w13_weight[e].t(), m.w2_weight[e].t()))
+
+
+def _expert_rank_reference(m: rd.DeepseekV3ExpertRank, tokens, counts):
+    per_rank = counts.view(m.moe_ep_size, -1)
+    experts = torch.arange(per_rank.shape[1]).repeat(m.moe_ep_size)
+    row_expert = torch.repeat_interleave(experts, per_rank.reshape(-1))
+    rows = [swiglu_expert(tokens[r:r + 1], m.experts.w13_weight[e], m.experts.w2_weight[e])[0]
+            for r, e in enumerate(row_expert.tolist())]
+    return torch.stack(rows)
+
+
+def _tokens(model, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    if isinstance(model, rd.DeepseekV3ExpertRank):
+        e_local = model.experts.w13_weight.shape[0]
+        counts = torch.zeros(model.moe_ep_size * e_local, dtype=torch.int64)
+        slots = torch.randint(0, counts.numel(), (n,), generator=g)
+        counts.index_add_(0, slots, torch.ones(n, dtype=torch.int64))
+        return torch.randn(n, model.experts.w13_weight.shape[1], generator=g), counts
+    return (torch.randn(n, model.hidden_dim if hasattr(model, "hidden_dim") else model.config.hidden_size,
+                        generator=g),)
+
+
+@dataclass
+class Path:
+    """One Ascend call sequence: its layer, dense reference and the fused nodes its export holds."""
+
+    build: Callable[[], torch.nn.Module]
+    reference: Callable
+    fused: list
+    dim: object = None  # the token dim's Dim (default: a named Dim)
+    # The legacy (TorchScript) exporter records Python ints as constants: paths that pass a size
+    # computed from a shape (init routing's active_num) export for one token count only there.
+    legacy: bool = False
+
+
+PATHS = {
+    "recipes_deepseek_tp": Path(lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(), path="tp"), _deepseek_reference,
+                                [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
+    "recipes_deepseek_decode": Path(lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(), path="dispatch_combine"),
+                                    _deepseek_reference, [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
+    "recipes_ep_receiving_rank": Path(lambda: rd.DeepseekV3ExpertRank(rd.DeepseekMoeConfig(), moe_ep_size=4),
+                                      _expert_rank_reference, [RE_ROUTING, GMM, GMM], legacy=True),
+    "recipes_qwen3_softmax": Path(lambda: rs.Qwen3MoeSparseMoeBlock(rs.SoftmaxMoeConfig()), _qwen3_reference,
+                                  [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
+    "recipes_gpt_oss_v1_routing": Path(lambda: rs.GptOssMLP(rs.SoftmaxMoeConfig()), _gpt_oss_reference,
+                                       [GATING, GMM, GMM, FINALIZE]),
+    "vllm_ascend_a2": Path(lambda: va.AscendFusedMoE(va.VllmMoeConfig(), device="A2"), _vllm_reference,
+                           [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO),
+    "vllm_ascend_a5": Path(lambda: va.AscendFusedMoE(va.VllmMoeConfig(), device="A5"), _vllm_reference,
+                           [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO),
+}
+
+_EXPORTED: dict = {}
+
+
+def _model(name):
+    return fill(PATHS[name].build(), seed=sum(map(ord, name)))
+
+
+def _exported(name):
+    if name not in _EXPORTED:
+        model = _model(name)
+        args = _tokens(model, EXPORT_TOKENS, 1)
+        dim = PATHS[name].dim or Dim("tokens", min=2)
+        dims = tuple({0: dim} if a.dim() == 2 else None for a in args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _EXPORTED[name] = model, exporters.export(model, args, dynamic_shapes=dims)
+    return _EXPORTED[name]
+
+
+def test_install_makes_import_torch_npu_work():
+    import torch_npu
+
+    from ascend_moe_onnx.exporters import torch_npu as stand_in
+
+    assert ascend_code is not None and torch_npu is stand_in.install() is stand_in
+    assert torch.ops._C_ascend.moe_gating_top_k_hash.default is not None
+
+
+@pytest.mark.parametrize("name", PATHS)
+@pytest.mark.parametrize("tokens", [1, EXPORT_TOKENS, OTHER_TOKENS])
+def test_eager_matches_dense_reference(name, tokens):
+    model = _model(name)
+    args = _tokens(model, tokens, 2)
+    with torch.no_grad():
+        got = model(*args)
+        expected = PATHS[name].reference(model, *args)
+    assert rel_err(got, expected) <= TOL
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_export_has_fused_nodes(name):
+    _, proto = _exported(name)
+    assert_fused(proto, PATHS[name].fused)
+
+
+@pytest.mark.parametrize("name", PATHS)
+@pytest.mark.parametrize("library", [True, False], ids=["library", "function_bodies"])
+@pytest.mark.parametrize("tokens", [EXPORT_TOKENS, OTHER_TOKENS])
+def test_onnx_runtime_matches_eager(name, library, tokens):
+    model, proto = _exported(name)
+    args = _tokens(model, tokens, 3)
+    with torch.no_grad():
+        expected = model(*args)
+    feeds = {i.name: a.numpy() for i, a in zip(proto.graph.input, args)}
+    got = ort_outputs(proto, feeds, library)[0]
+    assert rel_err(torch.from_numpy(np.asarray(got)), expected) <= TOL
+
+
+@pytest.mark.parametrize("name", [n for n, p in PATHS.items() if p.legacy])
+def test_legacy_export_runs_in_onnx_runtime(name):
+    model = _model(name)
+    args = _tokens(model, EXPORT_TOKENS, 1)
+    names = [f"input{i}" for i in range(len(args))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, args, dynamo=False, input_names=names, dynamic_axes={names[0]: {0: "tokens"}})
+    assert_fused(proto, PATHS[name].fused)
+    for tokens in (EXPORT_TOKENS, OTHER_TOKENS):
+        args = _tokens(model, tokens, 4)
+        with torch.no_grad():
+            expected = model(*args)
+        for library in (True, False):
+            got = ort_outputs(proto, dict(zip(names, (a.numpy() for a in args))), library)[0]
+            assert rel_err(torch.from_numpy(np.asarray(got)), expected) <= TOL
+
+
+# Paths whose own code has no bfloat16 MatMul (ONNX Runtime's CPU provider has none; the recipes'
+# DeepSeek shared expert multiplies bfloat16 matrices outside the MoE ops).
+BF16_PATHS = {
+    "recipes_qwen3_softmax": lambda: rs.Qwen3MoeSparseMoeBlock(rs.SoftmaxMoeConfig(), dtype=torch.bfloat16),
+    "vllm_ascend_a2": lambda: va.AscendFusedMoE(va.VllmMoeConfig(), dtype=torch.bfloat16, device="A2"),
+}
+BF16_TOL = 3e-2  # cli/verify.py's bfloat16 tolerance
+
+
+@pytest.mark.parametrize("name", BF16_PATHS)
+def test_bfloat16_export_matches_eager_and_reference(name):
+    model = fill(BF16_PATHS[name](), seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (_tokens(model, EXPORT_TOKENS, 1)[0].bfloat16(),),
+                                 dynamic_shapes=({0: PATHS[name].dim or Dim("tokens", min=2)},))
+    assert_fused(proto, PATHS[name].fused)
+    for tokens in (EXPORT_TOKENS, OTHER_TOKENS):
+        x = _tokens(model, tokens, 5)[0].bfloat16()
+        with torch.no_grad():
+            eager = model(x)
+            assert rel_err(eager, PATHS[name].reference(model, x)) <= BF16_TOL
+        for library in (True, False):
+            got = ort_outputs(proto, {proto.graph.input[0].name: _bf16(x)}, library)[0]
+            assert rel_err(torch.from_numpy(np.asarray(got, dtype=np.float32)), eager.float()) <= BF16_TOL
+
+
+def _bf16(x: torch.Tensor) -> np.ndarray:
+    """A bfloat16 tensor as an ml_dtypes array (what tests.ort_values feeds ORT)."""
+    import ml_dtypes
+
+    return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)

@@ -1,0 +1,171 @@
+"""GroupedMatmul: the CPU kernel on every instruction-set path the CPU has (ASCEND_MOE_CPU_ISA, a
+fresh process each) and with 1 and 2 intra-op threads (same bits), for every element type and both
+weight layouts, on shapes that exercise the vector tails, k ranges that do not divide into the
+kernel's 4 streams, groups of more rows than one register tile and one row block; unused groups'
+weights are never read; rows past the last group are zero in every layer; torch export (dynamo
+and TorchScript) of a two-matmul expert MLP runs in ONNX Runtime with and without the library."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
+from tests.grouped_matmul_cases import make_inputs
+from tests.op_table import OPS, node_model
+
+pytest.importorskip("onnxruntime")
+ROOT = Path(__file__).resolve().parent.parent
+OP = next(op for op in OPS if op.name == spec.OP_TYPE)
+RTOL = {"float": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+def cases():
+    """(inputs, attributes, element type) on awkward shapes."""
+    rng = np.random.default_rng(31)
+    out = []
+    shapes = [([1, 0, 2, 1], 70, 33), ([5, 9, 0], 129, 600), ([70, 3], 37, 45), ([0, 1], 3, 17), ([2], 1, 1)]
+    for dtype in ("float", "float16", "bfloat16"):
+        for t in (0, 1):
+            for i, (counts, K, N) in enumerate(shapes):
+                glt = (i + t) % 2
+                inputs = make_inputs(rng, counts, K, N, dtype, rows=sum(counts) + (i % 3), transpose_weight=t,
+                                     bias=(None, "x", "float")[i % 3], group_list_type=glt,
+                                     index=np.int32 if i == 1 else np.int64)
+                out.append((inputs, dict(group_list_type=glt, transpose_weight=t), dtype))
+    return out
+
+
+_CHILD = textwrap.dedent("""
+    import sys, numpy as np
+    sys.path.insert(0, {root!r})
+    from tests.op_table import node_model
+    from tests.rerouting_cases import session, run_feeds
+    from tests.test_grouped_matmul import OP, cases
+    out = {{}}
+    for i, (inputs, attrs, _) in enumerate(cases()):
+        model = node_model(OP, inputs, attrs, ranks=True)
+        for threads in (1, 2):
+            out[f"{{i}}_{{threads}}"] = run_feeds(session(model, threads=threads), inputs)[0].astype(np.float32)
+    np.savez({path!r}, **out)
+""")
+
+
+def _paths():
+    from tests.test_gating_kernel import cpu_isa_paths
+
+    return sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()})
+
+
+@pytest.mark.parametrize("isa", _paths())
+def test_every_isa_path_matches_the_reference(isa, tmp_path):
+    path = str(tmp_path / f"{isa}.npz")
+    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa)
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(path) as got:
+        for i, (inputs, attrs, dtype) in enumerate(cases()):
+            (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
+            expected = expected.astype(np.float32)
+            np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=RTOL[dtype], atol=RTOL[dtype],
+                                       err_msg=f"{isa} case {i}")
+            np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
+
+
+def test_unused_groups_weights_are_not_read():
+    """NaN weights and bias in the groups without rows never reach y (nor rows outside groups)."""
+    from tests.rerouting_cases import run_feeds, session
+
+    rng = np.random.default_rng(32)
+    for t in (0, 1):
+        inputs = make_inputs(rng, [3, 0, 2, 0], 40, 24, rows=7, bias="float", transpose_weight=t)
+        for e in (1, 3):
+            inputs["weight"][e] = np.nan
+            inputs["bias"][e] = np.nan
+        inputs["x"][5:] = np.nan  # rows past the last group
+        attrs = dict(group_list_type=1, transpose_weight=t)
+        (y,) = run_feeds(session(node_model(OP, inputs, attrs, ranks=True), threads=2), inputs)
+        assert np.isfinite(y).all()
+        assert not y[5:].any()
+        (expected,) = spec.reference(*[inputs[n] for n in spec.INPUT_NAMES], **attrs)
+        np.testing.assert_allclose(y[:5], expected[:5], rtol=1e-5, atol=1e-5)
+
+
+def test_rows_past_the_last_group_are_zero_in_every_layer():
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+    from ascend_moe_onnx.onnx_schemas.functions import attach_functions
+    from tests.rerouting_cases import run_feeds, session
+
+    rng = np.random.default_rng(33)
+    inputs = make_inputs(rng, [1, 2], 8, 6, rows=6, bias="x", group_list_type=0)
+    model = node_model(OP, inputs, {}, ranks=True)
+    outs = {"reference": spec.reference(*[inputs[n] for n in spec.INPUT_NAMES])[0],
+            "kernel": run_feeds(session(model), inputs)[0],
+            "body": run_feeds(session(attach_functions(model), library=False), inputs)[0],
+            "torch": torch.ops.ascend_moe.grouped_matmul(*[torch.from_numpy(inputs[n]) for n in spec.INPUT_NAMES]
+                                                          ).numpy()}
+    for name, y in outs.items():
+        assert y.shape == (6, 6) and not y[3:].any() and y[:3].all(), name
+
+
+class _ExpertMlp:
+    """The recipes' expert MLP on rows grouped by expert: gmm(w13) -> SwiGLU -> gmm(w2), weights
+    held as [E, N, K] (the checkpoint layout) and used transposed, as both Ascend call sites do."""
+
+    @staticmethod
+    def module(E=4, H=16, I=8):
+        import torch
+
+        class Mlp(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                g = torch.Generator().manual_seed(5)
+                self.w13 = torch.nn.Parameter(torch.randn(E, 2 * I, H, generator=g) / H**0.5, requires_grad=False)
+                self.w2 = torch.nn.Parameter(torch.randn(E, H, I, generator=g) / I**0.5, requires_grad=False)
+
+            def forward(self, x, group_list):
+                gmm = torch.ops.ascend_moe.grouped_matmul
+                h = gmm(x, self.w13, group_list, None, 1, 1)
+                gate, up = h.chunk(2, dim=-1)
+                return gmm(torch.nn.functional.silu(gate) * up, self.w2, group_list, None, 1, 1)
+
+        return Mlp().eval()
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_export_runs_with_and_without_the_library(dynamo, tmp_path):
+    import onnxruntime as ort
+    import torch
+
+    from ascend_moe_onnx import exporters, ort_custom_ops
+
+    model = _ExpertMlp.module()
+    x, counts = torch.randn(9, 16), torch.tensor([3, 0, 4, 1])
+    expected = model(x, counts).numpy()
+    if dynamo:
+        onx = exporters.export(model, (x, counts), dynamic_shapes=({0: torch.export.Dim("rows")}, None))
+    else:
+        onx = exporters.export(model, (x, counts), dynamo=False, input_names=["x", "group_list"],
+                               dynamic_axes={"x": {0: "rows"}})
+    nodes = [n for n in onx.graph.node if n.op_type == spec.OP_TYPE]
+    assert len(nodes) == 2 and all(n.domain == spec.DOMAIN for n in nodes)
+    assert not [n for n in onx.graph.node if n.op_type == "Transpose"]
+    names = [i.name for i in onx.graph.input]
+    for rows, c in ((9, counts), (5, torch.tensor([0, 2, 0, 1]))):  # other row counts, rows past the groups
+        xr = x[:rows]
+        want = model(xr, c).numpy() if rows != 9 else expected
+        feeds = dict(zip(names, (xr.numpy(), c.numpy())))
+        with_lib = ort_custom_ops.inference_session(onx).run(None, feeds)[0]
+        without = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_allclose(with_lib, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(without, want, rtol=1e-5, atol=1e-5)
+        assert not want[int(c.sum()):].any()
