@@ -68,6 +68,8 @@ struct GroupedMatmulCpuKernel {
     plan.Build(params, ends.data());
     plan.Prepare(b);
     ParallelForRange(ctx, plan.num_items(), 1, [&](int64_t begin, int64_t end) { plan.RunItems(b, begin, end); });
+    ParallelForRange(ctx, plan.num_finish_items(), 1,
+                     [&](int64_t begin, int64_t end) { plan.FinishItems(b, begin, end); });
   }
 
  private:
