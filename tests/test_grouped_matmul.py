@@ -1,9 +1,10 @@
 """GroupedMatmul: the CPU kernel on every instruction-set path the CPU has (ASCEND_MOE_CPU_ISA, a
 fresh process each) and with 1 and 2 intra-op threads (same bits), for every element type and both
 weight layouts, on shapes that exercise the vector tails, k ranges that do not divide into the
-kernel's 4 streams, groups of more rows than one register tile and one row block; unused groups'
-weights are never read; rows past the last group are zero in every layer; torch export (dynamo
-and TorchScript) of a two-matmul expert MLP runs in ONNX Runtime with and without the library."""
+kernel's 4 streams, groups of more rows than one register tile and one row block, groups whose
+weights are split over several work items (k ranges summed in partials); unused groups' weights
+are never read; rows past the last group are zero in every layer; torch export (dynamo and
+TorchScript) of a two-matmul expert MLP runs in ONNX Runtime with and without the library."""
 
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ def cases():
                                      bias=(None, "x", "float")[i % 3], group_list_type=glt,
                                      index=np.int32 if i == 1 else np.int64)
                 out.append((inputs, dict(group_list_type=glt, transpose_weight=t), dtype))
+    # groups of more than the kernel's 4 MiB work item: k ranges summed in partials (float32,
+    # bfloat16), or row ranges of 2 MiB ([E, N, K])
+    for dtype, t, K, N in (("float", 0, 1024, 1100), ("bfloat16", 0, 2100, 1100), ("float16", 1, 1500, 1500)):
+        inputs = make_inputs(rng, [3, 0, 2], K, N, dtype, rows=6, transpose_weight=t, bias="float")
+        out.append((inputs, dict(group_list_type=1, transpose_weight=t), dtype))
     return out
 
 
