@@ -8,21 +8,15 @@ TorchScript) of a two-matmul expert MLP runs in ONNX Runtime with and without th
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
+from tests.cpu_isa import call_on_isa, cpu_isa_paths
 from tests.grouped_matmul_cases import make_inputs
 from tests.op_table import OPS, node_model
 
 pytest.importorskip("onnxruntime")
-ROOT = Path(__file__).resolve().parent.parent
 OP = next(op for op in OPS if op.name == spec.OP_TYPE)
 RTOL = {"float": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 
@@ -48,41 +42,26 @@ def cases():
     return out
 
 
-_CHILD = textwrap.dedent("""
-    import sys, numpy as np
-    sys.path.insert(0, {root!r})
-    from tests.op_table import node_model
-    from tests.rerouting_cases import session, run_feeds
-    from tests.test_grouped_matmul import OP, cases
-    out = {{}}
+def isa_outputs() -> dict:
+    """y (as float32) of every case with 1 and 2 intra-op threads (run on one ISA path by call_on_isa)."""
+    from tests.rerouting_cases import run_feeds, session
+
+    out = {}
     for i, (inputs, attrs, _) in enumerate(cases()):
         model = node_model(OP, inputs, attrs, ranks=True)
         for threads in (1, 2):
-            out[f"{{i}}_{{threads}}"] = run_feeds(session(model, threads=threads), inputs)[0].astype(np.float32)
-    np.savez({path!r}, **out)
-""")
+            out[f"{i}_{threads}"] = run_feeds(session(model, threads=threads), inputs)[0].astype(np.float32)
+    return out
 
 
-def _paths():
-    from tests.test_gating_kernel import cpu_isa_paths
-
-    return sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()})
-
-
-@pytest.mark.parametrize("isa", _paths())
-def test_every_isa_path_matches_the_reference(isa, tmp_path):
-    path = str(tmp_path / f"{isa}.npz")
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa)
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(path) as got:
-        for i, (inputs, attrs, dtype) in enumerate(cases()):
-            (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
-            expected = expected.astype(np.float32)
-            np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=RTOL[dtype], atol=RTOL[dtype],
-                                       err_msg=f"{isa} case {i}")
-            np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
+@pytest.mark.parametrize("isa", sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()}))
+def test_every_isa_path_matches_the_reference(isa):
+    got = call_on_isa(isa, "tests.test_grouped_matmul:isa_outputs")
+    for i, (inputs, attrs, dtype) in enumerate(cases()):
+        (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
+        np.testing.assert_allclose(got[f"{i}_1"], expected.astype(np.float32), rtol=RTOL[dtype], atol=RTOL[dtype],
+                                   err_msg=f"{isa} case {i}")
+        np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
 
 
 def test_unused_groups_weights_are_not_read():
