@@ -60,8 +60,10 @@ class Case:
     transpose: int = 0
 
 
-def cases(quick: bool) -> list[Case]:
-    """The benchmark's cases (``quick``: one size per model, one row count)."""
+def cases(quick: bool, smoke: bool = False) -> list[Case]:
+    """The benchmark's cases (``quick``: one size per model, one row count; ``smoke``: tiny)."""
+    if smoke:
+        return [Case("tiny", 64, 48, 16, 2), Case("tiny", 40, 24, 16, 1, "float32", 1)]
     shapes = [("DeepSeek-V3 gate/up", 7168, 4096, 8), ("DeepSeek-V3 down", 2048, 7168, 8),
               ("Qwen3-30B-A3B gate/up", 2048, 1536, 32), ("Qwen3-30B-A3B down", 768, 2048, 32)]
     if quick:
@@ -216,16 +218,17 @@ def main(argv=None) -> int:
     """Run the cases and print the table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one size per model")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness, the numbers mean nothing")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--min-sample-s", type=float, default=0.05)
     args = p.parse_args(argv)
     llc = last_level_cache_bytes() or 32 * 2**20
-    probe_bytes = max(256 * 2**20, 4 * llc)
+    probe_bytes = 2**22 if args.smoke else max(256 * 2**20, 4 * llc)
     best_rate = [read_rate(probe_bytes, 1)]
     flops = machine_rates(1)["matmul_flops"]
     best_cpu = list(cpu_rates(probe_bytes))
     rows = []
-    for case in cases(args.quick):
+    for case in cases(args.quick, args.smoke):
         r = run_case(case, args.repeats, args.min_sample_s, probe_bytes, best_rate, best_cpu)
         rows.append(r)
         print(f"{case}: kernel {r['kernel_s'] * 1e3:.2f} ms (spread {r['kernel_spread']:.0%}), "
