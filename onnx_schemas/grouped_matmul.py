@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -26,24 +25,18 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "GroupedMatmul"
-INPUT_NAMES = ("x", "weight", "group_list", "bias")
-OUTPUT_NAMES = ("y",)
-SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
-    ({"x": (TensorProto.BFLOAT16, ["M", "K"]), "weight": (TensorProto.BFLOAT16, ["E", "K", "N"]),
-      "group_list": (TensorProto.INT64, ["E"]), "bias": (TensorProto.FLOAT, ["E", "N"])}, {}),
-    ({"x": (TensorProto.FLOAT16, ["M", "K"]), "weight": (TensorProto.FLOAT16, ["E", "N", "K"]),
-      "group_list": (TensorProto.INT64, ["E"])}, {"transpose_weight": 1}),
-]
 
 # group_list_type values (torch_npu's)
 CUMSUM, COUNT = 0, 1
@@ -77,6 +70,15 @@ SCHEMA = OpSchema(
                   "transposed weight views)."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.BFLOAT16, ["M", "K"]), "weight": (TensorProto.BFLOAT16, ["E", "K", "N"]),
+      "group_list": (TensorProto.INT64, ["E"]), "bias": (TensorProto.FLOAT, ["E", "N"])}, {}),
+    ({"x": (TensorProto.FLOAT16, ["M", "K"]), "weight": (TensorProto.FLOAT16, ["E", "N", "K"]),
+      "group_list": (TensorProto.INT64, ["E"])}, {"transpose_weight": 1}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 VALUE_TYPES = allowed_types(SCHEMA, "T")
@@ -227,15 +229,3 @@ def reference(x: np.ndarray, weight: np.ndarray, group_list: np.ndarray, bias: n
         start = end
     return (y.astype(np.float32).astype(np.asarray(x).dtype),)
 
-
-class GroupedMatmulRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[GroupedMatmulRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, x, weight, group_list, bias=None, **attributes):
-        # Every node attribute is passed on: the reference rejects unknown names and kinds.
-        return reference(x, weight, group_list, bias, **attributes)
-
-
-GroupedMatmulRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

@@ -26,17 +26,32 @@ def make_inputs(rng, counts, K: int, N: int, dtype: str = "float", rows: int | N
 
 
 def samples():
-    """Valid (inputs, attributes): every type, both group_list forms and weight layouts, empty
-    groups, rows past the last group, no rows at all."""
+    """Valid calls (tests.op_table.Sample): every type, both group_list forms and weight layouts,
+    empty groups, rows past the last group (zero), no rows at all."""
+    from tests.op_table import Sample
+
     rng = np.random.default_rng(21)
+    tail = make_inputs(rng, [2, 0, 3, 1], 20, 13, rows=8, bias="float")
+    bf16 = make_inputs(rng, [3, 3, 0, 2], 24, 40, "bfloat16", rows=9, bias="float", index=np.int32)
     return [
-        (make_inputs(rng, [2, 0, 3, 1], 20, 13, rows=8, bias="float"), dict(group_list_type=1)),
-        (make_inputs(rng, [0, 4, 1], 33, 17, "float16", transpose_weight=1, bias="x", group_list_type=0),
-         dict(transpose_weight=1)),
-        (make_inputs(rng, [3, 3, 0, 2], 24, 40, "bfloat16", rows=9, bias="float", index=np.int32),
-         dict(group_list_type=1)),
-        (make_inputs(rng, [0, 0], 8, 5, bias="x", group_list_type=0), {}),
+        Sample("counts-float-bias-rows-past-groups", tail, dict(group_list_type=1),
+               expect={"y": _with_zero_rows(tail, dict(group_list_type=1), 6)}),
+        Sample("cumsum-float16-transposed", make_inputs(rng, [0, 4, 1], 33, 17, "float16", transpose_weight=1,
+                                                        bias="x", group_list_type=0), dict(transpose_weight=1)),
+        Sample("counts-bfloat16-int32-float-bias", bf16, dict(group_list_type=1)),
+        Sample("no-rows", make_inputs(rng, [0, 0], 8, 5, bias="x", group_list_type=0), {},
+               expect={"y": np.zeros((0, 5), np.float32)}),
     ]
+
+
+def _with_zero_rows(inputs: dict, attrs: dict, covered: int) -> np.ndarray:
+    """The reference's y, checked to be zero from row ``covered`` on (the contract's rows past the
+    last group)."""
+    from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
+
+    (y,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
+    assert not y[covered:].any() and y.shape[0] > covered
+    return y
 
 
 def bad_cases():

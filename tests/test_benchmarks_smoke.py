@@ -171,3 +171,12 @@ def test_experts_threshold_times_both_branches_and_checks_they_agree():
     assert experts_graph.OWN_KERNEL_MAX_ROWS == before
     assert [(r["tokens"], r["routed_rows"]) for r in rows] == [(3, 12), (40, 160)]
     assert all(r["own_s"] > 0 and r["moe_s"] > 0 and r["max_rel_diff"] <= 1e-4 for r in rows), rows
+
+
+def test_grouped_matmul_benchmark_smoke(capsys):
+    """The GroupedMatmul benchmark runs its tiny cases and prints its table (kernel and torch)."""
+    from ascend_moe_onnx.benchmarks import grouped_matmul
+
+    assert grouped_matmul.main(["--smoke", "--repeats", "1", "--min-sample-s", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert "| tiny | bfloat16 | 2 |" in out and "| tiny (weight [E, N, K]) | float32 | 1 |" in out

@@ -1,27 +1,22 @@
 """GroupedMatmul: the CPU kernel on every instruction-set path the CPU has (ASCEND_MOE_CPU_ISA, a
 fresh process each) and with 1 and 2 intra-op threads (same bits), for every element type and both
 weight layouts, on shapes that exercise the vector tails, k ranges that do not divide into the
-kernel's 4 streams, groups of more rows than one register tile and one row block; unused groups'
-weights are never read; rows past the last group are zero in every layer; torch export (dynamo
-and TorchScript) of a two-matmul expert MLP runs in ONNX Runtime with and without the library."""
+kernel's 4 streams, groups of more rows than one register tile and one row block, groups whose
+weights are split over several work items (k ranges summed in partials); unused groups' weights
+are never read; rows past the last group are zero in every layer; torch export (dynamo and
+TorchScript) of a two-matmul expert MLP runs in ONNX Runtime with and without the library."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
+from tests.cpu_isa import call_on_isa, cpu_isa_paths
 from tests.grouped_matmul_cases import make_inputs
 from tests.op_table import OPS, node_model
 
 pytest.importorskip("onnxruntime")
-ROOT = Path(__file__).resolve().parent.parent
 OP = next(op for op in OPS if op.name == spec.OP_TYPE)
 RTOL = {"float": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 
@@ -39,44 +34,34 @@ def cases():
                                      bias=(None, "x", "float")[i % 3], group_list_type=glt,
                                      index=np.int32 if i == 1 else np.int64)
                 out.append((inputs, dict(group_list_type=glt, transpose_weight=t), dtype))
+    # groups of more than the kernel's 4 MiB work item: k ranges summed in partials (float32,
+    # bfloat16), or row ranges of 2 MiB ([E, N, K])
+    for dtype, t, K, N in (("float", 0, 1024, 1100), ("bfloat16", 0, 2100, 1100), ("float16", 1, 1500, 1500)):
+        inputs = make_inputs(rng, [3, 0, 2], K, N, dtype, rows=6, transpose_weight=t, bias="float")
+        out.append((inputs, dict(group_list_type=1, transpose_weight=t), dtype))
     return out
 
 
-_CHILD = textwrap.dedent("""
-    import sys, numpy as np
-    sys.path.insert(0, {root!r})
-    from tests.op_table import node_model
-    from tests.rerouting_cases import session, run_feeds
-    from tests.test_grouped_matmul import OP, cases
-    out = {{}}
+def isa_outputs() -> dict:
+    """y (as float32) of every case with 1 and 2 intra-op threads (run on one ISA path by call_on_isa)."""
+    from tests.rerouting_cases import run_feeds, session
+
+    out = {}
     for i, (inputs, attrs, _) in enumerate(cases()):
         model = node_model(OP, inputs, attrs, ranks=True)
         for threads in (1, 2):
-            out[f"{{i}}_{{threads}}"] = run_feeds(session(model, threads=threads), inputs)[0].astype(np.float32)
-    np.savez({path!r}, **out)
-""")
+            out[f"{i}_{threads}"] = run_feeds(session(model, threads=threads), inputs)[0].astype(np.float32)
+    return out
 
 
-def _paths():
-    from tests.test_gating_kernel import cpu_isa_paths
-
-    return sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()})
-
-
-@pytest.mark.parametrize("isa", _paths())
-def test_every_isa_path_matches_the_reference(isa, tmp_path):
-    path = str(tmp_path / f"{isa}.npz")
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa)
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(path) as got:
-        for i, (inputs, attrs, dtype) in enumerate(cases()):
-            (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
-            expected = expected.astype(np.float32)
-            np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=RTOL[dtype], atol=RTOL[dtype],
-                                       err_msg=f"{isa} case {i}")
-            np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
+@pytest.mark.parametrize("isa", sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()}))
+def test_every_isa_path_matches_the_reference(isa):
+    got = call_on_isa(isa, "tests.test_grouped_matmul:isa_outputs")
+    for i, (inputs, attrs, dtype) in enumerate(cases()):
+        (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
+        np.testing.assert_allclose(got[f"{i}_1"], expected.astype(np.float32), rtol=RTOL[dtype], atol=RTOL[dtype],
+                                   err_msg=f"{isa} case {i}")
+        np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
 
 
 def test_unused_groups_weights_are_not_read():

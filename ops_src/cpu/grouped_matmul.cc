@@ -70,8 +70,9 @@ namespace gmm_avx512 {
 constexpr int64_t kRowBlock = 64;               // rows of one group whose accumulators live together
 constexpr int64_t kRowTile = 4;                 // rows per pass over a weight tile
 constexpr int64_t kTileBytes = int64_t{256} << 10;  // weight tile reused across a row block (L2)
-constexpr int64_t kColumnBlock = 512;           // default columns per work item, [E, K, N] layout
-constexpr int64_t kItemBytes = int64_t{2} << 20;  // default weight bytes per work item, [E, N, K]
+constexpr int64_t kItemBytes = int64_t{4} << 20;    // default weight bytes per work item
+// A group's k range is split only while its partial sums stay below this share of its weights.
+constexpr int64_t kPartialShare = 16;
 
 GmmIsa BestIsa() {
 #if ASCEND_MOE_GMM_X86
@@ -114,10 +115,12 @@ void WriteAt(void* p, GmmType t, int64_t i, float v) {
   }
 }
 
-// One row block of one work item: acc[r * width + c] for rows X[0..rows) and the item's columns.
+// acc[r * width + c] (zeroed here) = the products of rows X[0..rows) with the item's weights:
+// depth range [k0, k1) and columns [n0, n1) ([E, K, N] layout: ldw = N), or rows [n0, n1) of w
+// over the whole depth ([E, N, K] layout).
 template <class W>
-void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N, int64_t n0, int64_t n1,
-                   const float* const* X, int64_t rows, float* acc) {
+void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N, int64_t k0, int64_t k1,
+                   int64_t n0, int64_t n1, const float* const* X, int64_t rows, float* acc) {
   const int64_t width = n1 - n0;
   std::fill(acc, acc + rows * width, 0.f);
   if (transposed) {
@@ -129,21 +132,22 @@ void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N
       default: gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, width); return;
     }
   }
-  // Few rows: one pass over the whole k range (no reuse to win). More: k tiles of about
-  // kTileBytes, each used by every row tile while it is in L2.
-  const int64_t tile_k = rows <= kRowTile ? K
+  // Few rows: one pass over the k range (no reuse to win). More: k tiles of about kTileBytes,
+  // each used by every row tile while it is in L2.
+  const int64_t tile_k = rows <= kRowTile ? k1 - k0
       : std::max<int64_t>(16, kTileBytes / std::max<int64_t>(1, width * static_cast<int64_t>(sizeof(W))) / 4 * 4);
-  for (int64_t k0 = 0; k0 < K; k0 += tile_k) {
-    const int64_t k1 = std::min(K, k0 + tile_k);
+  const W* wn = w + n0;
+  for (int64_t t0 = k0; t0 < k1; t0 += tile_k) {
+    const int64_t t1 = std::min(k1, t0 + tile_k);
     for (int64_t r = 0; r < rows; r += kRowTile) {
       const int tt = static_cast<int>(std::min(kRowTile, rows - r));
-      const W* wk = w + n0;
+      float* a = acc + r * width;
       switch (isa) {
 #if ASCEND_MOE_GMM_X86
-        case GmmIsa::kAvx512: gmm_avx512::Accumulate(tt, wk, N, k0, k1, X + r, acc + r * width, width, width); break;
-        case GmmIsa::kAvx2: gmm_avx2::Accumulate(tt, wk, N, k0, k1, X + r, acc + r * width, width, width); break;
+        case GmmIsa::kAvx512: gmm_avx512::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width); break;
+        case GmmIsa::kAvx2: gmm_avx2::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width); break;
 #endif
-        default: gmm_baseline::Accumulate(tt, wk, N, k0, k1, X + r, acc + r * width, width, width);
+        default: gmm_baseline::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
       }
     }
   }
@@ -171,27 +175,50 @@ bool GroupedMatmulPlan::UseIsa(GmmIsa isa) {
   return true;
 }
 
-void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* ends, int64_t column_block) {
+void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* ends, int64_t item_bytes) {
   p_ = params;
   isa_ = GroupedMatmulIsa();
-  const int64_t K = params.depth, N = params.cols;
-  if (column_block <= 0) {
-    column_block = params.transpose_weight
-        ? std::max<int64_t>(16, kItemBytes / std::max<int64_t>(1, K * ElementBytes(params.type)) / 16 * 16)
-        : kColumnBlock;
-  }
-  column_block_ = std::max<int64_t>(1, std::min(column_block, N));
+  if (item_bytes <= 0) item_bytes = kItemBytes;
+  const int64_t K = params.depth, N = params.cols, elem = ElementBytes(params.type);
   segments_.clear();
   items_.clear();
+  split_.clear();
   int64_t begin = 0;
   for (int64_t e = 0; e < params.groups; ++e) {
     if (ends[e] > begin) segments_.push_back({e, begin, ends[e]});
     begin = std::max(begin, ends[e]);
   }
   covered_rows_ = begin;
+  const int64_t weight_bytes = K * N * elem;  // of one group
+  int64_t partial = 0;
   for (int64_t s = 0; s < active_groups(); ++s) {
-    for (int64_t c = 0; c < N; c += column_block_) items_.push_back({s, c, std::min(N, c + column_block_)});
+    Segment& seg = segments_[static_cast<size_t>(s)];
+    const int64_t m = seg.end - seg.begin;
+    if (params.transpose_weight) {  // ranges of weight rows (output columns), contiguous
+      const int64_t width = std::max<int64_t>(16, item_bytes / std::max<int64_t>(1, K * elem) / 16 * 16);
+      for (int64_t n = 0; n < N; n += width) items_.push_back({s, 0, K, seg.begin, seg.end, n, std::min(N, n + width)});
+    } else if (m > kRowBlock) {  // many rows: compute bound, split by rows
+      for (int64_t r = seg.begin; r < seg.end; r += kRowBlock) {
+        items_.push_back({s, 0, K, r, std::min(seg.end, r + kRowBlock), 0, N});
+      }
+    } else {  // ranges of whole weight rows, contiguous; partial sums when more than one
+      const int64_t by_size = (weight_bytes + item_bytes - 1) / item_bytes;
+      const int64_t by_partials = weight_bytes / std::max<int64_t>(1, kPartialShare * m * N * 4);
+      const int64_t blocks = std::max<int64_t>(1, std::min({by_size, by_partials, K / 16}));
+      seg.k_blocks = blocks;
+      if (blocks == 1) {
+        items_.push_back({s, 0, K, seg.begin, seg.end, 0, N});
+        continue;
+      }
+      seg.partial = partial;
+      for (int64_t i = 0; i < blocks; ++i) {
+        items_.push_back({s, K * i / blocks, K * (i + 1) / blocks, seg.begin, seg.end, 0, N, partial});
+        partial += m * N;
+      }
+      split_.push_back(s);
+    }
   }
+  partial_.reset(partial > 0 ? new float[static_cast<size_t>(partial)] : nullptr);
 }
 
 int64_t GroupedMatmulPlan::weight_bytes_read() const {
@@ -209,45 +236,73 @@ void GroupedMatmulPlan::Prepare(const GroupedMatmulBuffers& b) {
               static_cast<size_t>((p_.rows - covered_rows_) * N * bytes));
 }
 
-void GroupedMatmulPlan::RunItems(const GroupedMatmulBuffers& b, int64_t begin, int64_t end) const {
+void GroupedMatmulPlan::WriteRows(const GroupedMatmulBuffers& b, const Segment& seg, int64_t r0, int64_t rows,
+                                  int64_t n0, int64_t width, const float* acc) const {
+  const int64_t N = p_.cols;
+  const GmmType bias_type = p_.bias_float32 ? GmmType::kFloat32 : p_.type;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = acc + r * width;
+    const int64_t y0 = (r0 + r) * N + n0;
+    for (int64_t c = 0; c < width; ++c) {
+      const float bias = b.bias == nullptr ? 0.f : ReadAt(b.bias, bias_type, seg.group * N + n0 + c);
+      WriteAt(b.y, p_.type, y0 + c, a[c] + bias);
+    }
+  }
+}
+
+void GroupedMatmulPlan::RunItems(const GroupedMatmulBuffers& b, int64_t begin, int64_t end) {
   const int64_t K = p_.depth, N = p_.cols;
   const float* x = p_.type == GmmType::kFloat32 ? static_cast<const float*>(b.x) : x32_.data();
-  const GmmType bias_type = p_.bias_float32 ? GmmType::kFloat32 : p_.type;
-  std::vector<float> acc;
+  std::vector<float> scratch;
   std::vector<const float*> rows;
   for (int64_t it = begin; it < end; ++it) {
     const Item& item = items_[static_cast<size_t>(it)];
     const Segment& seg = segments_[static_cast<size_t>(item.segment)];
-    const int64_t width = item.col_end - item.col_begin;
+    const int64_t width = item.n1 - item.n0;
     const int64_t wofs = seg.group * K * N;
-    for (int64_t r0 = seg.begin; r0 < seg.end; r0 += kRowBlock) {
-      const int64_t n_rows = std::min(kRowBlock, seg.end - r0);
+    // [E, N, K] items and row-split items hold all their rows at once only up to kRowBlock
+    const int64_t block = item.partial >= 0 ? item.r1 - item.r0 : kRowBlock;
+    for (int64_t r0 = item.r0; r0 < item.r1; r0 += block) {
+      const int64_t n_rows = std::min(block, item.r1 - r0);
       rows.resize(static_cast<size_t>(n_rows));
       for (int64_t r = 0; r < n_rows; ++r) rows[r] = x + (r0 + r) * K;
-      acc.resize(static_cast<size_t>(n_rows * width));
+      float* acc = item.partial >= 0 ? partial_.get() + item.partial : nullptr;
+      if (acc == nullptr) {
+        scratch.resize(static_cast<size_t>(n_rows * width));
+        acc = scratch.data();
+      }
       const bool t = p_.transpose_weight;
       switch (p_.type) {
         case GmmType::kFloat16:
-          BlockProducts(isa_, t, static_cast<const Fp16*>(b.weight) + wofs, K, N, item.col_begin, item.col_end,
-                        rows.data(), n_rows, acc.data());
+          BlockProducts(isa_, t, static_cast<const Fp16*>(b.weight) + wofs, K, N, item.k0, item.k1, item.n0,
+                        item.n1, rows.data(), n_rows, acc);
           break;
         case GmmType::kBFloat16:
-          BlockProducts(isa_, t, static_cast<const Bf16*>(b.weight) + wofs, K, N, item.col_begin, item.col_end,
-                        rows.data(), n_rows, acc.data());
+          BlockProducts(isa_, t, static_cast<const Bf16*>(b.weight) + wofs, K, N, item.k0, item.k1, item.n0,
+                        item.n1, rows.data(), n_rows, acc);
           break;
         default:
-          BlockProducts(isa_, t, static_cast<const float*>(b.weight) + wofs, K, N, item.col_begin, item.col_end,
-                        rows.data(), n_rows, acc.data());
+          BlockProducts(isa_, t, static_cast<const float*>(b.weight) + wofs, K, N, item.k0, item.k1, item.n0,
+                        item.n1, rows.data(), n_rows, acc);
       }
-      for (int64_t r = 0; r < n_rows; ++r) {
-        const float* a = acc.data() + r * width;
-        const int64_t y0 = (r0 + r) * N + item.col_begin;
-        for (int64_t c = 0; c < width; ++c) {
-          const float bias = b.bias == nullptr ? 0.f : ReadAt(b.bias, bias_type, seg.group * N + item.col_begin + c);
-          WriteAt(b.y, p_.type, y0 + c, a[c] + bias);
-        }
-      }
+      if (item.partial < 0) WriteRows(b, seg, r0, n_rows, item.n0, width, acc);
     }
+  }
+}
+
+void GroupedMatmulPlan::FinishItems(const GroupedMatmulBuffers& b, int64_t begin, int64_t end) const {
+  const int64_t N = p_.cols;
+  std::vector<float> sum;
+  for (int64_t i = begin; i < end; ++i) {
+    const Segment& seg = segments_[static_cast<size_t>(split_[static_cast<size_t>(i)])];
+    const int64_t m = seg.end - seg.begin, stride = m * N;
+    const float* parts = partial_.get() + seg.partial;
+    sum.assign(parts, parts + stride);
+    for (int64_t kb = 1; kb < seg.k_blocks; ++kb) {  // in k order: the same sums for any thread count
+      const float* p = parts + kb * stride;
+      for (int64_t j = 0; j < stride; ++j) sum[j] += p[j];
+    }
+    WriteRows(b, seg, seg.begin, m, 0, N, sum.data());
   }
 }
 
@@ -256,6 +311,7 @@ void GroupedMatmul(const GroupedMatmulParams& params, const GroupedMatmulBuffers
   plan.Build(params, ends);
   plan.Prepare(buffers);
   plan.RunItems(buffers, 0, plan.num_items());
+  plan.FinishItems(buffers, 0, plan.num_finish_items());
 }
 
 }  // namespace ascend_moe::cpu
