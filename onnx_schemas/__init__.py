@@ -12,16 +12,18 @@ import onnx
 import onnx.defs
 
 from . import moe_finalize_routing_v2, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, moe_token_unpermute
-from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes, walk_graphs
+from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, reference_op, resolve_attributes, walk_graphs
 
-# One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
-# DEFAULTS, reference() and an onnx.reference OpRun class.
+# The one list of the ops: everything else (SCHEMAS, REFERENCE_OPS, functions.BUILDERS, the C++
+# tables and AllOps() of ort_custom_ops/src/op_defs.gen.h, docgen) derives from it. Each module
+# defines OP_TYPE, SCHEMA, INPUT_NAMES / OUTPUT_NAMES (from SCHEMA), DEFAULTS, reference(*inputs,
+# **attributes) and SHAPE_EXAMPLES; optionally LIMITS; a sibling <module>_function.py with
+# build_function gives the op a function body.
 OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, moe_finalize_routing_v2, moe_token_unpermute]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
-REFERENCE_OPS = [moe_gating_top_k_hash.MoeGatingTopKHashRef, moe_re_routing.MoeReRoutingRef,
-                 moe_routed_experts.MoeRoutedExpertsRef, moe_finalize_routing_v2.MoeFinalizeRoutingV2Ref,
-                moe_token_unpermute.MoeTokenUnpermuteRef]
+# onnx.reference ops: ReferenceEvaluator(model, new_ops=REFERENCE_OPS).
+REFERENCE_OPS = [reference_op(m.OP_TYPE, m.reference) for m in OP_MODULES]
 
 _lock = threading.Lock()
 

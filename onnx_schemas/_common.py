@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import onnx
 from onnx import TensorProto, TypeProto, helper
 from onnx.defs import OpSchema
+from onnx.reference.op_run import OpRun
 
 DOMAIN = "ascend.moe"
 OPSET_VERSION = 1
@@ -27,6 +28,29 @@ def tensor_input(name: str, type_str: str, doc: str, optional: bool = False):
     return OpSchema.FormalParameter(
         name, type_str, doc, param_option=_FP.Optional if optional else _FP.Single
     )
+
+
+def input_names(schema: OpSchema) -> tuple[str, ...]:
+    """The schema's input names, in order."""
+    return tuple(p.name for p in schema.inputs)
+
+
+def output_names(schema: OpSchema) -> tuple[str, ...]:
+    """The schema's output names, in order."""
+    return tuple(p.name for p in schema.outputs)
+
+
+def reference_op(op_type: str, reference: Callable[..., tuple]) -> type[OpRun]:
+    """An ``onnx.reference`` op class (``ReferenceEvaluator(model, new_ops=[...])``) that runs
+    ``reference(*inputs, **attributes)``: inputs in schema order (absent ones None or left off),
+    every node attribute passed on, so the reference rejects unknown names and kinds itself."""
+
+    def _run(self, *inputs, **attributes):
+        return reference(*inputs, **attributes)
+
+    # onnx.reference matches classes by name (the op type) and domain
+    return type(op_type, (OpRun,), {"op_domain": DOMAIN, "_run": _run,
+                                     "__doc__": f"onnx.reference implementation of {DOMAIN}::{op_type}."})
 
 
 def attribute_defaults(schema: OpSchema) -> dict[str, int | float | None]:

@@ -18,44 +18,19 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.defs import OpSchema
 
-from . import SCHEMAS, opset_import, register
+from . import OP_MODULES, SCHEMAS, opset_import, register
 from ._common import DOMAIN, OPSET_VERSION, attribute_defaults
 
 BEGIN = "<!-- BEGIN GENERATED: {op} (python -m ascend_moe_onnx.onnx_schemas.docgen) -->"
 END = "<!-- END GENERATED: {op} -->"
 
-# Representative nodes whose outputs the schema's shape inference describes: (input name ->
-# (element type, dims)), attributes. Symbolic dims keep their names in the rendered shapes.
+# Representative nodes whose outputs the schema's shape inference describes, from each op module's
+# SHAPE_EXAMPLES: (input name -> (element type, dims)), attributes. Symbolic dims keep their names.
 SHAPE_EXAMPLES: dict[str, list[tuple[dict[str, tuple[int, list]], dict[str, Any]]]] = {
-    "MoeGatingTopKHash": [
-        ({"x": (TensorProto.FLOAT, ["R", "E"])}, {"k": 8}),
-        ({"x": (TensorProto.BFLOAT16, ["B", "S", "E"])}, {"k": 8, "out_flag": 1}),
-    ],
-    "MoeReRouting": [
-        ({"tokens": (TensorProto.INT8, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT64, ["N", "E"]),
-          "per_token_scales": (TensorProto.FLOAT, ["A"])}, {}),
-        ({"tokens": (TensorProto.BFLOAT16, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT32, ["N", "E"])},
-         {}),
-    ],
-    "MoeRoutedExperts": [
-        ({"x": (TensorProto.FLOAT, ["T", "H"]), "expert_idx": (TensorProto.INT32, ["T", "k"]),
-          "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
-          "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),
-    ],
-    "MoeFinalizeRoutingV2": [
-        ({"expanded_x": (TensorProto.BFLOAT16, ["NK", "H"]), "expanded_row_idx": (TensorProto.INT32, ["NK"]),
-          "x1": (TensorProto.BFLOAT16, ["N", "H"]), "scales": (TensorProto.FLOAT, ["N", "K"])}, {"drop_pad_mode": 2}),
-        ({"expanded_x": (TensorProto.FLOAT16, ["E", "C", "H"]), "expanded_row_idx": (TensorProto.INT32, ["N"])},
-         {"drop_pad_mode": 1}),
-    ],
-    "MoeTokenUnpermute": [
-        ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
-          "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
-    ],
-}
+    m.OP_TYPE: m.SHAPE_EXAMPLES for m in OP_MODULES}
 
 _PRESENCE = {OpSchema.FormalParameterOption.Single: "required",
              OpSchema.FormalParameterOption.Optional: "optional",

@@ -11,6 +11,8 @@ the wrong body).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import warnings
 from typing import Callable, Iterator, Sequence
 
@@ -21,22 +23,25 @@ from onnx.defs import OpSchema
 
 from ._common import DOMAIN, resolve_attributes, walk_graphs
 from ._function_body import MIN_OPSET
-from .moe_finalize_routing_v2_function import build_finalize_function, build_unpermute_function
-from .moe_gating_top_k_hash_function import build_function as build_moe_gating_top_k_hash
-from .moe_re_routing_function import build_function as build_moe_re_routing
-from .moe_routed_experts_function import build_function as build_moe_routed_experts
 
 Builder = Callable[[dict, Sequence[bool], int], onnx.FunctionProto]
 
+
+def _builders() -> dict[str, Builder]:
+    """``build_function`` of each op module's sibling ``<module>_function`` module, where there is one."""
+    from . import OP_MODULES
+
+    out = {}
+    for module in OP_MODULES:
+        name = f"{module.__name__}_function"
+        if importlib.util.find_spec(name) is not None:
+            out[module.OP_TYPE] = importlib.import_module(name).build_function
+    return out
+
+
 # Function-body builders, by op type (domain ascend.moe). Each takes (attributes, present_inputs,
-# opset) and returns a FunctionProto named after the op. Add one entry per op that has a body.
-BUILDERS: dict[str, Builder] = {
-    "MoeGatingTopKHash": build_moe_gating_top_k_hash,
-    "MoeReRouting": build_moe_re_routing,
-    "MoeRoutedExperts": build_moe_routed_experts,
-    "MoeFinalizeRoutingV2": build_finalize_function,
-    "MoeTokenUnpermute": build_unpermute_function,
-}
+# opset) and returns a FunctionProto named after the op.
+BUILDERS: dict[str, Builder] = _builders()
 
 OVERLOAD_IR_VERSION = 10  # NodeProto.overload / FunctionProto.overload appeared in IR version 10
 FUNCTIONS_IR_VERSION = 8  # model-local functions appeared in IR version 8

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -22,18 +22,18 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeFinalizeRoutingV2"
-INPUT_NAMES = ("expanded_x", "expanded_row_idx", "x1", "x2", "bias", "scales", "expert_idx")
-OUTPUT_NAMES = ("y",)
 
 # drop_pad_mode: dropless / drop-pad, expanded_row_idx slot-major (k * N + i) / token-major (i * K + k)
 DROPLESS_SLOT_MAJOR, DROP_PAD_SLOT_MAJOR, DROPLESS_TOKEN_MAJOR, DROP_PAD_TOKEN_MAJOR = 0, 1, 2, 3
@@ -72,6 +72,15 @@ SCHEMA = OpSchema(
                   "3: drop-pad, token-major."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"expanded_x": (TensorProto.BFLOAT16, ["NK", "H"]), "expanded_row_idx": (TensorProto.INT32, ["NK"]),
+      "x1": (TensorProto.BFLOAT16, ["N", "H"]), "scales": (TensorProto.FLOAT, ["N", "K"])}, {"drop_pad_mode": 2}),
+    ({"expanded_x": (TensorProto.FLOAT16, ["E", "C", "H"]), "expanded_row_idx": (TensorProto.INT32, ["N"])},
+     {"drop_pad_mode": 1}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 ROW_TYPES = allowed_types(SCHEMA, "T")
@@ -307,15 +316,3 @@ def reference(
     y = weighted_gather(rows, slot_rows, arrays["scales"], base, slot_bias)
     return (y.astype(arrays["expanded_x"].dtype),)
 
-
-class MoeFinalizeRoutingV2Ref(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeFinalizeRoutingV2Ref])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, expanded_x, expanded_row_idx, x1=None, x2=None, bias=None, scales=None, expert_idx=None,
-             **attributes):
-        return reference(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, **attributes)
-
-
-MoeFinalizeRoutingV2Ref.__name__ = OP_TYPE  # onnx.reference matches classes by op type

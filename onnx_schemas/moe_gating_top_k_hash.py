@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -19,22 +19,22 @@ from ._common import (
     fail_inference,
     fmt,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeGatingTopKHash"
-MAX_K = 64
-MAX_EXPERTS = 2048
+# Largest k and E the kernels support (generated into ops_src/cpu/attr_defaults.gen.h).
+LIMITS = {"MAX_K": 64, "MAX_EXPERTS": 2048}
+MAX_K, MAX_EXPERTS = LIMITS["MAX_K"], LIMITS["MAX_EXPERTS"]
 NORM_SOFTMAX, NORM_SIGMOID, NORM_SQRT_SOFTPLUS = 0, 1, 2
-
-INPUT_NAMES = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
-OUTPUT_NAMES = ("y", "expert_idx", "out")
 
 SCHEMA = OpSchema(
     OP_TYPE,
@@ -75,6 +75,13 @@ SCHEMA = OpSchema(
         attribute("eps", 1e-20, "Added to the weight sum before renormalisation."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.FLOAT, ["R", "E"])}, {"k": 8}),
+    ({"x": (TensorProto.BFLOAT16, ["B", "S", "E"])}, {"k": 8, "out_flag": 1}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 FLOAT_TYPES = allowed_types(SCHEMA, "T")  # x, bias, additional_bias, y
@@ -343,18 +350,3 @@ def reference(
     expert_idx = idx.astype(np.int32).reshape(*lead, k)
     out = s.reshape(x.shape) if attrs["out_flag"] else np.zeros((0,), np.float32)
     return y, expert_idx, out.astype(np.float32)
-
-
-class MoeGatingTopKHashRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeGatingTopKHashRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, x, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
-             additional_token_mask=None, **attributes):
-        # Every node attribute is passed on: the reference rejects unknown names and kinds.
-        return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
-                         **attributes)
-
-
-MoeGatingTopKHashRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

@@ -71,7 +71,11 @@ def _normalise(g: BodyBuilder, x2: str, norm_type: int, axis: str) -> str:
     w = g.op("Add", one, u)
     d = g.op("Sub", w, one)
     log1p = g.op("Where", g.op("Equal", d, zero), u, g.op("Mul", g.op("Log", w), g.op("Div", u, d)))
-    return g.op("Sqrt", g.op("Add", g.op("Max", x2, zero), log1p))
+    s = g.op("Sqrt", g.op("Add", g.op("Max", x2, zero), log1p))
+    # Below -17, sqrt(log1p(e^x)) = e^(x/2) in float32, normal down to x = -174, where e^x itself
+    # has underflowed (below -103): the reference's form.
+    tail = g.op("Exp", g.op("Mul", x2, g.const([0.5], np.float32)))
+    return g.op("Where", g.op("Less", x2, g.const([-17.0], np.float32)), tail, s)
 
 
 def _group_mask(g: BodyBuilder, key: str, b: str, biased: bool, attrs: dict[str, Any], shape_re: str,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -18,20 +18,20 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeReRouting"
-INPUT_NAMES = ("tokens", "expert_token_num_per_rank", "per_token_scales")
-OUTPUT_NAMES = ("permute_tokens", "permute_per_token_scales", "permute_token_idx", "expert_token_num")
-
-MAX_TOKENS = 2**31 - 1  # permute_token_idx is int32
+LIMITS = {"MAX_TOKENS": 2**31 - 1}  # permute_token_idx is int32 (generated into ops_src/cpu/attr_defaults.gen.h)
+MAX_TOKENS = LIMITS["MAX_TOKENS"]
 
 # expert_token_num_type / idx_type values
 CUMSUM, COUNT = 0, 1
@@ -72,6 +72,15 @@ SCHEMA = OpSchema(
         attribute("idx_type", GATHER, "0 = gather index; 1 = scatter index (inverse permutation)."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"tokens": (TensorProto.INT8, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT64, ["N", "E"]),
+      "per_token_scales": (TensorProto.FLOAT, ["A"])}, {}),
+    ({"tokens": (TensorProto.BFLOAT16, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT32, ["N", "E"])},
+     {}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 TOKEN_TYPES = allowed_types(SCHEMA, "TT")
@@ -249,16 +258,3 @@ def reference(
     per_expert = counts.astype(np.int64).sum(axis=0)
     etn = per_expert if attrs["expert_token_num_type"] == COUNT else np.cumsum(per_expert)
     return permute_tokens, permute_scales, idx, etn.astype(counts.dtype)
-
-
-class MoeReRoutingRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeReRoutingRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):
-        # Every node attribute is passed on: the reference rejects unknown names and kinds.
-        return reference(tokens, expert_token_num_per_rank, per_token_scales, **attributes)
-
-
-MoeReRoutingRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

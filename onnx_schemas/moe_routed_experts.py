@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -25,18 +25,17 @@ from ._common import (
     fail_inference,
     fmt,
     input_dims,
+    input_names,
     input_type,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeRoutedExperts"
-INPUT_NAMES = ("x", "expert_idx", "routing_weights", "gate_up_weights", "down_weights")
-OUTPUT_NAMES = ("y",)
-
 SCHEMA = OpSchema(
     OP_TYPE,
     DOMAIN,
@@ -62,6 +61,14 @@ SCHEMA = OpSchema(
                   "limit] (DeepSeek-V4); 0: no clamp."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.FLOAT, ["T", "H"]), "expert_idx": (TensorProto.INT32, ["T", "k"]),
+      "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
+      "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 INDEX_TYPES = allowed_types(SCHEMA, "TI")
@@ -177,15 +184,3 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
         act = swiglu(np.einsum("tnh,th->tn", fc1[e], x64), attrs["swiglu_limit"])
         y += w64[:, j:j + 1] * np.einsum("thi,ti->th", fc2[e], act)
     return (y.astype(np.float32),)
-
-
-class MoeRoutedExpertsRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeRoutedExpertsRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, x, expert_idx, routing_weights, gate_up_weights, down_weights, **attributes):
-        return reference(x, expert_idx, routing_weights, gate_up_weights, down_weights, **attributes)
-
-
-MoeRoutedExpertsRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -21,18 +21,18 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
 )
 from .moe_finalize_routing_v2 import check_types, weighted_gather
 
 OP_TYPE = "MoeTokenUnpermute"
-INPUT_NAMES = ("permuted_tokens", "sorted_indices", "probs")
-OUTPUT_NAMES = ("unpermuted_tokens",)
 
 SCHEMA = OpSchema(
     OP_TYPE,
@@ -58,6 +58,13 @@ SCHEMA = OpSchema(
         attribute("padded_mode", 0, "Only 0: the Ascend operator supports no padded mode."),
     ],
 )
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
+      "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
+]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 ROW_TYPES = allowed_types(SCHEMA, "T")
@@ -168,14 +175,3 @@ def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np
     y = weighted_gather(tokens, slot_rows, probs, [], skip_zero_weight=True)
     return (y.astype(tokens.dtype),)
 
-
-class MoeTokenUnpermuteRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeTokenUnpermuteRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, permuted_tokens, sorted_indices, probs=None, **attributes):
-        return reference(permuted_tokens, sorted_indices, probs, **attributes)
-
-
-MoeTokenUnpermuteRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

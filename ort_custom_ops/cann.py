@@ -101,10 +101,23 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
     return sess
 
 
-# ---- which nodes run natively (mirrors ops_src/cann; tests/cann check both agree) ---------------
+# ---- which nodes run natively: the library's own decision (AscendMoeCannPath) ------------------
 
-MAX_EXPERTS = 2048  # aclnnMoeGatingTopK and the custom hash operator
-MAX_NATIVE_HIDDEN = 16384  # aclnnMoeReRouting: 0 < H < 16384
+
+def _library_path(op_type: str, facts: dict) -> tuple[str | None, str]:
+    """(ACLNN call, "") or (None, why the fallback runs), as the library's CANN kernels decide it
+    by the Ascend operators' documented limits. Facts that are None are not known (taken to fit)."""
+    import ctypes
+    import json
+
+    from . import get_library_path
+
+    fn = ctypes.CDLL(get_library_path()).AscendMoeCannPath
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    text = " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in facts.items() if v is not None)
+    answer = json.loads(fn(op_type.encode(), text.encode()).decode())
+    return answer["call"], answer["reason"]
 
 
 def gating_path(attrs: dict, *, experts: int | None = None, hash_routing: bool = False,
@@ -112,38 +125,13 @@ def gating_path(attrs: dict, *, experts: int | None = None, hash_routing: bool =
     """(ACLNN call, "") when a MoeGatingTopKHash node with these attributes and inputs runs natively
     on the CANN EP, else (None, why it takes the host fallback). ``attrs`` are resolved (defaults
     filled in); unknown ``experts`` (None) is assumed to fit."""
-    call = "aclnnMoeGatingTopKHash" if hash_routing or attrs["norm_type"] == 2 else "aclnnMoeGatingTopK"
-    if attrs["renorm"] != 0:
-        return None, "renorm=1 is an extension of this project; the Ascend kernels reject it"
-    if additional:
-        return None, "additional_bias with additional_token_mask has no Ascend kernel input"
-    if hash_routing and table_type not in (None, "int32"):
-        return None, f"aclnnMoeGatingTopKHash takes an int32 tid2eid, got {table_type}"
-    if experts is not None:
-        per_group = experts // attrs["group_count"]
-        if experts > MAX_EXPERTS:
-            return None, f"the Ascend gating kernels need E <= 2048, got {experts}"
-        if per_group <= 2:
-            return None, f"the Ascend gating kernels need E / group_count > 2, got {per_group}"
-        aligned = (per_group + 31) // 32 * 32 * attrs["group_count"]
-        if aligned > MAX_EXPERTS:
-            return None, ("the Ascend gating kernels need align32(E / group_count) * group_count "
-                          f"<= 2048, got {aligned}")
-    return call, ""
+    return _library_path("MoeGatingTopKHash", {**attrs, "experts": experts, "hash_routing": hash_routing,
+                                               "table_type": table_type, "additional": additional})
 
 
 def rerouting_path(attrs: dict, *, token_type: str | None = None, scale_type: str | None = None,
                    scale_rank: int | None = None, hidden: int | None = None) -> tuple[str | None, str]:
     """(ACLNN call, "") when a MoeReRouting node runs natively on the CANN EP, else (None, why it
     takes the copy fallback). Unknown types or sizes (None) are assumed to fit."""
-    if token_type is not None and token_type not in ("float16", "bfloat16", "int8"):
-        return None, "tokens must be float16, bfloat16 or int8 for aclnnMoeReRouting"
-    if (scale_type is not None and scale_type != "float") or (scale_rank is not None and scale_rank != 1):
-        return None, "per_token_scales must be float [A] for aclnnMoeReRouting"
-    if hidden is not None and hidden >= MAX_NATIVE_HIDDEN:
-        return None, f"aclnnMoeReRouting needs H < 16384, got H = {hidden}"
-    if attrs["expert_token_num_type"] != 1:
-        return None, "aclnnMoeReRouting supports expert_token_num_type=1 (counts) only, got 0 (cumsum)"
-    if attrs["idx_type"] != 0:
-        return None, "aclnnMoeReRouting supports idx_type=0 (gather index) only, got 1 (scatter)"
-    return "aclnnMoeReRouting", ""
+    return _library_path("MoeReRouting", {**attrs, "token_type": token_type, "scale_type": scale_type,
+                                          "scale_rank": scale_rank, "hidden": hidden})

@@ -1,10 +1,15 @@
 """Write ``ort_custom_ops/src/op_defs.gen.h`` from the ONNX schemas (the single statement of op
-names, input/output order, optional flags, allowed types, attribute kinds and defaults), and
-``ops_src/cpu/attr_defaults.gen.h``: the attribute defaults alone, for the kernels' parameter structs
-(the kernels do not include ONNX Runtime's headers).
+names, input/output order, optional flags, allowed types, attribute kinds and defaults): per op the
+tables, an ``Attrs`` struct with ``ReadAttrs(info)``, the ``Def`` that ``AscendMoeOp`` takes, and
+``AllOps()`` over ``onnx_schemas.OP_MODULES``; and ``ops_src/cpu/attr_defaults.gen.h``: the attribute
+defaults and each op module's ``LIMITS``, for the kernels (which do not include ONNX Runtime's headers).
+
+What an op's sources must define: ``<OpType>Ops()``, ``defs::<op>::InferShapes`` and
+``defs::<op>::CheckAttrs`` (see docs/contributing.md).
 
 The headers are checked in so that a plain ``pip install .`` needs nothing but a C++ compiler;
-``tests/test_op_table.py`` fails when they differ from what this module generates. Regenerate with
+``tests/test_op_table.py::test_generated_headers_are_current`` fails when they differ from what this
+module generates. Regenerate with
 ``python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs``.
 """
 
@@ -49,6 +54,66 @@ def _attr_default(attr: OpSchema.Attribute) -> str:
 
 
 _KINDS = {OpSchema.AttrType.INT: "AttrSpec::kInt", OpSchema.AttrType.FLOAT: "AttrSpec::kFloat"}
+_FIELD_TYPES = {OpSchema.AttrType.INT: "int64_t", OpSchema.AttrType.FLOAT: "float"}
+_READERS = {OpSchema.AttrType.INT: "ReadIntAttr", OpSchema.AttrType.FLOAT: "ReadFloatAttr"}
+
+
+def _field_default(attr: OpSchema.Attribute) -> str:
+    if attr.required:
+        return "0"
+    value = helper.get_attribute_value(attr.default_value)
+    if attr.type == OpSchema.AttrType.FLOAT:
+        return f"{np.float32(value)}f"
+    return str(int(value))
+
+
+def _attrs_block(schema: OpSchema) -> list[str]:
+    """The Attrs struct (one field per attribute, the schema's default) and ReadAttrs."""
+    attrs = sorted(schema.attributes.items())
+    lines = ["// One node's attribute values; each field starts at the schema's default (required: 0).",
+             "struct Attrs {"]
+    for name, attr in attrs:
+        note = "  // required" if attr.required else ""
+        lines.append(f"  {_FIELD_TYPES[attr.type]} {name} = {_field_default(attr)};{note}")
+    lines += ["};", "",
+              "// The value rules of the attributes that do not depend on the inputs: the message for the",
+              f"// first one broken, empty when all hold. Defined in {_snake(schema.name)}_op.cc or its validator.",
+              "std::string CheckAttrs(const Attrs& attrs);", "",
+              "// Reads every attribute through kAttrs (absent optional ones keep their default; another",
+              "// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.",
+              "inline Attrs ReadAttrs(const OrtKernelInfo* info) {",
+              "  Attrs a;"]
+    if not attrs:
+        lines.append("  (void)info;")
+    for name, attr in attrs:
+        lines.append(f"  a.{name} = {_READERS[attr.type]}(info, kName, kAttrs[kAttr{_camel(name)}]);")
+    lines += ["  const std::string error = CheckAttrs(a);",
+              "  if (!error.empty()) Fail(error);",
+              "  return a;",
+              "}"]
+    return lines
+
+
+def _def_block(schema: OpSchema) -> list[str]:
+    """The op definition AscendMoeOp<Def, Kernel> takes (op_base.h) and its shape inference hook."""
+    ns = _snake(schema.name)
+    return [
+        f"// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in {ns}_op.cc.",
+        "OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);",
+        "",
+        "// The op definition, independent of the execution provider (see op_base.h).",
+        "struct Def {",
+        f"  static constexpr const char* kName = {ns}::kName;",
+        f"  static constexpr int kSinceVersion = {ns}::kSinceVersion;",
+        f"  static constexpr const ParamSpec* kInputs = {ns}::kInputs;",
+        "  static constexpr size_t kNumInputs = kNumIns;",
+        f"  static constexpr const ParamSpec* kOutputs = {ns}::kOutputs;",
+        "  static constexpr size_t kNumOutputs = kNumOuts;",
+        f"  static constexpr const AttrSpec* kAttrs = {ns}::kAttrs;",
+        f"  static constexpr size_t kNumAttrs = {ns}::kNumAttrs;",
+        f"  static constexpr auto InferShapes = &{ns}::InferShapes;",
+        "};",
+    ]
 
 
 def _op_block(schema: OpSchema) -> list[str]:
@@ -57,14 +122,14 @@ def _op_block(schema: OpSchema) -> list[str]:
              f'inline constexpr const char* kName = "{schema.name}";',
              f"inline constexpr int kSinceVersion = {schema.since_version};", ""]
 
-    def enum(tag: str, names: list[str]) -> None:
+    def enum(tag: str, names: list[str], count: str) -> None:
         items = [f"k{tag}{_camel(n)} = {i}" for i, n in enumerate(names)]
-        items.append(f"kNum{tag}s = {len(names)}")
+        items.append(f"{count} = {len(names)}")
         lines.append(f"enum {tag} : size_t {{ " + ", ".join(items) + " };")
 
-    enum("In", [p.name for p in schema.inputs])
-    enum("Out", [p.name for p in schema.outputs])
-    enum("Attr", sorted(schema.attributes))  # sorted: the binding's map order is not declared
+    enum("In", [p.name for p in schema.inputs], "kNumIns")
+    enum("Out", [p.name for p in schema.outputs], "kNumOuts")
+    enum("Attr", sorted(schema.attributes), "kNumAttrs")  # sorted: the binding's map order is not declared
     lines.append("")
 
     def params(tag: str, formal: list) -> None:
@@ -88,34 +153,63 @@ def _op_block(schema: OpSchema) -> list[str]:
             raise ValueError(f"{schema.name}: attribute {name!r} has a kind the C++ side cannot read")
         required = "true" if attr.required else "false"
         lines.append(f'    {{"{name}", {_KINDS[attr.type]}, {required}, {_attr_default(attr)}}},')
-    lines += ["};", "", f"}}  // namespace {_snake(schema.name)}", ""]
+    lines += ["};", ""]
+    lines += _attrs_block(schema) + [""]
+    lines += _def_block(schema)
+    lines += ["", f"}}  // namespace {_snake(schema.name)}", ""]
     return lines
+
+
+def _all_ops_block(schemas: list[OpSchema]) -> list[str]:
+    lines = ["// Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;",
+             "// defined in <op>_op.cc. Constructing them registers the op's manifest entry (no ORT call)."]
+    lines += [f"std::vector<const OrtCustomOp*> {s.name}Ops();" for s in schemas]
+    lines += ["", "// Every op of the library, in the order of onnx_schemas.OP_MODULES.",
+              "inline std::vector<const OrtCustomOp*> AllOps() {",
+              "  std::vector<const OrtCustomOp*> ops;"]
+    lines += [f"  for (const OrtCustomOp* op : {s.name}Ops()) ops.push_back(op);" for s in schemas]
+    lines += ["  return ops;", "}"]
+    return lines
+
+
+_TEST = "tests/test_op_table.py::test_generated_headers_are_current"
 
 
 def generate() -> str:
     """The text of op_defs.gen.h for the registered schemas."""
     from ascend_moe_onnx import onnx_schemas
 
+    schemas = list(onnx_schemas.SCHEMAS.values())
+    for schema in schemas:
+        if any(p.option == OpSchema.FormalParameterOption.Variadic for p in (*schema.inputs, *schema.outputs)):
+            raise ValueError(f"{schema.name}: variadic inputs/outputs are not supported by the C++ tables")
     lines = [
-        "// Op definitions generated from the ONNX schemas (onnx_schemas): names, input/output order,",
-        "// optional flags, allowed element types, attribute kinds and defaults.",
+        "// Op definitions generated from the ONNX schemas (onnx_schemas): per op its names, input/output",
+        "// order, optional flags, allowed element types, attribute kinds and defaults, the Attrs struct",
+        "// and ReadAttrs, the Def that AscendMoeOp takes; and AllOps().",
         f"// Do not edit: regenerate with `python -m {_MODULE}`;",
-        "// tests/test_op_defs.py fails when this file and the schemas differ.",
+        f"// {_TEST} fails when this file and the schemas differ.",
         "#pragma once",
         "",
+        "#include <cstdint>",
         "#include <iterator>",
+        "#include <string>",
+        "#include <vector>",
         "",
         '#include "op_utils.h"',
         "",
-        "namespace ascend_moe::defs {",
+        "namespace ascend_moe {",
+        "namespace defs {",
         "",
         f'inline constexpr const char* kDomain = "{onnx_schemas.DOMAIN}";',
         f"inline constexpr int kOpsetVersion = {onnx_schemas.OPSET_VERSION};",
         "",
     ]
-    for schema in onnx_schemas.SCHEMAS.values():
+    for schema in schemas:
         lines += _op_block(schema)
-    lines.append("}  // namespace ascend_moe::defs")
+    lines += ["}  // namespace defs", ""]
+    lines += _all_ops_block(schemas)
+    lines += ["", "}  // namespace ascend_moe"]
     return "\n".join(lines) + "\n"
 
 
@@ -126,14 +220,20 @@ def _default_constant(name: str, attr: OpSchema.Attribute) -> str:
     return f"inline constexpr int64_t k{_camel(name)} = {int(value)};"
 
 
+def _limit_constant(name: str, value: int) -> str:
+    return f"inline constexpr int64_t k{_camel(name.lower())} = {int(value)};"
+
+
 def generate_defaults() -> str:
-    """The text of attr_defaults.gen.h: every optional attribute's default (required ones have none)."""
+    """The text of attr_defaults.gen.h: every optional attribute's default (required ones have none)
+    and the limits each op module states in ``LIMITS``."""
     from ascend_moe_onnx import onnx_schemas
 
     lines = [
-        "// Attribute defaults generated from the ONNX schemas (onnx_schemas), for the kernels' parameter",
-        f"// structs. Do not edit: regenerate with `python -m {_MODULE}`;",
-        "// tests/test_op_table.py fails when this file and the schemas differ.",
+        "// Attribute defaults and size limits generated from the ONNX schemas (onnx_schemas: each op",
+        "// module's SCHEMA and LIMITS), for the kernels' parameter structs and checks.",
+        f"// Do not edit: regenerate with `python -m {_MODULE}`;",
+        f"// {_TEST} fails when this file and the schemas differ.",
         "#pragma once",
         "",
         "#include <cstdint>",
@@ -145,7 +245,15 @@ def generate_defaults() -> str:
         lines.append(f"namespace {_snake(schema.name)} {{")
         lines += [_default_constant(n, a) for n, a in sorted(schema.attributes.items()) if not a.required]
         lines += [f"}}  // namespace {_snake(schema.name)}", ""]
-    lines.append("}  // namespace ascend_moe::attr_defaults")
+    lines += ["}  // namespace ascend_moe::attr_defaults", "", "namespace ascend_moe::limits {", ""]
+    for module in onnx_schemas.OP_MODULES:
+        limits = getattr(module, "LIMITS", {})
+        if not limits:
+            continue
+        lines.append(f"namespace {_snake(module.OP_TYPE)} {{")
+        lines += [_limit_constant(n, v) for n, v in limits.items()]
+        lines += [f"}}  // namespace {_snake(module.OP_TYPE)}", ""]
+    lines.append("}  // namespace ascend_moe::limits")
     return "\n".join(lines) + "\n"
 
 

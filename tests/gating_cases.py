@@ -215,3 +215,158 @@ def bad_cases() -> list:
         B("mask_count", {"x": X8, "additional_bias": F8, "additional_token_mask": np.zeros(2, bool)},
           dict(k=2), "input 'additional_token_mask' must have R = 3 elements, got shape [2]"),
     ]
+
+
+def _sigmoid64(v) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(v, np.float64)))
+
+
+def _ties_long_rows(experts: int) -> dict:
+    """All-equal rows, many equal maxima, few distinct values, a tie among the top few."""
+    rng = np.random.default_rng(experts)
+    x = np.zeros((4, experts), np.float32)
+    x[1, ::7] = 1.0
+    x[2] = rng.integers(0, 3, experts)
+    x[3, [5, 100, 200]] = [2.0, 2.0, 1.0]
+    return {"x": x}
+
+
+def _group_maxima(group_size: int) -> tuple[dict, int, int]:
+    """Group A (0) holds two equal maxima (score 2a under mode 1), group B (2) one larger maximum
+    with a small second; x = 0 and sigmoid, so b = 0.5 + bias."""
+    E = 4 * group_size
+    bias = np.full(E, -0.45, np.float32)
+    a_last, b0 = group_size - 1, 2 * group_size
+    bias[[a_last - 1, a_last]] = 0.0      # A: 0.5, 0.5 -> 1.0
+    bias[b0] = 0.4                        # B: 0.9, 0.05 -> 0.95
+    return {"x": np.zeros((1, E), np.float32), "bias": bias}, a_last, b0
+
+
+def samples() -> list:
+    """Named valid calls that every layer runs (tests/op_table.py): the generic samples and the
+    semantic edge cases of docs/operators.md §1.2, each with what the contract states outright."""
+    from tests.op_table import Sample as S
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    bias = (rng.standard_normal(16) * 0.1).astype(np.float32)
+    full = {"x": x, "bias": bias, "input_ids": rng.integers(0, 9, (2, 5)).astype(np.int64),
+            "tid2eid": rng.integers(0, 16, (9, 3)).astype(np.int32),
+            "additional_bias": (rng.standard_normal(16) * 0.1).astype(np.float32),
+            "additional_token_mask": rng.random((2, 5)) < 0.5}
+    out = [
+        S("every-input", full, dict(k=3, norm_type=2, routed_scaling_factor=1.5, out_flag=1)),
+        S("groups-top2-sigmoid", {"x": x, "bias": bias},
+          dict(k=4, group_count=4, k_group=2, group_select_mode=1, norm_type=1)),
+        S("softmax-renorm-random", {"x": x}, dict(k=2, renorm=1)),
+    ]
+    # ties and special values: ties go to the lower index; numbers, then -inf, then NaN
+    out.append(S("ties-lower-index", {"x": np.array([[1, 3, 3, 2, 3, 0], [0] * 6], np.float32)},
+                 dict(k=3, norm_type=1), expect={"expert_idx": [[1, 2, 4], [0, 1, 2]]}))
+    for experts in (256, 2048):
+        ties = _ties_long_rows(experts)  # sigmoid keeps the order: a stable sort of -x is the answer
+        out.append(S(f"ties-long-rows-{experts}", ties, dict(k=8, norm_type=1), rtol=4e-6,
+                     expect={"expert_idx": np.argsort(-ties["x"], axis=-1, kind="stable")[:, :8]}))
+    nan, inf = np.nan, np.inf
+    out.append(S("nan-ranks-below-minus-inf",
+                 {"x": np.array([[nan, 0, nan, 1, 0, -1]], np.float32),
+                  "bias": np.array([0, -inf, 0, 0, -inf, 0], np.float32)},
+                 dict(k=6, norm_type=1), expect={"expert_idx": [[3, 5, 1, 4, 0, 2]]}))
+    out.append(S("numbers-then-minus-inf-then-nan",
+                 {"x": np.array([[0.5, nan, 2.0, 0.5, 1.0, nan, 0.5, -1.0]], np.float32),
+                  "bias": np.array([0, 0, 0, 0, -inf, 0, -inf, 0], np.float32)},
+                 dict(k=8, norm_type=1),  # NaN scores poison the renormalisation sum
+                 expect={"expert_idx": [[2, 0, 3, 7, 4, 6, 1, 5]], "y": np.full((1, 8), nan, np.float32)}))
+    long_nan = np.random.default_rng(5).standard_normal((3, 256)).astype(np.float32)
+    long_nan[0, :250] = nan                  # only 6 numbers: 2 NaN experts fill k = 8
+    long_nan[1, ::2] = nan
+    long_nan[2, 10] = -inf
+    out.append(S("nan-in-long-rows", {"x": long_nan}, dict(k=8, norm_type=2, out_flag=1), rtol=4e-6))
+    for mode in (0, 1):
+        g = np.random.default_rng(7).standard_normal((5, 16)).astype(np.float32)
+        gbias = np.zeros(16, np.float32)
+        g[0, 0:4] = nan                      # a whole NaN group
+        g[1, 4:8] = nan
+        g[1, 8] = nan                        # NaN inside a kept group
+        gbias[12:14] = -inf                  # -inf entries: mode 1 sums them into -inf
+        g[2, :] = 0.0                        # all ties: lower groups, lower experts
+        g[3, 0:8] = nan                      # two NaN groups: one of them is kept
+        out.append(S(f"nan-and-minus-inf-groups-mode{mode}", {"x": g, "bias": gbias},
+                     dict(k=6, norm_type=1, group_count=4, k_group=3, group_select_mode=mode, out_flag=1),
+                     rtol=4e-6))
+    out.append(S("softmax-with-nan", {"x": np.array([[0.5, nan, 1.0, 2.0]], np.float32)},
+                 dict(k=2, norm_type=0, out_flag=1),
+                 expect={"expert_idx": [[0, 1]], "y": np.full((1, 2), nan, np.float32),
+                         "out": np.full((1, 4), nan, np.float32)}))
+    # saturation and far tails (the kernel keeps subnormal scores: tests/test_gating_ort.py)
+    out.append(S("sigmoid-saturation", {"x": np.array([[100, -100, 1000, -1000, 0, 88, -88, 20]], np.float32)},
+                 dict(k=8, norm_type=1, out_flag=1), rtol=4e-6, atol=1e-37))
+    out.append(S("sigmoid-saturation-ties", {"x": np.array([[100.0, 200.0, 50.0, -200.0]], np.float32)},
+                 dict(k=3, norm_type=1), expect={"expert_idx": [[0, 1, 2]], "y": np.full((1, 3), 1 / 3)}))
+    out.append(S("sqrt-softplus-extremes", {"x": np.array([[100, -100, 1e30, -1e30, 0, 17, -17, -120]], np.float32)},
+                 dict(k=8, norm_type=2, out_flag=1), rtol=4e-6, atol=1e-37))
+    out.append(S("sqrt-softplus-far-negative",  # log1p accuracy: s ~ exp(x/2) where Log(1 + u) gives 0
+                 {"x": np.array([[-17.0, -30.0, -60.0, -80.0, 0.0, 20.0, 90.0, -inf]], np.float32)},
+                 dict(k=2, norm_type=2, out_flag=1), rtol=4e-6, atol=0.0))
+    # group selection
+    for size in (2, 32):
+        inputs, a_last, b0 = _group_maxima(size)
+        base = dict(k=2, k_group=1, group_count=4, norm_type=1)
+        out.append(S(f"group-top2-counts-equal-maxima-twice-{size}", inputs, dict(base, group_select_mode=1),
+                     expect={"expert_idx": [[a_last - 1, a_last]]}))
+        out.append(S(f"group-max-keeps-the-larger-maximum-{size}", inputs, dict(base, group_select_mode=0),
+                     expect={"expert_idx": [[b0, b0 + 1]]}))
+    eq_bias = np.zeros(16, np.float32)
+    eq_bias[[2, 6, 10, 14]] = 0.25           # every group has the same score
+    out.append(S("equal-group-scores-keep-the-lower-group", {"x": np.zeros((1, 16), np.float32), "bias": eq_bias},
+                 dict(k=2, k_group=2, group_count=4, group_select_mode=1, norm_type=1),
+                 expect={"expert_idx": [[2, 6]]}))
+    # weights: from the unbiased scores; softmax renormalised only with renorm=1
+    xw = np.array([[2.0, 1.0, 0.0, -1.0]], np.float32)
+    s = _sigmoid64(xw[0, [3, 0]])
+    out.append(S("weights-from-unbiased-scores", {"x": xw, "bias": np.array([0, 0, 0, 10], np.float32)},
+                 dict(k=2, norm_type=1, routed_scaling_factor=2.0, out_flag=1), rtol=4e-6,
+                 expect={"expert_idx": [[3, 0]], "y": [2.0 * s / s.sum()], "out": _sigmoid64(xw)}))
+    xs = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+    p = np.exp(xs[0] - 4.0) / np.exp(xs[0] - 4.0).sum()
+    out.append(S("softmax-not-renormalised", {"x": xs}, dict(k=2, norm_type=0, routed_scaling_factor=1.5),
+                 rtol=4e-6, expect={"expert_idx": [[3, 2]], "y": [1.5 * p[[3, 2]]]}))
+    out.append(S("softmax-renorm", {"x": xs}, dict(k=2, norm_type=0, renorm=1, routed_scaling_factor=1.5),
+                 rtol=4e-6, expect={"expert_idx": [[3, 2]], "y": [1.5 * p[[3, 2]] / p[[3, 2]].sum()]}))
+    # hash routing: table order and duplicates kept; masked rows select with additional_bias
+    table = np.array([[3, 3, 1, 0], [7, 6, 5, 4], [0, 0, 0, 0]], np.int32)
+    ids = np.array([2, 0, 1], np.int64)
+    out.append(S("hash-rows-keep-table-order-and-duplicates",
+                 {"x": np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32),
+                  "input_ids": ids, "tid2eid": table},
+                 dict(k=4, norm_type=2, routed_scaling_factor=1.5, out_flag=1), rtol=4e-6,
+                 expect={"expert_idx": table[ids]}))
+    abias = np.zeros(8, np.float32)
+    abias[[5, 6]] = 100.0
+    out.append(S("masked-rows-on-hash-layers-use-top-k",  # invalid ids on masked rows are never used
+                 {"x": np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32),
+                  "input_ids": np.array([1, -7, 2, 99], np.int32),
+                  "tid2eid": np.tile(np.array([[0, 1]], np.int64), (5, 1)),
+                  "additional_bias": abias, "additional_token_mask": np.array([False, True, False, True])},
+                 dict(k=2, norm_type=1), rtol=4e-6))
+    out.append(S("hash-with-masked-row-and-unused-bad-entries",
+                 {"x": np.array([[0.0, 1.0, 2.0, 3.0]] * 3, np.float32), "input_ids": np.array([1, 0, 1000]),
+                  "tid2eid": np.array([[3, 3, 0], [1, 2, 0], [99, 99, 99]], np.int32),
+                  "additional_bias": np.array([5.0, 0.0, 0.0, 0.0], np.float32),
+                  "additional_token_mask": np.array([False, False, True])},
+                 dict(k=3, norm_type=2), rtol=4e-6, expect={"expert_idx": [[1, 2, 0], [3, 3, 0], [0, 3, 2]]}))
+    two = {"x": np.zeros((2, 4), np.float32), "bias": np.array([0, 0, 0, 1], np.float32),
+           "additional_bias": np.array([1, 0, 0, 0], np.float32)}
+    out.append(S("additional-bias-only-on-masked-rows", {**two, "additional_token_mask": np.array([True, False])},
+                 dict(k=1, norm_type=1), expect={"expert_idx": [[0], [3]]}))
+    out.append(S("additional-bias-without-mask-has-no-effect", two, dict(k=1, norm_type=1),
+                 expect={"expert_idx": [[3], [3]]}))
+    # out and empty inputs
+    x16 = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float16)
+    out.append(S("out-empty-without-out-flag", {"x": x16}, dict(k=2), rtol=2e-3,
+                 expect={"out": np.zeros((0,), np.float32)}))
+    out.append(S("out-with-out-flag", {"x": x16}, dict(k=2, out_flag=1), rtol=2e-3))
+    for lead in [(0,), (3, 0)]:
+        out.append(S(f"empty-input-{'x'.join(map(str, lead))}", {"x": np.zeros((*lead, 16), NP_DTYPES["bfloat16"])},
+                     dict(k=4, out_flag=1), expect={"out": np.zeros((*lead, 16), np.float32)}))
+    return out

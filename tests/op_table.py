@@ -1,6 +1,7 @@
 """The per-op test table (in the manner of onnxscript's OpInfo): one entry per ascend.moe op feeds
-the generic tests of tests/test_op_table.py (schema vs the C++ manifest, bad cases through every
-layer, ...). A new op is one OpInfo here plus its own semantic tests."""
+the generic tests of tests/test_op_table.py (schema vs the C++ manifest, named samples and bad
+cases through every layer, ...). A new op is one OpInfo here; per-op test files keep only what is
+specific to one layer (kernel paths, export, shape inference details)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,23 @@ class BadCase:
 
 
 @dataclass(frozen=True)
+class Sample:
+    """A named valid call (ONNX input name -> array; None or missing = absent) that every layer
+    runs: the C++ kernel in ONNX Runtime, the function body in ONNX Runtime without the library,
+    onnx.reference and the torch front end must each give the NumPy reference's outputs.
+    ``expect`` pins outputs the contract states outright (output name -> values: exact for integer
+    outputs, within the tolerance for float ones, NaN equal to NaN). ``rtol``/``atol`` None: the
+    op's tolerance."""
+
+    id: str
+    inputs: dict
+    attrs: dict = field(default_factory=dict)
+    rtol: float | None = None
+    atol: float | None = None
+    expect: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class OpInfo:
     """What the generic tests need to know of one op."""
 
@@ -42,8 +60,8 @@ class OpInfo:
     # Calls the torch front end with torch tensors keyed by input name (None = absent); None: the
     # op has no torch front end (MoeRoutedExperts: an export-time op of the ``ort`` formulation).
     torch_call: Callable[[dict, dict], tuple] | None = field(repr=False)
-    # Valid (inputs, attributes) with every optional input present: the generic agreement and
-    # type tests run on them.
+    # Named valid calls (Sample), the first with every optional input present (the wrong-type
+    # test starts from it): the generic agreement test runs each through every layer.
     samples: Callable[[], list] = field(repr=False, default=lambda: [])
     rtol: float = 2e-6  # agreement of the kernels with the NumPy reference (float outputs)
     atol: float = 1e-30
@@ -123,30 +141,15 @@ def _rerouting_cases():
 
 
 def _gating_samples():
-    rng = np.random.default_rng(12)
-    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
-    bias = (rng.standard_normal(16) * 0.1).astype(np.float32)
-    full = {"x": x, "bias": bias, "input_ids": rng.integers(0, 9, (2, 5)).astype(np.int64),
-            "tid2eid": rng.integers(0, 16, (9, 3)).astype(np.int32),
-            "additional_bias": (rng.standard_normal(16) * 0.1).astype(np.float32),
-            "additional_token_mask": rng.random((2, 5)) < 0.5}
-    return [
-        (full, dict(k=3, norm_type=2, routed_scaling_factor=1.5, out_flag=1)),
-        ({"x": x, "bias": bias}, dict(k=4, group_count=4, k_group=2, group_select_mode=1, norm_type=1)),
-        ({"x": x}, dict(k=2, renorm=1)),
-    ]
+    from tests.gating_cases import samples
+
+    return samples()
 
 
 def _rerouting_samples():
-    rng = np.random.default_rng(13)
-    counts = np.array([[1, 0, 2], [2, 1, 0]], np.int64)
-    tokens = rng.integers(-128, 128, (6, 4)).astype(np.int8)
-    scales = rng.standard_normal((6, 2)).astype(np.float32)
-    return [
-        ({"tokens": tokens, "expert_token_num_per_rank": counts, "per_token_scales": scales},
-         dict(idx_type=1, expert_token_num_type=0)),
-        ({"tokens": tokens.astype(np.float32), "expert_token_num_per_rank": counts.astype(np.int32)}, {}),
-    ]
+    from tests.rerouting_cases import samples
+
+    return samples()
 
 
 def _experts_inputs(rng, T=3, H=20, E=5, I=6, k=2, idx_type=np.int64):
@@ -159,10 +162,14 @@ def _experts_inputs(rng, T=3, H=20, E=5, I=6, k=2, idx_type=np.int64):
 
 def _experts_samples():
     rng = np.random.default_rng(14)
+    repeated = _experts_inputs(rng, T=4, E=3, k=3)
+    repeated["expert_idx"] = np.array([[2, 2, 2], [0, 1, 0], [1, 1, 2], [0, 0, 0]], np.int64)
     return [
-        (_experts_inputs(rng), {}),
-        (_experts_inputs(rng, T=9, H=37, E=3, I=5, k=3, idx_type=np.int32), dict(swiglu_limit=0.5)),
-        (_experts_inputs(rng, T=0), {}),
+        Sample("int64-index", _experts_inputs(rng)),
+        Sample("int32-index-clamped", _experts_inputs(rng, T=9, H=37, E=3, I=5, k=3, idx_type=np.int32),
+               dict(swiglu_limit=0.5)),
+        Sample("empty-input", _experts_inputs(rng, T=0), expect={"y": np.zeros((0, 20), np.float32)}),
+        Sample("an-expert-twice-in-a-row", repeated),
     ]
 
 
@@ -232,26 +239,56 @@ def present(inputs: dict) -> dict:
     return {n: a for n, a in inputs.items() if a is not None}
 
 
-def node_model(op: OpInfo, inputs: dict, attrs: dict, opset_version: int | None = None,
-               ranks: bool = False) -> onnx.ModelProto:
-    """A one-node model: graph inputs named like the op's inputs, of unknown shape (element types
-    known) or, with ``ranks``, of known rank with symbolic dims; absent middle inputs as "";
-    every output named and left to shape inference."""
+def node_model(op: OpInfo | str, inputs: dict, attrs: dict, opset_version: int | None = None,
+               ranks: bool = False, *, shapes: bool = False, dims: dict | None = None,
+               outputs: int | None = None, typed_outputs: bool = False, output_dims: dict | None = None,
+               opset: int = 20, ir_version: int = 10) -> onnx.ModelProto:
+    """The one-node model of the tests: graph inputs named like the op's inputs (absent middle
+    ones as ""), with dims unknown, or with ``ranks`` symbolic (``<input>_<i>``), or with
+    ``shapes`` the arrays' own; ``dims`` overrides them per input (a list of ints / names, None:
+    unknown rank). The first ``outputs`` outputs (default all), left to shape inference, or with
+    ``typed_outputs`` declared with the element types the kernels write (shapes unknown unless
+    ``output_dims`` gives them).
+    ``op`` is an OpInfo or an op name."""
     from tests.rerouting_cases import TYPES, type_name
 
+    if isinstance(op, str):
+        op = next(o for o in OPS if o.name == op)
     given = present(inputs)
     names = [n if n in given else "" for n in op.spec.INPUT_NAMES]
     while names and names[-1] == "":
         names.pop()
-    def dims(name):
+
+    def input_dims(name):
+        if dims is not None and name in dims:
+            return dims[name]
+        if shapes:
+            return list(np.shape(given[name]))
         return [f"{name}_{i}" for i in range(np.ndim(given[name]))] if ranks else None
 
-    graph_inputs = [helper.make_tensor_value_info(n, TYPES[type_name(given[n])][1], dims(n))
-                    for n in names if n]
-    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in op.spec.OUTPUT_NAMES]
-    node = helper.make_node(op.name, names, list(op.spec.OUTPUT_NAMES), domain=onnx_schemas.DOMAIN, **attrs)
+    elem = {n: TYPES[type_name(given[n])][1] for n in names if n}
+    graph_inputs = [helper.make_tensor_value_info(n, elem[n], input_dims(n)) for n in names if n]
+    out_names = list(op.spec.OUTPUT_NAMES)[:outputs]
+    if typed_outputs:
+        graph_outputs = [helper.make_tensor_value_info(n, _output_type(op, p, elem), (output_dims or {}).get(n))
+                         for n, p in zip(out_names, op.spec.SCHEMA.outputs)]
+    else:
+        graph_outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in out_names]
+    node = helper.make_node(op.name, names, out_names, domain=onnx_schemas.DOMAIN, **attrs)
     return helper.make_model(
-        helper.make_graph([node], op.name, graph_inputs, outputs),
-        opset_imports=[helper.make_opsetid("", 20),
+        helper.make_graph([node], op.name, graph_inputs, graph_outputs),
+        opset_imports=[helper.make_opsetid("", opset),
                        helper.make_opsetid(onnx_schemas.DOMAIN, opset_version or onnx_schemas.OPSET_VERSION)],
-        ir_version=10)
+        ir_version=ir_version)
+
+
+def _output_type(op: OpInfo, param, input_types: dict) -> int:
+    """The element type the kernels write to an output: its one allowed type, else that of the
+    first given input with the same type parameter, else its first allowed type."""
+    schema = op.spec.SCHEMA
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}.get(
+        param.type_str, [param.type_str])
+    for p in schema.inputs:
+        if len(allowed) > 1 and p.type_str == param.type_str and p.name in input_types:
+            return input_types[p.name]
+    return getattr(onnx.TensorProto, allowed[0][len("tensor("):-1].upper())

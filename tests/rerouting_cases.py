@@ -12,9 +12,8 @@ try:  # torch is optional: the ORT-facing tests also run in environments without
     import torch
 except ImportError:
     torch = None
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
-from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions
@@ -148,19 +147,15 @@ def run_torch(tokens, counts, scales=None, **attrs):
 def make_model(token_type: str = "float", count_type: str = "int64", scale_type: str | None = None,
                scale_rank: int = 1, attrs: dict | None = None, shapes: bool = True,
                functions: bool = False, opset: int = 20) -> onnx.ModelProto:
-    """One MoeReRouting node; symbolic input shapes unless ``shapes`` is False (unknown rank)."""
-    def vi(name, type_name, dims):
-        return helper.make_tensor_value_info(name, TYPES[type_name][1], dims if shapes else None)
+    """One MoeReRouting node of these element types (tests/op_table.node_model); symbolic input
+    shapes unless ``shapes`` is False (unknown rank); outputs left to shape inference."""
+    from tests.op_table import node_model
 
-    inputs = [vi("tokens", token_type, ["A", "H"]), vi("counts", count_type, ["N", "E"])]
-    if scale_type is not None:
-        inputs.append(vi("scales", scale_type, ["A", "S"][:scale_rank]))
-    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in spec.OUTPUT_NAMES]  # left to inference
-    node = helper.make_node(spec.OP_TYPE, [i.name for i in inputs], list(spec.OUTPUT_NAMES),
-                            domain=spec.DOMAIN, **(attrs or {}))
-    model = helper.make_model(
-        helper.make_graph([node], "rerouting", inputs, outputs),
-        opset_imports=[helper.make_opsetid("", opset), onnx_schemas.opset_import()], ir_version=10)
+    types = {"tokens": token_type, "expert_token_num_per_rank": count_type, "per_token_scales": scale_type}
+    inputs = {n: np.zeros(0, TYPES[t][0]) for n, t in types.items() if t is not None}  # types only
+    dims = {"tokens": ["A", "H"], "expert_token_num_per_rank": ["N", "E"], "per_token_scales": ["A", "S"][:scale_rank]}
+    model = node_model(spec.OP_TYPE, inputs, attrs or {},
+                       dims={n: d if shapes else None for n, d in dims.items()}, opset=opset)
     return attach_functions(model) if functions else model
 
 
@@ -186,9 +181,9 @@ def run_feeds(sess, feeds: dict) -> list[np.ndarray]:
 
 def run_ort(sess, tokens, counts, scales=None) -> list[np.ndarray]:
     """Run a session built by make_model."""
-    feeds = {"tokens": tokens, "counts": counts}
+    feeds = {"tokens": tokens, "expert_token_num_per_rank": counts}
     if scales is not None:
-        feeds["scales"] = scales
+        feeds["per_token_scales"] = scales
     return run_feeds(sess, feeds)
 
 
@@ -269,3 +264,53 @@ def bad_cases() -> list:
         "attribute 'idx' is not an attribute of MoeReRouting (known: expert_token_num_type, idx_type)",
         ort=False, torch=False))
     return cases
+
+
+# Counts of the edge cases: empty ranks and experts, one rank, one expert, one block, no tokens.
+EDGE_COUNTS = {
+    "A0": np.zeros((3, 2), np.int64),
+    "zero_blocks": np.array([[0, 4, 0], [0, 0, 0], [2, 0, 1]]),
+    "empty_rank": np.array([[0, 0], [3, 2], [0, 0]]),
+    "empty_expert": np.array([[0, 2, 1], [0, 1, 1]]),
+    "N1": np.array([[3, 0, 2, 1]]),
+    "E1": np.array([[2], [0], [3]]),
+    "N1E1": np.array([[5]]),
+    "one_block": np.array([[0, 0], [0, 4]]),
+}
+
+
+def samples() -> list:
+    """Named valid calls that every layer runs (tests/op_table.py): the worked example of
+    docs/operators.md §2.2 in every attribute combination (its outputs stated), and the count
+    edge cases."""
+    from tests.op_table import Sample
+
+    rng = np.random.default_rng(13)
+    counts = WORKED_COUNTS.astype(np.int64)
+    tokens = rng.integers(-128, 128, (6, 4)).astype(np.int8)
+    scales = rng.standard_normal((6, 2)).astype(np.float32)
+    out = [Sample("every-input-scatter-cumsum",
+                  {"tokens": tokens, "expert_token_num_per_rank": counts, "per_token_scales": scales},
+                  dict(idx_type=1, expert_token_num_type=0),
+                  expect={"permute_tokens": tokens[WORKED_GATHER], "permute_per_token_scales": scales[WORKED_GATHER]})]
+    worked = np.arange(6 * 3, dtype=np.float32).reshape(6, 3)
+    for count_type in (np.int32, np.int64):
+        for idx_type in (0, 1):
+            for etn_type in (0, 1):
+                out.append(Sample(
+                    f"worked-example-{np.dtype(count_type).name}-idx{idx_type}-etn{etn_type}",
+                    {"tokens": worked, "expert_token_num_per_rank": WORKED_COUNTS.astype(count_type)},
+                    dict(idx_type=idx_type, expert_token_num_type=etn_type),
+                    expect={"permute_tokens": worked[WORKED_GATHER],
+                            "permute_per_token_scales": np.zeros((0,), np.float32),
+                            "permute_token_idx": WORKED_SCATTER if idx_type else WORKED_GATHER,
+                            "expert_token_num": np.array([3, 1, 2] if etn_type else [3, 4, 6], count_type)}))
+    for name, edge in EDGE_COUNTS.items():
+        a = int(edge.sum())
+        for idx_type in (0, 1):
+            out.append(Sample(f"edge-{name}-idx{idx_type}",
+                              {"tokens": rng.standard_normal((a, 5)).astype(ml_dtypes.bfloat16),
+                               "expert_token_num_per_rank": edge,
+                               "per_token_scales": rng.random((a, 2)).astype(np.float32)},
+                              dict(idx_type=idx_type, expert_token_num_type=0)))
+    return out

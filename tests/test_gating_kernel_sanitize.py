@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_gating_kernel import ISA_PATHS, isa_env
+from tests.cpu_isa import isa_env
+from tests.test_gating_kernel import ISA_PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,66 +5,32 @@ from __future__ import annotations
 
 import itertools
 import re
-import json
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper  # noqa: E402
-
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
-from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference  # noqa: E402
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import OP_TYPE as OP, reference  # noqa: E402
 from tests import ort_values  # noqa: E402
 from tests.gating_cases import (  # noqa: E402
     WEIGHT_RTOL, assert_routing_equal, make_inputs, seed_of, selection_scores,
 )
+from tests.cpu_isa import call_on_isa  # noqa: E402
+from tests.op_table import node_model  # noqa: E402
 
-ELEM_TYPES = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.float16): TensorProto.FLOAT16,
-    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-    np.dtype(np.int32): TensorProto.INT32,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.bool_): TensorProto.BOOL,
-}
 DTYPE_NAMES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
 def make_model(attrs: dict, inputs: dict, x_dims: list | None = None, outputs: int = 3):
-    """Single-node model; graph inputs named like the op inputs, with symbolic dims (E of x kept
-    fixed unless ``x_dims`` says otherwise)."""
-    node_inputs = [name if name in inputs else "" for name in INPUT_NAMES]
-    while node_inputs[-1] == "":
-        node_inputs.pop()
-    graph_inputs = []
-    for name in INPUT_NAMES:
-        if name not in inputs:
-            continue
-        a = np.asarray(inputs[name])
-        if name == "x":
-            dims = x_dims if x_dims is not None else [f"x{i}" for i in range(a.ndim - 1)] + [a.shape[-1]]
-        else:
-            dims = [f"{name}{i}" for i in range(a.ndim)]
-        graph_inputs.append(helper.make_tensor_value_info(name, ELEM_TYPES[a.dtype], dims))
-    out_names = ["y", "expert_idx", "out"][:outputs]
-    node = helper.make_node("MoeGatingTopKHash", node_inputs, out_names, domain="ascend.moe", **attrs)
-    x_type = ELEM_TYPES[np.asarray(inputs["x"]).dtype]
-    graph_outputs = [
-        helper.make_tensor_value_info(n, t, None)
-        for n, t in zip(out_names, [x_type, TensorProto.INT32, TensorProto.FLOAT])
-    ]
-    graph = helper.make_graph([node], "gating", graph_inputs, graph_outputs)
-    return helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ascend.moe", 1)],
-        ir_version=10,
-    )
+    """Single-node model (tests/op_table.node_model) with typed outputs and symbolic dims, E of x
+    kept fixed unless ``x_dims`` says otherwise."""
+    x = np.asarray(inputs["x"])
+    if x_dims is None:
+        x_dims = [f"x{i}" for i in range(x.ndim - 1)] + [x.shape[-1]]
+    return node_model(OP, inputs, attrs, ranks=True, dims={"x": x_dims}, outputs=outputs,
+                      typed_outputs=True, opset=18)
 
 
 def session(model, threads: int | None = 1):
@@ -161,202 +127,17 @@ def test_group_sizes(experts, groups, k_group, k, mode):
     check_against_reference(inputs, attrs, run_ort(inputs, attrs))
 
 
-# ---- worked behaviours ---------------------------------------------------------------------------
+# ---- kernel-specific behaviours (the semantic edge cases are samples of tests/op_table.py) -------
 
 
-def test_ties_go_to_the_lower_index():
-    x = np.array([[1, 3, 3, 2, 3, 0], [0, 0, 0, 0, 0, 0]], np.float32)
-    _, idx, _ = run_ort({"x": x}, dict(k=3, norm_type=1))
-    np.testing.assert_array_equal(idx, [[1, 2, 4], [0, 1, 2]])
-
-
-@pytest.mark.parametrize("experts", [256, 2048])
-def test_ties_in_long_rows(experts):
-    """All-equal rows and rows with many equal maxima take the lowest indices."""
-    rng = np.random.default_rng(experts)
-    x = np.zeros((4, experts), np.float32)
-    x[1, ::7] = 1.0                          # many equal maxima
-    x[2] = rng.integers(0, 3, experts)       # few distinct values
-    x[3, [5, 100, 200]] = [2.0, 2.0, 1.0]    # a tie among the top few
-    attrs = dict(k=8, norm_type=1)
-    y, idx, _ = run_ort({"x": x}, attrs)
-    ry, ridx, _ = reference(x, **attrs)
-    np.testing.assert_array_equal(idx, ridx)
-    np.testing.assert_array_equal(idx[0], np.arange(8))
-    np.testing.assert_array_equal(idx[1], np.arange(0, 56, 7))
-    np.testing.assert_allclose(y, ry, rtol=4e-6)
-
-
-def test_nan_ranks_below_minus_infinity():
-    nan, inf = np.nan, np.inf
-    x = np.array([[nan, 0, nan, 1, 0, -1]], np.float32)
-    bias = np.array([0, -inf, 0, 0, -inf, 0], np.float32)
-    attrs = dict(k=6, norm_type=1)
-    y, idx, _ = run_ort({"x": x, "bias": bias}, attrs)
-    np.testing.assert_array_equal(idx, [[3, 5, 1, 4, 0, 2]])
-    ry, ridx, _ = reference(x, bias, **attrs)
-    np.testing.assert_array_equal(idx, ridx)
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(ry))
-
-
-def test_nan_in_long_rows():
-    """NaN logits in the block-bounded selection: NaN scores are picked last, lowest index first."""
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((3, 256)).astype(np.float32)
-    x[0, :250] = np.nan                      # only 6 numbers: 2 NaN experts fill k = 8
-    x[1, ::2] = np.nan
-    x[2, 10] = -np.inf
-    attrs = dict(k=8, norm_type=2, out_flag=1)
-    got = run_ort({"x": x}, attrs)
-    _, ridx, _ = reference(x, **attrs)
-    np.testing.assert_array_equal(got[1], ridx)
-    np.testing.assert_array_equal(got[1][0, 6:], [0, 1])
-
-
-def test_softmax_with_nan_gives_nan_scores():
-    x = np.array([[0.5, np.nan, 1.0, 2.0]], np.float32)
-    y, idx, out = run_ort({"x": x}, dict(k=2, norm_type=0, out_flag=1))
-    assert np.isnan(out).all() and np.isnan(y).all()
-    np.testing.assert_array_equal(idx, [[0, 1]])
-
-
-def test_sigmoid_saturation():
+def test_sigmoid_saturation_ulps_and_subnormals():
     x = np.array([[100, -100, 1000, -1000, 0, 88, -88, 20]], np.float32)
-    attrs = dict(k=8, norm_type=1, out_flag=1, renorm=0)
-    y, idx, out = run_ort({"x": x}, attrs)
-    ry, ridx, rout = reference(x, **attrs)
-    np.testing.assert_array_equal(idx, ridx)
+    _, _, out = run_ort({"x": x}, dict(k=8, norm_type=1, out_flag=1, renorm=0))
     # saturated: within the kernel's stated 4 ulp of 1 (docs/kernel.md; the AVX2 path's reciprocal,
     # vrcpps + one Newton step, gives 0.99999994 on some CPUs, the other paths exactly 1), never above
     np.testing.assert_array_max_ulp(out[0, [0, 2]], np.ones(2, np.float32), maxulp=4)
     assert (out[0, [0, 2]] <= 1.0).all() and out[0, 3] == 0.0
     assert out[0, 1] == np.float32(np.exp(-100.0))  # subnormal e^-100, not flushed to 0
-    np.testing.assert_allclose(out, rout, rtol=4e-6, atol=1e-37)
-    np.testing.assert_allclose(y, ry, rtol=4e-6, atol=1e-37)
-
-
-def test_sqrt_softplus_extremes():
-    x = np.array([[100, -100, 1e30, -1e30, 0, 17, -17, -120]], np.float32)
-    attrs = dict(k=8, norm_type=2, out_flag=1)
-    y, idx, out = run_ort({"x": x}, attrs)
-    ry, ridx, rout = reference(x, **attrs)
-    np.testing.assert_array_equal(idx, ridx)
-    np.testing.assert_allclose(out, rout, rtol=4e-6, atol=1e-37)
-    assert out[0, 3] == 0.0 and np.isclose(out[0, 2], np.sqrt(np.float32(1e30)))
-
-
-@pytest.mark.parametrize("group_size", [2, 32])
-def test_group_top2_counts_equal_maxima_twice(group_size):
-    """Group A holds two equal maxima (score 2a), group B one larger maximum with a small second:
-    mode 1 keeps A, mode 0 keeps B."""
-    G = 4
-    E = G * group_size
-    bias = np.full(E, -0.45, np.float32)     # b = 0.5 + bias with x = 0 (sigmoid)
-    a0 = 0 * group_size
-    b0 = 2 * group_size
-    bias[a0 + group_size - 2] = bias[a0 + group_size - 1] = 0.0   # A: 0.5, 0.5 -> 1.0
-    bias[b0] = 0.4                                                # B: 0.9, 0.05 -> 0.95
-    bias[b0 + 1] = -0.45
-    x = np.zeros((1, E), np.float32)
-    base = dict(k=2, k_group=1, group_count=G, norm_type=1)
-    _, idx1, _ = run_ort({"x": x, "bias": bias}, dict(base, group_select_mode=1))
-    _, idx0, _ = run_ort({"x": x, "bias": bias}, dict(base, group_select_mode=0))
-    np.testing.assert_array_equal(idx1, [[a0 + group_size - 2, a0 + group_size - 1]])
-    assert idx0[0, 0] == b0
-    for mode, got in ((1, idx1), (0, idx0)):
-        _, ridx, _ = reference(x, bias, **base, group_select_mode=mode)
-        np.testing.assert_array_equal(got, ridx)
-
-
-def test_equal_group_scores_keep_the_lower_group():
-    x = np.zeros((1, 16), np.float32)
-    bias = np.zeros(16, np.float32)
-    bias[[2, 6, 10, 14]] = 0.25              # every group has the same score
-    attrs = dict(k=2, k_group=2, group_count=4, group_select_mode=1, norm_type=1)
-    _, idx, _ = run_ort({"x": x, "bias": bias}, attrs)
-    np.testing.assert_array_equal(idx, [[2, 6]])
-
-
-def test_weights_come_from_unbiased_scores():
-    x = np.array([[2.0, 1.0, 0.0, -1.0]], np.float32)
-    bias = np.array([0, 0, 0, 10], np.float32)
-    attrs = dict(k=2, norm_type=1, routed_scaling_factor=2.0)
-    y, idx, _ = run_ort({"x": x, "bias": bias}, attrs)
-    np.testing.assert_array_equal(idx, [[3, 0]])
-    s = 1 / (1 + np.exp(-x[0, [3, 0]].astype(np.float64)))
-    np.testing.assert_allclose(y[0], 2.0 * s / s.sum(), rtol=4e-6)
-
-
-def test_softmax_without_and_with_renorm():
-    x = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
-    p = np.exp(x[0] - 4.0) / np.exp(x[0] - 4.0).sum()
-    y0, idx, _ = run_ort({"x": x}, dict(k=2, norm_type=0, routed_scaling_factor=1.5))
-    np.testing.assert_array_equal(idx, [[3, 2]])
-    np.testing.assert_allclose(y0[0], 1.5 * p[[3, 2]], rtol=4e-6)     # Ascend: no renormalisation
-    y1, _, _ = run_ort({"x": x}, dict(k=2, norm_type=0, renorm=1, routed_scaling_factor=1.5))
-    np.testing.assert_allclose(y1[0], 1.5 * p[[3, 2]] / p[[3, 2]].sum(), rtol=4e-6)
-
-
-def test_hash_rows_keep_table_order_and_duplicates():
-    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
-    tid2eid = np.array([[3, 3, 1, 0], [7, 6, 5, 4], [0, 0, 0, 0]], np.int32)
-    ids = np.array([2, 0, 1], np.int64)
-    attrs = dict(k=4, norm_type=2, routed_scaling_factor=1.5, out_flag=1)
-    inputs = {"x": x, "input_ids": ids, "tid2eid": tid2eid}
-    y, idx, out = run_ort(inputs, attrs)
-    np.testing.assert_array_equal(idx, tid2eid[ids])
-    w = out[np.arange(3)[:, None], idx].astype(np.float64)
-    np.testing.assert_allclose(y, 1.5 * w / w.sum(-1, keepdims=True), rtol=4e-6)
-    check_against_reference(inputs, attrs, (y, idx, out))
-
-
-def test_masked_rows_on_hash_layers_use_top_k_with_additional_bias():
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((4, 8)).astype(np.float32)
-    tid2eid = np.tile(np.array([[0, 1]], np.int64), (5, 1))
-    ids = np.array([1, -7, 2, 99], np.int32)        # invalid ids on masked rows are never used
-    mask = np.array([False, True, False, True])
-    abias = np.zeros(8, np.float32)
-    abias[[5, 6]] = 100.0
-    attrs = dict(k=2, norm_type=1)
-    inputs = {"x": x, "input_ids": ids, "tid2eid": tid2eid, "additional_bias": abias,
-              "additional_token_mask": mask}
-    y, idx, out = run_ort(inputs, attrs)
-    np.testing.assert_array_equal(idx[[0, 2]], [[0, 1], [0, 1]])
-    assert set(idx[1]) == {5, 6} and set(idx[3]) == {5, 6}
-    assert out.shape == (0,)
-    ry, ridx, _ = reference(**inputs, **attrs)
-    np.testing.assert_array_equal(idx, ridx)
-    np.testing.assert_allclose(y, ry, rtol=4e-6)
-
-
-def test_additional_bias_only_on_masked_rows():
-    x = np.zeros((2, 4), np.float32)
-    bias = np.array([0, 0, 0, 1], np.float32)
-    abias = np.array([1, 0, 0, 0], np.float32)
-    mask = np.array([True, False])
-    _, idx, _ = run_ort({"x": x, "bias": bias, "additional_bias": abias, "additional_token_mask": mask},
-                        dict(k=1, norm_type=1))
-    np.testing.assert_array_equal(idx, [[0], [3]])
-    # additional_bias without a mask has no effect
-    _, idx, _ = run_ort({"x": x, "bias": bias, "additional_bias": abias}, dict(k=1, norm_type=1))
-    np.testing.assert_array_equal(idx, [[3], [3]])
-
-
-def test_out_is_empty_unless_out_flag():
-    x = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float16)
-    _, _, out = run_ort({"x": x}, dict(k=2))
-    assert out.shape == (0,) and out.dtype == np.float32
-    _, _, out = run_ort({"x": x}, dict(k=2, out_flag=1))
-    assert out.shape == (2, 3, 8) and out.dtype == np.float32
-
-
-def test_empty_input():
-    for lead in [(0,), (3, 0)]:
-        x = np.zeros((*lead, 16), ml_dtypes.bfloat16)
-        y, idx, out = run_ort({"x": x}, dict(k=4, out_flag=1))
-        assert y.shape == (*lead, 4) and y.dtype == x.dtype
-        assert idx.shape == (*lead, 4) and out.shape == (*lead, 16)
 
 
 ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
@@ -444,15 +225,6 @@ def test_bad_token_ids_are_reported_before_bad_table_entries():
         reference(**inputs, k=2)
 
 
-_ISA_SCRIPT = """
-import json, sys
-import numpy as np
-sys.path.insert(0, {root!r})
-from tests.test_gating_ort import isa_outputs
-print(json.dumps(isa_outputs()))
-"""
-
-
 def isa_outputs() -> list:
     """Outputs of a few configurations, as lists (compared across instruction-set builds)."""
     results = []
@@ -474,12 +246,8 @@ def test_baseline_and_default_builds_agree():
     """ASCEND_MOE_CPU_ISA=baseline forces the baseline build: the same experts as the default
     (AVX2 / AVX-512) build, scores and weights within a few ulp (FMA, reciprocal estimate;
     tests/test_gating_kernel.py checks every path against the reference)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA="baseline",
-               ASCEND_MOE_ORT_LIBRARY=ort_custom_ops.get_library_path())
-    proc = subprocess.run([sys.executable, "-c", _ISA_SCRIPT.format(root=root)], env=env,
-                          capture_output=True, text=True, timeout=120, check=True)
-    for base, default in zip(json.loads(proc.stdout.strip().splitlines()[-1]), isa_outputs()):
+    baseline = call_on_isa("baseline", "tests.test_gating_ort:isa_outputs", timeout=120)
+    for base, default in zip(baseline, isa_outputs()):
         assert base[1] == default[1]
         for a, b in ((base[0], default[0]), (base[2], default[2])):
             a = np.asarray(a, np.uint32).view(np.int32).astype(np.int64)

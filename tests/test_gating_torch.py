@@ -78,73 +78,6 @@ def test_opcheck_custom_and_npu():
                           dict(bias=bias.half(), norm_type=0, renorm=1))
 
 
-# ---- worked behaviours of docs/operators.md §1.2 -------------------------------------------------------------
-
-
-def custom(x, k, **kw):
-    return torch.ops.custom.npu_moe_gating_top_k(torch.as_tensor(x), k, **kw)
-
-
-def test_ties_pick_lower_index_and_nan_ranks_last():
-    x = torch.tensor([[1.0, 3.0, 3.0, float("nan"), -float("inf"), 3.0]])
-    _, idx, _ = custom(x, 6, norm_type=1)
-    assert idx.tolist() == [[1, 2, 5, 0, 4, 3]]
-    x = torch.tensor([[float("nan"), float("nan"), -float("inf"), 0.0]])
-    _, idx, _ = custom(x, 4, norm_type=1)
-    assert idx.tolist() == [[3, 2, 0, 1]]
-
-
-def test_sigmoid_saturation_keeps_order_by_index():
-    x = torch.tensor([[100.0, 200.0, 50.0, -200.0]])  # sigmoid = 1, 1, 1, 0 in float32
-    y, idx, _ = custom(x, 3, norm_type=1)
-    assert idx.tolist() == [[0, 1, 2]]
-    np.testing.assert_allclose(y.numpy(), [[1 / 3, 1 / 3, 1 / 3]], rtol=1e-6)
-
-
-def test_group_top2_with_equal_maxima():
-    # group 0 has two equal maxima: mode 1 scores it 2*max and keeps it; mode 0 keeps group 1.
-    x = torch.tensor([[2.0, 2.0, -9.0, -9.0, 2.5, -9.0, -9.0, -9.0]])
-    _, idx1, _ = custom(x, 2, k_group=1, group_count=2, group_select_mode=1, norm_type=1)
-    assert idx1[0].tolist() == [0, 1]
-    _, idx0, _ = custom(x, 2, k_group=1, group_count=2, group_select_mode=0, norm_type=1)
-    assert idx0[0].tolist() == [4, 5]
-
-
-def test_weights_come_from_unbiased_scores():
-    x = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
-    bias = torch.tensor([10.0, 0.0, 0.0, 0.0])
-    y, idx, out = custom(x, 2, bias=bias, norm_type=1, out_flag=True)
-    assert idx.tolist() == [[0, 3]]
-    s = torch.sigmoid(x)[0]
-    np.testing.assert_allclose(y.numpy()[0], [s[0] / (s[0] + s[3]), s[3] / (s[0] + s[3])], rtol=1e-6)
-    np.testing.assert_allclose(out.numpy(), torch.sigmoid(x).numpy(), rtol=1e-6)
-
-
-def test_softmax_is_not_renormalised_unless_renorm():
-    x = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
-    p = torch.softmax(x, -1)[0]
-    y, _, _ = custom(x, 2)
-    np.testing.assert_allclose(y.numpy()[0], [p[3], p[2]], rtol=1e-6)
-    y, _, _ = custom(x, 2, renorm=1)
-    np.testing.assert_allclose(y.numpy()[0], torch.softmax(torch.tensor([3.0, 2.0]), -1).numpy(), rtol=1e-6)
-
-
-def test_hash_rows_keep_table_order_and_masked_rows_select():
-    table = torch.tensor([[3, 3, 0], [1, 2, 0]], dtype=torch.int32)
-    x = torch.tensor([[0.0, 1.0, 2.0, 3.0]] * 3)
-    ids = torch.tensor([1, 0, 1])
-    mask = torch.tensor([False, False, True])
-    add_bias = torch.tensor([5.0, 0.0, 0.0, 0.0])
-    _, idx, _ = custom(x, 3, input_ids=ids, tid2eid=table, additional_bias=add_bias,
-                       additional_token_mask=mask, norm_type=2)
-    assert idx.tolist() == [[1, 2, 0], [3, 3, 0], [0, 3, 2]]
-
-
-def test_out_is_empty_without_out_flag():
-    _, _, out = custom(torch.randn(3, 8), 2)
-    assert out.shape == (0,) and out.dtype == torch.float32
-
-
 # ---- validation: every rule of docs/operators.md §1.3 ---------------------------------------------------------
 
 X = torch.zeros(4, 8)
@@ -154,15 +87,6 @@ TBL = torch.zeros(10, 2, dtype=torch.int32)
 MASK = torch.zeros(4, dtype=torch.bool)
 
 # The bad-case table (tests/gating_cases.py) is run through the torch op by tests/test_op_table.py.
-
-
-def test_unused_table_entries_and_masked_ids_are_not_checked():
-    # Masked rows do not read the table; entries of rows that are never looked up are free.
-    table = torch.tensor([[0, 1], [99, 99]], dtype=torch.int32)
-    _, idx, _ = torch.ops.custom.npu_moe_gating_top_k(
-        X, 2, input_ids=torch.tensor([0, 0, 1000, 0]), tid2eid=table, additional_bias=B,
-        additional_token_mask=torch.tensor([False, False, True, False]))
-    assert idx[0].tolist() == [0, 1]
 
 
 def test_npu_op_rejects_sqrt_softplus():

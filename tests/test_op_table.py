@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -34,21 +35,19 @@ def exactly(op, message: str) -> str:
 
 
 @pytest.mark.skipif(not (ROOT / "ort_custom_ops" / "src").is_dir(), reason="needs the source tree")
-def test_generated_op_defs_header_is_current():
-    """ort_custom_ops/src/op_defs.gen.h is what the generator makes from the schemas."""
-    checked_in = (ROOT / "ort_custom_ops" / "src" / "op_defs.gen.h").read_text()
-    assert checked_in == generate_op_defs.generate(), (
-        "stale op_defs.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
+def test_generated_headers_are_current():
+    """ort_custom_ops/src/op_defs.gen.h and ops_src/cpu/attr_defaults.gen.h are what the generator
+    makes from the schemas (the headers name this test)."""
+    assert generate_op_defs.main(["--check"]) == 0, (
+        "stale generated header: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
+    for path in (generate_op_defs.HEADER_PATH, generate_op_defs.DEFAULTS_PATH):
+        assert "test_op_table.py::test_generated_headers_are_current" in path.read_text()
 
 
 @pytest.mark.skipif(not (ROOT / "ops_src" / "cpu").is_dir(), reason="needs the source tree")
 def test_kernel_structs_take_their_defaults_from_the_schema():
-    """ops_src/cpu/attr_defaults.gen.h is current, and no kernel struct states an attribute default
-    of its own (the ORT and CANN front ends, the fake runtime and the benchmarks all fill them)."""
-    import re
-
-    assert (ROOT / "ops_src" / "cpu" / "attr_defaults.gen.h").read_text() == generate_op_defs.generate_defaults(), (
-        "stale attr_defaults.gen.h: run python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs")
+    """No kernel struct states an attribute default of its own (the ORT and CANN front ends, the
+    fake runtime and the benchmarks all fill them from attr_defaults.gen.h)."""
     names = "|".join(n for op in OPS for n in op.spec.SCHEMA.attributes if n != "k")
     literal = re.compile(rf"^\s*(?:int64_t|float|int)\s+({names})\s*=\s*[-0-9.]", re.M)
     for header in sorted((ROOT / "ops_src" / "cpu").glob("*.h")):
@@ -72,7 +71,8 @@ _NAMED_INPUT = re.compile("|".join([r'(?:FailInput|CheckBiasLike)\("(\w+)"', r"i
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)
 def test_inputs_named_in_messages_are_the_schemas(op):
     stem = op.spec.__name__.rsplit(".", 1)[1]
-    sources = [ROOT / "ort_custom_ops" / "src" / f"{stem}_validate.cc", ROOT / "onnx_schemas" / f"{stem}.py"]
+    cpp = [ROOT / "ort_custom_ops" / "src" / f"{stem}_{part}.cc" for part in ("op", "validate")]
+    sources = [p for p in cpp if p.is_file()] + [ROOT / "onnx_schemas" / f"{stem}.py"]
     named = {n for path in sources for m in _NAMED_INPUT.finditer(path.read_text()) for n in m.groups() if n}
     assert len(named) >= 3 and named <= set(op.spec.INPUT_NAMES), sorted(named - set(op.spec.INPUT_NAMES))
 
@@ -169,7 +169,8 @@ def test_bad_case_in_the_torch_op(op, case):
 def _wrong_type_params():
     out = []
     for op in OPS:
-        inputs, attrs = op.samples()[0]
+        first = op.samples()[0]
+        inputs, attrs = first.inputs, first.attrs
         for spec in op.spec.SCHEMA.inputs:
             out.append(pytest.param(op, inputs, attrs, spec, id=f"{op.name}-{spec.name}"))
     return out
@@ -202,40 +203,65 @@ def test_wrong_input_type_fails_at_session_creation(op, inputs, attrs, spec):
 
 
 def _sample_params():
-    return [pytest.param(op, inputs, attrs, id=f"{op.name}-{i}")
-            for op in OPS for i, (inputs, attrs) in enumerate(op.samples())]
+    return [pytest.param(op, sample, id=f"{op.name}-{sample.id}") for op in OPS for sample in op.samples()]
 
 
-def _assert_same_outputs(op, got, expected, what, rtol=2e-6, atol=1e-30):
+def _is_float(a: np.ndarray) -> bool:
+    return a.dtype.kind == "f" or a.dtype == ml_dtypes.bfloat16
+
+
+def _assert_same_outputs(op, got, expected, what, rtol, atol):
     assert len(got) == len(expected) == len(op.spec.OUTPUT_NAMES), what
     for name, g, e in zip(op.spec.OUTPUT_NAMES, got, expected):
         g, e = np.asarray(g), np.asarray(e)
         assert g.dtype == e.dtype and g.shape == e.shape, (what, name, g.dtype, e.dtype, g.shape, e.shape)
-        if g.dtype.kind == "f":
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{what} {name}")
+        if _is_float(g):
+            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
+                                       err_msg=f"{what} {name}")
         else:
             np.testing.assert_array_equal(g, e, err_msg=f"{what} {name}")
 
 
-@pytest.mark.parametrize("op,inputs,attrs", _sample_params())
-def test_layers_agree_on_samples(op, inputs, attrs):
-    """The C++ kernel, the function body (ORT without the library), onnx.reference and the torch
-    op all give the NumPy reference's outputs (the layers an op has: MoeRoutedExperts has no torch
-    op; its kernel and body sum in float32, the reference in float64)."""
+def _assert_expected(op, sample, got, what, rtol, atol):
+    """The outputs the sample states outright (integers exactly, floats within the tolerance)."""
+    outputs = dict(zip(op.spec.OUTPUT_NAMES, got))
+    for name, want in sample.expect.items():
+        g = np.asarray(outputs[name])
+        w = np.asarray(want)
+        assert g.shape == w.shape, (what, name, g.shape, w.shape)
+        if _is_float(g):
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
+                                       err_msg=f"{what} {name}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{what} {name}")
+
+
+@pytest.mark.parametrize("op,sample", _sample_params())
+def test_layers_agree_on_samples(op, sample):
+    """The NumPy reference gives what the sample states; the C++ kernel, the function body (ORT
+    without the library), onnx.reference and the torch op all give the reference's outputs (the
+    layers an op has: MoeRoutedExperts has no torch op; its kernel and body sum in float32, the
+    reference in float64)."""
     from ascend_moe_onnx.onnx_schemas.functions import attach_functions
     from tests.rerouting_cases import to_numpy
 
+    rtol = op.rtol if sample.rtol is None else sample.rtol
+    atol = op.atol if sample.atol is None else sample.atol
+    inputs, attrs = sample.inputs, sample.attrs
     expected = op.spec.reference(*[inputs.get(n) for n in op.spec.INPUT_NAMES], **attrs)
+    _assert_expected(op, sample, expected, "NumPy reference", rtol, atol)
     model = node_model(op, inputs, attrs, ranks=True)
     feeds = present(inputs)
-    _assert_same_outputs(op, run_feeds(session(model), feeds), expected, "C++ kernel", op.rtol, op.atol)
-    _assert_same_outputs(op, run_feeds(session(attach_functions(model), library=False), feeds),
-                         expected, "function body", op.rtol, op.atol)
-    evaluator = ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS)
-    _assert_same_outputs(op, evaluator.run(None, feeds), expected, "onnx.reference")
+    layers = {
+        "C++ kernel": lambda: run_feeds(session(model), feeds),
+        "function body": lambda: run_feeds(session(attach_functions(model), library=False), feeds),
+        "onnx.reference": lambda: ReferenceEvaluator(model, new_ops=onnx_schemas.REFERENCE_OPS).run(None, feeds),
+    }
     if op.torch_call is not None:
-        torch_out = op.torch_call({n: to_torch(a) for n, a in inputs.items()}, attrs)
-        _assert_same_outputs(op, [to_numpy(t) for t in torch_out], expected, "torch op")
+        layers["torch op"] = lambda: [to_numpy(t) for t in op.torch_call(
+            {n: to_torch(a) for n, a in inputs.items()}, attrs)]
+    for what, run in layers.items():
+        _assert_same_outputs(op, run(), expected, what, rtol, atol)
 
 
 # ---- opset version ------------------------------------------------------------------------------

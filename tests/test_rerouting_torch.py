@@ -13,8 +13,6 @@ from ascend_moe_onnx import exporters  # noqa: F401  (defines the op)
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import (
     WORKED_COUNTS,
-    WORKED_GATHER,
-    WORKED_SCATTER,
     assert_outputs_same,
     random_bits,
     random_counts,
@@ -29,19 +27,6 @@ def test_schema_is_torch_npus():
     assert schema.startswith("npu::npu_moe_re_routing(Tensor tokens, Tensor expert_token_num_per_rank, *, "
                              "Tensor? per_token_scales=None, int expert_token_num_type=1, int idx_type=0)")
     assert len(OP.default._schema.returns) == 4
-
-
-@pytest.mark.parametrize("count_dtype", [torch.int32, torch.int64])
-def test_worked_example(count_dtype):
-    tokens = torch.arange(12, dtype=torch.bfloat16).reshape(6, 2)
-    counts = torch.tensor(WORKED_COUNTS, dtype=count_dtype)
-    pt, ps, idx, etn = OP(tokens, counts)
-    assert idx.dtype == torch.int32 and idx.tolist() == WORKED_GATHER
-    assert etn.dtype == count_dtype and etn.tolist() == [3, 1, 2]
-    assert torch.equal(pt, tokens[WORKED_GATHER])
-    assert ps.shape == (0,) and ps.dtype == torch.float32
-    _, _, idx, etn = OP(tokens, counts, idx_type=1, expert_token_num_type=0)
-    assert idx.tolist() == WORKED_SCATTER and etn.tolist() == [3, 4, 6]
 
 
 @pytest.mark.parametrize("token_type", spec.TOKEN_TYPES)

@@ -6,21 +6,15 @@ per expert than one register tile holds, repeated experts and clamping."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
+from tests.cpu_isa import call_on_isa, cpu_isa_paths
 from tests.op_table import OPS, node_model
 
 pytest.importorskip("onnxruntime")
-ROOT = Path(__file__).resolve().parent.parent
 OP = next(op for op in OPS if op.name == spec.OP_TYPE)
 
 
@@ -39,41 +33,27 @@ def cases():
     return out
 
 
-_CHILD = textwrap.dedent("""
-    import sys, numpy as np
-    sys.path.insert(0, {root!r})
+def isa_outputs() -> dict:
+    """y of every case with 1 and 2 intra-op threads (run on one ISA path by call_on_isa)."""
     import onnxruntime as ort
-    from ascend_moe_onnx import ort_custom_ops
-    from tests.op_table import OPS, node_model
-    from tests.test_routed_experts_kernel import OP, cases
-    out = {{}}
+
+    out = {}
     for i, (inputs, attrs) in enumerate(cases()):
         model = node_model(OP, inputs, attrs, ranks=True).SerializeToString()
         for threads in (1, 2):
-            sess = ort.InferenceSession(model, ort_custom_ops.session_options(threads), providers=["CPUExecutionProvider"])
-            out[f"{{i}}_{{threads}}"] = sess.run(None, inputs)[0]
-    np.savez({path!r}, **out)
-""")
+            sess = ort.InferenceSession(model, ort_custom_ops.session_options(threads),
+                                        providers=["CPUExecutionProvider"])
+            out[f"{i}_{threads}"] = sess.run(None, inputs)[0]
+    return out
 
 
-def _paths():
-    from tests.test_gating_kernel import cpu_isa_paths
-
-    return sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()})
-
-
-@pytest.mark.parametrize("isa", _paths())
-def test_every_isa_path_matches_the_reference(isa, tmp_path):
-    path = str(tmp_path / f"{isa}.npz")
-    env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa)
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=path)], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(path) as got:
-        for i, (inputs, attrs) in enumerate(cases()):
-            (expected,) = spec.reference(*[inputs[n] for n in spec.INPUT_NAMES], **attrs)
-            np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=1e-4, atol=1e-5, err_msg=f"{isa} case {i}")
-            np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
+@pytest.mark.parametrize("isa", sorted({"avx512" if p.startswith("avx512") else p for p in cpu_isa_paths()}))
+def test_every_isa_path_matches_the_reference(isa):
+    got = call_on_isa(isa, "tests.test_routed_experts_kernel:isa_outputs")
+    for i, (inputs, attrs) in enumerate(cases()):
+        (expected,) = spec.reference(*[inputs[n] for n in spec.INPUT_NAMES], **attrs)
+        np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=1e-4, atol=1e-5, err_msg=f"{isa} case {i}")
+        np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
 
 
 def test_out_of_range_index_is_reported_not_read():

@@ -1,6 +1,8 @@
 #include "ops_src/cann/moe_re_routing.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -10,8 +12,6 @@
 namespace ascend_moe::cann {
 
 namespace {
-
-constexpr int64_t kMaxNativeHidden = 16384;  // aclnnMoeReRouting: 0 < H < 16384
 
 int64_t CountAt(const cpu::MoeReRoutingParams& p, const void* counts, int64_t i) {
   return p.count_type == cpu::CountType::kInt32 ? static_cast<const int32_t*>(counts)[i]
@@ -113,14 +113,14 @@ void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
 
 std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& a) {
   const cpu::MoeReRoutingParams& p = a.params;
-  if (!a.token_type_known ||
-      (a.token_type != kAclFloat16 && a.token_type != kAclBFloat16 && a.token_type != kAclInt8)) {
+  const AclDataType* native_end = std::end(kNativeTokenTypes);
+  if (!a.token_type_known || std::find(kNativeTokenTypes, native_end, a.token_type) == native_end) {
     return "tokens must be float16, bfloat16 or int8 for aclnnMoeReRouting";
   }
-  if (p.has_scales && (a.scale_type != kAclFloat || a.scale_rank != 1)) {
+  if (p.has_scales && (a.scale_type != kNativeScaleType || a.scale_rank != 1)) {
     return "per_token_scales must be float [A] for aclnnMoeReRouting";
   }
-  if (a.hidden >= kMaxNativeHidden) {
+  if (a.hidden >= kNativeHiddenLimit) {
     return "aclnnMoeReRouting needs H < 16384, got H = " + std::to_string(a.hidden);
   }
   if (p.expert_token_num_type != 1) {

@@ -12,12 +12,17 @@
 namespace ascend_moe::cann {
 
 inline constexpr const char* kAclnnMoeReRouting = "aclnnMoeReRouting";
+// What aclnnMoeReRouting accepts (its documented Atlas A2/A3 limits): token types, the scale type
+// (per_token_scales [A] only) and H < kNativeHiddenLimit.
+inline constexpr AclDataType kNativeTokenTypes[] = {kAclFloat16, kAclBFloat16, kAclInt8};
+inline constexpr AclDataType kNativeScaleType = kAclFloat;
+inline constexpr int64_t kNativeHiddenLimit = 16384;
 
 struct MoeReRoutingDeviceArgs {
   cpu::MoeReRoutingParams params;  // validated; counts already checked
   bool token_type_known = false;   // token_type is one ACL knows (float, f16, bf16, int8, uint8)
   AclDataType token_type = kAclFloat16;
-  int64_t hidden = 0;                  // H
+  int64_t hidden = 0;                  // H (< 0: not known, AscendMoeCannPath's predictions)
   AclDataType scale_type = kAclFloat;  // when params.has_scales
   int scale_rank = 1;                  // 1: [A], 2: [A, S]
   const void* counts_host = nullptr;   // [N, E], host memory

@@ -1,6 +1,7 @@
-// Attribute defaults generated from the ONNX schemas (onnx_schemas), for the kernels' parameter
-// structs. Do not edit: regenerate with `python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs`;
-// tests/test_op_table.py fails when this file and the schemas differ.
+// Attribute defaults and size limits generated from the ONNX schemas (onnx_schemas: each op
+// module's SCHEMA and LIMITS), for the kernels' parameter structs and checks.
+// Do not edit: regenerate with `python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs`;
+// tests/test_op_table.py::test_generated_headers_are_current fails when this file and the schemas differ.
 #pragma once
 
 #include <cstdint>
@@ -36,3 +37,16 @@ inline constexpr int64_t kPaddedMode = 0;
 }  // namespace moe_token_unpermute
 
 }  // namespace ascend_moe::attr_defaults
+
+namespace ascend_moe::limits {
+
+namespace moe_gating_top_k_hash {
+inline constexpr int64_t kMaxK = 64;
+inline constexpr int64_t kMaxExperts = 2048;
+}  // namespace moe_gating_top_k_hash
+
+namespace moe_re_routing {
+inline constexpr int64_t kMaxTokens = 2147483647;
+}  // namespace moe_re_routing
+
+}  // namespace ascend_moe::limits

@@ -18,8 +18,8 @@ enum class GatingFloatType : int { kFloat32, kFloat16, kBFloat16 };
 enum class GatingIntType : int { kInt32, kInt64 };
 
 // Largest k (experts per token) and E (experts) the kernel supports.
-inline constexpr int64_t kGatingMaxK = 64;
-inline constexpr int64_t kGatingMaxExperts = 2048;
+inline constexpr int64_t kGatingMaxK = limits::moe_gating_top_k_hash::kMaxK;
+inline constexpr int64_t kGatingMaxExperts = limits::moe_gating_top_k_hash::kMaxExperts;
 
 // Sizes and attributes, already validated.
 struct MoeGatingTopKHashParams {

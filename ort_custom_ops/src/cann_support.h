@@ -7,6 +7,7 @@
 #include <string>
 
 #include "op_utils.h"
+#include "ops_src/cann/acl.h"
 #include "ops_src/cann/device.h"
 
 namespace ascend_moe {
@@ -26,6 +27,9 @@ class CannDevice {
   OrtAllocator* allocator_ = nullptr;
   cann::DeviceContext context_;
 };
+
+// ACL's name for an element type, when ACL has one (float, float16, bfloat16, int8, uint8, ...).
+bool AclTypeOf(ONNXTensorElementDataType type, cann::AclDataType* out);
 
 // Logs a warning through the session's logger the first time each distinct message is given for
 // this node (kernel instance).

@@ -8,7 +8,7 @@
 #define ORT_STR_(x) #x
 #define ORT_STR(x) ORT_STR_(x)
 
-#include "ops.h"
+#include "op_defs.gen.h"
 
 #define ASCEND_MOE_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -6,6 +6,8 @@
 
 namespace ascend_moe {
 
+using namespace gating_defs;
+
 namespace {
 
 // Whether table row `id` (host copy, k columns) has an entry out of [0, E); the first one.
@@ -27,13 +29,13 @@ bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int
 }  // namespace
 
 MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ReadMoeGatingAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
+    : attrs_(ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
   Ort::ConstKernelInfo ki(info);
-  if (ki.GetInputCount() <= kGtTid2eid) return;
+  if (ki.GetInputCount() <= kInTid2eid) return;
   int is_constant = 0;
   Ort::ConstValue table{nullptr};
   try {
-    table = ki.GetTensorConstantInput(kGtTid2eid, &is_constant);
+    table = ki.GetTensorConstantInput(kInTid2eid, &is_constant);
   } catch (const Ort::Exception&) {
     return;  // absent input
   }
@@ -55,62 +57,57 @@ MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
 }
 
 void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
-  MoeGatingInputViews views;
-  views.x = GetInputView(ctx, kGtX);
-  views.bias = GetInputView(ctx, kGtBias);
-  views.input_ids = GetInputView(ctx, kGtInputIds);  // host memory
-  views.tid2eid = GetInputView(ctx, kGtTid2eid);
-  views.additional_bias = GetInputView(ctx, kGtAdditionalBias);
-  views.mask = GetInputView(ctx, kGtMask);
+  const MoeGatingInputViews views = GetInputViews(ctx, kName, kInputs);  // input_ids in host memory
+  const InputView& tid2eid = views[kInTid2eid];
   const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
 
   cann::MoeGatingDeviceArgs args;
   args.params = p.params;
   args.x_type = p.x_type;
-  args.x = views.x.data;
-  args.bias = views.bias.present ? views.bias.data : nullptr;
+  args.x = views[kInX].data;
+  args.bias = views[kInBias].present ? views[kInBias].data : nullptr;
   if (p.hash) {
     args.hash = true;
     args.ids_type = p.ids_type;
-    args.input_ids_host = views.input_ids.data;
+    args.input_ids_host = views[kInInputIds].data;
     args.table_type = p.table_type;
-    args.tid2eid = views.tid2eid.data;
-    args.table_rows = views.tid2eid.shape[0];
+    args.tid2eid = tid2eid.data;
+    args.table_rows = tid2eid.shape[0];
   }
   if (p.additional) {
     args.additional = true;
-    args.additional_bias = views.additional_bias.data;
-    args.mask = views.mask.data;
+    args.additional_bias = views[kInAdditionalBias].data;
+    args.mask = views[kInAdditionalTokenMask].data;
   }
-  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views.x.type);
+  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views[kInX].type);
   args.y = outs.y;
   args.expert_idx = outs.expert_idx;
   args.out = outs.out;
 
   const cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
-  CannDevice device(ctx, kGtX);
+  CannDevice device(ctx, kInX);
   if (path.call && args.hash && args.params.rows > 0) {
     // The NPU checks neither ids nor table entries (docs/operators.md §1.3): check them here, as the CPU
     // kernel reports them.
     const unsigned char* table = table_host_.data();
     std::vector<unsigned char> downloaded;
     if (!table_constant_) {
-      log_->WarnOnce(Str(kMoeGatingName, ": tid2eid is not a constant initializer: it is copied to "
+      log_->WarnOnce(Str(kName, ": tid2eid is not a constant initializer: it is copied to "
                          "the host on every call to check its entries"));
-      downloaded.resize(views.tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
+      downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
       cann::Synchronize(device.context());
-      cann::CopySync(downloaded.data(), views.tid2eid.data, downloaded.size(), cann::kDeviceToHost);
+      cann::CopySync(downloaded.data(), tid2eid.data, downloaded.size(), cann::kDeviceToHost);
       table = downloaded.data();
     }
     const int64_t k = p.params.k, E = p.params.experts;
     const cpu::MoeGatingTopKHashError error =
         cann::CheckHashRows(args, [&](int64_t id, int64_t* column, int64_t* value) {
-          return TableRowBad(table, views.tid2eid.type, k, E, id, column, value);
+          return TableRowBad(table, tid2eid.type, k, E, id, column, value);
         });
     if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
   }
   if (!path.call) {
-    log_->WarnOnce(Str(kMoeGatingName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
+    log_->WarnOnce(Str(kName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
   }
   const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, path);
   if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));

@@ -16,14 +16,14 @@ class MoeGatingCannKernel {
   static constexpr const char* kProvider = kCannProvider;
   // Token ids are checked on the host against the table before a native hash call.
   static OrtMemType InputMemoryType(size_t index) {
-    return index == kGtInputIds ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+    return index == gating_defs::kInInputIds ? OrtMemTypeCPUInput : OrtMemTypeDefault;
   }
 
   explicit MoeGatingCannKernel(const OrtKernelInfo* info);
   void Compute(Ort::KernelContext& ctx);
 
  private:
-  MoeGatingAttrs attrs_;
+  gating_defs::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
   // Host copy of tid2eid when it is a constant initializer (read once at kernel creation).
   bool table_constant_ = false;

@@ -1,7 +1,8 @@
-// ascend.moe::MoeGatingTopKHash for ONNX Runtime (docs/operators.md §1): the op definition (inputs, outputs,
-// attributes, shape inference) and the CPU kernel, which validates (moe_gating_top_k_hash_validate)
-// and runs ops_src/cpu over the rows on the session's intra-op thread pool. A kernel for another
-// execution provider registers beside it through AscendMoeOp<MoeGatingDef, ThatKernel>.
+// ascend.moe::MoeGatingTopKHash for ONNX Runtime (docs/operators.md §1): what the generated
+// definition (op_defs.gen.h) leaves to the op: shape inference, and the CPU kernel, which
+// validates (moe_gating_top_k_hash_validate, shared with the CANN kernel) and runs ops_src/cpu
+// over the rows on the session's intra-op thread pool. A kernel for another execution provider
+// registers beside it through AscendMoeOp<MoeGatingDef, ThatKernel>.
 #include <algorithm>
 #include <iterator>
 #include <mutex>
@@ -10,12 +11,11 @@
 #include "moe_gating_top_k_hash_cann.h"
 #include "moe_gating_top_k_hash_validate.h"
 #include "op_base.h"
-#include "ops.h"
 #include "ops_src/cpu/moe_gating_top_k_hash.h"
 
 namespace ascend_moe {
 
-namespace {
+using namespace gating_defs;
 
 // Output types and shapes (docs/operators.md §1.1): y = x.shape[:-1] + [k] of x's type, expert_idx the same
 // dims in int32, out = x.shape (float) when out_flag = 1, else [0]. Symbolic dims keep their
@@ -23,19 +23,19 @@ namespace {
 // output the node lacks is set: there, the optional `out` is left to ORT (its type, float, is
 // fixed by the op's declaration), so two-output nodes run on every supported version.
 // A rank-1 x gets the outputs of that formula; the run rejects it with the validation's message.
-OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+OrtStatusPtr ORT_API_CALL gating_defs::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  const int64_t k = InferAttrInt(api, ctx, gating_defs::kAttrs[gating_defs::kAttrK]);
-  const int64_t out_flag = InferAttrInt(api, ctx, gating_defs::kAttrs[gating_defs::kAttrOutFlag]);
+  const int64_t k = InferAttrInt(api, ctx, kAttrs[kAttrK]);
+  const int64_t out_flag = InferAttrInt(api, ctx, kAttrs[kAttrOutFlag]);
 
   InferredTensor x{};
-  if (!GetInferInput(api, ctx, kGtX, &x)) return nullptr;  // nothing known
+  if (!GetInferInput(api, ctx, kInX, &x)) return nullptr;  // nothing known
   if (x.dims.empty()) {
     // x of unknown rank (or rank 0). The C API cannot declare "x's type, unknown rank", and ORT
     // would type an unset y like the node's last input (int32 with a hash table, bool with a
     // mask): y gets x's type and a placeholder shape, and kernel creation refuses the node
     // (MoeGatingDef::CheckGraphInputs), so no session ever runs with the placeholder.
-    return SetInferOutput(api, ctx, kGtY, InferredTensor{x.type, {}, true});
+    return SetInferOutput(api, ctx, kOutY, InferredTensor{x.type, {}, true});
   }
   InferredTensor y{x.type, {x.dims.begin(), x.dims.end() - 1}, true};
   y.dims.push_back(InferDim{k >= 1 ? k : -1, {}});
@@ -43,17 +43,19 @@ OrtStatusPtr ORT_API_CALL InferMoeGatingShapes(const OrtCustomOp*, OrtShapeInfer
   idx.type = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
   InferredTensor out{ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {InferDim{0, {}}}, true};
   if (out_flag == 1) out.dims = x.dims;
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtY, y)) return s;
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtExpertIdx, idx)) return s;
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutY, y)) return s;
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutExpertIdx, idx)) return s;
   if (RuntimeAtLeast(1, 32, 0)) {
-    if (OrtStatusPtr s = SetInferOutput(api, ctx, kGtOut, out)) return s;
+    if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutOut, out)) return s;
   }
   if (x.dims.size() == 1) {
-    const std::string error = Str(kMoeGatingName, ": input 'x' must have rank >= 2, got rank 1");
+    const std::string error = Str(kName, ": input 'x' must have rank >= 2, got rank 1");
     return api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
   }
   return nullptr;
 }
+
+namespace {
 
 // Elements of x per parallel chunk: rows cost about the same, so chunks of ~16K logits keep the
 // scheduling overhead small while giving the threads enough pieces to balance.
@@ -88,36 +90,30 @@ struct MoeGatingCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
   // Attribute rules that do not depend on the inputs fail here, so session creation fails.
-  explicit MoeGatingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadMoeGatingAttrs(info)) {}
+  explicit MoeGatingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    MoeGatingInputViews views;
-    views.x = GetInputView(ctx, kGtX);
-    views.bias = GetInputView(ctx, kGtBias);
-    views.input_ids = GetInputView(ctx, kGtInputIds);
-    views.tid2eid = GetInputView(ctx, kGtTid2eid);
-    views.additional_bias = GetInputView(ctx, kGtAdditionalBias);
-    views.mask = GetInputView(ctx, kGtMask);
+    const MoeGatingInputViews views = GetInputViews(ctx, kName, kInputs);
     const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
 
     cpu::MoeGatingTopKHashInputs inputs;
     inputs.x_type = p.x_type;
-    inputs.x = views.x.data;
-    inputs.bias = views.bias.present ? views.bias.data : nullptr;
+    inputs.x = views[kInX].data;
+    inputs.bias = views[kInBias].present ? views[kInBias].data : nullptr;
     if (p.hash) {
       inputs.ids_type = p.ids_type;
-      inputs.input_ids = views.input_ids.data;
+      inputs.input_ids = views[kInInputIds].data;
       inputs.table_type = p.table_type;
-      inputs.tid2eid = views.tid2eid.data;
-      inputs.table_rows = views.tid2eid.shape[0];
+      inputs.tid2eid = views[kInTid2eid].data;
+      inputs.table_rows = views[kInTid2eid].shape[0];
     }
     if (p.additional) {
-      inputs.additional_bias = views.additional_bias.data;
-      inputs.additional_token_mask = static_cast<const uint8_t*>(views.mask.data);
+      inputs.additional_bias = views[kInAdditionalBias].data;
+      inputs.additional_token_mask = static_cast<const uint8_t*>(views[kInAdditionalTokenMask].data);
     }
 
     cpu::MoeGatingTopKHashOutputs outputs;
-    const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views.x.type);
+    const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views[kInX].type);
     outputs.y = outs.y;
     outputs.expert_idx = outs.expert_idx;
     outputs.out = outs.out;
@@ -125,24 +121,14 @@ struct MoeGatingCpuKernel {
   }
 
  private:
-  MoeGatingAttrs attrs_;
+  Attrs attrs_;
 };
 
-// The op definition, independent of the execution provider (docs/operators.md §1.1).
-struct MoeGatingDef {
-  static constexpr const char* kName = kMoeGatingName;
-  static constexpr int kSinceVersion = gating_defs::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = gating_defs::kInputs;
-  static constexpr size_t kNumInputs = std::size(gating_defs::kInputs);
-  static constexpr const ParamSpec* kOutputs = gating_defs::kOutputs;
-  static constexpr size_t kNumOutputs = std::size(gating_defs::kOutputs);
-  static constexpr const AttrSpec* kAttrs = gating_defs::kAttrs;
-  static constexpr size_t kNumAttrs = std::size(gating_defs::kAttrs);
-  static constexpr auto InferShapes = &InferMoeGatingShapes;
-
-  // y's shape follows x's rank, which the C API cannot leave unknown (see InferMoeGatingShapes).
+// The generated definition (docs/operators.md §1.1) and one graph rule: y's shape follows x's
+// rank, which the C API cannot leave unknown (see InferShapes).
+struct MoeGatingDef : gating_defs::Def {
   static void CheckGraphInputs(const std::vector<GraphTensor>& inputs) {
-    if (inputs[kGtX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[kGtX].rank == 0) {
+    if (inputs[kInX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[kInX].rank == 0) {
       Fail(Str(kName, ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
                       "(ONNX Runtime needs x's rank to declare y's shape)"));
     }

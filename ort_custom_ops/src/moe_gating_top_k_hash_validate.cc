@@ -5,49 +5,39 @@
 
 namespace ascend_moe {
 
+using namespace gating_defs;
+
 namespace {
 
-[[noreturn]] void FailInput(const char* name, const std::string& what_and_value) {
-  Fail(Str(kMoeGatingName, ": input '", name, "' ", what_and_value));
+[[noreturn]] void FailInput(In input, const std::string& what_and_value) {
+  Fail(Str(kName, ": input '", kInputs[input].name, "' ", what_and_value));
 }
-[[noreturn]] void FailAttr(gating_defs::Attr attr, const std::string& what_and_value) {
-  Fail(Str(kMoeGatingName, ": attribute '", gating_defs::kAttrs[attr].name, "' ", what_and_value));
-}
-
-// The element type of x-like inputs, or false when the type is not allowed.
-bool FloatTypeOf(ONNXTensorElementDataType type, cpu::GatingFloatType* out) {
-  switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: *out = cpu::GatingFloatType::kFloat32; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: *out = cpu::GatingFloatType::kFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: *out = cpu::GatingFloatType::kBFloat16; return true;
-    default: return false;
-  }
+[[noreturn]] void FailAttr(Attr attr, const std::string& what_and_value) {
+  Fail(Str(kName, ": attribute '", kAttrs[attr].name, "' ", what_and_value));
 }
 
-bool IntTypeOf(ONNXTensorElementDataType type, cpu::GatingIntType* out) {
-  switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: *out = cpu::GatingIntType::kInt32; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: *out = cpu::GatingIntType::kInt64; return true;
-    default: return false;
-  }
+// The kernel's name for an element type the table allows for x-like inputs / ids and tables.
+cpu::GatingFloatType FloatTypeOf(ONNXTensorElementDataType type) {
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) return cpu::GatingFloatType::kFloat16;
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16) return cpu::GatingFloatType::kBFloat16;
+  return cpu::GatingFloatType::kFloat32;
+}
+cpu::GatingIntType IntTypeOf(ONNXTensorElementDataType type) {
+  return type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? cpu::GatingIntType::kInt32 : cpu::GatingIntType::kInt64;
 }
 
-// bias / additional_bias: [E], the type of x.
-void CheckBiasLike(const char* name, const InputView& v, const InputView& x, int64_t E) {
+// bias / additional_bias: [E] (the table checked they have the type of x).
+void CheckBiasLike(In input, const InputView& v, int64_t E) {
   if (!v.present) return;
   if (v.shape.size() != 1 || v.shape[0] != E) {
-    FailInput(name, Str("must have shape [E] = [", E, "], got ", ShapeStr(v.shape)));
-  }
-  if (v.type != x.type) {
-    FailInput(name, Str("must have the type of x (", TypeName(x.type), "), got ", TypeName(v.type)));
+    FailInput(input, Str("must have shape [E] = [", E, "], got ", ShapeStr(v.shape)));
   }
 }
 
 }  // namespace
 
-std::string CheckMoeGatingAttrs(const MoeGatingAttrs& a) {
-  using namespace gating_defs;
-  auto attr = [](Attr i) { return Str(kMoeGatingName, ": attribute '", kAttrs[i].name, "' "); };
+std::string gating_defs::CheckAttrs(const Attrs& a) {
+  auto attr = [](Attr i) { return Str(kName, ": attribute '", kAttrs[i].name, "' "); };
   if (a.k < 1 || a.k > cpu::kGatingMaxK) {
     return Str(attr(kAttrK), "must be in [1, ", cpu::kGatingMaxK, "], got ", a.k);
   }
@@ -77,102 +67,68 @@ std::string CheckMoeGatingAttrs(const MoeGatingAttrs& a) {
   return {};
 }
 
-MoeGatingAttrs ReadMoeGatingAttrs(const OrtKernelInfo* info) {
-  using namespace gating_defs;
-  auto read_int = [&](Attr i) { return ReadIntAttr(info, kName, kAttrs[i]); };
-  auto read_float = [&](Attr i) { return ReadFloatAttr(info, kName, kAttrs[i]); };
-  MoeGatingAttrs a{};
-  a.k = read_int(kAttrK);
-  a.k_group = read_int(kAttrKGroup);
-  a.group_count = read_int(kAttrGroupCount);
-  a.group_select_mode = read_int(kAttrGroupSelectMode);
-  a.renorm = read_int(kAttrRenorm);
-  a.norm_type = read_int(kAttrNormType);
-  a.out_flag = read_int(kAttrOutFlag);
-  a.routed_scaling_factor = read_float(kAttrRoutedScalingFactor);
-  a.eps = read_float(kAttrEps);
-  const std::string error = CheckMoeGatingAttrs(a);
-  if (!error.empty()) Fail(error);
-  return a;
-}
-
-MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& in, const MoeGatingAttrs& a) {
+MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& in, const Attrs& a) {
   MoeGatingProblem p;
-  const InputView& x = in.x;
-  if (!x.present) FailInput("x", "is required, got none");
-  if (x.shape.size() < 2) FailInput("x", Str("must have rank >= 2, got shape ", ShapeStr(x.shape)));
-  if (!FloatTypeOf(x.type, &p.x_type)) {
-    FailInput("x", Str("must be float, float16 or bfloat16, got ", TypeName(x.type)));
-  }
-  // The attribute rules are checked when the kernel is created; repeated here so that every
-  // execution provider's kernel gets them from one place.
-  const std::string attr_error = CheckMoeGatingAttrs(a);
-  if (!attr_error.empty()) Fail(attr_error);
+  const InputView& x = in[kInX];
+  if (x.shape.size() < 2) FailInput(kInX, Str("must have rank >= 2, got shape ", ShapeStr(x.shape)));
+  p.x_type = FloatTypeOf(x.type);
 
   const int64_t E = x.shape.back();
   if (E < 1 || E > cpu::kGatingMaxExperts) {
-    FailInput("x", Str("last dimension E must be in [1, ", cpu::kGatingMaxExperts, "], got ", E));
+    FailInput(kInX, Str("last dimension E must be in [1, ", cpu::kGatingMaxExperts, "], got ", E));
   }
-  if (a.k > E) FailAttr(gating_defs::kAttrK, Str("must be <= E (", E, "), got ", a.k));
+  if (a.k > E) FailAttr(kAttrK, Str("must be <= E (", E, "), got ", a.k));
   if (E % a.group_count != 0) {
-    FailAttr(gating_defs::kAttrGroupCount, Str("must divide E (", E, "), got ", a.group_count));
+    FailAttr(kAttrGroupCount, Str("must divide E (", E, "), got ", a.group_count));
   }
   const int64_t per_group = E / a.group_count;
   if (a.k > a.k_group * per_group) {
-    FailAttr(gating_defs::kAttrK, Str("must be <= k_group * E / group_count (", a.k_group * per_group, "), got ",
+    FailAttr(kAttrK, Str("must be <= k_group * E / group_count (", a.k_group * per_group, "), got ",
                        a.k));
   }
   const bool grouped = MoeGatingGroupingEffective(a);
   if (a.group_select_mode == 1 && grouped && per_group < 2) {
-    FailAttr(gating_defs::kAttrGroupSelectMode,
+    FailAttr(kAttrGroupSelectMode,
              Str("1 needs E / group_count >= 2, got E / group_count = ", per_group));
   }
 
   std::vector<int64_t> lead(x.shape.begin(), x.shape.end() - 1);
   const int64_t R = NumElements(lead);
 
-  CheckBiasLike("bias", in.bias, x, E);
-  CheckBiasLike("additional_bias", in.additional_bias, x, E);
+  CheckBiasLike(kInBias, in[kInBias], E);
+  CheckBiasLike(kInAdditionalBias, in[kInAdditionalBias], E);
 
-  const InputView& ids = in.input_ids;
-  const InputView& table = in.tid2eid;
+  const InputView& ids = in[kInInputIds];
+  const InputView& table = in[kInTid2eid];
   if (ids.present != table.present) {
-    const char* given = ids.present ? "input_ids" : "tid2eid";
-    const char* missing = ids.present ? "tid2eid" : "input_ids";
-    FailInput(given, Str("needs input '", missing, "' (hash routing uses both), got only '", given,
-                         "'"));
+    const In given = ids.present ? kInInputIds : kInTid2eid;
+    const In missing = ids.present ? kInTid2eid : kInInputIds;
+    FailInput(given, Str("needs input '", kInputs[missing].name, "' (hash routing uses both), got only '",
+                         kInputs[given].name, "'"));
   }
   if (table.present) {
     if (table.shape.size() != 2 || table.shape[1] != a.k) {
-      FailInput("tid2eid", Str("must have shape [n, k=", a.k, "], got ", ShapeStr(table.shape)));
+      FailInput(kInTid2eid, Str("must have shape [n, k=", a.k, "], got ", ShapeStr(table.shape)));
     }
-    if (!IntTypeOf(table.type, &p.table_type)) {
-      FailInput("tid2eid", Str("must be int32 or int64, got ", TypeName(table.type)));
-    }
-    if (!IntTypeOf(ids.type, &p.ids_type)) {
-      FailInput("input_ids", Str("must be int32 or int64, got ", TypeName(ids.type)));
-    }
+    p.table_type = IntTypeOf(table.type);
+    p.ids_type = IntTypeOf(ids.type);
     if (ids.size != R) {
-      FailInput("input_ids", Str("must have R = ", R, " elements, got shape ", ShapeStr(ids.shape)));
+      FailInput(kInInputIds, Str("must have R = ", R, " elements, got shape ", ShapeStr(ids.shape)));
     }
     if (grouped) {
-      Fail(Str(kMoeGatingName, ": hash routing (input 'tid2eid') cannot be combined with "
+      Fail(Str(kName, ": hash routing (input 'tid2eid') cannot be combined with "
                "group-limited selection, got group_count=", a.group_count, ", k_group=", a.k_group));
     }
     p.hash = true;
   }
 
-  const InputView& mask = in.mask;
+  const InputView& mask = in[kInAdditionalTokenMask];
   if (mask.present) {
-    if (!in.additional_bias.present) {
-      FailInput("additional_token_mask",
-                "needs input 'additional_bias', got the mask alone");
-    }
-    if (mask.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) {
-      FailInput("additional_token_mask", Str("must be bool, got ", TypeName(mask.type)));
+    if (!in[kInAdditionalBias].present) {
+      FailInput(kInAdditionalTokenMask, "needs input 'additional_bias', got the mask alone");
     }
     if (mask.size != R) {
-      FailInput("additional_token_mask",
+      FailInput(kInAdditionalTokenMask,
                 Str("must have R = ", R, " elements, got shape ", ShapeStr(mask.shape)));
     }
     p.additional = true;

@@ -4,59 +4,46 @@
 
 namespace ascend_moe {
 
-namespace {
-
-// ACL's name for a token type, when ACL has one the operator could take.
-bool TokenAclType(ONNXTensorElementDataType t, cann::AclDataType* out) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: *out = cann::kAclFloat; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: *out = cann::kAclFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: *out = cann::kAclBFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: *out = cann::kAclInt8; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: *out = cann::kAclUint8; return true;
-    default: return false;
-  }
-}
-
-}  // namespace
+using namespace rerouting_defs;
 
 MoeReRoutingCannKernel::MoeReRoutingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ReadMoeReRoutingAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
 
 void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
-  const InputView tokens = GetInputView(ctx, kRrTokens);
-  const InputView counts = GetInputView(ctx, kRrCounts);  // host memory
-  const InputView scales = GetInputView(ctx, kRrScales);
+  const auto in = GetInputViews(ctx, kName, kInputs);
+  const InputView& tokens = in[kInTokens];
+  const InputView& counts = in[kInExpertTokenNumPerRank];  // host memory
+  const InputView& scales = in[kInPerTokenScales];
   cann::MoeReRoutingDeviceArgs args;
   args.params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs_);
   ValidateMoeReRoutingCounts(args.params, counts.data);
-  args.token_type_known = TokenAclType(tokens.type, &args.token_type);
+  args.token_type_known = AclTypeOf(tokens.type, &args.token_type);
   args.hidden = tokens.shape[1];
   if (scales.present) {
-    TokenAclType(scales.type, &args.scale_type);
+    AclTypeOf(scales.type, &args.scale_type);
     args.scale_rank = static_cast<int>(scales.shape.size());
   }
   args.counts_host = counts.data;
 
   auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-    return GetCheckedOutput(ctx, kMoeReRoutingName, rerouting_defs::kOutputs, i, shape, type,
+    return GetCheckedOutput(ctx, kName, kOutputs, i, shape, type,
                             /*required=*/true);
   };
   args.tokens = tokens.data;
-  args.permute_tokens = output(kRrPermuteTokens, tokens.shape, tokens.type);
+  args.permute_tokens = output(kOutPermuteTokens, tokens.shape, tokens.type);
   if (scales.present) {
     args.scales = scales.data;
-    args.permute_scales = output(kRrPermuteScales, scales.shape, scales.type);
+    args.permute_scales = output(kOutPermutePerTokenScales, scales.shape, scales.type);
   } else {
-    output(kRrPermuteScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+    output(kOutPermutePerTokenScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
   }
   args.permute_idx = static_cast<int32_t*>(
-      output(kRrPermuteIdx, {args.params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
-  args.expert_token_num = output(kRrExpertTokenNum, {args.params.num_experts}, counts.type);
+      output(kOutPermuteTokenIdx, {args.params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
+  args.expert_token_num = output(kOutExpertTokenNum, {args.params.num_experts}, counts.type);
 
   const cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
-  if (!path.call) log_->WarnOnce(Str(kMoeReRoutingName, " runs on the CANN copy fallback: ", path.reason));
-  CannDevice device(ctx, kRrTokens);
+  if (!path.call) log_->WarnOnce(Str(kName, " runs on the CANN copy fallback: ", path.reason));
+  CannDevice device(ctx, kInTokens);
   cann::LaunchMoeReRouting(device.context(), args, path);
 }
 

@@ -14,14 +14,14 @@ class MoeReRoutingCannKernel {
   static constexpr const char* kProvider = kCannProvider;
   // The counts are read on the host (validation, copy plan); ORT copies them there.
   static OrtMemType InputMemoryType(size_t index) {
-    return index == kRrCounts ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+    return index == rerouting_defs::kInExpertTokenNumPerRank ? OrtMemTypeCPUInput : OrtMemTypeDefault;
   }
 
   explicit MoeReRoutingCannKernel(const OrtKernelInfo* info);
   void Compute(Ort::KernelContext& ctx);
 
  private:
-  MoeReRoutingAttrs attrs_;
+  rerouting_defs::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
 };
 

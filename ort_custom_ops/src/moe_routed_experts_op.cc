@@ -1,26 +1,87 @@
-// ascend.moe::MoeRoutedExperts for ONNX Runtime (docs/operators.md §3): the op definition (inputs,
-// outputs, attribute, shape inference) and the CPU kernel, which validates
-// (moe_routed_experts_validate) and runs ops_src/cpu's two phases on the session's intra-op pool.
+// ascend.moe::MoeRoutedExperts for ONNX Runtime (docs/operators.md §3): what the generated
+// definition (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the shape
+// validation (docs/operators.md §3.3; the messages of onnx_schemas.moe_routed_experts) and the CPU
+// kernel, which runs ops_src/cpu's two phases on the session's intra-op pool.
 // CPU execution provider only: on a session with another provider ORT places the node on the CPU.
-#include <iterator>
+#include <cmath>
 
-#include "moe_routed_experts_validate.h"
 #include "op_base.h"
-#include "ops.h"
+#include "op_defs.gen.h"
 #include "ops_src/cpu/moe_routed_experts.h"
 
 namespace ascend_moe {
 
-namespace {
+namespace experts = defs::moe_routed_experts;
 
 // y is float [T, H] like x (symbolic dims kept); [?, ?] when x's rank is unknown (a rank other
 // than 2 fails at run time with the validation's message).
-OrtStatusPtr ORT_API_CALL InferMoeRoutedExpertsShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+OrtStatusPtr ORT_API_CALL experts::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   InferredTensor x{};
   InferredTensor y{ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {InferDim{}, InferDim{}}, true};
-  if (GetInferInput(api, ctx, experts_defs::kInX, &x) && x.dims.size() == 2) y.dims = x.dims;
-  return SetInferOutput(api, ctx, experts_defs::kOutY, y);
+  if (GetInferInput(api, ctx, kInX, &x) && x.dims.size() == 2) y.dims = x.dims;
+  return SetInferOutput(api, ctx, kOutY, y);
+}
+
+std::string experts::CheckAttrs(const Attrs& a) {
+  if (!(a.swiglu_limit >= 0.f) || !std::isfinite(a.swiglu_limit)) {
+    return Str(kName, ": attribute '", kAttrs[kAttrSwigluLimit].name,
+               "' must be finite and >= 0 (0 = no clamp), got ", a.swiglu_limit);
+  }
+  return {};
+}
+
+namespace {
+
+using Inputs = std::array<InputView, experts::kNumIns>;
+
+[[noreturn]] void FailInput(experts::In input, const std::string& what_and_value) {
+  Fail(Str(experts::kName, ": input '", experts::kInputs[input].name, "' ", what_and_value));
+}
+
+// Ranks and dims of the inputs (the table checked presence and element types; no data is read):
+// the kernel parameters.
+cpu::MoeRoutedExpertsParams ValidateShapes(const Inputs& in, const experts::Attrs& attrs) {
+  using namespace experts;
+  const InputView &x = in[kInX], &idx = in[kInExpertIdx], &w = in[kInRoutingWeights];
+  const InputView &gu = in[kInGateUpWeights], &down = in[kInDownWeights];
+  if (x.shape.size() != 2) FailInput(kInX, Str("must be 2-D [T, H], got shape ", ShapeStr(x.shape)));
+  const int64_t t = x.shape[0], h = x.shape[1];
+  if (idx.shape.size() != 2 || idx.shape[0] != t) {
+    FailInput(kInExpertIdx,
+              Str("must be 2-D [T, k] with T = ", t, " (x.shape[0]), got shape ", ShapeStr(idx.shape)));
+  }
+  const int64_t k = idx.shape[1];
+  if (w.shape != std::vector<int64_t>{t, k}) {
+    FailInput(kInRoutingWeights,
+              Str("must have the shape of expert_idx [", t, ", ", k, "], got shape ", ShapeStr(w.shape)));
+  }
+  if (gu.shape.size() != 3 || gu.shape[0] < 1 || gu.shape[1] < 2 || gu.shape[1] % 2 != 0 || gu.shape[2] != h) {
+    FailInput(kInGateUpWeights, Str("must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = ", h,
+                                    " (x.shape[1]), got shape ", ShapeStr(gu.shape)));
+  }
+  const int64_t e = gu.shape[0], i = gu.shape[1] / 2;
+  if (down.shape != std::vector<int64_t>{e, h, i}) {
+    FailInput(kInDownWeights, Str("must be [E, H, I] = [", e, ", ", h, ", ", i,
+                                  "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
+  }
+  cpu::MoeRoutedExpertsParams p;
+  p.tokens = t;
+  p.hidden = h;
+  p.k = k;
+  p.experts = e;
+  p.inter = i;
+  p.index64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  p.swiglu_limit = attrs.swiglu_limit;
+  return p;
+}
+
+// Fails with the message for the out-of-range index of pair `bad_pair` (t * k + j).
+[[noreturn]] void FailIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx, int64_t bad_pair) {
+  const int64_t value = p.index64 ? static_cast<const int64_t*>(expert_idx)[bad_pair]
+                                  : static_cast<const int32_t*>(expert_idx)[bad_pair];
+  FailInput(experts::kInExpertIdx, Str("must be in [0, E) = [0, ", p.experts, "), got ", value, " at [",
+                                       bad_pair / p.k, ", ", bad_pair % p.k, "]"));
 }
 
 // Weight bytes per parallel chunk: large enough that one thread streams long contiguous blocks,
@@ -30,25 +91,21 @@ constexpr int64_t kChunkBytes = int64_t{4} << 20;
 struct MoeRoutedExpertsCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
-  explicit MoeRoutedExpertsCpuKernel(const OrtKernelInfo* info) : limit_(ReadMoeRoutedExpertsLimit(info)) {}
+  explicit MoeRoutedExpertsCpuKernel(const OrtKernelInfo* info) : attrs_(experts::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    using namespace experts_defs;
-    const InputView x = GetInputView(ctx, kInX);
-    const InputView idx = GetInputView(ctx, kInExpertIdx);
-    const InputView w = GetInputView(ctx, kInRoutingWeights);
-    const InputView gu = GetInputView(ctx, kInGateUpWeights);
-    const InputView down = GetInputView(ctx, kInDownWeights);
-    const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(x, idx, w, gu, down, limit_);
+    using namespace experts;
+    const Inputs in = GetInputViews(ctx, kName, kInputs);
+    const cpu::MoeRoutedExpertsParams params = ValidateShapes(in, attrs_);
     cpu::MoeRoutedExpertsPlan plan;
     int64_t bad_pair = -1;
-    if (!plan.Build(params, idx.data, &bad_pair)) FailMoeRoutedExpertsIndex(params, idx.data, bad_pair);
+    if (!plan.Build(params, in[kInExpertIdx].data, &bad_pair)) FailIndex(params, in[kInExpertIdx].data, bad_pair);
     cpu::MoeRoutedExpertsBuffers b;
-    b.x = static_cast<const float*>(x.data);
-    b.expert_idx = idx.data;
-    b.routing_weights = static_cast<const float*>(w.data);
-    b.gate_up = static_cast<const float*>(gu.data);
-    b.down = static_cast<const float*>(down.data);
+    b.x = static_cast<const float*>(in[kInX].data);
+    b.expert_idx = in[kInExpertIdx].data;
+    b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
+    b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
+    b.down = static_cast<const float*>(in[kInDownWeights].data);
     b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
     if (params.tokens == 0) return;
@@ -59,26 +116,13 @@ struct MoeRoutedExpertsCpuKernel {
   }
 
  private:
-  float limit_;
-};
-
-// The op definition (docs/operators.md §3.1).
-struct MoeRoutedExpertsDef {
-  static constexpr const char* kName = kMoeRoutedExpertsName;
-  static constexpr int kSinceVersion = experts_defs::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = experts_defs::kInputs;
-  static constexpr size_t kNumInputs = std::size(experts_defs::kInputs);
-  static constexpr const ParamSpec* kOutputs = experts_defs::kOutputs;
-  static constexpr size_t kNumOutputs = std::size(experts_defs::kOutputs);
-  static constexpr const AttrSpec* kAttrs = experts_defs::kAttrs;
-  static constexpr size_t kNumAttrs = std::size(experts_defs::kAttrs);
-  static constexpr auto InferShapes = &InferMoeRoutedExpertsShapes;
+  experts::Attrs attrs_;
 };
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps() {
-  static const AscendMoeOp<MoeRoutedExpertsDef, MoeRoutedExpertsCpuKernel> cpu_op;
+  static const AscendMoeOp<experts::Def, MoeRoutedExpertsCpuKernel> cpu_op;
   return {&cpu_op};
 }
 

@@ -1,14 +1,19 @@
-// Op definitions generated from the ONNX schemas (onnx_schemas): names, input/output order,
-// optional flags, allowed element types, attribute kinds and defaults.
+// Op definitions generated from the ONNX schemas (onnx_schemas): per op its names, input/output
+// order, optional flags, allowed element types, attribute kinds and defaults, the Attrs struct
+// and ReadAttrs, the Def that AscendMoeOp takes; and AllOps().
 // Do not edit: regenerate with `python -m ascend_moe_onnx.ort_custom_ops.generate_op_defs`;
-// tests/test_op_defs.py fails when this file and the schemas differ.
+// tests/test_op_table.py::test_generated_headers_are_current fails when this file and the schemas differ.
 #pragma once
 
+#include <cstdint>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "op_utils.h"
 
-namespace ascend_moe::defs {
+namespace ascend_moe {
+namespace defs {
 
 inline constexpr const char* kDomain = "ascend.moe";
 inline constexpr int kOpsetVersion = 1;
@@ -57,6 +62,57 @@ inline constexpr AttrSpec kAttrs[] = {
     {"routed_scaling_factor", AttrSpec::kFloat, false, double{1.0f}},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  float eps = 9.999999682655225e-21f;
+  int64_t group_count = 1;
+  int64_t group_select_mode = 0;
+  int64_t k = 0;  // required
+  int64_t k_group = 1;
+  int64_t norm_type = 0;
+  int64_t out_flag = 0;
+  int64_t renorm = 0;
+  float routed_scaling_factor = 1.0f;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_gating_top_k_hash_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.eps = ReadFloatAttr(info, kName, kAttrs[kAttrEps]);
+  a.group_count = ReadIntAttr(info, kName, kAttrs[kAttrGroupCount]);
+  a.group_select_mode = ReadIntAttr(info, kName, kAttrs[kAttrGroupSelectMode]);
+  a.k = ReadIntAttr(info, kName, kAttrs[kAttrK]);
+  a.k_group = ReadIntAttr(info, kName, kAttrs[kAttrKGroup]);
+  a.norm_type = ReadIntAttr(info, kName, kAttrs[kAttrNormType]);
+  a.out_flag = ReadIntAttr(info, kName, kAttrs[kAttrOutFlag]);
+  a.renorm = ReadIntAttr(info, kName, kAttrs[kAttrRenorm]);
+  a.routed_scaling_factor = ReadFloatAttr(info, kName, kAttrs[kAttrRoutedScalingFactor]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_gating_top_k_hash_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_gating_top_k_hash::kName;
+  static constexpr int kSinceVersion = moe_gating_top_k_hash::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_gating_top_k_hash::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_gating_top_k_hash::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_gating_top_k_hash::kAttrs;
+  static constexpr size_t kNumAttrs = moe_gating_top_k_hash::kNumAttrs;
+  static constexpr auto InferShapes = &moe_gating_top_k_hash::InferShapes;
+};
+
 }  // namespace moe_gating_top_k_hash
 
 // ---- MoeReRouting
@@ -92,6 +148,43 @@ inline constexpr AttrSpec kAttrs[] = {
     {"idx_type", AttrSpec::kInt, false, 0},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t expert_token_num_type = 1;
+  int64_t idx_type = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_re_routing_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.expert_token_num_type = ReadIntAttr(info, kName, kAttrs[kAttrExpertTokenNumType]);
+  a.idx_type = ReadIntAttr(info, kName, kAttrs[kAttrIdxType]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_re_routing_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_re_routing::kName;
+  static constexpr int kSinceVersion = moe_re_routing::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_re_routing::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_re_routing::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_re_routing::kAttrs;
+  static constexpr size_t kNumAttrs = moe_re_routing::kNumAttrs;
+  static constexpr auto InferShapes = &moe_re_routing::InferShapes;
+};
+
 }  // namespace moe_re_routing
 
 // ---- MoeRoutedExperts
@@ -122,6 +215,41 @@ inline constexpr ParamSpec kOutputs[] = {
 };
 inline constexpr AttrSpec kAttrs[] = {
     {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  float swiglu_limit = 0.0f;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_routed_experts_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.swiglu_limit = ReadFloatAttr(info, kName, kAttrs[kAttrSwigluLimit]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_routed_experts_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_routed_experts::kName;
+  static constexpr int kSinceVersion = moe_routed_experts::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_routed_experts::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_routed_experts::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_routed_experts::kAttrs;
+  static constexpr size_t kNumAttrs = moe_routed_experts::kNumAttrs;
+  static constexpr auto InferShapes = &moe_routed_experts::InferShapes;
 };
 
 }  // namespace moe_routed_experts
@@ -160,6 +288,41 @@ inline constexpr AttrSpec kAttrs[] = {
     {"drop_pad_mode", AttrSpec::kInt, false, 0},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t drop_pad_mode = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_finalize_routing_v2_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.drop_pad_mode = ReadIntAttr(info, kName, kAttrs[kAttrDropPadMode]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_finalize_routing_v2_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_finalize_routing_v2::kName;
+  static constexpr int kSinceVersion = moe_finalize_routing_v2::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_finalize_routing_v2::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_finalize_routing_v2::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_finalize_routing_v2::kAttrs;
+  static constexpr size_t kNumAttrs = moe_finalize_routing_v2::kNumAttrs;
+  static constexpr auto InferShapes = &moe_finalize_routing_v2::InferShapes;
+};
+
 }  // namespace moe_finalize_routing_v2
 
 // ---- MoeTokenUnpermute
@@ -188,6 +351,62 @@ inline constexpr AttrSpec kAttrs[] = {
     {"padded_mode", AttrSpec::kInt, false, 0},
 };
 
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t padded_mode = 0;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in moe_token_unpermute_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.padded_mode = ReadIntAttr(info, kName, kAttrs[kAttrPaddedMode]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_unpermute_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = moe_token_unpermute::kName;
+  static constexpr int kSinceVersion = moe_token_unpermute::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = moe_token_unpermute::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = moe_token_unpermute::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = moe_token_unpermute::kAttrs;
+  static constexpr size_t kNumAttrs = moe_token_unpermute::kNumAttrs;
+  static constexpr auto InferShapes = &moe_token_unpermute::InferShapes;
+};
+
 }  // namespace moe_token_unpermute
 
-}  // namespace ascend_moe::defs
+}  // namespace defs
+
+// Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;
+// defined in <op>_op.cc. Constructing them registers the op's manifest entry (no ORT call).
+std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
+std::vector<const OrtCustomOp*> MoeReRoutingOps();
+std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();
+std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops();
+std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps();
+
+// Every op of the library, in the order of onnx_schemas.OP_MODULES.
+inline std::vector<const OrtCustomOp*> AllOps() {
+  std::vector<const OrtCustomOp*> ops;
+  for (const OrtCustomOp* op : MoeGatingTopKHashOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeReRoutingOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeRoutedExpertsOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeFinalizeRoutingV2Ops()) ops.push_back(op);
+  for (const OrtCustomOp* op : MoeTokenUnpermuteOps()) ops.push_back(op);
+  return ops;
+}
+
+}  // namespace ascend_moe

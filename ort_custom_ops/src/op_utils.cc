@@ -220,6 +220,18 @@ InputView GetInputView(Ort::KernelContext& ctx, size_t index) {
   return view;
 }
 
+void CheckInputViews(const char* op, const ParamSpec* specs, size_t n, const InputView* views) {
+  std::vector<ONNXTensorElementDataType> types(n, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  for (size_t i = 0; i < n; ++i) {
+    if (!views[i].present && !specs[i].optional) {
+      Fail(Str(op, ": input '", specs[i].name, "' is required, got none"));
+    }
+    types[i] = views[i].type;
+  }
+  const std::string error = CheckInputTypes(op, specs, n, types.data());
+  if (!error.empty()) Fail(error);
+}
+
 namespace {
 std::vector<OpManifestEntry>& Manifest() {
   static std::vector<OpManifestEntry> entries;

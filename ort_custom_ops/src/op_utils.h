@@ -7,6 +7,7 @@
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <array>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -98,6 +99,20 @@ struct InputView {
   const void* data = nullptr;
 };
 InputView GetInputView(Ort::KernelContext& ctx, size_t index);
+// Fails with the message of the first input that the op's table (generated from its schema)
+// does not accept: a required one absent, an element type not allowed, or unlike an earlier
+// input with the same type parameter. Kernel creation already refused such graphs; this keeps
+// every kernel's reads within what the table promises.
+void CheckInputViews(const char* op, const ParamSpec* specs, size_t n, const InputView* views);
+// Every input of a call, in the table's order, checked with CheckInputViews.
+template <size_t N>
+std::array<InputView, N> GetInputViews(Ort::KernelContext& ctx, const char* op,
+                                       const ParamSpec (&specs)[N]) {
+  std::array<InputView, N> views;
+  for (size_t i = 0; i < N; ++i) views[i] = GetInputView(ctx, i);
+  CheckInputViews(op, specs, N, views.data());
+  return views;
+}
 int64_t NumElements(const std::vector<int64_t>& shape);
 
 // Describes one op for the manifest.
