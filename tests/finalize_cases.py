@@ -76,9 +76,11 @@ def unpermute_samples() -> list:
     return [
         Sample("dropped-rows", unpermute_inputs(rng, dropped=5)),
         Sample("no-probs-int64", unpermute_inputs(rng, K=1, probs=False, index_dtype=np.int64)),
-        Sample("no-tokens", unpermute_inputs(rng, N=0, K=2), expect={"unpermuted_tokens": np.zeros((0, 50), np.float32)}),
+        Sample("no-tokens", unpermute_inputs(rng, N=0, K=2),
+               expect={"unpermuted_tokens": np.zeros((0, 50), np.float32)}),
         # a probability of 0 adds nothing: the row is not read, its inf / NaN does not propagate
-        Sample("zero-probability-ignores-the-row", inf_row, expect={"unpermuted_tokens": np.array([[0.5, 1.0]], np.float32)}),
+        Sample("zero-probability-ignores-the-row", inf_row,
+               expect={"unpermuted_tokens": np.array([[0.5, 1.0]], np.float32)}),
     ]
 
 
@@ -101,7 +103,8 @@ def finalize_bad_cases() -> list:
         B("mode-kind", good, {"drop_pad_mode": "1"}, "attribute 'drop_pad_mode' must be INT, got STRING '1'",
           torch=False),
         B("unknown-attribute", good, {"mode": 1},
-          "attribute 'mode' is not an attribute of MoeFinalizeRoutingV2 (known: drop_pad_mode)", ort=False, torch=False),
+          "attribute 'mode' is not an attribute of MoeFinalizeRoutingV2 (known: drop_pad_mode)",
+          ort=False, torch=False),
         B("x1-type", with_(x1=good["x1"].astype(np.float16)), {},
           "input 'x1' must have the type of expanded_x (float), got float16"),
         B("row-idx-type", with_(expanded_row_idx=idx.astype(np.float32)), {},
@@ -202,7 +205,8 @@ def isa_outputs() -> np.ndarray:
         node = helper.make_node("MoeFinalizeRoutingV2", names, ["y"], domain="ascend.moe", drop_pad_mode=1)
         graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, types[n], None) for n in names],
                                   [helper.make_tensor_value_info("y", elem, None)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("ascend.moe", 1)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20),
+                                                        helper.make_opsetid("ascend.moe", 1)])
         sess = ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(1),
                                     providers=["CPUExecutionProvider"])
         outs.append(ort_values.run(sess, inputs)[0].view(np.uint16).reshape(-1))

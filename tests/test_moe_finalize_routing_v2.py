@@ -250,7 +250,8 @@ def test_torchscript_export_runs_with_and_without_the_library():
     g = torch.Generator().manual_seed(0)
     n, k, h = 4, 3, 8
     args = (torch.randn(n * k, h, generator=g), torch.randperm(n * k, generator=g).int(), torch.rand(n, k, generator=g),
-            torch.randn(n, h, generator=g), torch.randn(n * k, h, generator=g), torch.randperm(n * k, generator=g).int())
+            torch.randn(n, h, generator=g), torch.randn(n * k, h, generator=g),
+            torch.randperm(n * k, generator=g).int())
     with pytest.warns(UserWarning, match="overloads"):  # the two unpermute specialisations
         model = exporters.export(Combine(), args, dynamo=False)
     nodes = [(n.op_type, list(n.input)) for n in model.graph.node if n.domain == "ascend.moe"]
