@@ -261,3 +261,14 @@ def test_torchscript_export_runs_with_and_without_the_library():
     for library in (True, False):
         for got, want in zip(run_feeds(session(model, library=library), feeds), eager):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_benchmark_harness_runs_on_a_tiny_case():
+    pytest.importorskip("torch")
+    from ascend_moe_onnx.benchmarks import finalize
+
+    row = finalize.run_case(tokens=8, hidden=64, k=2, dtype="bfloat16", threads=1, repeats=1, min_sample_s=1e-4)
+    assert set(row["time_s"]) == {"ort-unpermute", "ort-finalize", "ort-finalize+x1", "torch-index_select+bmm",
+                                  "torch-index_select+mul+sum", "copy"}
+    assert all(v > 0 for v in row["fraction_of_copy"].values())
+    assert "fraction of copy" in finalize.report(row)
