@@ -121,14 +121,23 @@ def index_limit(N: int, K: int, P: int) -> int:
     return max(P, N * K)
 
 
-def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int) -> None:
-    """Check that every index is in [0, max(P, N*K))."""
+def read_slots(sorted_indices: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
+    """bool [N*K]: the slots whose row is read, i.e. all but those of probability 0 (as on Ascend,
+    their index is neither read nor checked: vllm-ascend passes -1 there for experts of other ranks)."""
+    if probs is None:
+        return np.ones(np.asarray(sorted_indices).shape, bool)
+    return np.asarray(probs).reshape(-1) != 0
+
+
+def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: np.ndarray | None = None) -> None:
+    """Check that every index of a read slot (see :func:`read_slots`) is in [0, max(P, N*K))."""
     idx = np.asarray(sorted_indices).astype(np.int64)
     limit = index_limit(N, K, P)
-    bad = np.flatnonzero((idx < 0) | (idx >= limit))
+    bad = np.flatnonzero(((idx < 0) | (idx >= limit)) & read_slots(idx, probs))
     if bad.size:
         i = int(bad[0])
-        raise _err(f"input 'sorted_indices' must be in [0, max(P, N*K)) = [0, {limit}), got {int(idx[i])} at [{i}]")
+        raise _err(f"input 'sorted_indices' must be in [0, max(P, N*K)) = [0, {limit}) where probs is not 0, "
+                   f"got {int(idx[i])} at [{i}]")
 
 
 # ---- shape inference ---------------------------------------------------------------------------
@@ -169,9 +178,10 @@ def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np
                                   "sorted_indices": (idx.shape, onnx_type_name(idx.dtype)),
                                   "probs": None if probs is None else (probs.shape, onnx_type_name(probs.dtype))},
                                  attrs)
-    validate_indices(idx, N, K, P)
+    validate_indices(idx, N, K, P, probs)
     slot_rows = idx.astype(np.int64).reshape(N, K)
-    slot_rows = np.where(slot_rows >= P, -1, slot_rows)  # dropped by the permute: a zero row
+    # dropped by the permute (>= P) or not read (probability 0): a zero row
+    slot_rows = np.where((slot_rows >= P) | ~read_slots(idx, probs).reshape(N, K), -1, slot_rows)
     y = weighted_gather(tokens, slot_rows, probs, [], skip_zero_weight=True)
     return (y.astype(tokens.dtype),)
 

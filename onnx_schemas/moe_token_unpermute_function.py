@@ -1,7 +1,7 @@
 """Pure-ONNX function body of MoeTokenUnpermute (docs/operators.md §6), specialised for one node: the
 weighted gather of moe_finalize_routing_v2_function (see there for how out-of-range indices fail)
 with token-major indices, rows in [P, N*K) reading a zero row and slots of probability 0 adding
-nothing."""
+nothing (their index is not checked: any value reads the zero row)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,14 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         n, k = b.dim(sorted_indices, 0), g.const([1], np.int64)
     slots = op("Reshape", op("Cast", sorted_indices, to=TensorProto.INT64), op("Concat", n, k, axis=0), allowzero=1)
     limit = op("Squeeze", op("Max", p, op("Mul", n, k)), b.axis0)  # max(P, N*K)
-    valid = b.in_range(slots, b.zero, limit)
-    slots = op("Min", slots, op("Squeeze", p, b.axis0))  # dropped rows (>= P) read the zero row at P
+    in_range = b.in_range(slots, b.zero, limit)
+    p_row = op("Squeeze", p, b.axis0)
+    # dropped rows (>= P) read the zero row at P, and so do the slots of probability 0, whatever
+    # their index (they are not read, so not checked)
+    slots = op("Where", in_range, op("Min", slots, p_row), p_row)
+    valid = in_range
+    if has[probs]:
+        valid = op("Or", in_range, op("Equal", b.f32(probs), g.const(0, np.float32)))
     terms = op("Gather", b.with_zero_row(rows), b.guard(slots, valid), axis=0)  # [N, K, H]
     acc = b.combine(terms, probs if has[probs] else None, skip_zero_weight=True)
     op("CastLike", acc, tokens, output=unpermute.OUTPUT_NAMES[0])

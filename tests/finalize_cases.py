@@ -73,6 +73,9 @@ def unpermute_samples() -> list:
     rng = np.random.default_rng(22)
     inf_row = {"permuted_tokens": np.array([[np.inf, np.nan], [1, 2]], np.float32),
                "sorted_indices": np.array([0, 1], np.int32), "probs": np.array([[0.0, 0.5]], np.float32)}
+    other_ranks = {"permuted_tokens": np.array([[1, 1], [2, 2], [3, 3]], np.float32),
+                   "sorted_indices": np.array([0, -1, 2, 1], np.int32),
+                   "probs": np.array([[1.0, 0.0], [2.0, 0.0]], np.float32)}
     return [
         Sample("dropped-rows", unpermute_inputs(rng, dropped=5)),
         Sample("no-probs-int64", unpermute_inputs(rng, K=1, probs=False, index_dtype=np.int64)),
@@ -81,6 +84,9 @@ def unpermute_samples() -> list:
         # a probability of 0 adds nothing: the row is not read, its inf / NaN does not propagate
         Sample("zero-probability-ignores-the-row", inf_row,
                expect={"unpermuted_tokens": np.array([[0.5, 1.0]], np.float32)}),
+        # vllm-ascend's expert-parallel path: slots of other ranks' experts have index -1 and weight 0
+        Sample("other-ranks-slots-index-minus-1-weight-0", other_ranks,
+               expect={"unpermuted_tokens": np.array([[1.0, 1.0], [6.0, 6.0]], np.float32)}),
     ]
 
 
@@ -177,9 +183,9 @@ def unpermute_bad_cases() -> list:
         B("indices-length", with_(probs=good["probs"][:2]), {},
           "input 'sorted_indices' must have N*K = 4 elements (N = 2, K = 2 from probs), got shape [6]"),
         B("indices-high", with_(sorted_indices=np.array([0, 1, 2, 6, 4, 5], np.int32)), {},
-          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6), got 6 at [3]"),
+          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6) where probs is not 0, got 6 at [3]"),
         B("indices-negative", with_(sorted_indices=np.array([0, 1, 2, 3, -1, 5])), {},
-          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6), got -1 at [4]"),
+          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6) where probs is not 0, got -1 at [4]"),
     ]
 
 

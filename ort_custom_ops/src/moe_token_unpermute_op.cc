@@ -66,13 +66,7 @@ cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers*
     }
   }
   const int64_t p_rows = tokens.shape[0];
-  const int64_t limit = std::max(p_rows, n * k);
   const cpu::IndexType idx_type = IndexTypeOf(idx.type);
-  const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, 0, limit);
-  if (bad >= 0) {
-    FailInput(kInSortedIndices, Str("must be in [0, max(P, N*K)) = [0, ", limit, "), got ",
-                                    cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
-  }
   cpu::WeightedGatherParams p;
   p.num_out_rows = n;
   p.k = k;
@@ -89,6 +83,13 @@ cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers*
   }
   buffers->rows = tokens.data;
   buffers->row_index = idx.data;
+  // Slots of probability 0 are not read, so their index is not checked (as on Ascend).
+  const int64_t limit = std::max(p_rows, n * k);
+  const int64_t bad = cpu::FirstReadSlotOutside(p, *buffers, 0, limit);
+  if (bad >= 0) {
+    FailInput(kInSortedIndices, Str("must be in [0, max(P, N*K)) = [0, ", limit, ") where probs is not 0, got ",
+                                    cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
+  }
   return p;
 }
 
