@@ -1,4 +1,4 @@
-"""MoeFinalizeRoutingV2 (docs/operators.md §8): ONNX schema, shape inference, validation and NumPy reference.
+"""MoeFinalizeRoutingV2 (docs/operators.md §5): ONNX schema, shape inference, validation and NumPy reference.
 
 The last step of an MoE layer: each token's k expert outputs, scaled by its routing weights, are
 summed into the token's row, with up to two residual rows added. ``weighted_gather`` is the one
@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -23,24 +22,18 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
     type_list,
 )
 
 OP_TYPE = "MoeFinalizeRoutingV2"
-INPUT_NAMES = ("expanded_x", "expanded_row_idx", "x1", "x2", "bias", "scales", "expert_idx")
-SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
-    ({"expanded_x": (TensorProto.BFLOAT16, ["NK", "H"]), "expanded_row_idx": (TensorProto.INT32, ["NK"]),
-      "x1": (TensorProto.BFLOAT16, ["N", "H"]), "scales": (TensorProto.FLOAT, ["N", "K"])}, {"drop_pad_mode": 2}),
-    ({"expanded_x": (TensorProto.FLOAT16, ["E", "C", "H"]), "expanded_row_idx": (TensorProto.INT32, ["N"])},
-     {"drop_pad_mode": 1}),
-]
-OUTPUT_NAMES = ("y",)
 
 # drop_pad_mode: dropless / drop-pad, expanded_row_idx slot-major (k * N + i) / token-major (i * K + k)
 DROPLESS_SLOT_MAJOR, DROP_PAD_SLOT_MAJOR, DROPLESS_TOKEN_MAJOR, DROP_PAD_TOKEN_MAJOR = 0, 1, 2, 3
@@ -80,6 +73,15 @@ SCHEMA = OpSchema(
     ],
 )
 
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"expanded_x": (TensorProto.BFLOAT16, ["NK", "H"]), "expanded_row_idx": (TensorProto.INT32, ["NK"]),
+      "x1": (TensorProto.BFLOAT16, ["N", "H"]), "scales": (TensorProto.FLOAT, ["N", "K"])}, {"drop_pad_mode": 2}),
+    ({"expanded_x": (TensorProto.FLOAT16, ["E", "C", "H"]), "expanded_row_idx": (TensorProto.INT32, ["N"])},
+     {"drop_pad_mode": 1}),
+]
+
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 ROW_TYPES = allowed_types(SCHEMA, "T")
 INDEX_TYPES = allowed_types(SCHEMA, "TI")
@@ -112,7 +114,7 @@ def _modes(mode: int) -> str:
     return "1 or 3" if drop_pad(mode) else "0 or 2"
 
 
-# ---- validation (docs/operators.md §8.3), shared by the NumPy reference and the torch op -------------------
+# ---- validation (docs/operators.md §5.3), shared by the NumPy reference and the torch op -------------------
 # The messages are those of the C++ kernel (ort_custom_ops/src/moe_finalize_routing_v2_validate.cc).
 
 
@@ -248,7 +250,7 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (docs/operators.md §8.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §5.2) -------------------------------------------------------------
 
 
 def weighted_gather(rows: np.ndarray, slot_rows: np.ndarray, weights: np.ndarray | None,
@@ -296,7 +298,7 @@ def reference(
     expert_idx: np.ndarray | None = None,
     **attributes: Any,
 ) -> tuple[np.ndarray]:
-    """``(y,)`` of docs/operators.md §8.2. Attribute: ``drop_pad_mode`` (default from the schema)."""
+    """``(y,)`` of docs/operators.md §5.2. Attribute: ``drop_pad_mode`` (default from the schema)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     given = dict(zip(INPUT_NAMES, (expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx)))
     arrays = {n: None if a is None else np.asarray(a) for n, a in given.items()}
@@ -314,15 +316,3 @@ def reference(
     y = weighted_gather(rows, slot_rows, arrays["scales"], base, slot_bias)
     return (y.astype(arrays["expanded_x"].dtype),)
 
-
-class MoeFinalizeRoutingV2Ref(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeFinalizeRoutingV2Ref])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, expanded_x, expanded_row_idx, x1=None, x2=None, bias=None, scales=None, expert_idx=None,
-             **attributes):
-        return reference(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, **attributes)
-
-
-MoeFinalizeRoutingV2Ref.__name__ = OP_TYPE  # onnx.reference matches classes by op type

@@ -1,5 +1,6 @@
-"""Pure-ONNX function bodies of MoeFinalizeRoutingV2 and MoeTokenUnpermute (docs/operators.md §8, §9),
-specialised for one node (attributes baked in, absent optional inputs skipped).
+"""Pure-ONNX function body of MoeFinalizeRoutingV2 (docs/operators.md §5), specialised for one node
+(attributes baked in, absent optional inputs skipped); its pieces serve MoeTokenUnpermute's body
+(moe_token_unpermute_function.py, §6) too.
 
 Both are a weighted gather: the slot rows [N, K] of row indices are gathered from the rows (as
 float32) into [N, K, H], the bias rows added, the weights multiplied in, and the slots summed
@@ -8,7 +9,7 @@ ONNX Runtime <= 1.31.1); the result is cast back once. A zero row is appended to
 dropped slots (index -1 in the drop-pad modes; an index >= P for MoeTokenUnpermute).
 
 Out-of-range indices: ONNX Gather accepts negative indices and would wrap them silently, so every
-index outside the op's valid range (docs/operators.md §8.3, §9.3) is replaced by ``OUT_OF_RANGE``
+index outside the op's valid range (docs/operators.md §5.3, §6.3) is replaced by ``OUT_OF_RANGE``
 (2**62) before the Gather, which then fails: ONNX Runtime reports "indices element out of data
 bounds, idx=4611686018427387904 must be within the inclusive range [...]" (onnx.reference raises
 IndexError). The body does not produce the validation's message. A wrong expanded_row_idx length
@@ -27,12 +28,11 @@ from onnx import TensorProto
 from ._common import resolve_attributes
 from ._function_body import BodyBuilder, check_opset, make_function, present_flags
 from . import moe_finalize_routing_v2 as finalize
-from . import moe_token_unpermute as unpermute
 
 OUT_OF_RANGE = 2**62  # an index no Gather accepts
 
 
-class _WeightedGather:
+class WeightedGatherBody:
     """The shared body pieces; ``g`` is the BodyBuilder."""
 
     def __init__(self, g: BodyBuilder) -> None:
@@ -76,7 +76,7 @@ class _WeightedGather:
         return self.op("Squeeze", self.op("ReduceSum", terms, self.axis1, keepdims=1), self.axis1)
 
 
-def build_finalize_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
+def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """The ``ascend.moe::MoeFinalizeRoutingV2`` body for one node's attributes and present inputs."""
     schema = finalize.SCHEMA
     check_opset(schema, opset)
@@ -86,7 +86,7 @@ def build_finalize_function(attributes: dict, present_inputs: Sequence[bool], op
     mode = attrs["drop_pad_mode"]
     x, row_idx, x1, x2, bias, scales, experts = finalize.INPUT_NAMES
     g = BodyBuilder()
-    b = _WeightedGather(g)
+    b = WeightedGatherBody(g)
     op = b.op
 
     # [R, H]; allowzero=1 on every Reshape: a 0 in a computed shape (0 tokens) is a size, not "copy"
@@ -123,34 +123,3 @@ def build_finalize_function(attributes: dict, present_inputs: Sequence[bool], op
             acc = op("Add", acc, b.f32(skip))
     op("CastLike", acc, x, output=finalize.OUTPUT_NAMES[0])
     return make_function(schema, attrs, has, g, opset)
-
-
-def build_unpermute_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
-    """The ``ascend.moe::MoeTokenUnpermute`` body for one node's attributes and present inputs."""
-    schema = unpermute.SCHEMA
-    check_opset(schema, opset)
-    attrs = resolve_attributes(schema, dict(attributes))
-    unpermute.validate_attributes(attrs)
-    has = present_flags(schema, present_inputs)
-    tokens, sorted_indices, probs = unpermute.INPUT_NAMES
-    g = BodyBuilder()
-    b = _WeightedGather(g)
-    op = b.op
-
-    rows = b.f32(tokens)  # [P, H]
-    p = b.dim(rows, 0)
-    if has[probs]:
-        n, k = b.dim(probs, 0), b.dim(probs, 1)
-    else:
-        n, k = b.dim(sorted_indices, 0), g.const([1], np.int64)
-    slots = op("Reshape", op("Cast", sorted_indices, to=TensorProto.INT64), op("Concat", n, k, axis=0), allowzero=1)
-    limit = op("Squeeze", op("Max", p, op("Mul", n, k)), b.axis0)  # max(P, N*K)
-    valid = b.in_range(slots, b.zero, limit)
-    slots = op("Min", slots, op("Squeeze", p, b.axis0))  # dropped rows (>= P) read the zero row at P
-    terms = op("Gather", b.with_zero_row(rows), b.guard(slots, valid), axis=0)  # [N, K, H]
-    acc = b.combine(terms, probs if has[probs] else None, skip_zero_weight=True)
-    op("CastLike", acc, tokens, output=unpermute.OUTPUT_NAMES[0])
-    return make_function(schema, attrs, has, g, opset)
-
-
-build_function = build_finalize_function  # functions.BUILDERS finds an op's body by this name

@@ -1,4 +1,4 @@
-"""MoeTokenUnpermute (docs/operators.md §9): ONNX schema, shape inference, validation and NumPy reference.
+"""MoeTokenUnpermute (docs/operators.md §6): ONNX schema, shape inference, validation and NumPy reference.
 
 The inverse of a token permute, weighted: each token's K rows, found through ``sorted_indices``
 (token-major: entry i * K + k is the permuted row of token i's slot k), are scaled by the token's
@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
-from onnx.reference.op_run import OpRun
 
 from ._common import (
     DOMAIN,
@@ -22,22 +21,18 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     input_dims,
+    input_names,
     input_type,
     int_attribute,
     make_type,
     onnx_type_name,
+    output_names,
     resolve_attributes,
     tensor_input,
 )
 from .moe_finalize_routing_v2 import check_types, weighted_gather
 
 OP_TYPE = "MoeTokenUnpermute"
-INPUT_NAMES = ("permuted_tokens", "sorted_indices", "probs")
-SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
-    ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
-      "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
-]
-OUTPUT_NAMES = ("unpermuted_tokens",)
 
 SCHEMA = OpSchema(
     OP_TYPE,
@@ -64,6 +59,13 @@ SCHEMA = OpSchema(
     ],
 )
 
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
+      "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
+]
+
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 ROW_TYPES = allowed_types(SCHEMA, "T")
 
@@ -80,7 +82,7 @@ def _known(*dims) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in dims)
 
 
-# ---- validation (docs/operators.md §9.3); messages as ort_custom_ops/src/moe_token_unpermute_validate.cc ----
+# ---- validation (docs/operators.md §6.3); messages as ort_custom_ops/src/moe_token_unpermute_validate.cc ----
 
 
 def validate_attributes(attrs: dict[str, Any]) -> None:
@@ -119,14 +121,23 @@ def index_limit(N: int, K: int, P: int) -> int:
     return max(P, N * K)
 
 
-def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int) -> None:
-    """Check that every index is in [0, max(P, N*K))."""
+def read_slots(sorted_indices: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
+    """bool [N*K]: the slots whose row is read, i.e. all but those of probability 0 (as on Ascend,
+    their index is neither read nor checked: vllm-ascend passes -1 there for experts of other ranks)."""
+    if probs is None:
+        return np.ones(np.asarray(sorted_indices).shape, bool)
+    return np.asarray(probs).reshape(-1) != 0
+
+
+def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: np.ndarray | None = None) -> None:
+    """Check that every index of a read slot (see :func:`read_slots`) is in [0, max(P, N*K))."""
     idx = np.asarray(sorted_indices).astype(np.int64)
     limit = index_limit(N, K, P)
-    bad = np.flatnonzero((idx < 0) | (idx >= limit))
+    bad = np.flatnonzero(((idx < 0) | (idx >= limit)) & read_slots(idx, probs))
     if bad.size:
         i = int(bad[0])
-        raise _err(f"input 'sorted_indices' must be in [0, max(P, N*K)) = [0, {limit}), got {int(idx[i])} at [{i}]")
+        raise _err(f"input 'sorted_indices' must be in [0, max(P, N*K)) = [0, {limit}) where probs is not 0, "
+                   f"got {int(idx[i])} at [{i}]")
 
 
 # ---- shape inference ---------------------------------------------------------------------------
@@ -154,12 +165,12 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (docs/operators.md §9.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §6.2) -------------------------------------------------------------
 
 
 def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np.ndarray | None = None,
               **attributes: Any) -> tuple[np.ndarray]:
-    """``(unpermuted_tokens,)`` of docs/operators.md §9.2. Attribute: ``padded_mode`` (only 0)."""
+    """``(unpermuted_tokens,)`` of docs/operators.md §6.2. Attribute: ``padded_mode`` (only 0)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     tokens, idx = np.asarray(permuted_tokens), np.asarray(sorted_indices)
     probs = None if probs is None else np.asarray(probs)
@@ -167,20 +178,10 @@ def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np
                                   "sorted_indices": (idx.shape, onnx_type_name(idx.dtype)),
                                   "probs": None if probs is None else (probs.shape, onnx_type_name(probs.dtype))},
                                  attrs)
-    validate_indices(idx, N, K, P)
+    validate_indices(idx, N, K, P, probs)
     slot_rows = idx.astype(np.int64).reshape(N, K)
-    slot_rows = np.where(slot_rows >= P, -1, slot_rows)  # dropped by the permute: a zero row
+    # dropped by the permute (>= P) or not read (probability 0): a zero row
+    slot_rows = np.where((slot_rows >= P) | ~read_slots(idx, probs).reshape(N, K), -1, slot_rows)
     y = weighted_gather(tokens, slot_rows, probs, [], skip_zero_weight=True)
     return (y.astype(tokens.dtype),)
 
-
-class MoeTokenUnpermuteRef(OpRun):
-    """``onnx.reference`` implementation: ReferenceEvaluator(model, new_ops=[MoeTokenUnpermuteRef])."""
-
-    op_domain = DOMAIN
-
-    def _run(self, permuted_tokens, sorted_indices, probs=None, **attributes):
-        return reference(permuted_tokens, sorted_indices, probs, **attributes)
-
-
-MoeTokenUnpermuteRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

@@ -41,21 +41,52 @@ def unpermute_inputs(rng, N: int = 6, K: int = 4, H: int = 50, dropped: int = 0,
 
 
 def finalize_samples() -> list:
+    from tests.op_table import Sample
+
     rng = np.random.default_rng(21)
+    rows = np.arange(4, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)  # row r = [r, r]
+    layout = {"expanded_x": rows, "expanded_row_idx": np.arange(4, dtype=np.int32),
+              "scales": np.array([[1, 10], [100, 1000]], np.float32)}  # N = 2, K = 2
+    dropped = {"expanded_x": np.ones((2, 2, 3), np.float32), "expanded_row_idx": np.array([-1, 3], np.int32),
+               "bias": np.array([[10] * 3, [20] * 3], np.float32), "scales": np.array([[0.5, 2.0]], np.float32),
+               "expert_idx": np.array([[1, 0]], np.int32)}
     return [
-        (finalize_inputs(rng, mode=0), {}),
-        (finalize_inputs(rng, mode=3, index_dtype=np.int64), {"drop_pad_mode": 3}),
-        (finalize_inputs(rng, mode=1, K=1, H=16), {"drop_pad_mode": 1}),
-        (finalize_inputs(rng, mode=2, N=0, optional=False), {"drop_pad_mode": 2}),
+        Sample("all-inputs-mode-0", finalize_inputs(rng, mode=0)),
+        Sample("all-inputs-mode-3-int64", finalize_inputs(rng, mode=3, index_dtype=np.int64), {"drop_pad_mode": 3}),
+        Sample("k1-mode-1", finalize_inputs(rng, mode=1, K=1, H=16), {"drop_pad_mode": 1}),
+        Sample("no-tokens-mode-2", finalize_inputs(rng, mode=2, N=0, optional=False), {"drop_pad_mode": 2},
+               expect={"y": np.zeros((0, 37), np.float32)}),
+        # modes 0/1 read expanded_row_idx[k * N + i], modes 2/3 expanded_row_idx[i * K + k]
+        Sample("slot-major-index", layout, {"drop_pad_mode": 0},
+               expect={"y": np.array([[0 * 1 + 2 * 10] * 2, [1 * 100 + 3 * 1000] * 2], np.float32)}),
+        Sample("token-major-index", layout, {"drop_pad_mode": 2},
+               expect={"y": np.array([[0 * 1 + 1 * 10] * 2, [2 * 100 + 3 * 1000] * 2], np.float32)}),
+        # a dropped slot (-1) reads a zero row, but its weight times its expert's bias still counts
+        Sample("dropped-slot-keeps-its-bias", dropped, {"drop_pad_mode": 1},
+               expect={"y": np.array([[0.5 * 20 + 2.0 * (1 + 10)] * 3], np.float32)}),
     ]
 
 
 def unpermute_samples() -> list:
+    from tests.op_table import Sample
+
     rng = np.random.default_rng(22)
+    inf_row = {"permuted_tokens": np.array([[np.inf, np.nan], [1, 2]], np.float32),
+               "sorted_indices": np.array([0, 1], np.int32), "probs": np.array([[0.0, 0.5]], np.float32)}
+    other_ranks = {"permuted_tokens": np.array([[1, 1], [2, 2], [3, 3]], np.float32),
+                   "sorted_indices": np.array([0, -1, 2, 1], np.int32),
+                   "probs": np.array([[1.0, 0.0], [2.0, 0.0]], np.float32)}
     return [
-        (unpermute_inputs(rng, dropped=5), {}),
-        (unpermute_inputs(rng, K=1, probs=False, index_dtype=np.int64), {}),
-        (unpermute_inputs(rng, N=0, K=2), {}),
+        Sample("dropped-rows", unpermute_inputs(rng, dropped=5)),
+        Sample("no-probs-int64", unpermute_inputs(rng, K=1, probs=False, index_dtype=np.int64)),
+        Sample("no-tokens", unpermute_inputs(rng, N=0, K=2),
+               expect={"unpermuted_tokens": np.zeros((0, 50), np.float32)}),
+        # a probability of 0 adds nothing: the row is not read, its inf / NaN does not propagate
+        Sample("zero-probability-ignores-the-row", inf_row,
+               expect={"unpermuted_tokens": np.array([[0.5, 1.0]], np.float32)}),
+        # vllm-ascend's expert-parallel path: slots of other ranks' experts have index -1 and weight 0
+        Sample("other-ranks-slots-index-minus-1-weight-0", other_ranks,
+               expect={"unpermuted_tokens": np.array([[1.0, 1.0], [6.0, 6.0]], np.float32)}),
     ]
 
 
@@ -78,7 +109,8 @@ def finalize_bad_cases() -> list:
         B("mode-kind", good, {"drop_pad_mode": "1"}, "attribute 'drop_pad_mode' must be INT, got STRING '1'",
           torch=False),
         B("unknown-attribute", good, {"mode": 1},
-          "attribute 'mode' is not an attribute of MoeFinalizeRoutingV2 (known: drop_pad_mode)", ort=False, torch=False),
+          "attribute 'mode' is not an attribute of MoeFinalizeRoutingV2 (known: drop_pad_mode)",
+          ort=False, torch=False),
         B("x1-type", with_(x1=good["x1"].astype(np.float16)), {},
           "input 'x1' must have the type of expanded_x (float), got float16"),
         B("row-idx-type", with_(expanded_row_idx=idx.astype(np.float32)), {},
@@ -151,9 +183,9 @@ def unpermute_bad_cases() -> list:
         B("indices-length", with_(probs=good["probs"][:2]), {},
           "input 'sorted_indices' must have N*K = 4 elements (N = 2, K = 2 from probs), got shape [6]"),
         B("indices-high", with_(sorted_indices=np.array([0, 1, 2, 6, 4, 5], np.int32)), {},
-          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6), got 6 at [3]"),
+          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6) where probs is not 0, got 6 at [3]"),
         B("indices-negative", with_(sorted_indices=np.array([0, 1, 2, 3, -1, 5])), {},
-          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6), got -1 at [4]"),
+          "input 'sorted_indices' must be in [0, max(P, N*K)) = [0, 6) where probs is not 0, got -1 at [4]"),
     ]
 
 
@@ -179,7 +211,8 @@ def isa_outputs() -> np.ndarray:
         node = helper.make_node("MoeFinalizeRoutingV2", names, ["y"], domain="ascend.moe", drop_pad_mode=1)
         graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, types[n], None) for n in names],
                                   [helper.make_tensor_value_info("y", elem, None)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("ascend.moe", 1)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20),
+                                                        helper.make_opsetid("ascend.moe", 1)])
         sess = ort.InferenceSession(model.SerializeToString(), ort_custom_ops.session_options(1),
                                     providers=["CPUExecutionProvider"])
         outs.append(ort_values.run(sess, inputs)[0].view(np.uint16).reshape(-1))

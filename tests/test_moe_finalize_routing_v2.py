@@ -4,10 +4,6 @@ over modes, types, K = 1..8, 0 tokens and partial inputs, out-of-range indices i
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -15,6 +11,7 @@ import pytest
 from ascend_moe_onnx.onnx_schemas import moe_finalize_routing_v2 as fin
 from ascend_moe_onnx.onnx_schemas import moe_token_unpermute as unp
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions
+from tests.cpu_isa import call_on_isa, cpu_isa_paths
 from tests.finalize_cases import finalize_inputs, unpermute_inputs
 from tests.op_table import OPS, node_model, present
 from tests.rerouting_cases import ort_errors, run_feeds, session
@@ -88,28 +85,6 @@ def test_reference_is_the_documented_loop(mode, optional):
     _close(y, _loop_finalize(inputs, mode), np.float32)
 
 
-def test_dropped_slot_still_adds_its_bias():
-    """Drop-pad modes: a -1 slot reads a zero row but its weight times its expert's bias counts (as
-    op-plugin's reference and the Ascend kernel compute it)."""
-    x = np.ones((2, 2, 3), np.float32)
-    idx = np.array([-1, 3], np.int32)  # N = 1, K = 2, mode 1: slot 0 dropped
-    bias = np.array([[10, 10, 10], [20, 20, 20]], np.float32)
-    y = fin.reference(x, idx, None, None, bias, np.array([[0.5, 2.0]], np.float32), np.array([[1, 0]], np.int32),
-                      drop_pad_mode=1)[0]
-    np.testing.assert_array_equal(y, [[0.5 * 20 + 2.0 * (1 + 10)] * 3])
-
-
-def test_index_layouts_slot_major_and_token_major():
-    """Modes 0/1 read expanded_row_idx[k * N + i], modes 2/3 expanded_row_idx[i * K + k]."""
-    x = np.arange(4, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)  # row r = [r, r]
-    idx = np.array([0, 1, 2, 3], np.int32)
-    w = np.array([[1, 10], [100, 1000]], np.float32)  # N = 2, K = 2
-    slot_major = fin.reference(x, idx, scales=w, drop_pad_mode=0)[0][:, 0]
-    token_major = fin.reference(x, idx, scales=w, drop_pad_mode=2)[0][:, 0]
-    np.testing.assert_array_equal(slot_major, [0 * 1 + 2 * 10, 1 * 100 + 3 * 1000])
-    np.testing.assert_array_equal(token_major, [0 * 1 + 1 * 10, 2 * 100 + 3 * 1000])
-
-
 def test_unpermute_reference_is_megatrons_unpermute():
     rng = np.random.default_rng(3)
     for dropped, probs in [(0, True), (5, True), (0, False)]:
@@ -131,12 +106,6 @@ def test_unpermute_inverts_a_permute():
     sorted_indices = np.argsort(order, kind="stable").astype(np.int32)
     y = unp.reference(permuted, sorted_indices, np.full((N, K), 1 / K, np.float32))[0]
     np.testing.assert_allclose(y, tokens, rtol=1e-6, atol=1e-6)
-
-
-def test_unpermute_zero_probability_ignores_the_row():
-    tokens = np.array([[np.inf, np.nan], [1, 2]], np.float32)
-    y = unp.reference(tokens, np.array([0, 1], np.int32), np.array([[0.0, 0.5]], np.float32))[0]
-    np.testing.assert_array_equal(y, [[0.5, 1.0]])
 
 
 def _kernel_and_body(op, inputs, attrs, body=True):
@@ -221,21 +190,19 @@ def test_body_fails_on_out_of_range_experts():
         run_feeds(session(model, library=False), present(inputs))
 
 
-def test_instruction_set_paths_agree():
-    """The portable and AVX2 row loops (ASCEND_MOE_CPU_ISA) give the default path's results up to
-    one ulp of the output type (fused multiply-adds)."""
-    script = (
-        "import numpy as np, sys; from tests.finalize_cases import isa_outputs as _isa_outputs; "
-        "np.save(sys.stdout.buffer, _isa_outputs())")
-    outs = {}
-    for isa in ("baseline", "avx2", "default"):
-        env = dict(os.environ, ASCEND_MOE_CPU_ISA=isa)
-        raw = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, check=True).stdout
-        import io
-
-        outs[isa] = np.load(io.BytesIO(raw))
-    for isa in ("baseline", "avx2"):
-        _ulp_equal(outs[isa].view(BF16), outs["default"].view(BF16), isa)
+@pytest.mark.parametrize("isa", cpu_isa_paths())
+def test_instruction_set_paths_match_the_reference(isa):
+    """Every ISA path of the row loop (portable, AVX2 + F16C, AVX-512) gives the reference's
+    bfloat16 and float16 outputs up to one ulp."""
+    outs = call_on_isa(isa, "tests.finalize_cases:isa_outputs")
+    rng = np.random.default_rng(60)
+    expected = []
+    for dtype in (BF16, np.dtype(np.float16)):
+        inputs = finalize_inputs(rng, mode=1, N=6, K=3, H=40, dtype=dtype)
+        expected.append(fin.reference(**inputs, drop_pad_mode=1)[0].view(np.uint16).reshape(-1))
+    n = expected[0].size
+    _ulp_equal(outs[:n].view(BF16), expected[0].view(BF16), f"{isa} bfloat16")
+    _ulp_equal(outs[n:].view(np.float16), expected[1].view(np.float16), f"{isa} float16")
 
 
 def test_dynamo_export_keeps_the_token_dim_and_runs():
@@ -283,7 +250,8 @@ def test_torchscript_export_runs_with_and_without_the_library():
     g = torch.Generator().manual_seed(0)
     n, k, h = 4, 3, 8
     args = (torch.randn(n * k, h, generator=g), torch.randperm(n * k, generator=g).int(), torch.rand(n, k, generator=g),
-            torch.randn(n, h, generator=g), torch.randn(n * k, h, generator=g), torch.randperm(n * k, generator=g).int())
+            torch.randn(n, h, generator=g), torch.randn(n * k, h, generator=g),
+            torch.randperm(n * k, generator=g).int())
     with pytest.warns(UserWarning, match="overloads"):  # the two unpermute specialisations
         model = exporters.export(Combine(), args, dynamo=False)
     nodes = [(n.op_type, list(n.input)) for n in model.graph.node if n.domain == "ascend.moe"]
@@ -293,3 +261,14 @@ def test_torchscript_export_runs_with_and_without_the_library():
     for library in (True, False):
         for got, want in zip(run_feeds(session(model, library=library), feeds), eager):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_benchmark_harness_runs_on_a_tiny_case():
+    pytest.importorskip("torch")
+    from ascend_moe_onnx.benchmarks import finalize
+
+    row = finalize.run_case(tokens=8, hidden=64, k=2, dtype="bfloat16", threads=1, repeats=1, min_sample_s=1e-4)
+    assert set(row["time_s"]) == {"ort-unpermute", "ort-finalize", "ort-finalize+x1", "torch-index_select+bmm",
+                                  "torch-index_select+mul+sum", "copy"}
+    assert all(v > 0 for v in row["fraction_of_copy"].values())
+    assert "fraction of copy" in finalize.report(row)

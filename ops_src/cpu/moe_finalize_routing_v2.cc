@@ -116,6 +116,20 @@ int64_t WeightedGatherRowsPerChunk(const WeightedGatherParams& p, int64_t chunk_
   return rows < 1 ? 1 : rows;
 }
 
+int64_t FirstReadSlotOutside(const WeightedGatherParams& p, const WeightedGatherBuffers& b, int64_t low,
+                             int64_t high) {
+  const int64_t n = p.num_out_rows * p.k;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    if (p.skip_zero_weight && p.has_weights) {
+      const int64_t slot = p.token_major ? pos : (pos % p.num_out_rows) * p.k + pos / p.num_out_rows;
+      if (WeightAt(p, b.weights, slot) == 0.0f) continue;
+    }
+    const int64_t v = IndexAt(b.row_index, p.index_type, pos);
+    if (v < low || v >= high) return pos;
+  }
+  return -1;
+}
+
 int64_t FirstIndexOutside(const void* index, IndexType type, int64_t n, int64_t low, int64_t high) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = IndexAt(index, type, i);

@@ -58,6 +58,11 @@ int64_t WeightedGatherRowsPerChunk(const WeightedGatherParams& params, int64_t c
 // Position of the first of `n` indices outside [low, high), or -1 when all are inside.
 int64_t FirstIndexOutside(const void* index, IndexType type, int64_t n, int64_t low, int64_t high);
 
+// Position (in row_index) of the first slot that is read (all but those of weight 0 when
+// skip_zero_weight) and whose index lies outside [low, high); -1 when there is none.
+int64_t FirstReadSlotOutside(const WeightedGatherParams& params, const WeightedGatherBuffers& buffers,
+                             int64_t low, int64_t high);
+
 // Index value at position i.
 int64_t IndexAt(const void* index, IndexType type, int64_t i);
 

@@ -1,23 +1,25 @@
-// ascend.moe::MoeFinalizeRoutingV2 for ONNX Runtime (docs/operators.md §8): the op definition (inputs,
-// output, attribute, shape inference) and the CPU kernel, which validates and runs ops_src/cpu's
-// weighted gather over the output rows on the session's intra-op pool.
-#include <iterator>
+// ascend.moe::MoeFinalizeRoutingV2 for ONNX Runtime (docs/operators.md §5): what the generated
+// definition (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the shape and
+// index validation (docs/operators.md §5.3; the messages of onnx_schemas.moe_finalize_routing_v2)
+// and the CPU kernel, ops_src/cpu's weighted gather over the output rows.
+// CPU execution provider only: on a session with another provider ORT places the node on the CPU.
+#include <limits>
 
-#include "moe_finalize_routing_v2_validate.h"
 #include "op_base.h"
 #include "op_defs.gen.h"
-#include "ops_src/cpu/moe_finalize_routing_v2.h"
+#include "weighted_gather_ort.h"
 
 namespace ascend_moe {
 
-namespace {
+namespace finalize = defs::moe_finalize_routing_v2;
 
-// y is [N, H] like expanded_x's type: N = scales.shape[0], or expanded_row_idx.shape[0] without
+// y is [N, H] of expanded_x's type: N = scales.shape[0], or expanded_row_idx.shape[0] without
 // scales; H = expanded_x.shape[-1]. Unknown parts stay unknown (a bad rank fails at run time).
-OrtStatusPtr ORT_API_CALL InferMoeFinalizeRoutingV2Shapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
-  using namespace finalize_defs;
+OrtStatusPtr ORT_API_CALL finalize::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  const std::string error = CheckDropPadMode(InferAttrInt(api, ctx, kAttrs[kAttrDropPadMode]));
+  Attrs attrs;
+  attrs.drop_pad_mode = InferAttrInt(api, ctx, kAttrs[kAttrDropPadMode]);
+  const std::string error = CheckAttrs(attrs);
   InferredTensor x{}, idx{}, scales{};
   if (!GetInferInput(api, ctx, kInExpandedX, &x)) return nullptr;
   InferredTensor y{x.type, {InferDim{}, InferDim{}}, true};
@@ -31,57 +33,148 @@ OrtStatusPtr ORT_API_CALL InferMoeFinalizeRoutingV2Shapes(const OrtCustomOp*, Or
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
-// Bytes read and written per parallel chunk: large enough to amortise scheduling.
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
-// Outputs at least this large are written with non-temporal stores: larger than the last-level
-// caches of common CPUs, which could not keep them for the consumer anyway.
-constexpr int64_t kStreamingBytes = int64_t{32} << 20;
+std::string finalize::CheckAttrs(const Attrs& a) {
+  if (a.drop_pad_mode >= 0 && a.drop_pad_mode <= 3) return {};
+  return Str(kName, ": attribute '", kAttrs[kAttrDropPadMode].name,
+             "' must be 0, 1, 2 or 3 (0, 2: dropless; 1, 3: drop-pad; 0, 1: slot-major index; 2, 3: "
+             "token-major index), got ", a.drop_pad_mode);
+}
+
+namespace {
+
+using Inputs = std::array<InputView, finalize::kNumIns>;
+
+[[noreturn]] void FailInput(finalize::In input, const std::string& what_and_value) {
+  Fail(Str(finalize::kName, ": input '", finalize::kInputs[input].name, "' ", what_and_value));
+}
+
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+std::string DimsStr(int64_t a, int64_t b) { return Str("[", a, ", ", b, "]"); }
+
+// Ranks and dims (the table checked presence and element types), then the index values; returns
+// the kernel parameters and fills the buffers' inputs.
+cpu::WeightedGatherParams Validate(const Inputs& in, int64_t mode, cpu::WeightedGatherBuffers* buffers) {
+  using namespace finalize;
+  const InputView &x = in[kInExpandedX], &idx = in[kInExpandedRowIdx], &scales = in[kInScales];
+  const InputView &bias = in[kInBias], &experts = in[kInExpertIdx];
+  const bool drop_pad = mode == 1 || mode == 3;
+  const char* modes = drop_pad ? "1 or 3" : "0 or 2";
+  if (x.shape.size() != (drop_pad ? 3u : 2u)) {
+    FailInput(kInExpandedX, Str("must be ", drop_pad ? "3-D [E, C, H]" : "2-D [N*K, H]", " when drop_pad_mode is ",
+                                modes, ", got shape ", ShapeStr(x.shape)));
+  }
+  const int64_t h = x.shape.back();
+  const int64_t r = drop_pad ? SaturatingMul(x.shape[0], x.shape[1]) : x.shape[0];
+  if (idx.shape.size() != 1) FailInput(kInExpandedRowIdx, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
+  int64_t n = idx.shape[0], k = 1;
+  if (scales.present) {
+    if (scales.shape.size() != 2 || scales.shape[1] < 1) {
+      FailInput(kInScales, Str("must be 2-D [N, K] with K >= 1, got shape ", ShapeStr(scales.shape)));
+    }
+    n = scales.shape[0];
+    k = scales.shape[1];
+    if (idx.shape[0] != n * k) {
+      FailInput(kInExpandedRowIdx, Str("must have N*K = ", n * k, " elements (N = ", n, ", K = ", k,
+                                       " from scales), got shape ", ShapeStr(idx.shape)));
+    }
+  }
+  if (!drop_pad && x.shape[0] != n * k) {
+    FailInput(kInExpandedX, Str("must have N*K = ", n * k, " rows when drop_pad_mode is 0 or 2, got shape ",
+                                ShapeStr(x.shape)));
+  }
+  for (const In skip : {kInX1, kInX2}) {
+    if (in[skip].present && in[skip].shape != std::vector<int64_t>{n, h}) {
+      FailInput(skip, Str("must be [N, H] = ", DimsStr(n, h), ", got shape ", ShapeStr(in[skip].shape)));
+    }
+  }
+  if (in[kInX2].present && !in[kInX1].present) FailInput(kInX2, "must be absent when x1 is absent");
+  if (bias.present) {
+    if (!experts.present) FailInput(kInBias, "needs expert_idx (the expert of each slot), got no expert_idx");
+    if (bias.shape.size() != 2 || bias.shape[0] < 1 || bias.shape[1] != h) {
+      FailInput(kInBias, Str("must be 2-D [E, H] with E >= 1 and H = ", h, " (expanded_x.shape[-1]), got shape ",
+                             ShapeStr(bias.shape)));
+    }
+    if (drop_pad && bias.shape[0] != x.shape[0]) {
+      FailInput(kInBias, Str("must have E = ", x.shape[0], " rows (expanded_x.shape[0]) when drop_pad_mode is "
+                             "1 or 3, got shape ", ShapeStr(bias.shape)));
+    }
+  }
+  if (experts.present && experts.shape != std::vector<int64_t>{n, k}) {
+    FailInput(kInExpertIdx, Str("must be [N, K] = ", DimsStr(n, k), ", got shape ", ShapeStr(experts.shape)));
+  }
+  const cpu::IndexType idx_type = IndexTypeOf(idx.type);
+  const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, drop_pad ? -1 : 0, r);
+  if (bad >= 0) {
+    const int64_t v = cpu::IndexAt(idx.data, idx_type, bad);
+    if (drop_pad) {
+      FailInput(kInExpandedRowIdx, Str("must be -1 (dropped) or in [0, E*C) = [0, ", r,
+                                       ") when drop_pad_mode is 1 or 3, got ", v, " at [", bad, "]"));
+    }
+    FailInput(kInExpandedRowIdx, Str("must be in [0, N*K) = [0, ", r, ") when drop_pad_mode is 0 or 2, got ", v,
+                                     " at [", bad, "]"));
+  }
+  cpu::WeightedGatherParams p;
+  if (bias.present) {
+    p.has_bias = true;
+    p.expert_type = IndexTypeOf(experts.type);
+    const int64_t e = bias.shape[0];
+    const int64_t bad_e = cpu::FirstIndexOutside(experts.data, p.expert_type, experts.size, 0, e);
+    if (bad_e >= 0) {
+      FailInput(kInExpertIdx, Str("must be in [0, E) = [0, ", e, ") (rows of bias), got ",
+                                  cpu::IndexAt(experts.data, p.expert_type, bad_e), " at [", bad_e / k, ", ",
+                                  bad_e % k, "]"));
+    }
+    buffers->bias = bias.data;
+    buffers->expert_index = experts.data;
+  }
+  p.num_out_rows = n;
+  p.k = k;
+  p.hidden = h;
+  p.num_rows = r;
+  p.row_type = RowTypeOf(x.type);
+  p.index_type = idx_type;
+  p.token_major = mode == 2 || mode == 3;
+  p.drop_pad_mode = mode;
+  if (scales.present) {
+    p.has_weights = true;
+    p.weight_type = RowTypeOf(scales.type);
+    buffers->weights = scales.data;
+  }
+  for (const In skip : {kInX1, kInX2}) {
+    if (in[skip].present) buffers->base[p.num_base++] = in[skip].data;
+  }
+  buffers->rows = x.data;
+  buffers->row_index = idx.data;
+  return p;
+}
 
 struct MoeFinalizeRoutingV2CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
-  explicit MoeFinalizeRoutingV2CpuKernel(const OrtKernelInfo* info)
-      : mode_(ReadIntAttr(info, finalize_defs::kName, finalize_defs::kAttrs[finalize_defs::kAttrDropPadMode])) {
-    const std::string error = CheckDropPadMode(mode_);
-    if (!error.empty()) Fail(error);
-  }
+  explicit MoeFinalizeRoutingV2CpuKernel(const OrtKernelInfo* info) : attrs_(finalize::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    using namespace finalize_defs;
-    InputView inputs[kNumIns];
-    for (size_t i = 0; i < kNumIns; ++i) inputs[i] = GetInputView(ctx, i);
+    using namespace finalize;
+    const Inputs in = GetInputViews(ctx, kName, kInputs);
     cpu::WeightedGatherBuffers buffers;
-    cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(inputs, mode_, &buffers);
+    const cpu::WeightedGatherParams params = Validate(in, attrs_.drop_pad_mode, &buffers);
     buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
-                                   inputs[kInExpandedX].type, /*required=*/true);
-    // N * row bytes >= kStreamingBytes, without the product (it could overflow)
-    params.streaming_stores = params.num_out_rows > 0 &&
-                              params.hidden * cpu::RowTypeBytes(params.row_type) >=
-                                  (kStreamingBytes + params.num_out_rows - 1) / params.num_out_rows;
-    ParallelForRange(ctx, params.num_out_rows, cpu::WeightedGatherRowsPerChunk(params, kChunkBytes),
-                     [&](int64_t begin, int64_t end) { cpu::WeightedGatherRows(params, buffers, begin, end); });
+                                   in[kInExpandedX].type, /*required=*/true);
+    RunWeightedGather(ctx, params, buffers);
   }
 
  private:
-  int64_t mode_;
-};
-
-struct MoeFinalizeRoutingV2Def {
-  static constexpr const char* kName = finalize_defs::kName;
-  static constexpr int kSinceVersion = finalize_defs::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = finalize_defs::kInputs;
-  static constexpr size_t kNumInputs = std::size(finalize_defs::kInputs);
-  static constexpr const ParamSpec* kOutputs = finalize_defs::kOutputs;
-  static constexpr size_t kNumOutputs = std::size(finalize_defs::kOutputs);
-  static constexpr const AttrSpec* kAttrs = finalize_defs::kAttrs;
-  static constexpr size_t kNumAttrs = std::size(finalize_defs::kAttrs);
-  static constexpr auto InferShapes = &InferMoeFinalizeRoutingV2Shapes;
+  finalize::Attrs attrs_;
 };
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
-  static const AscendMoeOp<MoeFinalizeRoutingV2Def, MoeFinalizeRoutingV2CpuKernel> cpu_op;
+  static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CpuKernel> cpu_op;
   return {&cpu_op};
 }
 

@@ -1,23 +1,24 @@
-// ascend.moe::MoeTokenUnpermute for ONNX Runtime (docs/operators.md §9): the op definition and the CPU
-// kernel, which validates and runs ops_src/cpu's weighted gather (MoeFinalizeRoutingV2's kernel,
-// token-major indices) over the output rows on the session's intra-op pool.
-#include <iterator>
+// ascend.moe::MoeTokenUnpermute for ONNX Runtime (docs/operators.md §6): shape inference, the
+// attribute rule, the shape and index validation (docs/operators.md §6.3; the messages of
+// onnx_schemas.moe_token_unpermute) and the CPU kernel, MoeFinalizeRoutingV2's weighted gather with
+// token-major indices. CPU execution provider only.
+#include <algorithm>
 
-#include "moe_finalize_routing_v2_validate.h"
 #include "op_base.h"
 #include "op_defs.gen.h"
-#include "ops_src/cpu/moe_finalize_routing_v2.h"
+#include "weighted_gather_ort.h"
 
 namespace ascend_moe {
 
-namespace {
+namespace unpermute = defs::moe_token_unpermute;
 
 // unpermuted_tokens is [N, H] of permuted_tokens' type: N = probs.shape[0], or
 // sorted_indices.shape[0] without probs; H = permuted_tokens.shape[-1].
-OrtStatusPtr ORT_API_CALL InferMoeTokenUnpermuteShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
-  using namespace unpermute_defs;
+OrtStatusPtr ORT_API_CALL unpermute::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  const std::string error = CheckPaddedMode(InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]));
+  Attrs attrs;
+  attrs.padded_mode = InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]);
+  const std::string error = CheckAttrs(attrs);
   InferredTensor tokens{}, idx{}, probs{};
   if (!GetInferInput(api, ctx, kInPermutedTokens, &tokens)) return nullptr;
   InferredTensor y{tokens.type, {InferDim{}, InferDim{}}, true};
@@ -31,53 +32,90 @@ OrtStatusPtr ORT_API_CALL InferMoeTokenUnpermuteShapes(const OrtCustomOp*, OrtSh
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
-// Outputs at least this large are written with non-temporal stores: larger than the last-level
-// caches of common CPUs, which could not keep them for the consumer anyway.
-constexpr int64_t kStreamingBytes = int64_t{32} << 20;
+std::string unpermute::CheckAttrs(const Attrs& a) {
+  if (a.padded_mode == 0) return {};
+  return Str(kName, ": attribute '", kAttrs[kAttrPaddedMode].name,
+             "' must be 0 (the Ascend operator has no padded mode), got ", a.padded_mode);
+}
+
+namespace {
+
+using Inputs = std::array<InputView, unpermute::kNumIns>;
+
+[[noreturn]] void FailInput(unpermute::In input, const std::string& what_and_value) {
+  Fail(Str(unpermute::kName, ": input '", unpermute::kInputs[input].name, "' ", what_and_value));
+}
+
+cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers* buffers) {
+  using namespace unpermute;
+  const InputView &tokens = in[kInPermutedTokens], &idx = in[kInSortedIndices], &probs = in[kInProbs];
+  if (tokens.shape.size() != 2) {
+    FailInput(kInPermutedTokens, Str("must be 2-D [P, H], got shape ", ShapeStr(tokens.shape)));
+  }
+  if (idx.shape.size() != 1) FailInput(kInSortedIndices, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
+  int64_t n = idx.shape[0], k = 1;
+  if (probs.present) {
+    if (probs.shape.size() != 2 || probs.shape[1] < 1) {
+      FailInput(kInProbs, Str("must be 2-D [N, K] with K >= 1, got shape ", ShapeStr(probs.shape)));
+    }
+    n = probs.shape[0];
+    k = probs.shape[1];
+    if (idx.shape[0] != n * k) {
+      FailInput(kInSortedIndices, Str("must have N*K = ", n * k, " elements (N = ", n, ", K = ", k,
+                                      " from probs), got shape ", ShapeStr(idx.shape)));
+    }
+  }
+  const int64_t p_rows = tokens.shape[0];
+  const cpu::IndexType idx_type = IndexTypeOf(idx.type);
+  cpu::WeightedGatherParams p;
+  p.num_out_rows = n;
+  p.k = k;
+  p.hidden = tokens.shape[1];
+  p.num_rows = p_rows;  // indices in [P, max(P, N*K)) read a zero row
+  p.row_type = RowTypeOf(tokens.type);
+  p.index_type = idx_type;
+  p.token_major = true;
+  p.skip_zero_weight = true;
+  if (probs.present) {
+    p.has_weights = true;
+    p.weight_type = RowTypeOf(probs.type);
+    buffers->weights = probs.data;
+  }
+  buffers->rows = tokens.data;
+  buffers->row_index = idx.data;
+  // Slots of probability 0 are not read, so their index is not checked (as on Ascend).
+  const int64_t limit = std::max(p_rows, n * k);
+  const int64_t bad = cpu::FirstReadSlotOutside(p, *buffers, 0, limit);
+  if (bad >= 0) {
+    FailInput(kInSortedIndices, Str("must be in [0, max(P, N*K)) = [0, ", limit, ") where probs is not 0, got ",
+                                    cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
+  }
+  return p;
+}
 
 struct MoeTokenUnpermuteCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
-  explicit MoeTokenUnpermuteCpuKernel(const OrtKernelInfo* info) {
-    const std::string error = CheckPaddedMode(
-        ReadIntAttr(info, unpermute_defs::kName, unpermute_defs::kAttrs[unpermute_defs::kAttrPaddedMode]));
-    if (!error.empty()) Fail(error);
-  }
+  explicit MoeTokenUnpermuteCpuKernel(const OrtKernelInfo* info) : attrs_(unpermute::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    using namespace unpermute_defs;
-    InputView inputs[kNumIns];
-    for (size_t i = 0; i < kNumIns; ++i) inputs[i] = GetInputView(ctx, i);
+    using namespace unpermute;
+    const Inputs in = GetInputViews(ctx, kName, kInputs);
     cpu::WeightedGatherBuffers buffers;
-    cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(inputs, &buffers);
+    const cpu::WeightedGatherParams params = Validate(in, &buffers);
     buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
-                                   inputs[kInPermutedTokens].type, /*required=*/true);
-    // N * row bytes >= kStreamingBytes, without the product (it could overflow)
-    params.streaming_stores = params.num_out_rows > 0 &&
-                              params.hidden * cpu::RowTypeBytes(params.row_type) >=
-                                  (kStreamingBytes + params.num_out_rows - 1) / params.num_out_rows;
-    ParallelForRange(ctx, params.num_out_rows, cpu::WeightedGatherRowsPerChunk(params, kChunkBytes),
-                     [&](int64_t begin, int64_t end) { cpu::WeightedGatherRows(params, buffers, begin, end); });
+                                   in[kInPermutedTokens].type, /*required=*/true);
+    RunWeightedGather(ctx, params, buffers);
   }
-};
 
-struct MoeTokenUnpermuteDef {
-  static constexpr const char* kName = unpermute_defs::kName;
-  static constexpr int kSinceVersion = unpermute_defs::kSinceVersion;
-  static constexpr const ParamSpec* kInputs = unpermute_defs::kInputs;
-  static constexpr size_t kNumInputs = std::size(unpermute_defs::kInputs);
-  static constexpr const ParamSpec* kOutputs = unpermute_defs::kOutputs;
-  static constexpr size_t kNumOutputs = std::size(unpermute_defs::kOutputs);
-  static constexpr const AttrSpec* kAttrs = unpermute_defs::kAttrs;
-  static constexpr size_t kNumAttrs = std::size(unpermute_defs::kAttrs);
-  static constexpr auto InferShapes = &InferMoeTokenUnpermuteShapes;
+ private:
+  unpermute::Attrs attrs_;
 };
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
-  static const AscendMoeOp<MoeTokenUnpermuteDef, MoeTokenUnpermuteCpuKernel> cpu_op;
+  static const AscendMoeOp<unpermute::Def, MoeTokenUnpermuteCpuKernel> cpu_op;
   return {&cpu_op};
 }
 
