@@ -185,10 +185,12 @@ def present(inputs: dict) -> dict:
 
 
 def node_model(op: OpInfo, inputs: dict, attrs: dict, opset_version: int | None = None,
-               ranks: bool = False) -> onnx.ModelProto:
+               ranks: bool = False, constants: bool = False) -> onnx.ModelProto:
     """A one-node model: graph inputs named like the op's inputs, of unknown shape (element types
     known) or, with ``ranks``, of known rank with symbolic dims; absent middle inputs as "";
-    every output named and left to shape inference."""
+    every output named and left to shape inference. ``constants``: every input but the first is
+    an initializer holding its value (ONNX Runtime hands a kernel an empty initializer with a
+    null data pointer), so only the first is fed."""
     from tests.rerouting_cases import TYPES, type_name
 
     given = present(inputs)
@@ -198,12 +200,15 @@ def node_model(op: OpInfo, inputs: dict, attrs: dict, opset_version: int | None 
     def dims(name):
         return [f"{name}_{i}" for i in range(np.ndim(given[name]))] if ranks else None
 
+    fixed = [n for n in names[1:] if n] if constants else []
+    initializers = [helper.make_tensor(n, TYPES[type_name(given[n])][1], np.shape(given[n]),
+                                       np.ascontiguousarray(given[n]).tobytes(), raw=True) for n in fixed]
     graph_inputs = [helper.make_tensor_value_info(n, TYPES[type_name(given[n])][1], dims(n))
-                    for n in names if n]
+                    for n in names if n and n not in fixed]
     outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in op.spec.OUTPUT_NAMES]
     node = helper.make_node(op.name, names, list(op.spec.OUTPUT_NAMES), domain=onnx_schemas.DOMAIN, **attrs)
     return helper.make_model(
-        helper.make_graph([node], op.name, graph_inputs, outputs),
+        helper.make_graph([node], op.name, graph_inputs, outputs, initializers),
         opset_imports=[helper.make_opsetid("", 20),
                        helper.make_opsetid(onnx_schemas.DOMAIN, opset_version or onnx_schemas.OPSET_VERSION)],
         ir_version=10)

@@ -124,6 +124,17 @@ def test_bad_case_in_onnx_runtime(op, case):
         run_feeds(session(model), present(case.inputs))
 
 
+@pytest.mark.parametrize("op,case", [pytest.param(op, c, marks=() if c.ort else _ORT_BLIND)
+                                     for op, c in bad_case_params()], ids=bad_case_id)
+def test_bad_case_with_constant_inputs_in_onnx_runtime(op, case):
+    """The same with every input but the first a constant initializer: a kernel decides from an
+    input's presence, never from its data pointer (null for an empty initializer)."""
+    model = node_model(op, case.inputs, case.attrs, ranks=True, constants=True)
+    first = op.spec.INPUT_NAMES[0]
+    with pytest.raises(ort_errors(), match=exactly(op, case.message)):
+        run_feeds(session(model), {first: case.inputs[first]} if case.inputs.get(first) is not None else {})
+
+
 def _is_attribute_case(case) -> bool:
     """Unknown names, wrong kinds, missing required attributes (values are the kernels' job)."""
     return re.match(r"attribute '\w+' (is not an attribute|must be (INT|FLOAT), got|is required)",

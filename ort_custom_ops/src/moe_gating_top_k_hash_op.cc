@@ -105,6 +105,7 @@ struct MoeGatingCpuKernel {
     inputs.x = views.x.data;
     inputs.bias = views.bias.present ? views.bias.data : nullptr;
     if (p.hash) {
+      inputs.hash = true;
       inputs.ids_type = p.ids_type;
       inputs.input_ids = views.input_ids.data;
       inputs.table_type = p.table_type;
