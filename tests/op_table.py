@@ -120,6 +120,7 @@ def _experts_samples():
         (_experts_inputs(rng), {}),
         (_experts_inputs(rng, T=9, H=37, E=3, I=5, k=3, idx_type=np.int32), dict(swiglu_limit=0.5)),
         (_experts_inputs(rng, T=0), {}),
+        (_experts_inputs(rng, H=0), {}),  # valid: y is [T, 0]
     ]
 
 

@@ -3,6 +3,8 @@
 // (moe_routed_experts_validate) and runs ops_src/cpu's two phases on the session's intra-op pool.
 // CPU execution provider only: on a session with another provider ORT places the node on the CPU.
 #include <iterator>
+#include <new>
+#include <stdexcept>
 
 #include "moe_routed_experts_validate.h"
 #include "op_base.h"
@@ -40,9 +42,27 @@ struct MoeRoutedExpertsCpuKernel {
     const InputView gu = GetInputView(ctx, kInGateUpWeights);
     const InputView down = GetInputView(ctx, kInDownWeights);
     const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(x, idx, w, gu, down, limit_);
+    if (params.tokens == 0 || params.hidden == 0) {
+      // y is empty: nothing to compute, and the weights may declare any E and I (they hold no
+      // element when H = 0), so no buffer is sized from them; the indices are still checked.
+      const int64_t bad = FirstBadMoeRoutedExpertsIndex(params, idx.data);
+      if (bad >= 0) FailMoeRoutedExpertsIndex(params, idx.data, bad);
+      GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                       ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true);
+      return;
+    }
+    CheckMoeRoutedExpertsScratch(params);
     cpu::MoeRoutedExpertsPlan plan;
     int64_t bad_pair = -1;
-    if (!plan.Build(params, idx.data, &bad_pair)) FailMoeRoutedExpertsIndex(params, idx.data, bad_pair);
+    bool built = false;
+    try {
+      built = plan.Build(params, idx.data, &bad_pair);
+    } catch (const std::bad_alloc&) {
+      CheckMoeRoutedExpertsScratch(params, /*allocation_failed=*/true);
+    } catch (const std::length_error&) {
+      CheckMoeRoutedExpertsScratch(params, /*allocation_failed=*/true);
+    }
+    if (!built) FailMoeRoutedExpertsIndex(params, idx.data, bad_pair);
     cpu::MoeRoutedExpertsBuffers b;
     b.x = static_cast<const float*>(x.data);
     b.expert_idx = idx.data;
@@ -51,7 +71,6 @@ struct MoeRoutedExpertsCpuKernel {
     b.down = static_cast<const float*>(down.data);
     b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
-    if (params.tokens == 0) return;
     ParallelForRange(ctx, plan.num_up_items(), 1,
                      [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
     ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),

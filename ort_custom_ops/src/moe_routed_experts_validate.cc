@@ -1,6 +1,8 @@
 #include "moe_routed_experts_validate.h"
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 namespace ascend_moe {
 
@@ -80,6 +82,31 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const InputView& x, c
   p.index64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
   p.swiglu_limit = swiglu_limit;
   return p;
+}
+
+int64_t FirstBadMoeRoutedExpertsIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx) {
+  const int64_t pairs = p.tokens * p.k;  // the elements of expert_idx
+  for (int64_t i = 0; i < pairs; ++i) {
+    const int64_t e = p.index64 ? static_cast<const int64_t*>(expert_idx)[i] : static_cast<const int32_t*>(expert_idx)[i];
+    if (e < 0 || e >= p.experts) return i;
+  }
+  return -1;
+}
+
+void CheckMoeRoutedExpertsScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed) {
+  // T*k and E are element counts of real tensors; T*k*I is not (I comes from the weights).
+  const int64_t pairs = p.tokens * p.k;
+  int64_t floats = 0, bytes = 0;
+  const bool overflow = __builtin_mul_overflow(pairs, p.inter, &floats) ||
+                        __builtin_mul_overflow(floats, static_cast<int64_t>(sizeof(float)), &bytes) ||
+                        __builtin_add_overflow(bytes, (pairs + p.experts + 1) * int64_t{16}, &bytes) ||
+                        static_cast<uint64_t>(bytes) > static_cast<uint64_t>(PTRDIFF_MAX);
+  if (!overflow && !allocation_failed) return;
+  const std::string need = overflow ? std::string("more than the address space")
+                                    : Str(bytes, " bytes, which could not be allocated");
+  Fail(Str(kMoeRoutedExpertsName, ": inputs '", kIdx, "' [T, k] = [", p.tokens, ", ", p.k, "] and '", kDown,
+           "' [E, H, I] = [", p.experts, ", ", p.hidden, ", ", p.inter, "] need T*k*I = ", pairs, "*", p.inter,
+           " activations of scratch: ", need));
 }
 
 void FailMoeRoutedExpertsIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx, int64_t bad_pair) {

@@ -26,6 +26,14 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const InputView& x, c
                                                            const InputView& gate_up, const InputView& down,
                                                            float swiglu_limit);
 
+// The first pair (t * k + j) whose index is outside [0, E), or -1; reads expert_idx, allocates nothing.
+int64_t FirstBadMoeRoutedExpertsIndex(const cpu::MoeRoutedExpertsParams& params, const void* expert_idx);
+
+// Fails, naming the inputs that set them, when the kernel's scratch (T*k*I floats of activations
+// plus per-pair and per-expert bookkeeping) overflows or `allocation_failed`: checked before
+// allocating (overflow-safe) and again when the allocation itself fails.
+void CheckMoeRoutedExpertsScratch(const cpu::MoeRoutedExpertsParams& params, bool allocation_failed = false);
+
 // Fails with the message for the out-of-range index of pair `bad_pair` (t * k + j).
 [[noreturn]] void FailMoeRoutedExpertsIndex(const cpu::MoeRoutedExpertsParams& params, const void* expert_idx,
                                             int64_t bad_pair);
