@@ -21,7 +21,10 @@ class BadCase:
     """Inputs (ONNX input name -> array; None or missing = absent) and attributes that break one
     rule; ``message`` is the exact text after "<op>: " in every layer. ``ort`` False: the ORT
     custom-op API cannot see the fault (docs/contributing.md says why); ``torch`` False: the
-    torch front end's own signature typing rejects the call before the op's validation."""
+    torch front end's own signature typing rejects the call before the op's validation;
+    ``body`` False: the op's function body (standard ONNX, run without the library) cannot see
+    the fault: element types (a body is type-generic), shapes that broadcast or that the body
+    never reads, and limits of the kernels (docs/operators.md, "What a function body checks")."""
 
     id: str
     inputs: dict
@@ -29,6 +32,7 @@ class BadCase:
     message: str
     ort: bool = True
     torch: bool = True
+    body: bool = True
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ def _experts_cases():
         B("idx-rows", with_(expert_idx=good["expert_idx"][:2]), {},
           "input 'expert_idx' must be 2-D [T, k] with T = 3 (x.shape[0]), got shape [2, 2]"),
         B("weights-shape", with_(routing_weights=good["routing_weights"][:, :1]), {},
-          "input 'routing_weights' must have the shape of expert_idx [3, 2], got shape [3, 1]"),
+          "input 'routing_weights' must have the shape of expert_idx [3, 2], got shape [3, 1]", body=False),
         B("gate-up-odd", with_(gate_up_weights=good["gate_up_weights"][:, :11]), {},
           "input 'gate_up_weights' must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = 20 "
           "(x.shape[1]), got shape [5, 11, 20]"),
@@ -149,7 +153,8 @@ def _experts_cases():
           "input 'gate_up_weights' must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = 20 "
           "(x.shape[1]), got shape [5, 12, 19]"),
         B("down-shape", with_(down_weights=good["down_weights"][:4]), {},
-          "input 'down_weights' must be [E, H, I] = [5, 20, 6] (from gate_up_weights), got shape [4, 20, 6]"),
+          "input 'down_weights' must be [E, H, I] = [5, 20, 6] (from gate_up_weights), got shape [4, 20, 6]",
+          body=False),
         B("limit-negative", good, dict(swiglu_limit=-1.0),
           "attribute 'swiglu_limit' must be finite and >= 0 (0 = no clamp), got -1"),
         B("limit-kind", good, dict(swiglu_limit=1),

@@ -252,7 +252,11 @@ def bad_cases() -> list:
         ("attr_idx_type", f, c, None, {"idx_type": -1},
          "attribute 'idx_type' must be 0 (gather index) or 1 (scatter index), got -1"),
     ]
-    cases = [BadCase(name, {"tokens": t, "expert_token_num_per_rank": n, "per_token_scales": s}, a, m)
+    # What the function body cannot see (types, shapes it never checks): see tests/op_table.BadCase.
+    blind_body = {"tokens_rank", "tokens_h0", "tokens_type", "counts_type", "counts_no_ranks", "scales_type",
+                  "scales_rank3"}
+    cases = [BadCase(name, {"tokens": t, "expert_token_num_per_rank": n, "per_token_scales": s}, a, m,
+                     body=name not in blind_body)
              for name, t, n, s, a, m in cases]
     # Attributes of another kind or name: torch's own signature typing rejects them first.
     kinds = [
