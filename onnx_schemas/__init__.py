@@ -68,8 +68,7 @@ def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
             raise ValueError(f"node '{node.name}': {DOMAIN} has no op '{node.op_type}' "
                              f"(known: {', '.join(sorted(SCHEMAS))})")
         try:
-            resolve_attributes(schema, {a.name: onnx.helper.get_attribute_value(a)
-                                        for a in node.attribute})
+            resolve_attributes(schema, {a.name: a for a in node.attribute})
         except ValueError as e:
             raise ValueError(f"node '{node.name}': {e}") from None
 

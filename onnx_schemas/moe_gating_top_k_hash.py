@@ -24,6 +24,7 @@ from ._common import (
     make_type,
     onnx_type_name,
     resolve_attributes,
+    run_attributes,
     tensor_input,
     type_list,
 )
@@ -354,7 +355,7 @@ class MoeGatingTopKHashRef(OpRun):
              additional_token_mask=None, **attributes):
         # Every node attribute is passed on: the reference rejects unknown names and kinds.
         return reference(x, bias, input_ids, tid2eid, additional_bias, additional_token_mask,
-                         **attributes)
+                         **run_attributes(self, attributes))
 
 
 MoeGatingTopKHashRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

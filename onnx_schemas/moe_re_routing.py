@@ -23,6 +23,7 @@ from ._common import (
     make_type,
     onnx_type_name,
     resolve_attributes,
+    run_attributes,
     tensor_input,
     type_list,
 )
@@ -258,7 +259,7 @@ class MoeReRoutingRef(OpRun):
 
     def _run(self, tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):
         # Every node attribute is passed on: the reference rejects unknown names and kinds.
-        return reference(tokens, expert_token_num_per_rank, per_token_scales, **attributes)
+        return reference(tokens, expert_token_num_per_rank, per_token_scales, **run_attributes(self, attributes))
 
 
 MoeReRoutingRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

@@ -29,6 +29,7 @@ from ._common import (
     make_type,
     onnx_type_name,
     resolve_attributes,
+    run_attributes,
     tensor_input,
     type_list,
 )
@@ -187,7 +188,8 @@ class MoeRoutedExpertsRef(OpRun):
     op_domain = DOMAIN
 
     def _run(self, x, expert_idx, routing_weights, gate_up_weights, down_weights, **attributes):
-        return reference(x, expert_idx, routing_weights, gate_up_weights, down_weights, **attributes)
+        return reference(x, expert_idx, routing_weights, gate_up_weights, down_weights,
+                         **run_attributes(self, attributes))
 
 
 MoeRoutedExpertsRef.__name__ = OP_TYPE  # onnx.reference matches classes by op type

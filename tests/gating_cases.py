@@ -102,6 +102,35 @@ def _hash(k=2, ids=None, table=None, x=X8):
             "tid2eid": np.zeros((4, k), np.int32) if table is None else table}
 
 
+# The ORT kernel's text for the kinds ORT's custom-op API reads as empty INTS and FLOATS lists.
+UNREADABLE_KIND = ("an attribute of a kind the ONNX Runtime custom-op API cannot read (an empty INTS or FLOATS, "
+                   "STRINGS, TENSORS, GRAPH, GRAPHS, SPARSE_TENSOR, SPARSE_TENSORS, TYPE_PROTO or TYPE_PROTOS)")
+
+
+def attribute_kind_cases(x: dict, attr: str = "norm_type", want: str = "INT", k: dict | None = None) -> list:
+    """``attr`` given as every other attribute kind ONNX has (TENSOR, GRAPH, ...); each is named."""
+    from onnx import AttributeProto as A, TensorProto, helper, numpy_helper
+
+    from tests.op_table import BadCase as B
+
+    k = dict(k=2) if k is None else k
+    tensor = numpy_helper.from_array(np.array(1, np.int64))
+    graph = helper.make_graph([], "g", [], [])
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                       numpy_helper.from_array(np.array([0], np.int64)), [2])
+    type_proto = helper.make_tensor_type_proto(TensorProto.FLOAT, [1])
+    kinds = [("TENSOR", tensor, "TENSOR"), ("GRAPH", graph, None), ("STRINGS", ["a", "b"], None),
+             ("TENSORS", [tensor], None), ("GRAPHS", [graph], None), ("SPARSE_TENSOR", sparse, None),
+             ("SPARSE_TENSORS", [sparse], None), ("TYPE_PROTO", type_proto, None),
+             ("TYPE_PROTOS", [type_proto], None),
+             ("INTS []", helper.make_attribute(attr, [], attr_type=A.INTS), None),
+             ("FLOATS []", helper.make_attribute(attr, [], attr_type=A.FLOATS), None)]
+    return [B(f"kind_{attr}_{name.split()[0].lower()}{'_empty' if '[]' in name else ''}", x, {**k, attr: value},
+              f"attribute '{attr}' must be {want}, got {name}", torch=False,
+              ort_message=None if ort_text else f"attribute '{attr}' must be {want}, got {UNREADABLE_KIND}")
+            for name, value, ort_text in kinds]
+
+
 def bad_cases() -> list:
     """Every rule of docs/operators.md §1.3 broken once, with the exact message all layers give after
     "MoeGatingTopKHash: " (see tests/op_table.py for what runs them)."""
@@ -149,6 +178,7 @@ def bad_cases() -> list:
           "attribute 'norm_type' must be INT, got STRING '1'", torch=False),
         B("kind_norm_type_ints", x, dict(k=2, norm_type=[1]),
           "attribute 'norm_type' must be INT, got INTS [1]", torch=False),
+        *attribute_kind_cases(x),
         B("unknown_norm", x, dict(k=2, norm=1),
           "attribute 'norm' is not an attribute of MoeGatingTopKHash (known: eps, group_count, "
           "group_select_mode, k, k_group, norm_type, out_flag, renorm, routed_scaling_factor)",

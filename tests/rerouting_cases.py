@@ -268,6 +268,9 @@ def bad_cases() -> list:
     ]
     cases += [BadCase(name, {"tokens": f, "expert_token_num_per_rank": c}, a, m, torch=False)
               for name, a, m in kinds]
+    from tests.gating_cases import attribute_kind_cases
+
+    cases += attribute_kind_cases({"tokens": f, "expert_token_num_per_rank": c}, "idx_type", "INT", k={})[:1]
     cases.append(BadCase(
         "unknown_idx", {"tokens": f, "expert_token_num_per_rank": c}, {"idx": 1},
         "attribute 'idx' is not an attribute of MoeReRouting (known: expert_token_num_type, idx_type)",
