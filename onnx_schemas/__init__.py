@@ -12,7 +12,8 @@ import onnx
 import onnx.defs
 
 from . import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
-from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, resolve_attributes, walk_graphs
+from ._common import (DOMAIN, OPSET_VERSION, attribute_defaults, check_required_inputs, resolve_attributes,
+                      walk_graphs)
 
 # One entry per op module; each module defines SCHEMA, OP_TYPE, INPUT_NAMES, OUTPUT_NAMES,
 # DEFAULTS, reference() and an onnx.reference OpRun class.
@@ -43,8 +44,9 @@ def opset_import() -> onnx.OperatorSetIdProto:
 
 def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
     """Check what ONNX Runtime cannot show the library's kernels: the ascend.moe opset version a
-    model imports, and every ascend.moe node's op type and attribute names and kinds (a misspelled
-    ``norm=1`` would otherwise run with the defaults). Cheap: reads no weights. Raises ValueError
+    model imports, and every ascend.moe node's op type, required inputs (ORT names an empty one by
+    its position) and attribute names and kinds (a misspelled ``norm=1`` would otherwise run with
+    the defaults). Cheap: reads no weights. Raises ValueError
     with the kernels' own messages."""
     if isinstance(model, onnx.ModelProto):
         proto = model
@@ -68,6 +70,8 @@ def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
             raise ValueError(f"node '{node.name}': {DOMAIN} has no op '{node.op_type}' "
                              f"(known: {', '.join(sorted(SCHEMAS))})")
         try:
+            # ONNX Runtime refuses a required input named "" itself, by position ("input 3").
+            check_required_inputs(schema, [bool(name) for name in node.input])
             resolve_attributes(schema, {a.name: a for a in node.attribute})
         except ValueError as e:
             raise ValueError(f"node '{node.name}': {e}") from None

@@ -104,6 +104,15 @@ def resolve_attributes(schema: OpSchema, given: dict[str, Any]) -> dict[str, Any
     return out
 
 
+def check_required_inputs(schema: OpSchema, present: Sequence[bool]) -> None:
+    """A node's required inputs are all there (an empty name is an absent input): ValueError with
+    the kernels' message for the first one missing."""
+    flags = list(present) + [False] * (len(schema.inputs) - len(present))
+    for param, flag in zip(schema.inputs, flags):
+        if param.option == OpSchema.FormalParameterOption.Single and not flag:
+            raise ValueError(f"{schema.name}: input '{param.name}' is required, got none")
+
+
 def run_attributes(op_run, attributes: dict[str, Any]) -> dict[str, Any]:
     """The attributes of an ``onnx.reference`` op's node for :func:`resolve_attributes`: the
     node's own ``AttributeProto``s (their kinds, which the evaluator's Python values lose for

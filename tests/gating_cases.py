@@ -184,6 +184,8 @@ def bad_cases() -> list:
           "group_select_mode, k, k_group, norm_type, out_flag, renorm, routed_scaling_factor)",
           ort=False, torch=False),
         # inputs (types: at ORT session creation; the rest when the model runs)
+        B("x_absent", {"x": None, "bias": F8}, dict(k=2), "input 'x' is required, got none", ort=False,
+          torch=False),
         B("x_rank_1", {"x": np.zeros(8, np.float32)}, dict(k=2), "input 'x' must have rank >= 2, got shape [8]",
           body=False),
         B("x_double", {"x": np.zeros((3, 8))}, dict(k=2), "input 'x' must be float, float16 or bfloat16, got double",

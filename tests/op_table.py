@@ -166,6 +166,8 @@ def _experts_cases():
         B("limit-kind", good, dict(swiglu_limit=1),
           "attribute 'swiglu_limit' must be FLOAT, got INT 1"),
         *attribute_kind_cases(good, "swiglu_limit", "FLOAT", k={})[:1],
+        B("gate-up-absent", with_(gate_up_weights=None), {}, "input 'gate_up_weights' is required, got none",
+          ort=False),
         B("unknown-attribute", good, dict(limit=1.0),
           "attribute 'limit' is not an attribute of MoeRoutedExperts (known: swiglu_limit)", ort=False),
     ]

@@ -271,6 +271,9 @@ def bad_cases() -> list:
     from tests.gating_cases import attribute_kind_cases
 
     cases += attribute_kind_cases({"tokens": f, "expert_token_num_per_rank": c}, "idx_type", "INT", k={})[:1]
+    cases.append(BadCase("counts_absent", {"tokens": f, "expert_token_num_per_rank": None,
+                                           "per_token_scales": np.zeros(6, np.float32)}, {},
+                         "input 'expert_token_num_per_rank' is required, got none", ort=False, torch=False))
     cases.append(BadCase(
         "unknown_idx", {"tokens": f, "expert_token_num_per_rank": c}, {"idx": 1},
         "attribute 'idx' is not an attribute of MoeReRouting (known: expert_token_num_type, idx_type)",
