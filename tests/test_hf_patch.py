@@ -225,3 +225,24 @@ def test_bfloat16_layer_export_runs_in_ort(tmp_path, case):
                                    providers=["CPUExecutionProvider"])
     (got,) = run_ort(session, wrapper, (x,), (ref,))
     assert _rel(got.astype(np.float32), ref.float()) <= verify.TOLERANCES["bfloat16"]
+
+
+@pytest.mark.parametrize("case", ["qwen2_moe", "qwen3_moe", "mixtral"])
+def test_output_router_logits_as_hf(case, tmp_path, capsys):
+    """``output_router_logits: true``: the patched model returns HF's router logits and auxiliary
+    loss (transformers records the logits with a hook on the router module, which the patched
+    block still calls), and the whole model exports through the CLI."""
+    model = hf_cases.model(case, output_router_logits=True)
+    ids = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref = model(input_ids=ids, labels=ids)
+        model.save_pretrained(tmp_path / "ckpt")
+        hf.patch(model, quiet=True)
+        got = model(input_ids=ids, labels=ids)
+    assert len(got.router_logits) == len(ref.router_logits) == 2
+    for g, r in zip(got.router_logits, ref.router_logits):
+        assert g.shape == r.shape and _rel(g, r) <= 1e-6
+    assert _rel(got.aux_loss, ref.aux_loss) <= 1e-5 and _rel(got.loss, ref.loss) <= 1e-5
+    assert hf.unpatch(model) == 2
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(tmp_path / "m.onnx")])
+    assert code == 0, capsys.readouterr().err
