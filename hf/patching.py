@@ -153,7 +153,7 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
         raise ValueError("patch: the model has no .config (expected a transformers PreTrainedModel)")
     model_type = model_type_of(config)
     names = BLOCK_CLASSES.get(model_type, ())
-    r = routing(config) if names else None
+    r = None  # derived at the first MoE block: a config without any (num_experts: 0) has no routing
     patched, notes = [], []
     for name, module in model.named_modules():
         cls = type(module)
@@ -163,6 +163,7 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
             if why:
                 notes.append(f"{name}: {original.__name__} left unpatched ({why})")
                 continue
+            r = r or routing(config)
             patch_block(module, r)
             patched.append(name)
         elif _is_moe_block(module):
