@@ -48,11 +48,16 @@ class Case:
     optimize: bool = True
     threads: int = 1
     shape_probes: bool = False
+    # Every input but the node's first is a constant initializer (ORT hands a kernel an empty one
+    # with a null data pointer).
+    constants: bool = False
     tags: list[str] = field(default_factory=list)
 
     def describe(self) -> dict:
         """A JSON-friendly summary: everything but the array contents."""
         def attr(v):
+            if isinstance(v, OTHER_KIND_TYPES):
+                return f"<{type(v).__name__}>"
             return v if not isinstance(v, float) or np.isfinite(v) else repr(v)
         return {
             "op": self.op,
@@ -60,7 +65,7 @@ class Case:
             "inputs": {n: [list(a.shape), type_name(a)] for n, a in self.inputs.items()},
             "node_inputs": self.node_inputs, "outputs": self.outputs, "input_dims": self.input_dims,
             "opset": self.opset, "optimize": self.optimize, "threads": self.threads,
-            "shape_probes": self.shape_probes, "tags": self.tags,
+            "shape_probes": self.shape_probes, "constants": self.constants, "tags": self.tags,
         }
 
 
@@ -70,6 +75,15 @@ def type_name(a: np.ndarray) -> str:
         if np.dtype(a.dtype) == np.dtype(t):
             return name
     return np.dtype(a.dtype).name
+
+
+def _other_kind_types() -> tuple:
+    import onnx
+
+    return (onnx.TensorProto, onnx.GraphProto, onnx.SparseTensorProto, onnx.TypeProto, onnx.AttributeProto)
+
+
+OTHER_KIND_TYPES = _other_kind_types()
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -177,7 +191,8 @@ def gen_gating(src) -> Case:
         tags.append("hash")
     outputs = list(src.choice([GATING_OUTPUTS[:2], GATING_OUTPUTS, GATING_OUTPUTS, ("y", "expert_idx", "")]))
     case = Case(GATING, attrs, inputs, [], outputs, _dims_modes(src, GATING_INPUTS),
-                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags)
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
     _inject_faults(src, case, GATING_FAULTS, rng)
     case.node_inputs = _node_inputs(src, GATING_INPUTS, case.inputs)
     if "missing_x" in case.tags:
@@ -200,6 +215,25 @@ def _g_attr_value(src, c, rng):
     c.attrs[name] = value
 
 
+def other_kind_value(src, name: str):
+    """A value of an attribute kind no op declares (TENSOR, GRAPH, STRINGS, empty INTS, ...)."""
+    from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+    kind = src.choice(["TENSOR", "GRAPH", "STRINGS", "TENSORS", "GRAPHS", "SPARSE_TENSOR", "TYPE_PROTO",
+                       "TYPE_PROTOS", "INTS []", "FLOATS []"])
+    tensor = numpy_helper.from_array(np.array(1, np.int64))
+    graph = helper.make_graph([], "g", [], [])
+    type_proto = helper.make_tensor_type_proto(TensorProto.FLOAT, [1])
+    return {
+        "TENSOR": tensor, "GRAPH": graph, "STRINGS": ["a", "b"], "TENSORS": [tensor], "GRAPHS": [graph],
+        "SPARSE_TENSOR": helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                                   numpy_helper.from_array(np.array([0], np.int64)), [2]),
+        "TYPE_PROTO": type_proto, "TYPE_PROTOS": [type_proto],
+        "INTS []": helper.make_attribute(name, [], attr_type=AttributeProto.INTS),
+        "FLOATS []": helper.make_attribute(name, [], attr_type=AttributeProto.FLOATS),
+    }[kind]
+
+
 def _attr_kind(src, c, rng, defaults):
     names = [n for n in list(c.attrs) + list(defaults)
              if isinstance(c.attrs.get(n, defaults.get(n)), (int, float))]
@@ -207,7 +241,9 @@ def _attr_kind(src, c, rng, defaults):
         return
     name = src.choice(names)
     v = c.attrs.get(name, defaults.get(name))
-    if isinstance(v, int):
+    if src.prob(0.3):
+        c.attrs[name] = other_kind_value(src, name)
+    elif isinstance(v, int):
         c.attrs[name] = src.choice([float(v), str(v), [v], [float(v)]])
     else:
         i = int(v) if np.isfinite(v) else 1
@@ -285,6 +321,12 @@ def _g_table_shape(src, c, rng):
                                       np.zeros((0, t.shape[1]), t.dtype), t.astype(np.float32)])
 
 
+def _g_table_empty(src, c, rng):
+    """tid2eid [0, k] with hash rows: every used id is out of range (never plain top-k)."""
+    _ensure_hash(c, rng)
+    c.inputs["tid2eid"] = np.zeros((0, c.inputs["tid2eid"].shape[-1]), c.inputs["tid2eid"].dtype)
+
+
 def _g_ids_count(src, c, rng):
     _ensure_hash(c, rng)
     ids = c.inputs["input_ids"].reshape(-1)
@@ -341,7 +383,8 @@ def _missing_first(src, c, rng):
 GATING_FAULTS = [
     (_g_attr_value, 4), (_g_attr_kind, 2), (_attr_unknown, 1),
     (_g_missing_k, 0.5), (_g_x_dtype, 1), (_g_x_rank1, 0.5), (_g_too_many_experts, 0.3),
-    (_g_bias_shape, 1), (_g_bias_dtype, 1), (_g_hash_half, 1), (_g_table_shape, 1), (_g_ids_count, 1),
+    (_g_bias_shape, 1), (_g_bias_dtype, 1), (_g_hash_half, 1), (_g_table_shape, 1), (_g_table_empty, 1),
+    (_g_ids_count, 1),
     (_g_ids_range, 2), (_g_table_range, 2), (_g_hash_with_groups, 1), (_g_mask_alone, 1),
     (_g_mask_bad, 1), (_opset, 0.3), (_missing_first, 0.2),
 ]
@@ -404,7 +447,8 @@ def gen_rerouting(src) -> Case:
         if value != default or src.prob(0.3):
             attrs[name] = value
     case = Case(REROUTING, attrs, inputs, [], list(REROUTING_OUTPUTS), _dims_modes(src, REROUTING_INPUTS),
-                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags)
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
     _inject_faults(src, case, REROUTING_FAULTS, rng)
     case.node_inputs = _node_inputs(src, REROUTING_INPUTS, case.inputs)
     if "missing_required" in case.tags:

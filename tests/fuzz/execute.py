@@ -8,6 +8,7 @@ import re
 import time
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper
 
 from tests.fuzz.cases import GATING, REROUTING_OUTPUTS, Case, type_name
@@ -49,18 +50,31 @@ def _output_types(case: Case) -> dict:
             "permute_token_idx": TensorProto.INT32, "expert_token_num": t("expert_token_num_per_rank", "int64")}
 
 
+def constant_inputs(case: Case) -> list:
+    """The node inputs that are initializers: all but the first present one when ``case.constants``."""
+    present = [n for n in case.node_inputs if n]
+    return present[1:] if case.constants else []
+
+
 def build_model(case: Case):
     """Single-node model (plus Shape probes of the outputs when ``case.shape_probes``)."""
     graph_inputs = []
+    fixed = constant_inputs(case)
+    initializers = [helper.make_tensor(n, ELEM_TYPES[type_name(case.inputs[n])], case.inputs[n].shape,
+                                       np.ascontiguousarray(case.inputs[n]).tobytes(), raw=True) for n in fixed]
     for name in case.node_inputs:
-        if not name:
+        if not name or name in fixed:
             continue
         a = case.inputs[name]
         mode = case.input_dims.get(name, "static")
         dims = None if mode == "unknown_rank" else (
             list(a.shape) if mode == "static" else [f"{name}_{i}" for i in range(a.ndim)])
         graph_inputs.append(helper.make_tensor_value_info(name, ELEM_TYPES[type_name(a)], dims))
-    nodes = [helper.make_node(case.op, case.node_inputs, case.outputs, domain="ascend.moe", **case.attrs)]
+    protos = {n: v for n, v in case.attrs.items() if isinstance(v, onnx.AttributeProto)}
+    node = helper.make_node(case.op, case.node_inputs, case.outputs, domain="ascend.moe",
+                            **{n: v for n, v in case.attrs.items() if n not in protos})
+    node.attribute.extend(protos.values())
+    nodes = [node]
     types = _output_types(case)
     graph_outputs = [helper.make_tensor_value_info(o, types[o], None) for o in case.outputs if o]
     if case.shape_probes:
@@ -68,7 +82,7 @@ def build_model(case: Case):
             if o:
                 nodes.append(helper.make_node("Shape", [o], [f"shape__{o}"]))
                 graph_outputs.append(helper.make_tensor_value_info(f"shape__{o}", TensorProto.INT64, [None]))
-    graph = helper.make_graph(nodes, "fuzz", graph_inputs, graph_outputs)
+    graph = helper.make_graph(nodes, "fuzz", graph_inputs, graph_outputs, initializers)
     return helper.make_model(graph, ir_version=10, opset_imports=[
         helper.make_opsetid("", 21), helper.make_opsetid("ascend.moe", case.opset)])
 
@@ -87,7 +101,7 @@ def run_ort(case: Case) -> dict:
     sess = ort.InferenceSession(build_model(case).SerializeToString(), so, providers=["CPUExecutionProvider"])
     binding = sess.io_binding()
     for name in case.node_inputs:
-        if name:
+        if name and name not in constant_inputs(case):
             binding.bind_ortvalue_input(name, to_ortvalue(case.inputs[name]))
     names = [o.name for o in sess.get_outputs()]
     for name in names:

@@ -59,8 +59,10 @@ def attribute_kind(value) -> str:
     if isinstance(value, str):
         return "STRING"
     if isinstance(value, list):
+        if value and not isinstance(value[0], (int, float)):
+            return "OTHER"  # STRINGS, TENSORS, GRAPHS, TYPE_PROTOS
         return "FLOATS" if value and isinstance(value[0], float) else "INTS"
-    return type(value).__name__
+    return type(value).__name__  # TensorProto, GraphProto, AttributeProto (an empty list), ...
 
 
 def _attributes(case: Case, f: _Faults, kinds: dict, defaults: dict, required: tuple) -> dict:
