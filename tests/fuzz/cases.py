@@ -13,6 +13,9 @@ import numpy as np
 
 GATING = "MoeGatingTopKHash"
 REROUTING = "MoeReRouting"
+EXPERTS = "MoeRoutedExperts"
+EXPERTS_INPUTS = ("x", "expert_idx", "routing_weights", "gate_up_weights", "down_weights")
+EXPERTS_DEFAULTS = dict(swiglu_limit=0.0)
 GATING_INPUTS = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 GATING_OUTPUTS = ("y", "expert_idx", "out")
 REROUTING_INPUTS = ("tokens", "expert_token_num_per_rank", "per_token_scales")
@@ -513,6 +516,81 @@ REROUTING_FAULTS = [
 ]
 
 
+# ---- MoeRoutedExperts --------------------------------------------------------------------------
+
+
+def gen_experts(src) -> Case:
+    """A MoeRoutedExperts case (docs/operators.md §3): H = 0 (an empty y) now and then, with
+    weights that then declare huge E or I and hold no element."""
+    tags: list = []
+    rng = np.random.default_rng(src.seed())
+    T = src.choice([0, 1, 2, 5, 17])
+    k = 0 if src.prob(0.05) else src.choice([1, 2, 4])
+    H = 0 if src.prob(0.1) else src.choice([1, 3, 16, 40])
+    E, I = src.choice([1, 2, 5, 16]), src.choice([1, 3, 8])
+    if H == 0 and src.prob(0.5):
+        E, I = src.choice([(2**40, 1), (1, 2**40), (2**31 + 3, 2**20)])
+        tags.append("huge_empty")
+    inputs = {"x": rng.standard_normal((T, H)).astype(np.float32),
+              "expert_idx": rng.integers(0, min(E, 2**31 - 1), (T, k)).astype(src.choice(["int32", "int64"])),
+              "routing_weights": rng.random((T, k)).astype(np.float32),
+              "gate_up_weights": (rng.standard_normal((E, 2 * I, H)) * 0.3).astype(np.float32),
+              "down_weights": (rng.standard_normal((E, H, I)) * 0.3).astype(np.float32)}
+    limit = src.choice([0.0, 0.0, 0.5, 7.0])
+    attrs: dict[str, Any] = {"swiglu_limit": limit} if limit or src.prob(0.3) else {}
+    case = Case(EXPERTS, attrs, inputs, list(EXPERTS_INPUTS), ["y"], _dims_modes(src, EXPERTS_INPUTS),
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
+    _inject_faults(src, case, EXPERTS_FAULTS, rng)
+    if "missing_required" in case.tags:
+        case.node_inputs[src.int(0, len(EXPERTS_INPUTS) - 1)] = ""
+    return case
+
+
+def _e_index_range(src, c, rng):
+    idx = c.inputs["expert_idx"].copy()
+    E = c.inputs["gate_up_weights"].shape[0]
+    if idx.size:
+        info = np.iinfo(idx.dtype)  # the oracle judges the value the array holds
+        idx.reshape(-1)[src.int(0, idx.size - 1)] = int(np.clip(src.choice([-1, -E, E, 2**31 - 1]), info.min,
+                                                                info.max))
+    c.inputs["expert_idx"] = idx
+
+
+def _e_dtype(src, c, rng):
+    name = src.choice(EXPERTS_INPUTS)
+    c.inputs[name] = c.inputs[name].astype(np.float32 if name == "expert_idx" else
+                                           NP_TYPES[src.choice(["double", "float16", "int32"])])
+
+
+def _e_shape(src, c, rng):
+    x, idx = c.inputs["x"], c.inputs["expert_idx"]
+    gu, down = c.inputs["gate_up_weights"], c.inputs["down_weights"]
+    shapes = [("routing_weights", (idx.shape[0], idx.shape[1] + 1)), ("gate_up_weights", (gu.shape[0], 3, gu.shape[2])),
+              ("gate_up_weights", (0,) + gu.shape[1:]), ("gate_up_weights", gu.shape[:2] + (gu.shape[2] + 1,)),
+              ("down_weights", (down.shape[0] + 1,) + down.shape[1:]),
+              ("down_weights", down.shape[:2] + (down.shape[2] + 1,))]
+    shapes = [(n, sh) for n, sh in shapes if np.prod(sh, dtype=float) < 1e7]  # huge E or I: only empty ones
+    name, value = src.choice([("x", x.reshape((1,) + x.shape)), ("expert_idx", idx[:max(idx.shape[0] - 1, 0)])]
+                             + [(n, np.zeros(sh, np.float32)) for n, sh in shapes])
+    c.inputs[name] = value
+
+
+def _e_limit(src, c, rng):
+    c.attrs["swiglu_limit"] = src.choice([-1.0, float("inf"), float("nan")])
+
+
+def _e_attr_kind(src, c, rng):
+    _attr_kind(src, c, rng, EXPERTS_DEFAULTS)
+
+
+EXPERTS_FAULTS = [
+    (_e_index_range, 3), (_e_dtype, 1), (_e_shape, 3), (_e_limit, 1), (_e_attr_kind, 1), (_attr_unknown, 0.5),
+    (_opset, 0.2), (_missing_first, 0.3),
+]
+
+
 def gen_case(src) -> Case:
-    """One case of either op (gating twice as often: it has far more to get wrong)."""
-    return gen_rerouting(src) if src.prob(1 / 3) else gen_gating(src)
+    """One case of any op (gating half the time: it has far more to get wrong)."""
+    u = src.int(0, 11)
+    return gen_gating(src) if u < 6 else gen_rerouting(src) if u < 9 else gen_experts(src)

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from tests.fuzz.cases import GATING, REROUTING_OUTPUTS, Case, type_name
+from tests.fuzz.cases import EXPERTS, GATING, REROUTING_OUTPUTS, Case, type_name
 from tests.fuzz.oracle import Expectation, expect
 
 OK = "ok"
@@ -46,6 +46,8 @@ def _output_types(case: Case) -> dict:
 
     if case.op == GATING:
         return {"y": t("x"), "expert_idx": TensorProto.INT32, "out": TensorProto.FLOAT}
+    if case.op == EXPERTS:
+        return {"y": TensorProto.FLOAT}
     return {"permute_tokens": t("tokens"), "permute_per_token_scales": t("per_token_scales"),
             "permute_token_idx": TensorProto.INT32, "expert_token_num": t("expert_token_num_per_rank", "int64")}
 
@@ -119,11 +121,13 @@ def names_any(message: str, names) -> bool:
 
 
 def _reference(case: Case):
-    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing
+    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 
     given = {n: case.inputs[n] for n in case.node_inputs if n}
     if case.op == GATING:
         return moe_gating_top_k_hash.reference(**given, **case.attrs)
+    if case.op == EXPERTS:
+        return moe_routed_experts.reference(*[given.get(n) for n in moe_routed_experts.INPUT_NAMES], **case.attrs)
     return moe_re_routing.reference(given.get("tokens"), given.get("expert_token_num_per_rank"),
                                     given.get("per_token_scales"), **case.attrs)
 
@@ -214,6 +218,19 @@ def _compare_rerouting(case: Case, got: dict, ref) -> str | None:
     return None
 
 
+def _compare_experts(case: Case, got: dict, ref) -> str | None:
+    """y within the op table's tolerance (the kernel sums in float32, the reference in float64)."""
+    (r,) = ref
+    y = got["y"]
+    if y.dtype != r.dtype or y.shape != r.shape:
+        return f"y is {y.dtype}{list(y.shape)}, reference {r.dtype}{list(r.shape)}"
+    try:
+        np.testing.assert_allclose(y, r, rtol=2e-5, atol=1e-5)
+    except AssertionError as e:
+        return str(e).strip()[:600]
+    return None
+
+
 def _check_probes(got: dict) -> str | None:
     for name, value in got.items():
         if name.startswith("shape__"):
@@ -264,5 +281,6 @@ def classify(case: Case) -> dict:
         ref = _reference(case)
     except Exception as e:  # noqa: BLE001
         return result(REFERENCE_ERROR, f"reference rejects a valid case: {type(e).__name__}: {e}"[:600])
-    problem = (_compare_gating if case.op == GATING else _compare_rerouting)(case, got, ref) or _check_probes(got)
+    compare = {GATING: _compare_gating, EXPERTS: _compare_experts}.get(case.op, _compare_rerouting)
+    problem = compare(case, got, ref) or _check_probes(got)
     return result(MISMATCH, problem) if problem else result(OK)
