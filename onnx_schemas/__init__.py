@@ -43,10 +43,10 @@ def opset_import() -> onnx.OperatorSetIdProto:
 
 
 def load_model(model: onnx.ModelProto | bytes | str | os.PathLike) -> onnx.ModelProto:
-    """A ModelProto from a proto, serialized bytes or a file (external data not loaded). ``FileNotFoundError`` for a missing
-    file; ``ValueError`` naming the file (or "the model bytes") and the reason for an empty,
-    truncated or non-ONNX one: protobuf reads 0 bytes as an empty model and some garbage as a
-    model without an IR version or graph, which no ONNX model is."""
+    """A ModelProto from a proto, serialized bytes or a file (external data not loaded).
+    ``FileNotFoundError`` for a missing file; ``ValueError`` naming the file (or "the model
+    bytes") and the reason for an empty, truncated or non-ONNX one: protobuf reads 0 bytes as an
+    empty model and some garbage as a model without an IR version or graph, which no ONNX model is."""
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, (bytes, bytearray)):

@@ -80,7 +80,8 @@ _ATTR_PROTO_KIND = {OpSchema.AttrType.INT: onnx.AttributeProto.INT,
 
 def resolve_attributes(schema: OpSchema, given: dict[str, Any]) -> dict[str, Any]:
     """Check ``given`` (Python values or a node's ``AttributeProto``s) against the schema and fill
-    in defaults: unknown names, values of another kind (as a node would store them: ``'1'`` is a STRING, ``[1]`` INTS, ``1.0`` a FLOAT) and
+    in defaults: unknown names, values of another kind (as a node would store them: ``'1'`` is
+    a STRING, ``[1]`` INTS, ``1.0`` a FLOAT) and
     missing required attributes raise ValueError with the C++ library's messages."""
     unknown = sorted(set(given) - set(schema.attributes))
     if unknown:

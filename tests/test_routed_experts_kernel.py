@@ -111,7 +111,8 @@ def test_hidden_size_0_gives_an_empty_result(E, I):
     assert _run(inputs).shape == (3, 0)
     assert spec.reference(*inputs.values())[0].shape == (3, 0)
     inputs["expert_idx"][2, 1] = -1
-    with pytest.raises(Exception, match=re_escape(f"input 'expert_idx' must be in [0, E) = [0, {E}), got -1 at [2, 1]")):
+    message = f"input 'expert_idx' must be in [0, E) = [0, {E}), got -1 at [2, 1]"
+    with pytest.raises(Exception, match=re_escape(message)):
         _run(inputs)
 
 

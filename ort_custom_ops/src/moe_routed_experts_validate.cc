@@ -87,7 +87,8 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const InputView& x, c
 int64_t FirstBadMoeRoutedExpertsIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx) {
   const int64_t pairs = p.tokens * p.k;  // the elements of expert_idx
   for (int64_t i = 0; i < pairs; ++i) {
-    const int64_t e = p.index64 ? static_cast<const int64_t*>(expert_idx)[i] : static_cast<const int32_t*>(expert_idx)[i];
+    const int64_t e = p.index64 ? static_cast<const int64_t*>(expert_idx)[i]
+                                : static_cast<const int32_t*>(expert_idx)[i];
     if (e < 0 || e >= p.experts) return i;
   }
   return -1;
