@@ -21,13 +21,9 @@ CANN = "CANNExecutionProvider"
 
 def load_model(path) -> onnx.ModelProto:
     """Load an ONNX model, raising FileNotFoundError or ValueError with a one-line message."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    try:
-        return onnx.load(str(p), load_external_data=False)
-    except Exception as e:  # protobuf DecodeError and friends
-        raise ValueError(f"{path} is not an ONNX model ({type(e).__name__}: {str(e)[:120]})") from None
+    from ascend_moe_onnx.onnx_schemas import load_model as load
+
+    return load(Path(path))
 
 
 def _kernels() -> tuple[dict, str]:

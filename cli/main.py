@@ -150,8 +150,16 @@ def _cmd_export_hf(args) -> int:
             proto, wrapper = hf_export.export_model(model, out, layers=layers, tokens=args.tokens)
         except (HFConfigError, ValueError) as e:
             raise CLIError(str(e)) from None
+        except torch.onnx.OnnxExporterError as e:
+            if layers is not None:
+                raise
+            reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            raise CLIError(f"torch.onnx cannot export the whole {model.config.model_type} model ({reason[:200]}); "
+                           f"export its MoE layers with --layers N-M") from None
         bar.update(2)
     nodes = sum(n.op_type == "MoeGatingTopKHash" for n in proto.graph.node)
+    if not hf_export.moe_blocks(model):
+        print(f"note: {model.config.model_type} config with no MoE layer: exported as the dense model it is")
     what = "prefill graph" if layers is None else f"MoE layers {', '.join(map(str, wrapper.layer_ids))}"
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): {model.config.model_type} {what}, "
           f"{nodes} MoeGatingTopKHash node(s), inputs {', '.join(wrapper.input_names)}, "

@@ -134,6 +134,27 @@ def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_name
     return program
 
 
+def strip_metadata(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Remove, in place, the exporter's metadata_props and doc strings of every graph (subgraphs and
+    functions included), node, value and initializer; the model's own metadata_props stay."""
+    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+
+    def clear(graph_nodes):
+        for node in graph_nodes:
+            del node.metadata_props[:]
+            node.doc_string = ""
+
+    for graph in walk_graphs(proto.graph):
+        del graph.metadata_props[:]
+        clear(graph.node)
+        for value in (*graph.input, *graph.output, *graph.value_info, *graph.initializer):
+            del value.metadata_props[:]
+    for function in proto.functions:
+        del function.metadata_props[:]
+        clear(function.node)
+    return proto
+
+
 def export(
     model: torch.nn.Module,
     args: tuple,
@@ -150,6 +171,7 @@ def export(
     external_data: bool | None = None,
     check: bool = True,
     experts: str | None = None,
+    keep_metadata: bool = False,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
 
@@ -160,6 +182,9 @@ def export(
     then holds references to that data, not the weights. ``experts`` picks the expert formulation of
     the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see exporters.experts_graph; None: the
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
+    ``keep_metadata`` keeps the exporter's metadata (node stack traces with this machine's paths,
+    module names, the ExportedProgram's signature: often most of a small model's bytes), for
+    debugging an export; by default it is removed.
 
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
@@ -202,6 +227,8 @@ def export(
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 
         proto = attach(proto)
+    if not keep_metadata:
+        strip_metadata(proto)
     if path is not None:
         # With external data the weights stay where program.save put them; only the graph is rewritten.
         onnx.save(proto, os.fspath(path))

@@ -17,7 +17,7 @@ import torch
 
 from ascend_moe_onnx.exporters import export
 
-from ascend_moe_onnx.models.hf_routing import ALIASES
+from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 from .patching import patch
 
 
@@ -122,13 +122,25 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
 
 
+# Architectures whose HF causal LM torch.onnx cannot export whole (their MoE layers export).
+WHOLE_MODEL_UNSUPPORTED = {
+    "deepseek_v2": "its HF attention uses complex rotary embeddings, which torch.onnx cannot export",
+}
+
+
 def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,
                  tokens: int = 8, **kwargs):
     """Patch ``model`` (if not yet) and export it: the prefill LM, or MoE ``layers`` (first, last).
-    Returns (ONNX ModelProto, the exported wrapper module)."""
+    Returns (ONNX ModelProto, the exported wrapper module). A model without MoE layers (e.g.
+    Qwen3-MoE with ``num_experts: 0``) exports whole as the dense model it is."""
     if not moe_blocks(model):
         patch(model)
     if layers is None:
+        model_type = model_type_of(model.config)
+        if model_type in WHOLE_MODEL_UNSUPPORTED:
+            raise ValueError(f"{model_type}: the whole model cannot be exported "
+                             f"({WHOLE_MODEL_UNSUPPORTED[model_type]}); export its MoE layers with "
+                             f"--layers N-M (layers=(N, M)); MoE layers: {_layer_list(model)}")
         wrapper = PrefillLM(model)
         example = wrapper.example_inputs(2, tokens)
     else:
@@ -136,7 +148,7 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
         chosen = {i: b for i, b in blocks.items() if layers[0] <= i <= layers[1]}
         if not chosen:
             raise ValueError(f"--layers {layers[0]}-{layers[1]}: no patched MoE layer there "
-                             f"(MoE layers: {sorted(blocks) or 'none'})")
+                             f"(MoE layers: {_layer_list(model)})")
         text = model.config.get_text_config()
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
         example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)
@@ -144,6 +156,18 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
                    input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
                    **kwargs)
     return proto, wrapper
+
+
+def _layer_list(model: torch.nn.Module) -> str:
+    """'1-3, 5' for the patched MoE layers of ``model``; 'none' without any."""
+    ids = sorted(moe_blocks(model))
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "none"
 
 
 class ascend_translations:

@@ -79,12 +79,22 @@ def _shared(block: torch.nn.Module, x: torch.Tensor, r: Routing):
     return None
 
 
+def logits_forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor]:
+    """Patched router forward: ``(router logits [T, E],)``, the first output of HF's router.
+
+    The block calls its router module (rather than computing the logits beside it) so that the
+    router's forward hooks still see them: transformers records the router logits
+    (``output_router_logits``, the auxiliary loss) with a hook on output 0 of the router."""
+    return (router_logits(self, hidden_states.reshape(-1, hidden_states.shape[-1]), self._ascend_router_routing),)
+
+
 def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None):
     """Patched MoE block forward: HF router logits -> MoeGatingTopKHash -> project experts."""
     r: Routing = self._ascend_routing
     shape = hidden_states.shape
     x = hidden_states.reshape(-1, shape[-1])
-    w, idx = route(self.gate, router_logits(self.gate, x, r), r, input_ids)
+    (logits,) = self.gate(x)
+    w, idx = route(self.gate, logits, r, input_ids)
     # The plain shared expert runs inside the experts' call where the formulation can (models.experts).
     fold = r.shared == "plain" and ex.folds_shared(self.experts_formulation, self.shared_experts)
     out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit, self.experts_formulation,
@@ -96,10 +106,9 @@ def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | N
     return out.reshape(shape)
 
 
-def _patched_class(cls: type) -> type:
+def _patched_class(cls: type, forward=fused_forward) -> type:
     if cls not in _PATCHED:
-        _PATCHED[cls] = type(f"Ascend{cls.__name__}", (cls,), {"forward": fused_forward,
-                                                               "_ascend_original": cls})
+        _PATCHED[cls] = type(f"Ascend{cls.__name__}", (cls,), {"forward": forward, "_ascend_original": cls})
     return _PATCHED[cls]
 
 
@@ -127,6 +136,9 @@ def patch_block(block: torch.nn.Module, r: Routing) -> None:
     # models.experts.using() / exporters.export(experts=...) switch it per export.
     block.experts_formulation = routed.DEFAULT
     block.__class__ = _patched_class(original)
+    gate = block.gate
+    gate._ascend_router_routing = r  # not _ascend_routing: that attribute marks the patched blocks
+    gate.__class__ = _patched_class(getattr(type(gate), "_ascend_original", type(gate)), logits_forward)
 
 
 def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
@@ -141,7 +153,7 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
         raise ValueError("patch: the model has no .config (expected a transformers PreTrainedModel)")
     model_type = model_type_of(config)
     names = BLOCK_CLASSES.get(model_type, ())
-    r = routing(config) if names else None
+    r = None  # derived at the first MoE block: a config without any (num_experts: 0) has no routing
     patched, notes = [], []
     for name, module in model.named_modules():
         cls = type(module)
@@ -151,6 +163,7 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
             if why:
                 notes.append(f"{name}: {original.__name__} left unpatched ({why})")
                 continue
+            r = r or routing(config)
             patch_block(module, r)
             patched.append(name)
         elif _is_moe_block(module):
@@ -169,6 +182,7 @@ def unpatch(model: torch.nn.Module) -> int:
         original = getattr(type(module), "_ascend_original", None)
         if original is not None and type(module) is not original:
             module.__class__ = original
-            del module._ascend_routing
-            count += 1
+            block = hasattr(module, "_ascend_routing")  # else a patched block's router
+            delattr(module, "_ascend_routing" if block else "_ascend_router_routing")
+            count += block
     return count

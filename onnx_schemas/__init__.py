@@ -13,7 +13,8 @@ import onnx.defs
 
 from . import (grouped_matmul, moe_finalize_routing_v2, moe_gating_top_k_hash, moe_init_routing,
                moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute, moe_token_unpermute)
-from ._common import DOMAIN, OPSET_VERSION, attribute_defaults, reference_op, resolve_attributes, walk_graphs
+from ._common import (DOMAIN, OPSET_VERSION, attribute_defaults, check_required_inputs, reference_op,
+                      resolve_attributes, walk_graphs)
 
 # The one list of the ops: everything else (SCHEMAS, REFERENCE_OPS, functions.BUILDERS, the C++
 # tables and AllOps() of ort_custom_ops/src/op_defs.gen.h, docgen) derives from it. Each module
@@ -46,17 +47,43 @@ def opset_import() -> onnx.OperatorSetIdProto:
     return onnx.helper.make_opsetid(DOMAIN, OPSET_VERSION)
 
 
+def load_model(model: onnx.ModelProto | bytes | str | os.PathLike) -> onnx.ModelProto:
+    """A ModelProto from a proto, serialized bytes or a file (external data not loaded).
+    ``FileNotFoundError`` for a missing file; ``ValueError`` naming the file (or "the model
+    bytes") and the reason for an empty, truncated or non-ONNX one: protobuf reads 0 bytes as an
+    empty model and some garbage as a model without an IR version or graph, which no ONNX model is."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        what, data = "the model bytes", bytes(model)
+    else:
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        what = path
+        with open(path, "rb") as f:
+            data = f.read()
+    verb = "are" if isinstance(model, (bytes, bytearray)) else "is"
+    if not data:
+        raise ValueError(f"{what} {verb} not an ONNX model (empty: 0 bytes)")
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as e:  # protobuf's DecodeError, or what the parser raises for other bytes
+        raise ValueError(f"{what} {verb} not an ONNX model: truncated or corrupt ({type(e).__name__}: "
+                         f"{str(e)[:160]})") from None
+    if proto.ir_version < 1 or not proto.HasField("graph"):
+        found = "no IR version" if proto.ir_version < 1 else f"IR version {proto.ir_version} but no graph"
+        raise ValueError(f"{what} {verb} not an ONNX model ({len(data)} bytes that parse as a model with {found})")
+    return proto
+
+
 def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
     """Check what ONNX Runtime cannot show the library's kernels: the ascend.moe opset version a
-    model imports, and every ascend.moe node's op type and attribute names and kinds (a misspelled
-    ``norm=1`` would otherwise run with the defaults). Cheap: reads no weights. Raises ValueError
+    model imports, and every ascend.moe node's op type, required inputs (ORT names an empty one by
+    its position) and attribute names and kinds (a misspelled ``norm=1`` would otherwise run with
+    the defaults). Cheap: reads no weights. Raises ValueError
     with the kernels' own messages."""
-    if isinstance(model, onnx.ModelProto):
-        proto = model
-    elif isinstance(model, (bytes, bytearray)):
-        proto = onnx.load_from_string(bytes(model))
-    else:
-        proto = onnx.load(os.fspath(model), load_external_data=False)
+    proto = load_model(model)
     imports = list(proto.opset_import) + [i for f in proto.functions for i in f.opset_import]
     for imp in imports:
         if imp.domain == DOMAIN and imp.version != OPSET_VERSION:
@@ -73,8 +100,9 @@ def check_nodes(model: onnx.ModelProto | bytes | str | os.PathLike) -> None:
             raise ValueError(f"node '{node.name}': {DOMAIN} has no op '{node.op_type}' "
                              f"(known: {', '.join(sorted(SCHEMAS))})")
         try:
-            resolve_attributes(schema, {a.name: onnx.helper.get_attribute_value(a)
-                                        for a in node.attribute})
+            # ONNX Runtime refuses a required input named "" itself, by position ("input 3").
+            check_required_inputs(schema, [bool(name) for name in node.input])
+            resolve_attributes(schema, {a.name: a for a in node.attribute})
         except ValueError as e:
             raise ValueError(f"node '{node.name}': {e}") from None
 

@@ -46,7 +46,7 @@ def reference_op(op_type: str, reference: Callable[..., tuple]) -> type[OpRun]:
     every node attribute passed on, so the reference rejects unknown names and kinds itself."""
 
     def _run(self, *inputs, **attributes):
-        return reference(*inputs, **attributes)
+        return reference(*inputs, **run_attributes(self, attributes))
 
     # onnx.reference matches classes by name (the op type) and domain
     return type(op_type, (OpRun,), {"op_domain": DOMAIN, "_run": _run,
@@ -74,12 +74,17 @@ def fmt(value: Any) -> str:
 
 
 def _kind_and_value(value: Any) -> tuple[int | None, str]:
-    """The ONNX attribute kind ``value`` would be stored as (as ``helper.make_node`` does) and
-    its text for messages: ``INT 2``, ``FLOAT 2.5``, ``STRING '1'``, ``INTS [1, 2]``, ..."""
-    try:
-        kind = helper.make_attribute("a", value).type
-    except (TypeError, ValueError):
-        return None, f"a value of Python type {type(value).__name__}"
+    """The ONNX attribute kind of ``value`` (an ``AttributeProto``'s own, or the one
+    ``helper.make_node`` would store a Python value as) and its text for messages: ``INT 2``,
+    ``FLOAT 2.5``, ``STRING '1'``, ``INTS [1, 2]``, ``INTS []``, ``TENSOR``, ``GRAPH``, ..."""
+    if isinstance(value, onnx.AttributeProto):
+        kind = value.type
+        value = helper.get_attribute_value(value) if kind != onnx.AttributeProto.UNDEFINED else None
+    else:
+        try:
+            kind = helper.make_attribute("a", value).type
+        except (TypeError, ValueError):
+            return None, f"a value of Python type {type(value).__name__}"
     name = onnx.AttributeProto.AttributeType.Name(kind)
     A = onnx.AttributeProto
     if kind in (A.INT, A.FLOAT):
@@ -98,8 +103,9 @@ _ATTR_PROTO_KIND = {OpSchema.AttrType.INT: onnx.AttributeProto.INT,
 
 
 def resolve_attributes(schema: OpSchema, given: dict[str, Any]) -> dict[str, Any]:
-    """Check ``given`` against the schema and fill in defaults: unknown names, values of another
-    kind (as a node would store them: ``'1'`` is a STRING, ``[1]`` INTS, ``1.0`` a FLOAT) and
+    """Check ``given`` (Python values or a node's ``AttributeProto``s) against the schema and fill
+    in defaults: unknown names, values of another kind (as a node would store them: ``'1'`` is
+    a STRING, ``[1]`` INTS, ``1.0`` a FLOAT) and
     missing required attributes raise ValueError with the C++ library's messages."""
     unknown = sorted(set(given) - set(schema.attributes))
     if unknown:
@@ -117,8 +123,28 @@ def resolve_attributes(schema: OpSchema, given: dict[str, Any]) -> dict[str, Any
         kind, text = _kind_and_value(value)
         if kind != _ATTR_PROTO_KIND[attr.type]:
             raise ValueError(f"{schema.name}: attribute '{name}' must be {want}, got {text}")
+        if isinstance(value, onnx.AttributeProto):
+            value = helper.get_attribute_value(value)
         out[name] = int(value) if want == "INT" else float(value)
     return out
+
+
+def check_required_inputs(schema: OpSchema, present: Sequence[bool]) -> None:
+    """A node's required inputs are all there (an empty name is an absent input): ValueError with
+    the kernels' message for the first one missing."""
+    flags = list(present) + [False] * (len(schema.inputs) - len(present))
+    for param, flag in zip(schema.inputs, flags):
+        if param.option == OpSchema.FormalParameterOption.Single and not flag:
+            raise ValueError(f"{schema.name}: input '{param.name}' is required, got none")
+
+
+def run_attributes(op_run, attributes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of an ``onnx.reference`` op's node for :func:`resolve_attributes`: the
+    node's own ``AttributeProto``s (their kinds, which the evaluator's Python values lose for
+    TENSOR, GRAPH, empty lists, ...), the evaluator's values for attributes that refer to an
+    enclosing function's."""
+    protos = {a.name: a for a in op_run.onnx_node.attribute if not a.ref_attr_name}
+    return {**{n: v for n, v in attributes.items() if n not in protos and n != "attributes"}, **protos}
 
 
 def allowed_types(schema: OpSchema, type_param: str) -> tuple[str, ...]:

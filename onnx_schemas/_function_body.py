@@ -9,7 +9,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.defs import OpSchema
 
-from ._common import DOMAIN, attribute_defaults
+from ._common import DOMAIN, attribute_defaults, check_required_inputs
 
 # ReduceMax/ReduceSum take axes as an input from opset 18 on; ScatterElements has "add" since 16.
 MIN_OPSET = 18
@@ -68,9 +68,7 @@ def present_flags(schema: OpSchema, present_inputs: Sequence[bool]) -> dict[str,
     if len(flags) > len(names):
         raise ValueError(f"{schema.name}: present_inputs has {len(flags)} entries, the op has {len(names)} inputs")
     flags += [False] * (len(names) - len(flags))
-    for param, flag in zip(schema.inputs, flags):
-        if param.option == OpSchema.FormalParameterOption.Single and not flag:
-            raise ValueError(f"{schema.name}: input '{param.name}' is required, got present_inputs={flags}")
+    check_required_inputs(schema, flags)
     return dict(zip(names, flags))
 
 

@@ -67,7 +67,7 @@ def _node_attributes(node: onnx.NodeProto) -> dict:
                 f"{node.op_type} node '{node.name}': attribute '{a.name}' refers to the enclosing "
                 f"function's attribute '{a.ref_attr_name}'; a specialised body needs its value"
             )
-        given[a.name] = helper.get_attribute_value(a)
+        given[a.name] = a  # the kinds are checked on the AttributeProto (resolve_attributes)
     return given
 
 

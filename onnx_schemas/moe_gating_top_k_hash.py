@@ -24,8 +24,10 @@ from ._common import (
     int_attribute,
     make_type,
     onnx_type_name,
+    check_required_inputs,
     output_names,
     resolve_attributes,
+    run_attributes,
     tensor_input,
     type_list,
 )
@@ -305,6 +307,7 @@ def reference(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Compute ``(y, expert_idx, out)`` of docs/operators.md §1.2 with NumPy (float32 arithmetic)."""
     attrs = resolve_attributes(SCHEMA, attributes)
+    check_required_inputs(SCHEMA, [x is not None])
     x = np.asarray(x)
     given = {
         "bias": bias, "input_ids": input_ids, "tid2eid": tid2eid,

@@ -36,9 +36,10 @@ def _check_presence(has: dict[str, bool], attrs: dict[str, Any]) -> None:
     """The presence rules of docs/operators.md §1.3 that are known without tensor shapes."""
     if has["input_ids"] != has["tid2eid"]:
         given, missing = ("input_ids", "tid2eid") if has["input_ids"] else ("tid2eid", "input_ids")
-        raise ValueError(f"{OP_TYPE}: input '{given}' needs input '{missing}' (hash routing uses both)")
+        raise ValueError(f"{OP_TYPE}: input '{given}' needs input '{missing}' (hash routing uses both), "
+                         f"got only '{given}'")
     if has["additional_token_mask"] and not has["additional_bias"]:
-        raise ValueError(f"{OP_TYPE}: input 'additional_token_mask' needs input 'additional_bias'")
+        raise ValueError(f"{OP_TYPE}: input 'additional_token_mask' needs input 'additional_bias', got the mask alone")
     if has["tid2eid"] and grouping_effective(attrs):
         raise ValueError(
             f"{OP_TYPE}: hash routing (input 'tid2eid') cannot be combined with group-limited "

@@ -23,8 +23,10 @@ from ._common import (
     int_attribute,
     make_type,
     onnx_type_name,
+    check_required_inputs,
     output_names,
     resolve_attributes,
+    run_attributes,
     tensor_input,
     type_list,
 )
@@ -238,6 +240,7 @@ def reference(
     Attributes: ``expert_token_num_type``, ``idx_type`` (defaults from the schema).
     """
     attrs = resolve_attributes(SCHEMA, attributes)
+    check_required_inputs(SCHEMA, [tokens is not None, expert_token_num_per_rank is not None])
     tokens = np.asarray(tokens)
     counts = np.asarray(expert_token_num_per_rank)
     scales = None if per_token_scales is None else np.asarray(per_token_scales)

@@ -78,7 +78,11 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     # float8 either, so A is read from the float32 copy.
     tokens_f32 = op("Cast", tokens, to=TensorProto.FLOAT)
     a_1d = op("Shape", tokens_f32, start=0, end=1)  # [A]
-    marks = op("ScatterElements", filled(op("Add", a_1d, one), 0), dst_end,
+    # ScatterElements takes indices in [-(A+1), 0) as counting from the end: a negative count's
+    # block end goes to A + 1, out of range, so that negative counts fail instead of routing.
+    a_plus_1 = op("Add", a_1d, one)
+    dst_end = op("Where", op("Less", cnt, zero), a_plus_1, dst_end)
+    marks = op("ScatterElements", filled(a_plus_1, 0), dst_end,
                filled(op("Shape", dst_end), 1), axis=0, reduction="add")  # [A + 1]
     block = op("Slice", op("CumSum", marks, zero), axis0, a_1d)  # [A]
     rows = op("Range", zero, op("Squeeze", a_1d, axis0), one)  # [A]: d

@@ -31,6 +31,7 @@ from ._common import (
     onnx_type_name,
     output_names,
     resolve_attributes,
+    run_attributes,
     tensor_input,
     type_list,
 )
@@ -176,6 +177,8 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
         attrs)
     idx = np.asarray(expert_idx).astype(np.int64)
     validate_indices(idx, E)
+    if np.size(x) == 0:  # y is empty (T = 0 or H = 0): the weights may declare any E and I
+        return (np.zeros(np.shape(x), np.float32),)
     x64, w64 = np.asarray(x, np.float64), np.asarray(routing_weights, np.float64)
     fc1, fc2 = np.asarray(gate_up_weights, np.float64), np.asarray(down_weights, np.float64)
     y = np.zeros(x64.shape, np.float64)

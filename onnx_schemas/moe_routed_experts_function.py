@@ -4,7 +4,8 @@ What runs where the custom-op library is not loaded: the selected experts' weigh
 per (token, slot) pair ([T, k, 2I, H] and [T, k, H, I]) and applied with batched MatMuls. Correct
 for any input, but its memory grows with T·k times one expert's weights: the exporter uses the op
 only for small routed-row counts. Out-of-range indices make the Gather fail (the runtime's
-message, not the validation's).
+message, not the validation's; a negative id is reported as E, the index it is mapped to). With
+H = 0 the body still allocates the [T, k, 2I] gate/up products.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     op, const = g.op, g.const
 
     idx64 = op("Cast", idx, to=onnx.TensorProto.INT64)
+    # Gather takes ids in [-E, 0) as counting from the end: map them to E so that it fails instead.
+    idx64 = op("Where", op("Less", idx64, const(0, np.int64)), op("Shape", gate_up, start=0, end=1), idx64)
     fc1 = op("Gather", gate_up, idx64, axis=0)  # [T, k, 2I, H]
     fc2 = op("Gather", down, idx64, axis=0)  # [T, k, H, I]
     xk = op("Unsqueeze", x, const([1, 3], np.int64))  # [T, 1, H, 1]

@@ -102,6 +102,35 @@ def _hash(k=2, ids=None, table=None, x=X8):
             "tid2eid": np.zeros((4, k), np.int32) if table is None else table}
 
 
+# The ORT kernel's text for the kinds ORT's custom-op API reads as empty INTS and FLOATS lists.
+UNREADABLE_KIND = ("an attribute of a kind the ONNX Runtime custom-op API cannot read (an empty INTS or FLOATS, "
+                   "STRINGS, TENSORS, GRAPH, GRAPHS, SPARSE_TENSOR, SPARSE_TENSORS, TYPE_PROTO or TYPE_PROTOS)")
+
+
+def attribute_kind_cases(x: dict, attr: str = "norm_type", want: str = "INT", k: dict | None = None) -> list:
+    """``attr`` given as every other attribute kind ONNX has (TENSOR, GRAPH, ...); each is named."""
+    from onnx import AttributeProto as A, TensorProto, helper, numpy_helper
+
+    from tests.op_table import BadCase as B
+
+    k = dict(k=2) if k is None else k
+    tensor = numpy_helper.from_array(np.array(1, np.int64))
+    graph = helper.make_graph([], "g", [], [])
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                       numpy_helper.from_array(np.array([0], np.int64)), [2])
+    type_proto = helper.make_tensor_type_proto(TensorProto.FLOAT, [1])
+    kinds = [("TENSOR", tensor, "TENSOR"), ("GRAPH", graph, None), ("STRINGS", ["a", "b"], None),
+             ("TENSORS", [tensor], None), ("GRAPHS", [graph], None), ("SPARSE_TENSOR", sparse, None),
+             ("SPARSE_TENSORS", [sparse], None), ("TYPE_PROTO", type_proto, None),
+             ("TYPE_PROTOS", [type_proto], None),
+             ("INTS []", helper.make_attribute(attr, [], attr_type=A.INTS), None),
+             ("FLOATS []", helper.make_attribute(attr, [], attr_type=A.FLOATS), None)]
+    return [B(f"kind_{attr}_{name.split()[0].lower()}{'_empty' if '[]' in name else ''}", x, {**k, attr: value},
+              f"attribute '{attr}' must be {want}, got {name}", torch=False,
+              ort_message=None if ort_text else f"attribute '{attr}' must be {want}, got {UNREADABLE_KIND}")
+            for name, value, ort_text in kinds]
+
+
 def bad_cases() -> list:
     """Every rule of docs/operators.md §1.3 broken once, with the exact message all layers give after
     "MoeGatingTopKHash: " (see tests/op_table.py for what runs them)."""
@@ -149,36 +178,41 @@ def bad_cases() -> list:
           "attribute 'norm_type' must be INT, got STRING '1'", torch=False),
         B("kind_norm_type_ints", x, dict(k=2, norm_type=[1]),
           "attribute 'norm_type' must be INT, got INTS [1]", torch=False),
+        *attribute_kind_cases(x),
         B("unknown_norm", x, dict(k=2, norm=1),
           "attribute 'norm' is not an attribute of MoeGatingTopKHash (known: eps, group_count, "
           "group_select_mode, k, k_group, norm_type, out_flag, renorm, routed_scaling_factor)",
           ort=False, torch=False),
         # inputs (types: at ORT session creation; the rest when the model runs)
-        B("x_rank_1", {"x": np.zeros(8, np.float32)}, dict(k=2), "input 'x' must have rank >= 2, got shape [8]"),
-        B("x_double", {"x": np.zeros((3, 8))}, dict(k=2), "input 'x' must be float, float16 or bfloat16, got double"),
+        B("x_absent", {"x": None, "bias": F8}, dict(k=2), "input 'x' is required, got none", ort=False,
+          torch=False),
+        B("x_rank_1", {"x": np.zeros(8, np.float32)}, dict(k=2), "input 'x' must have rank >= 2, got shape [8]",
+          body=False),
+        B("x_double", {"x": np.zeros((3, 8))}, dict(k=2), "input 'x' must be float, float16 or bfloat16, got double",
+          body=False),
         B("x_int32", {"x": np.zeros((3, 8), np.int32)}, dict(k=2),
-          "input 'x' must be float, float16 or bfloat16, got int32"),
+          "input 'x' must be float, float16 or bfloat16, got int32", body=False),
         B("E_2049", {"x": np.zeros((3, 2049), np.float32)}, dict(k=2),
-          "input 'x' last dimension E must be in [1, 2048], got 2049"),
+          "input 'x' last dimension E must be in [1, 2048], got 2049", body=False),
         B("E_0", {"x": np.zeros((3, 0), np.float32)}, dict(k=1),
           "input 'x' last dimension E must be in [1, 2048], got 0"),
         B("k_above_E", x, dict(k=9), "attribute 'k' must be <= E (8), got 9"),
         B("group_count_not_dividing", x, dict(k=2, group_count=3, k_group=1),
           "attribute 'group_count' must divide E (8), got 3"),
         B("k_above_kept_experts", x, dict(k=5, group_count=4, k_group=2),
-          "attribute 'k' must be <= k_group * E / group_count (4), got 5"),
+          "attribute 'k' must be <= k_group * E / group_count (4), got 5", body=False),
         B("mode_1_single_expert_groups", x, dict(k=2, group_count=8, k_group=2, group_select_mode=1),
           "attribute 'group_select_mode' 1 needs E / group_count >= 2, got E / group_count = 1"),
         B("bias_length", {"x": X8, "bias": np.zeros(4, np.float32)}, dict(k=2),
           "input 'bias' must have shape [E] = [8], got [4]"),
         B("bias_rank", {"x": X8, "bias": np.zeros((1, 8), np.float32)}, dict(k=2),
-          "input 'bias' must have shape [E] = [8], got [1, 8]"),
+          "input 'bias' must have shape [E] = [8], got [1, 8]", body=False),
         B("bias_type", {"x": X8, "bias": F8.astype(np.float16)}, dict(k=2),
-          "input 'bias' must have the type of x (float), got float16"),
+          "input 'bias' must have the type of x (float), got float16", body=False),
         B("additional_bias_length", {"x": X8, "additional_bias": np.zeros(9, np.float32)}, dict(k=2),
-          "input 'additional_bias' must have shape [E] = [8], got [9]"),
+          "input 'additional_bias' must have shape [E] = [8], got [9]", body=False),
         B("additional_bias_type", {"x": X8, "additional_bias": F8.astype(bf16)}, dict(k=2),
-          "input 'additional_bias' must have the type of x (float), got bfloat16"),
+          "input 'additional_bias' must have the type of x (float), got bfloat16", body=False),
         B("ids_alone", {"x": X8, "input_ids": np.zeros(3, np.int64)}, dict(k=2),
           "input 'input_ids' needs input 'tid2eid' (hash routing uses both), got only 'input_ids'"),
         B("table_alone", {"x": X8, "tid2eid": np.zeros((4, 2), np.int32)}, dict(k=2),
@@ -188,9 +222,9 @@ def bad_cases() -> list:
         B("table_width", _hash(table=np.zeros((4, 3), np.int32)), dict(k=2),
           "input 'tid2eid' must have shape [n, k=2], got [4, 3]"),
         B("table_type", _hash(table=np.zeros((4, 2), np.float32)), dict(k=2),
-          "input 'tid2eid' must be int32 or int64, got float"),
+          "input 'tid2eid' must be int32 or int64, got float", body=False),
         B("ids_type", _hash(ids=np.zeros(3, np.float32)), dict(k=2),
-          "input 'input_ids' must be int32 or int64, got float"),
+          "input 'input_ids' must be int32 or int64, got float", body=False),
         B("ids_count", _hash(ids=np.zeros(4, np.int64)), dict(k=2),
           "input 'input_ids' must have R = 3 elements, got shape [4]"),
         B("id_too_large", _hash(ids=np.array([0, 4, 1])), dict(k=2),

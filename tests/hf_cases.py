@@ -96,7 +96,8 @@ def model(case: str, seed: int = 0, **changes):
     cfg = config(case, **changes)
     torch.manual_seed(seed)
     m = transformers.AutoModelForCausalLM.from_config(cfg).eval().requires_grad_(False)
-    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or cfg.n_routed_experts
+    experts = next(getattr(cfg, n) for n in ("num_local_experts", "num_experts", "n_routed_experts")
+                   if getattr(cfg, n, None) is not None)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, b in m.named_buffers():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,46 @@ def test_malformed_model_and_bad_checkpoint(capsys, tmp_path):
     save_file({"model.layers.0.mlp.gate.weight": torch.zeros(4, 8)}, ckpt)
     code, _, err = run_main(capsys, "export", "mixtral", "--weights", ckpt, "-o", tmp_path / "m.onnx")
     assert code == 2 and "no MoE layer" in err and err.count("\n") == 1
+
+
+def _model_files(tmp_path) -> dict:
+    """Files that are not ONNX models, by what is wrong with them."""
+    good = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []), ir_version=10).SerializeToString()
+    files = {"empty": b"", "truncated": good[: len(good) // 2], "text": b"# not a model\n" * 20,
+             "no graph": b"\x08\x07"}
+    out = {}
+    for name, data in files.items():
+        out[name] = tmp_path / f"{name.replace(' ', '_')}.onnx"
+        out[name].write_bytes(data)
+    return out
+
+
+BAD_FILE_REASONS = {"empty": "(empty: 0 bytes)", "truncated": ": truncated or corrupt (DecodeError",
+                    "text": ": truncated or corrupt (", "no graph": "(2 bytes that parse as a model with IR version 7 "
+                                                                      "but no graph)"}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILE_REASONS))
+def test_info_on_a_file_that_is_not_a_model(capsys, tmp_path, kind):
+    """Empty, truncated or non-ONNX: one line naming the file and the reason, exit 2 (protobuf
+    reads an empty file as an empty model, which would print as "IR version 0")."""
+    path = _model_files(tmp_path)[kind]
+    code, out, err = run_main(capsys, "info", path)
+    assert code == 2 and err.count("\n") == 1, (out, err)
+    assert err.startswith(f"moe-onnx: error: {path} is not an ONNX model") and BAD_FILE_REASONS[kind] in err, err
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILE_REASONS))
+def test_inference_session_on_a_file_that_is_not_a_model(tmp_path, kind):
+    """ValueError naming the file (or the bytes) and the reason, not protobuf's bare DecodeError."""
+    from ascend_moe_onnx import ort_custom_ops
+
+    path = _model_files(tmp_path)[kind]
+    with pytest.raises(ValueError, match=re.escape(f"{path} is not an ONNX model")) as info:
+        ort_custom_ops.inference_session(path)
+    assert BAD_FILE_REASONS[kind] in str(info.value)
+    with pytest.raises(ValueError, match="^the model bytes are not an ONNX model"):
+        ort_custom_ops.inference_session(path.read_bytes())
 
 
 def test_console_script_runs_without_traceback(tmp_path):

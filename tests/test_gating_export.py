@@ -3,6 +3,8 @@ agrees with torch at token counts other than the export example."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -178,3 +180,29 @@ def test_external_data_keeps_weights_beside_the_model(tmp_path):
 def test_external_data_needs_a_path():
     with pytest.raises(ValueError, match="external_data needs a path"):
         exporters.export(GroupedRouter(), _inputs(GroupedRouter(), 4), external_data=True)
+
+
+def _metadata(proto) -> list:
+    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+
+    props = []
+    for g in walk_graphs(proto.graph):
+        props += list(g.metadata_props) + [m for n in g.node for m in n.metadata_props]
+        props += [m for v in (*g.input, *g.output, *g.value_info, *g.initializer) for m in v.metadata_props]
+    return props + [m for f in proto.functions for n in f.node for m in n.metadata_props]
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_exported_files_carry_no_exporter_metadata(tmp_path, dynamo):
+    """torch.onnx's node metadata (stack traces with this machine's absolute paths, module names)
+    is removed by default; ``keep_metadata=True`` keeps it for debugging."""
+    model = GroupedRouter()
+    args = _inputs(model, 4)
+    path = tmp_path / "router.onnx"
+    exporters.export(model, args, path, dynamo=dynamo)
+    data = path.read_bytes()
+    assert _metadata(onnx.load(str(path))) == []
+    assert str(Path(__file__).resolve().parent).encode() not in data and b"site-packages" not in data
+    if dynamo:
+        kept = exporters.export(model, args, keep_metadata=True)
+        assert any(str(Path(__file__).resolve().parent) in m.value for m in _metadata(kept))

@@ -225,6 +225,32 @@ def test_bad_token_ids_are_reported_before_bad_table_entries():
         reference(**inputs, k=2)
 
 
+def test_empty_table_made_by_the_graph_is_still_hash_routing():
+    """A table ``[0, k]`` that another node produces (ONNX Runtime allocates it empty, data pointer
+    null) still means hash routing: every id is out of range, never a silent top-k."""
+    from onnx import numpy_helper
+
+    fill = helper.make_node("ConstantOfShape", ["table_shape"], ["tid2eid"],
+                            value=numpy_helper.from_array(np.zeros(1, np.int32)))
+    node = helper.make_node("MoeGatingTopKHash", ["x", "", "input_ids", "tid2eid"], ["y", "expert_idx", "out"],
+                            domain="ascend.moe", k=2)
+    graph = helper.make_graph(
+        [fill, node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["R", 8]),
+         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["R"])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         (("y", TensorProto.FLOAT), ("expert_idx", TensorProto.INT32), ("out", TensorProto.FLOAT))],
+        [numpy_helper.from_array(np.array([0, 2], np.int64), "table_shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20),
+                                                    helper.make_opsetid("ascend.moe", 1)], ir_version=10)
+    sess = session(model)
+    feeds = {"x": np.zeros((3, 8), np.float32), "input_ids": np.zeros(3, np.int64)}
+    with pytest.raises(Exception, match=r"input 'input_ids' value at row 0 is out of range \[0, 0\), got 0$"):
+        sess.run(None, feeds)
+    y, idx, _ = sess.run(None, {"x": np.zeros((0, 8), np.float32), "input_ids": np.zeros(0, np.int64)})
+    assert y.shape == idx.shape == (0, 2)
+
+
 def isa_outputs() -> list:
     """Outputs of a few configurations, as lists (compared across instruction-set builds)."""
     results = []

@@ -225,3 +225,69 @@ def test_bfloat16_layer_export_runs_in_ort(tmp_path, case):
                                    providers=["CPUExecutionProvider"])
     (got,) = run_ort(session, wrapper, (x,), (ref,))
     assert _rel(got.astype(np.float32), ref.float()) <= verify.TOLERANCES["bfloat16"]
+
+
+@pytest.mark.parametrize("case", ["qwen2_moe", "qwen3_moe", "mixtral"])
+def test_output_router_logits_as_hf(case, tmp_path, capsys):
+    """``output_router_logits: true``: the patched model returns HF's router logits and auxiliary
+    loss (transformers records the logits with a hook on the router module, which the patched
+    block still calls), and the whole model exports through the CLI."""
+    model = hf_cases.model(case, output_router_logits=True)
+    ids = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref = model(input_ids=ids, labels=ids)
+        model.save_pretrained(tmp_path / "ckpt")
+        hf.patch(model, quiet=True)
+        got = model(input_ids=ids, labels=ids)
+    assert len(got.router_logits) == len(ref.router_logits) == 2
+    for g, r in zip(got.router_logits, ref.router_logits):
+        assert g.shape == r.shape and _rel(g, r) <= 1e-6
+    assert _rel(got.aux_loss, ref.aux_loss) <= 1e-5 and _rel(got.loss, ref.loss) <= 1e-5
+    assert hf.unpatch(model) == 2
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(tmp_path / "m.onnx")])
+    assert code == 0, capsys.readouterr().err
+
+
+def _error_lines(capsys) -> list[str]:
+    """stderr lines of the last command other than progress bars (loading, writing shards)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return [line for line in err.splitlines() if line.strip() and "it/s]" not in line]
+
+
+def test_whole_model_export_failures_are_one_line(tmp_path, capsys, monkeypatch):
+    """DeepSeek-V2 (complex rotary embeddings: no ONNX translation) is refused up front, naming
+    --layers; any other torch.onnx failure of a whole-model export becomes one line too."""
+    hf_cases.model("deepseek_v2").save_pretrained(tmp_path / "v2")
+    code = cli.main(["export", "--hf", str(tmp_path / "v2"), "-o", str(tmp_path / "m.onnx")])
+    err = _error_lines(capsys)
+    assert code == 2 and len(err) == 1 and "--layers N-M" in err[0] and "MoE layers: 1" in err[0], err
+    assert cli.main(["export", "--hf", str(tmp_path / "v2"), "--layers", "1", "-o", str(tmp_path / "l.onnx")]) == 0
+
+    def fail(*args, **kwargs):
+        raise torch.onnx.OnnxExporterError("Failed to export the model with torch.export.\nmany lines")
+
+    hf_cases.model("qwen3_moe").save_pretrained(tmp_path / "q")
+    monkeypatch.setattr(hf_export, "export_model", fail)
+    code = cli.main(["export", "--hf", str(tmp_path / "q"), "-o", str(tmp_path / "m.onnx")])
+    assert code == 2 and _error_lines(capsys) == [
+        "moe-onnx: error: torch.onnx cannot export the whole qwen3_moe model (Failed to export the model with "
+        "torch.export.); export its MoE layers with --layers N-M"]
+
+
+def test_dense_qwen3_moe_config_exports_as_the_dense_model(tmp_path, capsys):
+    """``num_experts: 0`` is a dense model in transformers: nothing to patch, and it exports whole."""
+    import onnxruntime as ort
+
+    model = hf_cases.model("qwen3_moe", num_experts=0)
+    assert hf.patch(model, quiet=True) == []
+    model.save_pretrained(tmp_path / "ckpt")
+    ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = model(ids).logits.numpy()
+    out = tmp_path / "m.onnx"
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(out)])
+    text = capsys.readouterr()
+    assert code == 0 and "no MoE layer" in text.out and "0 MoeGatingTopKHash node(s)" in text.out, text.err
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert _rel(session.run(None, {"input_ids": ids.numpy()})[0], ref) <= 1e-4

@@ -67,3 +67,47 @@ def test_out_of_range_index_is_reported_not_read():
     with pytest.raises(Exception, match=r"MoeRoutedExperts: input 'expert_idx' must be in \[0, E\) = \[0, 3\), "
                                         r"got 1073741824 at \[7, 2\]"):
         sess.run(None, bad)
+
+
+def _problem(T, H, k, E, I):
+    return {"x": np.zeros((T, H), np.float32), "expert_idx": np.zeros((T, k), np.int64),
+            "routing_weights": np.ones((T, k), np.float32),
+            "gate_up_weights": np.zeros((E, 2 * I, H), np.float32), "down_weights": np.zeros((E, H, I), np.float32)}
+
+
+def _run(inputs):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(node_model(OP, inputs, {}, ranks=True).SerializeToString(),
+                                ort_custom_ops.session_options(1), providers=["CPUExecutionProvider"])
+    return sess.run(None, inputs)[0]
+
+
+@pytest.mark.parametrize("E,I", [(4, 3), (1 << 40, 1), (1, 1 << 40)], ids=["small", "huge-E", "huge-I"])
+def test_hidden_size_0_gives_an_empty_result(E, I):
+    """H = 0: the weights hold no element whatever E and I they declare, and y is [T, 0]; nothing
+    is sized from E or T*k*I (which would not fit in memory here)."""
+    inputs = _problem(3, 0, 2, E, I)
+    assert _run(inputs).shape == (3, 0)
+    assert spec.reference(*inputs.values())[0].shape == (3, 0)
+    inputs["expert_idx"][2, 1] = -1
+    message = f"input 'expert_idx' must be in [0, E) = [0, {E}), got -1 at [2, 1]"
+    with pytest.raises(Exception, match=re_escape(message)):
+        _run(inputs)
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text) + r"\s*$"
+
+
+def test_scratch_beyond_memory_is_a_clear_error():
+    """T*k*I activations of 16 TiB (inputs of ~50 MB): an error naming the inputs and the size,
+    not std::bad_alloc."""
+    inputs = _problem(1 << 20, 1, 1, 1, 1 << 22)
+    with pytest.raises(Exception, match=re_escape(
+            "MoeRoutedExperts: inputs 'expert_idx' [T, k] = [1048576, 1] and 'down_weights' [E, H, I] = "
+            "[1, 1, 4194304] need T*k*I = 1048576*4194304 activations of scratch: 17592202821664 bytes, "
+            "which could not be allocated")):
+        _run(inputs)

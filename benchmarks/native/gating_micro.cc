@@ -116,6 +116,7 @@ int Bench(const std::string& preset_name, int64_t rows, double seconds, bool bf1
   in.x = bf16 ? static_cast<const void*>(x16.data()) : x.data();
   if (preset.bias) in.bias = bf16 ? static_cast<const void*>(bias16.data()) : bias.data();
   if (preset.vocab > 0) {
+    in.hash = true;
     in.ids_type = GatingIntType::kInt64;
     in.input_ids = ids.data();
     in.table_type = GatingIntType::kInt32;

@@ -102,6 +102,7 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
   in.x = x.data();
   in.bias = a.bias ? bias.data() : nullptr;
   if (a.hash) {
+    in.hash = true;
     in.ids_type = a.ids_type;
     in.input_ids = a.input_ids_host;
     in.table_type = a.table_type;

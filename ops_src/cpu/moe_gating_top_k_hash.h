@@ -43,6 +43,9 @@ struct MoeGatingTopKHashInputs {
   GatingFloatType x_type = GatingFloatType::kFloat32;
   const void* x = nullptr;                // [R, E], x_type
   const void* bias = nullptr;             // [E], x_type
+  // Hash routing: the node has input_ids and tid2eid. Decided by the inputs' presence, never by
+  // their pointers: an empty table [0, k] may come with a null data pointer.
+  bool hash = false;
   GatingIntType ids_type = GatingIntType::kInt64;
   const void* input_ids = nullptr;        // [R], with tid2eid
   GatingIntType table_type = GatingIntType::kInt32;

@@ -100,6 +100,7 @@ struct MoeGatingCpuKernel {
     inputs.x = views[kInX].data;
     inputs.bias = views[kInBias].present ? views[kInBias].data : nullptr;
     if (p.hash) {
+      inputs.hash = true;
       inputs.ids_type = p.ids_type;
       inputs.input_ids = views[kInInputIds].data;
       inputs.table_type = p.table_type;

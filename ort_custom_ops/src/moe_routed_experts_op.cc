@@ -4,6 +4,9 @@
 // kernel, which runs ops_src/cpu's two phases on the session's intra-op pool.
 // CPU execution provider only: on a session with another provider ORT places the node on the CPU.
 #include <cmath>
+#include <cstdint>
+#include <new>
+#include <stdexcept>
 
 #include "op_base.h"
 #include "op_defs.gen.h"
@@ -84,6 +87,37 @@ cpu::MoeRoutedExpertsParams ValidateShapes(const Inputs& in, const experts::Attr
                                        bad_pair / p.k, ", ", bad_pair % p.k, "]"));
 }
 
+// The first pair (t * k + j) whose index is outside [0, E), or -1; reads expert_idx, allocates nothing.
+int64_t FirstBadIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx) {
+  const int64_t pairs = p.tokens * p.k;  // the elements of expert_idx
+  for (int64_t i = 0; i < pairs; ++i) {
+    const int64_t e = p.index64 ? static_cast<const int64_t*>(expert_idx)[i]
+                                : static_cast<const int32_t*>(expert_idx)[i];
+    if (e < 0 || e >= p.experts) return i;
+  }
+  return -1;
+}
+
+// Fails, naming the inputs that set them, when the kernel's scratch (T*k*I floats of activations
+// plus per-pair and per-expert bookkeeping) overflows or `allocation_failed`: checked before
+// allocating (overflow-safe) and again when the allocation itself fails.
+void CheckScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed = false) {
+  // T*k and E are element counts of real tensors; T*k*I is not (I comes from the weights).
+  const int64_t pairs = p.tokens * p.k;
+  int64_t floats = 0, bytes = 0;
+  const bool overflow = __builtin_mul_overflow(pairs, p.inter, &floats) ||
+                        __builtin_mul_overflow(floats, static_cast<int64_t>(sizeof(float)), &bytes) ||
+                        __builtin_add_overflow(bytes, (pairs + p.experts + 1) * int64_t{16}, &bytes) ||
+                        static_cast<uint64_t>(bytes) > static_cast<uint64_t>(PTRDIFF_MAX);
+  if (!overflow && !allocation_failed) return;
+  const std::string need = overflow ? std::string("more than the address space")
+                                    : Str(bytes, " bytes, which could not be allocated");
+  Fail(Str(experts::kName, ": inputs '", experts::kInputs[experts::kInExpertIdx].name, "' [T, k] = [", p.tokens,
+           ", ", p.k, "] and '", experts::kInputs[experts::kInDownWeights].name, "' [E, H, I] = [", p.experts,
+           ", ", p.hidden, ", ", p.inter, "] need T*k*I = ", pairs, "*", p.inter, " activations of scratch: ",
+           need));
+}
+
 // Weight bytes per parallel chunk: large enough that one thread streams long contiguous blocks,
 // small enough to split a decode call's few experts over several threads.
 constexpr int64_t kChunkBytes = int64_t{4} << 20;
@@ -97,9 +131,28 @@ struct MoeRoutedExpertsCpuKernel {
     using namespace experts;
     const Inputs in = GetInputViews(ctx, kName, kInputs);
     const cpu::MoeRoutedExpertsParams params = ValidateShapes(in, attrs_);
+    const void* idx = in[kInExpertIdx].data;
+    if (params.tokens == 0 || params.hidden == 0) {
+      // y is empty: nothing to compute, and the weights may declare any E and I (they hold no
+      // element when H = 0), so no buffer is sized from them; the indices are still checked.
+      const int64_t bad = FirstBadIndex(params, idx);
+      if (bad >= 0) FailIndex(params, idx, bad);
+      GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                       ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true);
+      return;
+    }
+    CheckScratch(params);
     cpu::MoeRoutedExpertsPlan plan;
     int64_t bad_pair = -1;
-    if (!plan.Build(params, in[kInExpertIdx].data, &bad_pair)) FailIndex(params, in[kInExpertIdx].data, bad_pair);
+    bool built = false;
+    try {
+      built = plan.Build(params, idx, &bad_pair);
+    } catch (const std::bad_alloc&) {
+      CheckScratch(params, /*allocation_failed=*/true);
+    } catch (const std::length_error&) {
+      CheckScratch(params, /*allocation_failed=*/true);
+    }
+    if (!built) FailIndex(params, idx, bad_pair);
     cpu::MoeRoutedExpertsBuffers b;
     b.x = static_cast<const float*>(in[kInX].data);
     b.expert_idx = in[kInExpertIdx].data;
@@ -108,7 +161,6 @@ struct MoeRoutedExpertsCpuKernel {
     b.down = static_cast<const float*>(in[kInDownWeights].data);
     b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
-    if (params.tokens == 0) return;
     ParallelForRange(ctx, plan.num_up_items(), 1,
                      [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
     ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),

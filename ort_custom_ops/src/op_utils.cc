@@ -63,6 +63,11 @@ bool GetFloat(const OrtKernelInfo* info, const char* name, float* f) {
   return false;
 }
 
+// The kinds ORT's custom-op API cannot tell apart (it reads each as empty INTS and FLOATS lists).
+constexpr const char* kUnreadableAttrKind =
+    "an attribute of a kind the ONNX Runtime custom-op API cannot read (an empty INTS or FLOATS, "
+    "STRINGS, TENSORS, GRAPH, GRAPHS, SPARSE_TENSOR, SPARSE_TENSORS, TYPE_PROTO or TYPE_PROTOS)";
+
 // "STRING '1'", "INTS [1, 2]", ...: the kind and value of an attribute the node has but not as
 // `expected`; empty when the node has no such attribute of a kind the API can read.
 std::string OtherKind(const OrtKernelInfo* info, const char* name, AttrSpec::Kind expected) {
@@ -107,8 +112,20 @@ std::string OtherKind(const OrtKernelInfo* info, const char* name, AttrSpec::Kin
     for (size_t j = 0; j < v.size(); ++j) text += (j ? ", " : "") + FloatStr(v[j]);
     return text + "]";
   }
-  if (has_ints || has_floats) return "an empty list";
-  return {};
+  if (!has_ints && !has_floats) return {};
+  // ORT reads every attribute kind as an (empty) INTS and FLOATS list; of the other kinds the
+  // custom-op API reads only TENSOR (its Python twin, onnx_schemas._common, names every kind).
+  OrtAllocator* allocator = nullptr;
+  OrtValue* tensor = nullptr;
+  if (OrtStatus* s = api.GetAllocatorWithDefaultOptions(&allocator)) {
+    api.ReleaseStatus(s);
+  } else if (OrtStatus* s2 = api.KernelInfoGetAttribute_tensor(info, name, allocator, &tensor)) {
+    api.ReleaseStatus(s2);
+  } else {
+    api.ReleaseValue(tensor);
+    return "TENSOR";
+  }
+  return kUnreadableAttrKind;
 }
 
 const char* KindName(AttrSpec::Kind kind) { return kind == AttrSpec::kInt ? "INT" : "FLOAT"; }

@@ -126,6 +126,18 @@ def test_bad_ids_and_entries_same_message_as_cpu(fault, table_dtype, constant_ta
     assert ("input_ids" if fault != "entry" else "tid2eid") in got
 
 
+@pytest.mark.parametrize("constant_table", [False, True])
+def test_empty_table_fails_like_cpu(constant_table):
+    """A table [0, k] is still hash routing (every id out of range), never plain top-k."""
+    feeds = hash_feeds([0, 1, 2])
+    feeds["tid2eid"] = np.zeros((0, 2), np.int32)
+    data = gating_model(feeds, dict(k=2, norm_type=1), constant_table)
+    run_feeds = {n: a for n, a in feeds.items() if not (constant_table and n == "tid2eid")}
+    got = error_text(session(data, "cann"), run_feeds)
+    assert got == error_text(session(data, "cpu"), run_feeds)
+    assert got.endswith("input 'input_ids' value at row 0 is out of range [0, 0), got 0")
+
+
 def test_out_of_range_entry_in_an_unused_row_is_fine():
     feeds = hash_feeds([0, 1])
     feeds["tid2eid"][7, 0] = -1

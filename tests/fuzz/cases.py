@@ -13,6 +13,9 @@ import numpy as np
 
 GATING = "MoeGatingTopKHash"
 REROUTING = "MoeReRouting"
+EXPERTS = "MoeRoutedExperts"
+EXPERTS_INPUTS = ("x", "expert_idx", "routing_weights", "gate_up_weights", "down_weights")
+EXPERTS_DEFAULTS = dict(swiglu_limit=0.0)
 GATING_INPUTS = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 GATING_OUTPUTS = ("y", "expert_idx", "out")
 REROUTING_INPUTS = ("tokens", "expert_token_num_per_rank", "per_token_scales")
@@ -48,11 +51,16 @@ class Case:
     optimize: bool = True
     threads: int = 1
     shape_probes: bool = False
+    # Every input but the node's first is a constant initializer (ORT hands a kernel an empty one
+    # with a null data pointer).
+    constants: bool = False
     tags: list[str] = field(default_factory=list)
 
     def describe(self) -> dict:
         """A JSON-friendly summary: everything but the array contents."""
         def attr(v):
+            if isinstance(v, OTHER_KIND_TYPES):
+                return f"<{type(v).__name__}>"
             return v if not isinstance(v, float) or np.isfinite(v) else repr(v)
         return {
             "op": self.op,
@@ -60,7 +68,7 @@ class Case:
             "inputs": {n: [list(a.shape), type_name(a)] for n, a in self.inputs.items()},
             "node_inputs": self.node_inputs, "outputs": self.outputs, "input_dims": self.input_dims,
             "opset": self.opset, "optimize": self.optimize, "threads": self.threads,
-            "shape_probes": self.shape_probes, "tags": self.tags,
+            "shape_probes": self.shape_probes, "constants": self.constants, "tags": self.tags,
         }
 
 
@@ -70,6 +78,15 @@ def type_name(a: np.ndarray) -> str:
         if np.dtype(a.dtype) == np.dtype(t):
             return name
     return np.dtype(a.dtype).name
+
+
+def _other_kind_types() -> tuple:
+    import onnx
+
+    return (onnx.TensorProto, onnx.GraphProto, onnx.SparseTensorProto, onnx.TypeProto, onnx.AttributeProto)
+
+
+OTHER_KIND_TYPES = _other_kind_types()
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -177,7 +194,8 @@ def gen_gating(src) -> Case:
         tags.append("hash")
     outputs = list(src.choice([GATING_OUTPUTS[:2], GATING_OUTPUTS, GATING_OUTPUTS, ("y", "expert_idx", "")]))
     case = Case(GATING, attrs, inputs, [], outputs, _dims_modes(src, GATING_INPUTS),
-                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags)
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
     _inject_faults(src, case, GATING_FAULTS, rng)
     case.node_inputs = _node_inputs(src, GATING_INPUTS, case.inputs)
     if "missing_x" in case.tags:
@@ -200,6 +218,25 @@ def _g_attr_value(src, c, rng):
     c.attrs[name] = value
 
 
+def other_kind_value(src, name: str):
+    """A value of an attribute kind no op declares (TENSOR, GRAPH, STRINGS, empty INTS, ...)."""
+    from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+    kind = src.choice(["TENSOR", "GRAPH", "STRINGS", "TENSORS", "GRAPHS", "SPARSE_TENSOR", "TYPE_PROTO",
+                       "TYPE_PROTOS", "INTS []", "FLOATS []"])
+    tensor = numpy_helper.from_array(np.array(1, np.int64))
+    graph = helper.make_graph([], "g", [], [])
+    type_proto = helper.make_tensor_type_proto(TensorProto.FLOAT, [1])
+    return {
+        "TENSOR": tensor, "GRAPH": graph, "STRINGS": ["a", "b"], "TENSORS": [tensor], "GRAPHS": [graph],
+        "SPARSE_TENSOR": helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                                   numpy_helper.from_array(np.array([0], np.int64)), [2]),
+        "TYPE_PROTO": type_proto, "TYPE_PROTOS": [type_proto],
+        "INTS []": helper.make_attribute(name, [], attr_type=AttributeProto.INTS),
+        "FLOATS []": helper.make_attribute(name, [], attr_type=AttributeProto.FLOATS),
+    }[kind]
+
+
 def _attr_kind(src, c, rng, defaults):
     names = [n for n in list(c.attrs) + list(defaults)
              if isinstance(c.attrs.get(n, defaults.get(n)), (int, float))]
@@ -207,7 +244,9 @@ def _attr_kind(src, c, rng, defaults):
         return
     name = src.choice(names)
     v = c.attrs.get(name, defaults.get(name))
-    if isinstance(v, int):
+    if src.prob(0.3):
+        c.attrs[name] = other_kind_value(src, name)
+    elif isinstance(v, int):
         c.attrs[name] = src.choice([float(v), str(v), [v], [float(v)]])
     else:
         i = int(v) if np.isfinite(v) else 1
@@ -285,6 +324,12 @@ def _g_table_shape(src, c, rng):
                                       np.zeros((0, t.shape[1]), t.dtype), t.astype(np.float32)])
 
 
+def _g_table_empty(src, c, rng):
+    """tid2eid [0, k] with hash rows: every used id is out of range (never plain top-k)."""
+    _ensure_hash(c, rng)
+    c.inputs["tid2eid"] = np.zeros((0, c.inputs["tid2eid"].shape[-1]), c.inputs["tid2eid"].dtype)
+
+
 def _g_ids_count(src, c, rng):
     _ensure_hash(c, rng)
     ids = c.inputs["input_ids"].reshape(-1)
@@ -341,7 +386,8 @@ def _missing_first(src, c, rng):
 GATING_FAULTS = [
     (_g_attr_value, 4), (_g_attr_kind, 2), (_attr_unknown, 1),
     (_g_missing_k, 0.5), (_g_x_dtype, 1), (_g_x_rank1, 0.5), (_g_too_many_experts, 0.3),
-    (_g_bias_shape, 1), (_g_bias_dtype, 1), (_g_hash_half, 1), (_g_table_shape, 1), (_g_ids_count, 1),
+    (_g_bias_shape, 1), (_g_bias_dtype, 1), (_g_hash_half, 1), (_g_table_shape, 1), (_g_table_empty, 1),
+    (_g_ids_count, 1),
     (_g_ids_range, 2), (_g_table_range, 2), (_g_hash_with_groups, 1), (_g_mask_alone, 1),
     (_g_mask_bad, 1), (_opset, 0.3), (_missing_first, 0.2),
 ]
@@ -404,7 +450,8 @@ def gen_rerouting(src) -> Case:
         if value != default or src.prob(0.3):
             attrs[name] = value
     case = Case(REROUTING, attrs, inputs, [], list(REROUTING_OUTPUTS), _dims_modes(src, REROUTING_INPUTS),
-                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags)
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
     _inject_faults(src, case, REROUTING_FAULTS, rng)
     case.node_inputs = _node_inputs(src, REROUTING_INPUTS, case.inputs)
     if "missing_required" in case.tags:
@@ -469,6 +516,81 @@ REROUTING_FAULTS = [
 ]
 
 
+# ---- MoeRoutedExperts --------------------------------------------------------------------------
+
+
+def gen_experts(src) -> Case:
+    """A MoeRoutedExperts case (docs/operators.md §3): H = 0 (an empty y) now and then, with
+    weights that then declare huge E or I and hold no element."""
+    tags: list = []
+    rng = np.random.default_rng(src.seed())
+    T = src.choice([0, 1, 2, 5, 17])
+    k = 0 if src.prob(0.05) else src.choice([1, 2, 4])
+    H = 0 if src.prob(0.1) else src.choice([1, 3, 16, 40])
+    E, I = src.choice([1, 2, 5, 16]), src.choice([1, 3, 8])
+    if H == 0 and src.prob(0.5):
+        E, I = src.choice([(2**40, 1), (1, 2**40), (2**31 + 3, 2**20)])
+        tags.append("huge_empty")
+    inputs = {"x": rng.standard_normal((T, H)).astype(np.float32),
+              "expert_idx": rng.integers(0, min(E, 2**31 - 1), (T, k)).astype(src.choice(["int32", "int64"])),
+              "routing_weights": rng.random((T, k)).astype(np.float32),
+              "gate_up_weights": (rng.standard_normal((E, 2 * I, H)) * 0.3).astype(np.float32),
+              "down_weights": (rng.standard_normal((E, H, I)) * 0.3).astype(np.float32)}
+    limit = src.choice([0.0, 0.0, 0.5, 7.0])
+    attrs: dict[str, Any] = {"swiglu_limit": limit} if limit or src.prob(0.3) else {}
+    case = Case(EXPERTS, attrs, inputs, list(EXPERTS_INPUTS), ["y"], _dims_modes(src, EXPERTS_INPUTS),
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
+    _inject_faults(src, case, EXPERTS_FAULTS, rng)
+    if "missing_required" in case.tags:
+        case.node_inputs[src.int(0, len(EXPERTS_INPUTS) - 1)] = ""
+    return case
+
+
+def _e_index_range(src, c, rng):
+    idx = c.inputs["expert_idx"].copy()
+    E = c.inputs["gate_up_weights"].shape[0]
+    if idx.size:
+        info = np.iinfo(idx.dtype)  # the oracle judges the value the array holds
+        idx.reshape(-1)[src.int(0, idx.size - 1)] = int(np.clip(src.choice([-1, -E, E, 2**31 - 1]), info.min,
+                                                                info.max))
+    c.inputs["expert_idx"] = idx
+
+
+def _e_dtype(src, c, rng):
+    name = src.choice(EXPERTS_INPUTS)
+    c.inputs[name] = c.inputs[name].astype(np.float32 if name == "expert_idx" else
+                                           NP_TYPES[src.choice(["double", "float16", "int32"])])
+
+
+def _e_shape(src, c, rng):
+    x, idx = c.inputs["x"], c.inputs["expert_idx"]
+    gu, down = c.inputs["gate_up_weights"], c.inputs["down_weights"]
+    shapes = [("routing_weights", (idx.shape[0], idx.shape[1] + 1)), ("gate_up_weights", (gu.shape[0], 3, gu.shape[2])),
+              ("gate_up_weights", (0,) + gu.shape[1:]), ("gate_up_weights", gu.shape[:2] + (gu.shape[2] + 1,)),
+              ("down_weights", (down.shape[0] + 1,) + down.shape[1:]),
+              ("down_weights", down.shape[:2] + (down.shape[2] + 1,))]
+    shapes = [(n, sh) for n, sh in shapes if np.prod(sh, dtype=float) < 1e7]  # huge E or I: only empty ones
+    name, value = src.choice([("x", x.reshape((1,) + x.shape)), ("expert_idx", idx[:max(idx.shape[0] - 1, 0)])]
+                             + [(n, np.zeros(sh, np.float32)) for n, sh in shapes])
+    c.inputs[name] = value
+
+
+def _e_limit(src, c, rng):
+    c.attrs["swiglu_limit"] = src.choice([-1.0, float("inf"), float("nan")])
+
+
+def _e_attr_kind(src, c, rng):
+    _attr_kind(src, c, rng, EXPERTS_DEFAULTS)
+
+
+EXPERTS_FAULTS = [
+    (_e_index_range, 3), (_e_dtype, 1), (_e_shape, 3), (_e_limit, 1), (_e_attr_kind, 1), (_attr_unknown, 0.5),
+    (_opset, 0.2), (_missing_first, 0.3),
+]
+
+
 def gen_case(src) -> Case:
-    """One case of either op (gating twice as often: it has far more to get wrong)."""
-    return gen_rerouting(src) if src.prob(1 / 3) else gen_gating(src)
+    """One case of any op (gating half the time: it has far more to get wrong)."""
+    u = src.int(0, 11)
+    return gen_gating(src) if u < 6 else gen_rerouting(src) if u < 9 else gen_experts(src)

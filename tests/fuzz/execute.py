@@ -8,9 +8,10 @@ import re
 import time
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper
 
-from tests.fuzz.cases import GATING, REROUTING_OUTPUTS, Case, type_name
+from tests.fuzz.cases import EXPERTS, GATING, REROUTING_OUTPUTS, Case, type_name
 from tests.fuzz.oracle import Expectation, expect
 
 OK = "ok"
@@ -45,22 +46,37 @@ def _output_types(case: Case) -> dict:
 
     if case.op == GATING:
         return {"y": t("x"), "expert_idx": TensorProto.INT32, "out": TensorProto.FLOAT}
+    if case.op == EXPERTS:
+        return {"y": TensorProto.FLOAT}
     return {"permute_tokens": t("tokens"), "permute_per_token_scales": t("per_token_scales"),
             "permute_token_idx": TensorProto.INT32, "expert_token_num": t("expert_token_num_per_rank", "int64")}
+
+
+def constant_inputs(case: Case) -> list:
+    """The node inputs that are initializers: all but the first present one when ``case.constants``."""
+    present = [n for n in case.node_inputs if n]
+    return present[1:] if case.constants else []
 
 
 def build_model(case: Case):
     """Single-node model (plus Shape probes of the outputs when ``case.shape_probes``)."""
     graph_inputs = []
+    fixed = constant_inputs(case)
+    initializers = [helper.make_tensor(n, ELEM_TYPES[type_name(case.inputs[n])], case.inputs[n].shape,
+                                       np.ascontiguousarray(case.inputs[n]).tobytes(), raw=True) for n in fixed]
     for name in case.node_inputs:
-        if not name:
+        if not name or name in fixed:
             continue
         a = case.inputs[name]
         mode = case.input_dims.get(name, "static")
         dims = None if mode == "unknown_rank" else (
             list(a.shape) if mode == "static" else [f"{name}_{i}" for i in range(a.ndim)])
         graph_inputs.append(helper.make_tensor_value_info(name, ELEM_TYPES[type_name(a)], dims))
-    nodes = [helper.make_node(case.op, case.node_inputs, case.outputs, domain="ascend.moe", **case.attrs)]
+    protos = {n: v for n, v in case.attrs.items() if isinstance(v, onnx.AttributeProto)}
+    node = helper.make_node(case.op, case.node_inputs, case.outputs, domain="ascend.moe",
+                            **{n: v for n, v in case.attrs.items() if n not in protos})
+    node.attribute.extend(protos.values())
+    nodes = [node]
     types = _output_types(case)
     graph_outputs = [helper.make_tensor_value_info(o, types[o], None) for o in case.outputs if o]
     if case.shape_probes:
@@ -68,7 +84,7 @@ def build_model(case: Case):
             if o:
                 nodes.append(helper.make_node("Shape", [o], [f"shape__{o}"]))
                 graph_outputs.append(helper.make_tensor_value_info(f"shape__{o}", TensorProto.INT64, [None]))
-    graph = helper.make_graph(nodes, "fuzz", graph_inputs, graph_outputs)
+    graph = helper.make_graph(nodes, "fuzz", graph_inputs, graph_outputs, initializers)
     return helper.make_model(graph, ir_version=10, opset_imports=[
         helper.make_opsetid("", 21), helper.make_opsetid("ascend.moe", case.opset)])
 
@@ -87,7 +103,7 @@ def run_ort(case: Case) -> dict:
     sess = ort.InferenceSession(build_model(case).SerializeToString(), so, providers=["CPUExecutionProvider"])
     binding = sess.io_binding()
     for name in case.node_inputs:
-        if name:
+        if name and name not in constant_inputs(case):
             binding.bind_ortvalue_input(name, to_ortvalue(case.inputs[name]))
     names = [o.name for o in sess.get_outputs()]
     for name in names:
@@ -105,11 +121,13 @@ def names_any(message: str, names) -> bool:
 
 
 def _reference(case: Case):
-    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing
+    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 
     given = {n: case.inputs[n] for n in case.node_inputs if n}
     if case.op == GATING:
         return moe_gating_top_k_hash.reference(**given, **case.attrs)
+    if case.op == EXPERTS:
+        return moe_routed_experts.reference(*[given.get(n) for n in moe_routed_experts.INPUT_NAMES], **case.attrs)
     return moe_re_routing.reference(given.get("tokens"), given.get("expert_token_num_per_rank"),
                                     given.get("per_token_scales"), **case.attrs)
 
@@ -200,6 +218,19 @@ def _compare_rerouting(case: Case, got: dict, ref) -> str | None:
     return None
 
 
+def _compare_experts(case: Case, got: dict, ref) -> str | None:
+    """y within the op table's tolerance (the kernel sums in float32, the reference in float64)."""
+    (r,) = ref
+    y = got["y"]
+    if y.dtype != r.dtype or y.shape != r.shape:
+        return f"y is {y.dtype}{list(y.shape)}, reference {r.dtype}{list(r.shape)}"
+    try:
+        np.testing.assert_allclose(y, r, rtol=2e-5, atol=1e-5)
+    except AssertionError as e:
+        return str(e).strip()[:600]
+    return None
+
+
 def _check_probes(got: dict) -> str | None:
     for name, value in got.items():
         if name.startswith("shape__"):
@@ -250,5 +281,6 @@ def classify(case: Case) -> dict:
         ref = _reference(case)
     except Exception as e:  # noqa: BLE001
         return result(REFERENCE_ERROR, f"reference rejects a valid case: {type(e).__name__}: {e}"[:600])
-    problem = (_compare_gating if case.op == GATING else _compare_rerouting)(case, got, ref) or _check_probes(got)
+    compare = {GATING: _compare_gating, EXPERTS: _compare_experts}.get(case.op, _compare_rerouting)
+    problem = compare(case, got, ref) or _check_probes(got)
     return result(MISMATCH, problem) if problem else result(OK)

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from tests.fuzz.cases import (
-    GATING, GATING_DEFAULTS, GATING_INPUTS, REROUTING_DEFAULTS, Case, gen_case,
+    EXPERTS, EXPERTS_DEFAULTS, GATING, GATING_DEFAULTS, GATING_INPUTS, REROUTING_DEFAULTS, Case, gen_case,
 )
 from tests.fuzz.source import RandomSource
 
@@ -40,7 +40,7 @@ class KnownDefect:
 
 
 def _unknown_attribute_name(c: Case) -> bool:
-    known = GATING_ATTRS if c.op == GATING else REROUTING_ATTRS
+    known = {GATING: GATING_ATTRS, EXPERTS: set(EXPERTS_DEFAULTS)}.get(c.op, REROUTING_ATTRS)
     return any(n not in known for n in c.attrs)
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tests.fuzz.cases import (
-    FLOAT_TYPES, GATING, GATING_DEFAULTS, GATING_FLOAT_ATTRS, GATING_INT_ATTRS, REROUTING_DEFAULTS,
-    TOKEN_TYPES, Case, type_name,
+    EXPERTS, EXPERTS_DEFAULTS, EXPERTS_INPUTS, FLOAT_TYPES, GATING, GATING_DEFAULTS, GATING_FLOAT_ATTRS,
+    GATING_INT_ATTRS, REROUTING_DEFAULTS, TOKEN_TYPES, Case, type_name,
 )
 
 MAX_K = 64
@@ -59,8 +59,10 @@ def attribute_kind(value) -> str:
     if isinstance(value, str):
         return "STRING"
     if isinstance(value, list):
+        if value and not isinstance(value[0], (int, float)):
+            return "OTHER"  # STRINGS, TENSORS, GRAPHS, TYPE_PROTOS
         return "FLOATS" if value and isinstance(value[0], float) else "INTS"
-    return type(value).__name__
+    return type(value).__name__  # TensorProto, GraphProto, AttributeProto (an empty list), ...
 
 
 def _attributes(case: Case, f: _Faults, kinds: dict, defaults: dict, required: tuple) -> dict:
@@ -94,7 +96,7 @@ def expect(case: Case) -> Expectation:
     """The contract's verdict on ``case``."""
     f = _Faults()
     _common(case, f)
-    (_gating if case.op == GATING else _rerouting)(case, f)
+    {GATING: _gating, EXPERTS: _experts}.get(case.op, _rerouting)(case, f)
     # The reference is a function of arrays and attributes: it cannot judge model-level faults.
     model_level = f.model_level or any(r.startswith("required input") for r in f.reasons)
     return Expectation(not f.reasons, f.names, f.reasons, f.attribute, f.python_level and not model_level)
@@ -257,3 +259,47 @@ def _rerouting(case: Case, f: _Faults) -> None:
         f.add("a negative count", "expert_token_num_per_rank")
     elif sum(values) != A:
         f.add(f"counts sum to {sum(values)}, A={A}", "expert_token_num_per_rank", "tokens")
+
+
+# ---- MoeRoutedExperts (docs/operators.md §3.3) ---------------------------------------------------
+
+
+def _experts(case: Case, f: _Faults) -> None:
+    a = _attributes(case, f, {"swiglu_limit": "FLOAT"}, dict(EXPERTS_DEFAULTS), ())
+    limit = a["swiglu_limit"]
+    if limit is not None and not (math.isfinite(limit) and limit >= 0):
+        f.add(f"swiglu_limit={limit}", "swiglu_limit", attribute=True)
+    given = {n: _present(case, n) for n in EXPERTS_INPUTS}
+    missing = [n for n, v in given.items() if v is None]
+    for n in missing:  # ORT's own graph check names them by position
+        f.add(f"required input '{n}' missing", n, f"input {EXPERTS_INPUTS.index(n)}")
+    if missing:
+        return
+    x, idx, w, gu, down = (given[n] for n in EXPERTS_INPUTS)
+    for name in ("x", "routing_weights", "gate_up_weights", "down_weights"):
+        if type_name(given[name]) != "float":
+            f.add(f"{name} is {type_name(given[name])}", name)
+    if type_name(idx) not in INT_TYPES:
+        f.add(f"expert_idx is {type_name(idx)}", "expert_idx")
+    if f.reasons:
+        return
+    if x.ndim != 2:
+        f.add(f"x has rank {x.ndim}", "x")
+        return
+    T, H = x.shape
+    if idx.ndim != 2 or idx.shape[0] != T:
+        f.add(f"expert_idx shape {list(idx.shape)} for T={T}", "expert_idx", "x")
+        return
+    if w.shape != idx.shape:
+        f.add(f"routing_weights shape {list(w.shape)} != expert_idx's", "routing_weights", "expert_idx")
+    if gu.ndim != 3 or gu.shape[0] < 1 or gu.shape[1] < 2 or gu.shape[1] % 2 or gu.shape[2] != H:
+        f.add(f"gate_up_weights shape {list(gu.shape)} for H={H}", "gate_up_weights")
+        return
+    E, I = gu.shape[0], gu.shape[1] // 2
+    if down.shape != (E, H, I):
+        f.add(f"down_weights shape {list(down.shape)} != [{E}, {H}, {I}]", "down_weights")
+    if f.reasons:
+        return
+    values = idx.astype(np.int64)
+    if ((values < 0) | (values >= E)).any():
+        f.add("an expert index outside [0, E)", "expert_idx")

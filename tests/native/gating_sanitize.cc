@@ -27,6 +27,7 @@ int Run(MoeGatingTopKHashParams p, const std::vector<float>& x, bool hash,
   in.x = x.data();
   if (bias != nullptr) in.bias = bias->data();
   if (hash) {
+    in.hash = true;
     in.input_ids = ids.data();
     in.tid2eid = table.data();
     in.table_rows = 4;

@@ -69,6 +69,7 @@ int PrepareGating(const GatingCall& g, bool hash_op, uint64_t* workspace_size, v
     in.x = Data(call.x);
     in.bias = call.bias ? Data(call.bias) : nullptr;
     if (call.tid2eid) {
+      in.hash = true;
       in.ids_type = T(call.input_ids)->dtype == kInt32 ? GatingIntType::kInt32 : GatingIntType::kInt64;
       in.input_ids = Data(call.input_ids);
       in.table_type = GatingIntType::kInt32;
