@@ -14,10 +14,16 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import grouped_matmul, moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 from ascend_moe_onnx.onnx_schemas import (
-    moe_finalize_routing_v2, moe_gating_top_k_hash, moe_init_routing, moe_init_routing_v3, moe_re_routing,
-    moe_routed_experts, moe_token_permute, moe_token_unpermute,
+    grouped_matmul,
+    moe_finalize_routing_v2,
+    moe_gating_top_k_hash,
+    moe_init_routing,
+    moe_init_routing_v3,
+    moe_re_routing,
+    moe_routed_experts,
+    moe_token_permute,
+    moe_token_unpermute,
 )
 
 

@@ -3,11 +3,11 @@ every element type (bfloat16 / float8 through OrtValue), torch <-> NumPy bit-exa
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
+
 try:  # torch is optional: the ORT-facing tests also run in environments without it
     import torch
 except ImportError:

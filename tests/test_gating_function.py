@@ -15,11 +15,11 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.ort_custom_ops import _version_tuple
 from ascend_moe_onnx.onnx_schemas import functions
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions, specialisation_key, strip_functions
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash_function import build_function
+from ascend_moe_onnx.ort_custom_ops import _version_tuple
 from tests import ort_values
 from tests.gating_cases import assert_routing_equal, selection_scores
 from tests.op_table import node_model

@@ -12,12 +12,17 @@ import pytest
 
 ort = pytest.importorskip("onnxruntime")
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
-from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import OP_TYPE as OP, reference  # noqa: E402
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import OP_TYPE as OP  # noqa: E402
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
 from tests import ort_values  # noqa: E402
-from tests.gating_cases import (  # noqa: E402
-    WEIGHT_RTOL, assert_routing_equal, make_inputs, seed_of, selection_scores,
-)
 from tests.cpu_isa import call_on_isa  # noqa: E402
+from tests.gating_cases import (  # noqa: E402
+    WEIGHT_RTOL,
+    assert_routing_equal,
+    make_inputs,
+    seed_of,
+    selection_scores,
+)
 from tests.op_table import node_model  # noqa: E402
 
 DTYPE_NAMES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}

@@ -12,7 +12,13 @@ import torch
 from ascend_moe_onnx import exporters  # noqa: F401  (defines the torch ops)
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
 from tests.gating_cases import (
-    BIAS_MODES, CONFIGS, assert_routing_equal, assert_weights_close, make_inputs, seed_of, selection_scores,
+    BIAS_MODES,
+    CONFIGS,
+    assert_routing_equal,
+    assert_weights_close,
+    make_inputs,
+    seed_of,
+    selection_scores,
 )
 from tests.rerouting_cases import to_numpy, to_torch  # bit-exact, every element type
 

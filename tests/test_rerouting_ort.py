@@ -11,6 +11,7 @@ import onnx
 import pytest
 
 from ascend_moe_onnx import ort_custom_ops
+
 try:
     import torch  # noqa: F401
 
@@ -149,8 +150,8 @@ def test_ort_shape_inference_of_the_library_kernel():
 def test_unknown_rank_inputs_give_no_scalar_outputs(unknown):
     """With an input of unknown rank the outputs shaped like it stay unknown: they were declared
     scalars, and ORT's optimiser then folded Shape(permute_tokens) to [] (true [6, 2])."""
-    from onnx import TensorProto, helper
     import onnxruntime as ort
+    from onnx import TensorProto, helper
 
     tokens = np.arange(12, dtype=np.float32).reshape(6, 2)
     scales = np.arange(6, dtype=np.float32)
