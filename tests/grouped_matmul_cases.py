@@ -93,7 +93,7 @@ def bad_cases():
           "input 'group_list' must be 1-D [E] with E = 3 (weight.shape[0]), got shape [2]"),
         B("group-list-rank", with_(group_list=np.array([[2, 4, 6]])), {},
           "input 'group_list' must be 1-D [E] with E = 3 (weight.shape[0]), got shape [1, 3]"),
-        B("group-list-type", with_(group_list=np.array([2.0, 4.0, 6.0], np.float32)), {},
+        B("group-list-dtype", with_(group_list=np.array([2.0, 4.0, 6.0], np.float32)), {},
           "input 'group_list' must be int64 or int32, got float"),
         B("x-type", with_(x=x.astype(np.float64)), {},
           "input 'x' must be float, float16 or bfloat16, got double"),

@@ -331,3 +331,12 @@ def test_check_nodes_looks_inside_subgraphs_and_names_the_node():
                                                    "is not an attribute of MoeGatingTopKHash")):
         onnx_schemas.check_nodes(model)
     onnx_schemas.check_nodes(node_model(op, {"x": np.zeros((2, 8), np.float32)}, {"k": 2}))
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_case_and_sample_ids_are_unique_per_op(op):
+    """Ids name cases in test ids and in ``OpInfo.body_blind``: a repeated id would hide a case."""
+    ids = [c.id for c in op.bad_cases()]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    unknown = op.body_blind - set(ids)
+    assert not unknown, f"body_blind names no case: {sorted(unknown)}"
