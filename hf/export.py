@@ -46,10 +46,10 @@ class PrefillLM(torch.nn.Module):
 
 
 def moe_blocks(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
-    """{layer index: patched MoE block} of a patched model."""
+    """{layer index: MoE block} of a patched model (fused or not)."""
     out = {}
     for name, module in model.named_modules():
-        if hasattr(module, "_ascend_routing"):
+        if getattr(module, "_ascend_status", None) is not None:
             m = re.search(r"layers\.(\d+)\.", name + ".")
             if m:
                 out[int(m.group(1))] = module
@@ -74,7 +74,8 @@ class MoELayers(torch.nn.Module):
         outs = []
         for block in self.blocks:
             kw = {"input_ids": input_ids[None]} if getattr(block, "is_hash", False) else {}
-            outs.append(block(x, **kw)[0])
+            y = block(x, **kw)
+            outs.append((y[0] if isinstance(y, tuple) else y)[0])  # some blocks also return router logits
         return tuple(outs)
 
     def example_inputs(self, tokens: int = 8, seed: int = 0, dtype=torch.float32) -> tuple:
@@ -135,7 +136,7 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
         blocks = moe_blocks(model)
         chosen = {i: b for i, b in blocks.items() if layers[0] <= i <= layers[1]}
         if not chosen:
-            raise ValueError(f"--layers {layers[0]}-{layers[1]}: no patched MoE layer there "
+            raise ValueError(f"--layers {layers[0]}-{layers[1]}: no MoE layer there "
                              f"(MoE layers: {sorted(blocks) or 'none'})")
         text = model.config.get_text_config()
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)

@@ -155,7 +155,7 @@ def test_cli_export_hf_checkpoint(tmp_path, capsys):
     assert code == 0 and "MoE layers 1" in capsys.readouterr().out
 
     for argv, message in (
-        (["--layers", "5-9"], "no patched MoE layer there"),
+        (["--layers", "5-9"], "no MoE layer there"),
         (["--layers", "x"], "--layers must be N or N-M"),
         (["--layers", "1", "--whole-model"], None),
     ):
