@@ -32,8 +32,9 @@ class PrefillLM(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits of every position."""
-        return self.model(input_ids=input_ids, use_cache=False).logits
+        """Logits of every position (the last hidden state of a model without an LM head)."""
+        out = self.model(input_ids=input_ids, use_cache=False)
+        return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
 
     def example_inputs(self, batch: int = 2, sequence: int = 8, seed: int = 0) -> tuple:
         """Random token ids."""
@@ -120,7 +121,35 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     if alias is not None:
         fields = {k: v for k, v in fields.items() if k not in ("model_type", "auto_map", "architectures")}
         kw["config"] = AutoConfig.for_model(alias, **fields)
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+    except ValueError as e:  # a multimodal checkpoint: its text model is what holds the MoE layers
+        if "Unrecognized configuration class" not in str(e):
+            raise
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first non-empty line of an exception's message, at most ``limit`` characters."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return (lines[0] if lines else type(error).__name__)[:limit]
+
+
+def layer_summary(model: torch.nn.Module) -> list[str]:
+    """One line per MoE layer of a patched model (fused / unfused, and why) plus a count line with
+    the dense layers (decoder layers without an MoE block)."""
+    from .patching import layer_status
+
+    status = layer_status(model)
+    lines = [f"  {name}: {state}" + (f" ({note})" if note else "") for name, (state, note) in status.items()]
+    layer_ids = {int(m.group(1)) for name in status for m in [re.search(r"layers\.(\d+)\.", name + ".")] if m}
+    text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    total = getattr(text, "num_hidden_layers", None)
+    fused = sum(state == "fused" for state, _ in status.values())
+    dense = f", {total - len(layer_ids)} dense" if isinstance(total, int) and total >= len(layer_ids) else ""
+    return ["MoE layers:", *lines, f"summary: {fused} fused, {len(status) - fused} unfused{dense}"]
 
 
 def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,

@@ -76,6 +76,9 @@ def routing_of(router: torch.nn.Module, row: RouterRow, config=None) -> Routing:
     if experts > spec.MAX_EXPERTS or top_k > min(spec.MAX_K, experts):
         raise HFConfigError(f"{name}: {experts} experts, top_k={top_k}: MoeGatingTopKHash takes "
                             f"<= {spec.MAX_EXPERTS} experts and 1 <= k <= min({spec.MAX_K}, experts)")
+    for field in row.zero_fields:
+        if read(field):
+            raise HFConfigError(f"{name}: {field}={read(field)!r}: MoeGatingTopKHash has no counterpart (only 0)")
     norm = scoring_of(row, read)
     renorm = bool(read(row.renorm)) if isinstance(row.renorm, str) else row.renorm
     scale = 1.0 if row.scale is None else float(_number(router, row.scale, read(row.scale)))
@@ -120,6 +123,8 @@ def fused_router_forward(self, hidden_states: torch.Tensor, *args, **kwargs):
         compute = layers.compute_dtype(x.dtype)
         logits = F.linear(x.to(compute), weight.to(compute), None if lin_bias is None else lin_bias.to(compute))
         logits = layers.rounded(logits, x.dtype).to(x.dtype)
+    if row.logit_scale is not None:
+        logits = logits * float(_read(self, row.logit_scale))
     bias = _selection_bias(self, row, args or tuple(kwargs.values()))
     kw = {} if bias is None else {"bias": bias.reshape(-1).float()}
     gate_in = logits.float() if (bias is not None or r.weights_fp32) else logits
@@ -134,11 +139,6 @@ def _patched(cls: type, forward) -> type:
     if cls not in _PATCHED:
         _PATCHED[cls] = type(f"Ascend{cls.__name__}", (cls,), {"forward": forward, "_ascend_original": cls})
     return _PATCHED[cls]
-
-
-def _probe(router, hidden: int, dtype, args) -> torch.Tensor:
-    g = torch.Generator().manual_seed(1234)
-    return torch.randn(PROBE_TOKENS, hidden, generator=g).to(dtype), args
 
 
 def _same_routing(a, b) -> bool:
@@ -161,6 +161,19 @@ def patch_router(router: torch.nn.Module, block: torch.nn.Module, config=None) -
         return f"router {cls}: {refused}"
     if row is None:
         return f"router {cls} has no router-table row"
+    try:
+        return _patch_router_checked(router, block, row, name, config)
+    except HFConfigError:
+        raise
+    except Exception as e:  # a router this row does not fit: left to HF, said in one line
+        original = getattr(type(router), "_ascend_original", None)
+        if original is not None:
+            router.__class__ = original
+        return f"router {cls}: row {name} does not fit it ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+
+
+def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> str:
+    cls = type(router).__name__
     r = routing_of(router, row, config)
     weight, _ = router_linear(router)
     args = ()

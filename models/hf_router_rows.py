@@ -39,6 +39,8 @@ class RouterRow:
     groups: int | None = None  # group_select_mode when the router ranks n_group groups (n_group, topk_group)
     logits_fp32: bool = False  # logits computed in float32 (else the model dtype)
     weights: str = "logits"  # dtype the weights come back in: logits | float32 | hidden
+    logit_scale: str | None = None  # field of a factor the logits are multiplied by before scoring
+    zero_fields: tuple = ()  # fields the op has no counterpart for: refused unless 0 / None / False
 
 
 _SOFTMAX_TOPK = RouterRow()
@@ -106,12 +108,26 @@ ROUTERS: dict[str, RouterRow] = {
     "AXK2TopkRouter": _DEEPSEEK_V3,
     "DeepseekOcr2TextTopkRouter": _DEEPSEEK_V3,
     "KimiLinearTopkRouter": _DEEPSEEK_V3,
+    "NemotronHTopkRouter": _DEEPSEEK_V3,
+    # sigmoid, bias for selection (router's own), renormalised (and scaled)
+    "MiniMaxM3VLTopKRouter": RouterRow(scoring="sigmoid", renorm=True, bias="e_score_correction_bias",
+                                       weights="float32"),
+    "LagunaTopKRouter": RouterRow(scoring="sigmoid", renorm=True, bias="e_score_correction_bias",
+                                  logits_fp32=True, weights="hidden", zero_fields=("router_logit_softcapping",)),
+    "Inkling2TopKRouter": RouterRow(scoring_field="scoring_func", renorm=True, scale="routed_scaling_factor",
+                                    bias="e_score_correction_bias", logits_fp32=True, weights="float32"),
+    "MuseSparkTopkRouter": RouterRow(scoring="sigmoid", renorm=True, scale="routed_scaling_factor",
+                                     bias="e_score_correction_bias", logits_fp32=True, weights="float32",
+                                     logit_scale="output_multiplier"),
+    # softmax in float32, top-k, renormalised when norm_topk_prob, weights in the hidden dtype
+    "LaraMiniTopKRouter": RouterRow(renorm="norm_topk_prob", logits_fp32=True, weights="hidden"),
 }
 
 # router class name -> why the op cannot reproduce it (the layer exports unfused).
 REFUSED: dict[str, str] = {
     "PhimoeTopKRouter": "sparsemixer routing (each pick masks the logits by a jitter threshold and "
                         "softmaxes the rest), which MoeGatingTopKHash has no mode for",
+    "Kolibri1TopKRouter": "selection bias added to the logits before the sigmoid (the op adds it to the scores)",
 }
 
 
