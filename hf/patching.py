@@ -19,7 +19,7 @@ from ascend_moe_onnx.models import experts as routed
 from ascend_moe_onnx.models import layers
 
 from . import experts as ex
-from . import routers
+from . import blocks, routers
 from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing, model_type_of, routing
 
 # model_type -> HF class names of its MoE blocks.
@@ -151,8 +151,16 @@ def _patch_generic(block: torch.nn.Module, config) -> tuple[str, str]:
     """Router by its table row, experts by the routed-rows formulation -> (status, note)."""
     if not isinstance(getattr(block, "experts", None), torch.nn.Module):
         return "unfused", f"{type(block).__name__} has no experts module (not a transformers 5 MoE block)"
+    try:
+        if blocks.patch_block(block, routers.class_names(block)) is not None:
+            return "fused", ""
+    except HFConfigError as e:
+        return "unfused", str(e)
     router = _router_of(block)
-    why_router = "no gate / router module" if router is None else routers.patch_router(router, block, config)
+    try:
+        why_router = "no gate / router module" if router is None else routers.patch_router(router, block, config)
+    except HFConfigError as e:
+        why_router = str(e)
     why_experts = routers.patch_experts(block.experts)
     experts = "HF experts (batched_mm): " + why_experts if why_experts else "routed-rows experts"
     if why_router:

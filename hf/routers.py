@@ -211,8 +211,7 @@ def experts_reason(experts: torch.nn.Module) -> str:
 
     if not all(hasattr(experts, a) for a in ("gate_up_proj", "down_proj", "has_gate")):
         return f"{type(experts).__name__} is not a transformers stacked-experts module"
-    for flag, why in (("has_bias", "expert biases"), ("is_transposed", "transposed expert weights"),
-                      ("has_post_expert_norm", "a norm after each expert")):
+    for flag, why in (("has_bias", "expert biases"), ("has_post_expert_norm", "a norm after each expert")):
         if getattr(experts, flag, False):
             return why
     if not experts.has_gate:

@@ -100,7 +100,6 @@ ROUTERS: dict[str, RouterRow] = {
     "GlmMoeDsaTopkRouter": _DEEPSEEK_V3,
     "Dots1TopkRouter": _DEEPSEEK_V3,
     "Mistral4TopkRouter": _DEEPSEEK_V3,
-    "MistralLarge4TextTopkRouter": _DEEPSEEK_V3,
     "SolarOpenTopkRouter": _DEEPSEEK_V3,
     "ExaoneMoeTopkRouter": _DEEPSEEK_V3,
     "MiMoV2FlashTopkRouter": _DEEPSEEK_V3,
@@ -109,6 +108,9 @@ ROUTERS: dict[str, RouterRow] = {
     "DeepseekOcr2TextTopkRouter": _DEEPSEEK_V3,
     "KimiLinearTopkRouter": _DEEPSEEK_V3,
     "NemotronHTopkRouter": _DEEPSEEK_V3,
+    # softmax, top-2-sum groups without bias, always renormalised, scaled (Mistral-Large-4)
+    "MistralLarge4TextTopkRouter": RouterRow(renorm=True, scale="routed_scaling_factor", groups=1,
+                                             logits_fp32=True, weights="float32"),
     # sigmoid, bias for selection (router's own), renormalised (and scaled)
     "MiniMaxM3VLTopKRouter": RouterRow(scoring="sigmoid", renorm=True, bias="e_score_correction_bias",
                                        weights="float32"),

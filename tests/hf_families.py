@@ -63,12 +63,17 @@ FAMILIES = {
     "mimo_v2_flash": ("fused", {}),
     "solar_open": ("fused", {}),
     "mistral_large4": ("fused", _MLA),
+    "mistral_large4-groups": ("fused", dict(_MLA, n_group=4, topk_group=2)),
     "laguna": ("fused", {}),
     "lara_mini": ("fused", {}),
     "deepseek_v4": ("fused", {}),
     "phimoe": ("unfused", {}),
     "kolibri1": ("unfused", {}),
-    "llama4": ("unfused", {}),
+    "llama4": ("fused", {"num_experts_per_tok": 1}),
+    "llama4-top2": ("fused", {"num_experts_per_tok": 2}),
+    "dbrx": ("fused", {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64,
+                       "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}, "ffn_config": {"ffn_hidden_size": 16, "moe_num_experts": 8,
+                                                                          "moe_top_k": 2}}),
     "jetmoe": ("unfused", {}),
 }
 DEFAULT_RUN = ("qwen3_next", "gpt_oss", "olmoe", "minimax_m2", "ernie4_5_moe", "phimoe")
