@@ -21,6 +21,9 @@ from ascend_moe_onnx.models.hf_routing import ALIASES
 from .patching import patch
 
 
+LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
+
+
 class PrefillLM(torch.nn.Module):
     """A causal LM's prefill graph: ``input_ids`` -> ``logits`` (no past key values)."""
 
@@ -51,7 +54,7 @@ def moe_blocks(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
     out = {}
     for name, module in model.named_modules():
         if getattr(module, "_ascend_status", None) is not None:
-            m = re.search(r"layers\.(\d+)\.", name + ".")
+            m = LAYER_INDEX.search(name + ".")
             if m:
                 out[int(m.group(1))] = module
     return out
@@ -144,7 +147,7 @@ def layer_summary(model: torch.nn.Module) -> list[str]:
 
     status = layer_status(model)
     lines = [f"  {name}: {state}" + (f" ({note})" if note else "") for name, (state, note) in status.items()]
-    layer_ids = {int(m.group(1)) for name in status for m in [re.search(r"layers\.(\d+)\.", name + ".")] if m}
+    layer_ids = {int(m.group(1)) for name in status for m in [LAYER_INDEX.search(name + ".")] if m}
     text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     total = getattr(text, "num_hidden_layers", None)
     fused = sum(state == "fused" for state, _ in status.values())

@@ -20,7 +20,7 @@ from ascend_moe_onnx.models import layers
 
 from . import experts as ex
 from . import blocks, routers
-from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing, model_type_of, routing
+from ascend_moe_onnx.models.hf_routing import ARCHITECTURES, HFConfigError, Routing
 
 # model_type -> HF class names of its MoE blocks.
 BLOCK_CLASSES = {
@@ -173,6 +173,8 @@ _MOE_CLASS_ENDINGS = ("MoE", "Moe", "MoeBlock", "MoEBlock", "MoELayer")
 
 def _is_moe_layer(module: torch.nn.Module) -> bool:
     """A module with an experts child (or a class named like an MoE block) that is not itself experts."""
+    if "Attention" in type(module).__name__:  # JetMoE's mixture of attention heads is not an MoE FFN
+        return False
     experts = getattr(module, "experts", None)
     if isinstance(experts, torch.nn.Module):
         return not isinstance(getattr(experts, "experts", None), torch.nn.Module)
@@ -206,7 +208,8 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
             if why:
                 status, note = "unfused", f"{type(module).__name__} ({why})"
             else:
-                patch_block(module, routing(getattr(module, "config", None) or text))
+                # by the block's class: configs of other model types using these classes (sarvam_*)
+                patch_block(module, ARCHITECTURES[model_type](getattr(module, "config", None) or text))
                 status, note = "fused", ""
         else:
             status, note = _patch_generic(module, getattr(module, "config", None) or text)

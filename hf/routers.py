@@ -182,7 +182,8 @@ def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> s
         if bias is None:
             return f"router {cls}: the block passes no selection bias (e_score_correction_bias / expert_bias)"
         args = (bias,)
-    x = torch.randn(PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234)).to(weight.dtype)
+    # [1, T, H]: some routers read the batch and sequence dimensions
+    x = torch.randn(1, PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234)).to(weight.dtype)
     x = x * (1.0 / max(float(weight.float().norm(dim=1).mean()), 1e-6))  # logits of order 1: no ties
     with torch.no_grad():
         ref = type(router).forward(router, x, *args)

@@ -108,6 +108,24 @@ ROUTERS: dict[str, RouterRow] = {
     "DeepseekOcr2TextTopkRouter": _DEEPSEEK_V3,
     "KimiLinearTopkRouter": _DEEPSEEK_V3,
     "NemotronHTopkRouter": _DEEPSEEK_V3,
+    "BailingHybridTopkRouter": _DEEPSEEK_V3,
+    "Glm5NextTextTopkRouter": _DEEPSEEK_V3,
+    "Dots3NoteTextTopkRouter": _DEEPSEEK_V3,
+    "BeamTopKRouter": _DEEPSEEK_V3,
+    "HYV4TopkRouter": _DEEPSEEK_V3,
+    "HYV4VLTopkRouter": _DEEPSEEK_V3,
+    # DeepSeek-V2-like: float32 softmax, group max (group_limited_greedy), not renormalised, scaled
+    "UnlimitedOcrTextTopkRouter": RouterRow(scale="routed_scaling_factor", groups=0, logits_fp32=True,
+                                            weights="float32"),
+    # sigmoid, top-k, renormalised when norm_topk_prob (a block-held selection bias for LFM2-MoE)
+    "FlintTopKRouter": RouterRow(scoring="sigmoid", renorm="norm_topk_prob", weights="hidden"),
+    "Lfm2MoeTopKRouter": RouterRow(scoring="sigmoid", renorm="norm_topk_prob", scale="routed_scaling_factor",
+                                   bias="arg", weights="float32"),
+    "Step3p7TopKRouter": RouterRow(scoring="sigmoid", renorm=True, bias="e_score_correction_bias",
+                                   weights="float32"),
+    "Ernie4_5_VLMoeMoeTopKRouter": RouterRow(renorm=True, bias="moe_statics.e_score_correction_bias",
+                                             logits_fp32=True, weights="hidden"),
+    "OpenAIPrivacyFilterTopKRouter": RouterRow(renorm=True, logits_fp32=True, weights="float32"),
     # softmax, top-2-sum groups without bias, always renormalised, scaled (Mistral-Large-4)
     "MistralLarge4TextTopkRouter": RouterRow(renorm=True, scale="routed_scaling_factor", groups=1,
                                              logits_fp32=True, weights="float32"),
@@ -129,6 +147,10 @@ ROUTERS: dict[str, RouterRow] = {
 REFUSED: dict[str, str] = {
     "PhimoeTopKRouter": "sparsemixer routing (each pick masks the logits by a jitter threshold and "
                         "softmaxes the rest), which MoeGatingTopKHash has no mode for",
+    "ZayaRouter": "an MLP router over recurrent router states with probability-space balancing biases",
+    "Gemma4TextRouter": "a normalised, rescaled router input and per-expert output scales (per_expert_scale)",
+    "DiffusionGemmaTextRouter": "a normalised, rescaled router input and per-expert output scales (per_expert_scale)",
+    "InklingTopkRouter": "shared experts' logits joined to the chosen ones' log-sigmoid normalisation",
     "Kolibri1TopKRouter": "selection bias added to the logits before the sigmoid (the op adds it to the scores)",
 }
 
