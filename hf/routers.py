@@ -143,8 +143,10 @@ def _patched(cls: type, forward) -> type:
 
 def _same_routing(a, b) -> bool:
     (_, wa, ia), (_, wb, ib) = a, b
-    if wa.shape != wb.shape:
+    if wa.numel() != wb.numel() or ia.numel() != ib.numel():
         return False
+    k = ia.shape[-1]
+    wa, wb, ia, ib = wa.reshape(-1, k), wb.reshape(-1, k), ia.reshape(-1, k), ib.reshape(-1, k)
     oa, ob = ia.long().sort(-1), ib.long().sort(-1)
     if not torch.equal(oa.values, ob.values):
         return False
@@ -182,11 +184,14 @@ def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> s
         if bias is None:
             return f"router {cls}: the block passes no selection bias (e_score_correction_bias / expert_bias)"
         args = (bias,)
-    # [1, T, H]: some routers read the batch and sequence dimensions
-    x = torch.randn(1, PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234)).to(weight.dtype)
+    x = torch.randn(PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234)).to(weight.dtype)
     x = x * (1.0 / max(float(weight.float().norm(dim=1).mean()), 1e-6))  # logits of order 1: no ties
     with torch.no_grad():
-        ref = type(router).forward(router, x, *args)
+        try:  # [T, H] as most blocks pass it; [1, T, H] for routers that read batch and sequence
+            ref = type(router).forward(router, x, *args)
+        except (ValueError, RuntimeError):
+            x = x[None]
+            ref = type(router).forward(router, x, *args)
         original = type(router)
         router._ascend_routing, router._ascend_row = r, row
         router.__class__ = _patched(original, fused_router_forward)

@@ -95,6 +95,10 @@ FAMILIES = {
                                                                           "moe_top_k": 2}}),
     "jetmoe": ("unfused", {}),
 }
+# Families whose MoE layers torch.onnx cannot export (HF experts with data-dependent shapes that are
+# not the stacked-experts interface): the CLI says so in one line.
+NO_EXPORT = {"longcat_flash": "LongcatFlashExperts (zero-computation experts) has data-dependent shapes",
+             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes"}
 DEFAULT_RUN = ("qwen3_next", "gpt_oss", "olmoe", "minimax_m2", "ernie4_5_moe", "phimoe")
 
 

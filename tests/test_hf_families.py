@@ -57,6 +57,10 @@ def test_family_moe_layers_export_and_match_hf_in_ort(case):
     blocks = hf_export.moe_blocks(model)
     if any(getattr(b, "is_hash", False) for b in blocks.values()):
         pytest.skip("hash layers take input_ids: covered by test_hf_patch")
+    if case in F.NO_EXPORT:
+        with pytest.raises(Exception, match="data-dependent|Could not guard"):
+            hf_export.export_model(model, layers=(0, max(blocks)))
+        return
     proto, wrapper = hf_export.export_model(model, layers=(0, max(blocks)))
     fused = sum(s == "fused" for s, _ in layer_status(model).values())
     assert sum(n.op_type == "MoeGatingTopKHash" for n in proto.graph.node) == fused
@@ -71,3 +75,27 @@ def test_family_moe_layers_export_and_match_hf_in_ort(case):
             outs = session.run(None, {"hidden_states": x.numpy()})
             for i, got, ref in zip(wrapper.layer_ids, outs, refs):
                 assert _rel(got, ref) <= TOLERANCE, f"{case} {name} layer {i} at {tokens} tokens"
+
+
+def test_cli_prints_the_layer_summary_and_exports_an_unfused_family(tmp_path, capsys):
+    from ascend_moe_onnx.cli import main as cli
+
+    F.model("phimoe").save_pretrained(tmp_path / "ckpt")
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--layers", "0-1", "-o", str(tmp_path / "m.onnx")])
+    text = capsys.readouterr()
+    assert code == 0, text.err
+    assert "model.layers.0.mlp: unfused (router PhimoeTopKRouter: sparsemixer" in text.out
+    assert "summary: 0 fused, 2 unfused, 0 dense" in text.out
+
+
+def test_cli_says_in_one_line_when_torch_onnx_cannot_export_the_model(tmp_path, capsys):
+    """DeepSeek-V2's HF attention (complex rotary embeddings) does not export: one line, exit 2."""
+    from ascend_moe_onnx.cli import main as cli
+
+    F.model("deepseek_v2").save_pretrained(tmp_path / "ckpt")
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(tmp_path / "m.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if "could not export" in line]
+    assert len(lines) == 1 and "try --layers" in lines[0], err
+    assert "Traceback" not in err

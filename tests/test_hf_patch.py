@@ -48,13 +48,15 @@ def test_patched_block_matches_hf(case, dtype):
 
 def test_patch_reports_unsupported_blocks_and_unpatch_restores(capsys):
     transformers = hf_cases.transformers
-    cfg = transformers.GptOssConfig(vocab_size=64, hidden_size=32, intermediate_size=16, num_hidden_layers=1,
-                                    num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                    num_local_experts=4, num_experts_per_tok=2)
+    cfg = transformers.PhimoeConfig(vocab_size=64, hidden_size=32, intermediate_size=16, num_hidden_layers=1,
+                                    num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                    num_experts_per_tok=2)
     model = transformers.AutoModelForCausalLM.from_config(cfg)
     assert hf.patch(model) == []
     err = capsys.readouterr().err
-    assert "model.layers.0.mlp: GptOssMLP left unpatched" in err and "gpt_oss" in err
+    assert "model.layers.0.mlp: unfused: router PhimoeTopKRouter: sparsemixer routing" in err
+    assert "routed-rows experts" in err  # the experts still run on the routed rows only
+    assert hf.unpatch(model) == 1  # the experts module
 
     m = hf_cases.model("mixtral")
     before = {type(b) for b in m.modules()}
