@@ -185,8 +185,8 @@ def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> s
             return f"router {cls}: the block passes no selection bias (e_score_correction_bias / expert_bias)"
         args = (bias,)
     x = torch.randn(PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234)).to(weight.dtype)
-    x = x * (1.0 / max(float(weight.float().norm(dim=1).mean()), 1e-6))  # logits of order 1: no ties
     with torch.no_grad():
+        x = x * (1.0 / max(float(weight.detach().float().norm(dim=1).mean()), 1e-6))  # logits of order 1: no ties
         try:  # [T, H] as most blocks pass it; [1, T, H] for routers that read batch and sequence
             ref = type(router).forward(router, x, *args)
         except (ValueError, RuntimeError):
