@@ -135,8 +135,13 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
 
 
 def first_line(error: BaseException, limit: int = 300) -> str:
-    """The first non-empty line of an exception's message, at most ``limit`` characters."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    """The cause of an exception in one line, at most ``limit`` characters: torch.onnx's
+    "Exception summary" line when there is one, else the message's first line (no colour codes)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for i, line in enumerate(lines[:-1]):
+        if line == "## Exception summary":
+            return lines[i + 1][:limit]
     return (lines[0] if lines else type(error).__name__)[:limit]
 
 
