@@ -142,7 +142,7 @@ def _cmd_export_hf(args) -> int:
         bar.set_postfix_str("loading the checkpoint")
         try:
             model = hf_export.load(args.hf, dtype)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as e:
             raise CLIError(f"--hf {args.hf}: {e}".splitlines()[0]) from None
         bar.update(1)
         bar.set_postfix_str("patching and torch.onnx.export")
@@ -150,17 +150,17 @@ def _cmd_export_hf(args) -> int:
             proto, wrapper = hf_export.export_model(model, out, layers=layers, tokens=args.tokens)
         except (HFConfigError, ValueError) as e:
             raise CLIError(str(e)) from None
-        except torch.onnx.OnnxExporterError as e:
-            if layers is not None:
-                raise
-            reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-            raise CLIError(f"torch.onnx cannot export the whole {model.config.model_type} model ({reason[:200]}); "
-                           f"export its MoE layers with --layers N-M") from None
+        except Exception as e:  # torch.onnx cannot convert some part of the model: one line, no traceback
+            hint = "" if layers is not None else " (try --layers for the MoE layers alone)"
+            raise CLIError(f"--hf {args.hf}: torch.onnx could not export the model{hint}: "
+                           f"{type(e).__name__}: {hf_export.first_line(e)}") from None
         bar.update(2)
     nodes = sum(n.op_type == "MoeGatingTopKHash" for n in proto.graph.node)
     if not hf_export.moe_blocks(model):
         print(f"note: {model.config.model_type} config with no MoE layer: exported as the dense model it is")
     what = "prefill graph" if layers is None else f"MoE layers {', '.join(map(str, wrapper.layer_ids))}"
+    for line in hf_export.layer_summary(model):
+        print(line)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): {model.config.model_type} {what}, "
           f"{nodes} MoeGatingTopKHash node(s), inputs {', '.join(wrapper.input_names)}, "
           f"outputs {', '.join(wrapper.output_names)}")

@@ -19,7 +19,12 @@ from ascend_moe_onnx.models import layers
 
 def expert_weights(experts: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(gate [E, I, H], up [E, I, H], down [E, H, I]) views of an HF experts module's parameters."""
+    stacked = getattr(experts, "ascend_weights", None)
+    if stacked is not None:  # a module of another layout says where its gate / up / down are
+        return stacked()
     gate_up, down = experts.gate_up_proj, experts.down_proj
+    if getattr(experts, "is_transposed", False):  # [E, H, 2I] / [E, I, H]: the same, as views
+        gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
     inter = gate_up.shape[1] // 2
     return gate_up[:, :inter], gate_up[:, inter:], down
 
@@ -31,6 +36,8 @@ def fused_layout_ok(experts: torch.nn.Module) -> str:
         return "no gate_up_proj / down_proj expert tensors"
     if any(getattr(experts, n, None) is not None for n in ("gate_up_proj_bias", "down_proj_bias")):
         return "expert biases"
+    if getattr(experts, "is_transposed", False) and gate_up.dim() == 3 and down.dim() == 3:
+        gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
     if gate_up.dim() != 3 or down.dim() != 3 or gate_up.shape[1] % 2:
         return f"expert tensors of shapes {tuple(gate_up.shape)} / {tuple(down.shape)}"
     E, two_i, H = gate_up.shape

@@ -21,6 +21,9 @@ from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 from .patching import patch
 
 
+LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
+
+
 class PrefillLM(torch.nn.Module):
     """A causal LM's prefill graph: ``input_ids`` -> ``logits`` (no past key values)."""
 
@@ -32,8 +35,9 @@ class PrefillLM(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits of every position."""
-        return self.model(input_ids=input_ids, use_cache=False).logits
+        """Logits of every position (the last hidden state of a model without an LM head)."""
+        out = self.model(input_ids=input_ids, use_cache=False)
+        return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
 
     def example_inputs(self, batch: int = 2, sequence: int = 8, seed: int = 0) -> tuple:
         """Random token ids."""
@@ -46,11 +50,11 @@ class PrefillLM(torch.nn.Module):
 
 
 def moe_blocks(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
-    """{layer index: patched MoE block} of a patched model."""
+    """{layer index: MoE block} of a patched model (fused or not)."""
     out = {}
     for name, module in model.named_modules():
-        if hasattr(module, "_ascend_routing"):
-            m = re.search(r"layers\.(\d+)\.", name + ".")
+        if getattr(module, "_ascend_status", None) is not None:
+            m = LAYER_INDEX.search(name + ".")
             if m:
                 out[int(m.group(1))] = module
     return out
@@ -74,7 +78,8 @@ class MoELayers(torch.nn.Module):
         outs = []
         for block in self.blocks:
             kw = {"input_ids": input_ids[None]} if getattr(block, "is_hash", False) else {}
-            outs.append(block(x, **kw)[0])
+            y = block(x, **kw)
+            outs.append((y[0] if isinstance(y, tuple) else y)[0])  # some blocks also return router logits
         return tuple(outs)
 
     def example_inputs(self, tokens: int = 8, seed: int = 0, dtype=torch.float32) -> tuple:
@@ -119,7 +124,40 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     if alias is not None:
         fields = {k: v for k, v in fields.items() if k not in ("model_type", "auto_map", "architectures")}
         kw["config"] = AutoConfig.for_model(alias, **fields)
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+    except ValueError as e:  # a multimodal checkpoint: its text model is what holds the MoE layers
+        if "Unrecognized configuration class" not in str(e):
+            raise
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The cause of an exception in one line, at most ``limit`` characters: torch.onnx's
+    "Exception summary" line when there is one, else the message's first line (no colour codes)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for i, line in enumerate(lines[:-1]):
+        if line == "## Exception summary":
+            return lines[i + 1][:limit]
+    return (lines[0] if lines else type(error).__name__)[:limit]
+
+
+def layer_summary(model: torch.nn.Module) -> list[str]:
+    """One line per MoE layer of a patched model (fused / unfused, and why) plus a count line with
+    the dense layers (decoder layers without an MoE block)."""
+    from .patching import layer_status
+
+    status = layer_status(model)
+    lines = [f"  {name}: {state}" + (f" ({note})" if note else "") for name, (state, note) in status.items()]
+    layer_ids = {int(m.group(1)) for name in status for m in [LAYER_INDEX.search(name + ".")] if m}
+    text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    total = getattr(text, "num_hidden_layers", None)
+    fused = sum(state == "fused" for state, _ in status.values())
+    dense = f", {total - len(layer_ids)} dense" if isinstance(total, int) and total >= len(layer_ids) else ""
+    return ["MoE layers:", *lines, f"summary: {fused} fused, {len(status) - fused} unfused{dense}"]
 
 
 # Architectures whose HF causal LM torch.onnx cannot export whole (their MoE layers export).
@@ -147,8 +185,8 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
         blocks = moe_blocks(model)
         chosen = {i: b for i, b in blocks.items() if layers[0] <= i <= layers[1]}
         if not chosen:
-            raise ValueError(f"--layers {layers[0]}-{layers[1]}: no patched MoE layer there "
-                             f"(MoE layers: {_layer_list(model)})")
+            raise ValueError(f"--layers {layers[0]}-{layers[1]}: no MoE layer there "
+                             f"(MoE layers: {sorted(blocks) or 'none'})")
         text = model.config.get_text_config()
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
         example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)

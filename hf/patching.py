@@ -19,7 +19,8 @@ from ascend_moe_onnx.models import experts as routed
 from ascend_moe_onnx.models import layers
 
 from . import experts as ex
-from ascend_moe_onnx.models.hf_routing import Routing, model_type_of, routing
+from . import blocks, routers
+from ascend_moe_onnx.models.hf_routing import ARCHITECTURES, HFConfigError, Routing
 
 # model_type -> HF class names of its MoE blocks.
 BLOCK_CLASSES = {
@@ -141,48 +142,121 @@ def patch_block(block: torch.nn.Module, r: Routing) -> None:
     gate.__class__ = _patched_class(getattr(type(gate), "_ascend_original", type(gate)), logits_forward)
 
 
+def _block_model_type(block: torch.nn.Module) -> str:
+    """The BLOCK_CLASSES architecture of a block's class or one of its bases ('' when none)."""
+    for name in routers.class_names(block):
+        for model_type, names in BLOCK_CLASSES.items():
+            if name in names:
+                return model_type
+    return ""
+
+
+def _router_of(block: torch.nn.Module):
+    for name in ("gate", "router"):
+        m = getattr(block, name, None)
+        if isinstance(m, torch.nn.Module):
+            return m
+    return None
+
+
+def _patch_generic(block: torch.nn.Module, config) -> tuple[str, str]:
+    """Router by its table row, experts by the routed-rows formulation -> (status, note)."""
+    if not isinstance(getattr(block, "experts", None), torch.nn.Module):
+        return "unfused", f"{type(block).__name__} has no experts module (not a transformers 5 MoE block)"
+    try:
+        if blocks.patch_block(block, routers.class_names(block)) is not None:
+            return "fused", ""
+    except HFConfigError as e:
+        return "unfused", str(e)
+    router = _router_of(block)
+    try:
+        why_router = "no gate / router module" if router is None else routers.patch_router(router, block, config)
+    except HFConfigError as e:
+        why_router = str(e)
+    why_experts = routers.patch_experts(block.experts)
+    experts = "HF experts (batched_mm): " + why_experts if why_experts else "routed-rows experts"
+    if why_router:
+        return "unfused", f"{why_router}; {experts}"
+    return "fused", "" if not why_experts else experts
+
+
+_MOE_CLASS_ENDINGS = ("MoE", "Moe", "MoeBlock", "MoEBlock", "MoELayer")
+
+
+def _is_moe_layer(module: torch.nn.Module) -> bool:
+    """A module with an experts child (or a class named like an MoE block) that is not itself experts."""
+    if "Attention" in type(module).__name__:  # JetMoE's mixture of attention heads is not an MoE FFN
+        return False
+    experts = getattr(module, "experts", None)
+    if isinstance(experts, torch.nn.Module):
+        return not isinstance(getattr(experts, "experts", None), torch.nn.Module)
+    return type(module).__name__.endswith(_MOE_CLASS_ENDINGS) and not hasattr(module, "gate_up_proj")
+
+
 def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
     """Route every supported MoE block of an HF model with the fused op, in place.
 
-    Returns the names of the patched modules. Unsupported MoE blocks are left as they are, with a
-    one-line note on stderr each (unless ``quiet``). Raises HFConfigError when the config asks
-    for routing the op cannot reproduce.
+    Blocks of the ``BLOCK_CLASSES`` architectures (or subclasses) get the block-level patch; every
+    other transformers 5 MoE block gets its router patched by its table row
+    (``models.hf_router_rows``) and its stacked experts by the routed-rows formulation
+    (``hf.routers``). Returns the names of the MoE blocks whose router is fused. A block left
+    unfused gets one line on stderr (unless ``quiet``); ``layer_status(model)`` lists them all.
+    Raises HFConfigError when the config asks for routing the op cannot reproduce.
     """
     config = getattr(model, "config", None)
     if config is None:
         raise ValueError("patch: the model has no .config (expected a transformers PreTrainedModel)")
-    model_type = model_type_of(config)
-    names = BLOCK_CLASSES.get(model_type, ())
-    r = None  # derived at the first MoE block: a config without any (num_experts: 0) has no routing
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
     patched, notes = [], []
     for name, module in model.named_modules():
-        cls = type(module)
-        original = getattr(cls, "_ascend_original", cls)
-        if original.__name__ in names:
+        if getattr(module, "_ascend_status", None) is not None:
+            patched += [name] if module._ascend_status == "fused" else []
+            continue
+        if not _is_moe_layer(module):
+            continue
+        model_type = _block_model_type(module)
+        if model_type:
             why = _unsupported_reason(module)
             if why:
-                notes.append(f"{name}: {original.__name__} left unpatched ({why})")
-                continue
-            r = r or routing(config)
-            patch_block(module, r)
+                status, note = "unfused", f"{type(module).__name__} ({why})"
+            else:
+                # by the block's class: configs of other model types using these classes (sarvam_*)
+                patch_block(module, ARCHITECTURES[model_type](getattr(module, "config", None) or text))
+                status, note = "fused", ""
+        else:
+            status, note = _patch_generic(module, getattr(module, "config", None) or text)
+        module._ascend_status, module._ascend_note = status, note
+        if status == "fused":
             patched.append(name)
-        elif _is_moe_block(module):
-            notes.append(f"{name}: {cls.__name__} left unpatched (model_type {model_type!r} has no "
-                         "fused-router mapping)")
+        if note:
+            notes.append(f"{name}: {status}: {note}")
+    routers.exportable_experts(model)
     if not quiet:
         for line in notes:
             print(f"ascend_moe_onnx.hf: {line}", file=sys.stderr)
     return patched
 
 
+def layer_status(model: torch.nn.Module) -> dict[str, tuple[str, str]]:
+    """{module name: (fused | unfused, note)} of every MoE block ``patch`` has seen."""
+    return {n: (m._ascend_status, m._ascend_note) for n, m in model.named_modules()
+            if getattr(m, "_ascend_status", None) is not None}
+
+
 def unpatch(model: torch.nn.Module) -> int:
     """Restore the HF classes of every patched block; returns how many were restored."""
     count = 0
     for module in model.modules():
+        for attr in ("_ascend_status", "_ascend_note", "_ascend_row", "experts_formulation"):
+            if attr in vars(module):
+                delattr(module, attr)
         original = getattr(type(module), "_ascend_original", None)
         if original is not None and type(module) is not original:
             module.__class__ = original
-            block = hasattr(module, "_ascend_routing")  # else a patched block's router
-            delattr(module, "_ascend_routing" if block else "_ascend_router_routing")
-            count += block
+            if "_ascend_router_routing" in vars(module):  # the router of a patched block: counted with it
+                del module._ascend_router_routing
+                continue
+            if "_ascend_routing" in vars(module):
+                del module._ascend_routing
+            count += 1
     return count

@@ -1,0 +1,101 @@
+"""The transformers MoE family table: every family patches to its expected status and agrees with
+HF eager; its MoE layers export (fused routing: one MoeGatingTopKHash node per fused layer) and
+run in ONNX Runtime, with the library and through the function bodies, at two token counts.
+
+A few representative families run by default; ``--all-families`` runs the whole table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests import hf_families as F  # skips the module without transformers
+
+from ascend_moe_onnx import hf  # noqa: E402
+from ascend_moe_onnx.hf import export as hf_export  # noqa: E402
+from ascend_moe_onnx.hf.patching import layer_status  # noqa: E402
+from ascend_moe_onnx.models.runtime import sessions  # noqa: E402
+
+TOLERANCE = 1e-5  # float32, max |err| / max |ref|
+
+
+def _rel(got, ref) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def _cases():
+    return [pytest.param(c, marks=() if c in F.DEFAULT_RUN else pytest.mark.all_families) for c in F.FAMILIES]
+
+
+def _block_out(block, x):
+    y = block(x[None])
+    return (y[0] if isinstance(y, tuple) else y)[0]
+
+
+@pytest.mark.parametrize("case", _cases())
+def test_family_patches_to_its_status_and_matches_hf(case):
+    model = F.model(case)
+    ids = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = F.logits(model, ids)
+        hf.patch(model, quiet=True)
+        got = F.logits(model, ids)
+    status = layer_status(model)
+    assert status, f"{case}: no MoE layer found"
+    expected = F.FAMILIES[case][0]
+    assert {s for s, _ in status.values()} == {expected}, status
+    assert all(note for s, note in status.values() if s == "unfused"), "an unfused layer must say why"
+    assert _rel(got, ref) <= TOLERANCE
+
+
+@pytest.mark.parametrize("case", _cases())
+def test_family_moe_layers_export_and_match_hf_in_ort(case):
+    model = F.model(case)
+    hf.patch(model, quiet=True)
+    blocks = hf_export.moe_blocks(model)
+    if any(getattr(b, "is_hash", False) for b in blocks.values()):
+        pytest.skip("hash layers take input_ids: covered by test_hf_patch")
+    if case in F.NO_EXPORT:
+        with pytest.raises(Exception, match="data-dependent|Could not guard"):
+            hf_export.export_model(model, layers=(0, max(blocks)))
+        return
+    proto, wrapper = hf_export.export_model(model, layers=(0, max(blocks)))
+    fused = sum(s == "fused" for s, _ in layer_status(model).values())
+    assert sum(n.op_type == "MoeGatingTopKHash" for n in proto.graph.node) == fused
+    runs = sessions(proto.SerializeToString())
+    for tokens in (5, 13):
+        x = torch.randn(tokens, model.config.get_text_config().hidden_size,
+                        generator=torch.Generator().manual_seed(tokens))
+        with torch.no_grad():
+            refs = [_block_out(blocks[i], x).numpy() for i in wrapper.layer_ids]
+        for name, session in runs.items():
+            assert not isinstance(session, str), session
+            outs = session.run(None, {"hidden_states": x.numpy()})
+            for i, got, ref in zip(wrapper.layer_ids, outs, refs):
+                assert _rel(got, ref) <= TOLERANCE, f"{case} {name} layer {i} at {tokens} tokens"
+
+
+def test_cli_prints_the_layer_summary_and_exports_an_unfused_family(tmp_path, capsys):
+    from ascend_moe_onnx.cli import main as cli
+
+    F.model("phimoe").save_pretrained(tmp_path / "ckpt")
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--layers", "0-1", "-o", str(tmp_path / "m.onnx")])
+    text = capsys.readouterr()
+    assert code == 0, text.err
+    assert "model.layers.0.mlp: unfused (router PhimoeTopKRouter: sparsemixer" in text.out
+    assert "summary: 0 fused, 2 unfused, 0 dense" in text.out
+
+
+def test_cli_says_in_one_line_when_torch_onnx_cannot_export_the_model(tmp_path, capsys):
+    """DeepSeek-V2's HF attention (complex rotary embeddings) does not export: one line, exit 2."""
+    from ascend_moe_onnx.cli import main as cli
+
+    F.model("deepseek_v2").save_pretrained(tmp_path / "ckpt")
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(tmp_path / "m.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if "could not export" in line]
+    assert len(lines) == 1 and "try --layers" in lines[0], err
+    assert "Traceback" not in err
