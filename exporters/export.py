@@ -96,27 +96,37 @@ def _capture(model, args, kwargs, dynamic_shapes, strict: bool) -> torch.export.
 
 
 def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
-    """torch.export, non-strict first and strict second (torch.onnx's own order), taking the first
-    trace that keeps every dimension declared dynamic dynamic: non-strict tracing turns e.g.
-    ``x.shape[:-1].numel()`` into a constant, strict tracing keeps it symbolic. Raises
-    :class:`checks.ExportError` naming the inputs and dimensions when both fix one."""
+    """The program to convert: torch.onnx's non-strict capture, unless a plain non-strict trace shows
+    that the model fixes a dimension declared dynamic (e.g. ``x.shape[:-1].numel()``; torch.onnx's
+    capture settings defer such guards into constants the graph keeps silently): then torch.export's
+    strict mode, which keeps such sizes symbolic. Raises :class:`checks.ExportError` naming the
+    inputs and dimensions when strict tracing fixes them too."""
     if not isinstance(model, torch.nn.Module):
         return model
     where = dict(model=model, args=args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
-    fixed, failures = [], []
-    for strict in (False, True):
+    fixed = []
+    if dynamic_shapes is not None:
         try:
-            traced = _capture(model, args, kwargs, dynamic_shapes, strict)
-        except Exception as exc:  # noqa: BLE001  (the other mode may take it; reported below otherwise)
-            failures.append(exc)
-            continue
-        found = checks.specialised_dims(traced, **where)
-        if not found:
-            return traced
-        fixed = fixed or found
-    if fixed:
-        raise checks.specialisation_error(fixed, tried_strict=True) from (failures[0] if failures else None)
-    raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
+            plain = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+            fixed = checks.specialised_dims(plain, **where)
+        except Exception:  # noqa: BLE001  (code only the ONNX capture takes, e.g. export placeholders: no check)
+            fixed = []
+    if not fixed:
+        failures = []
+        for strict in (False, True):
+            try:
+                return _capture(model, args, kwargs, dynamic_shapes, strict)
+            except Exception as exc:  # noqa: BLE001  (torch.onnx's order: non-strict, then strict)
+                failures.append(exc)
+        raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
+    try:
+        with _explained():
+            strict = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=True)
+    except Exception as exc:  # noqa: BLE001
+        raise checks.specialisation_error(fixed, tried_strict=True) from exc
+    if checks.specialised_dims(strict, **where):
+        raise checks.specialisation_error(fixed, tried_strict=True)
+    return strict
 
 
 def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
