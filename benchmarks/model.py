@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from ascend_moe_onnx import ort_custom_ops
 
@@ -447,7 +447,7 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                     runners = {n: [common.bound_runner(s, {"hidden_states": x.numpy()}) for x in xs]
                                for n, s in sessions.items() if n != "padded" or T <= PADDED_MAX_TOKENS}
 
-                    def torch_call(x):
+                    def torch_call(x, block=block):  # bound now: the loop deletes it later
                         with torch.no_grad():
                             return block.forward_native(x)
 

@@ -169,6 +169,7 @@ def _cmd_export_hf(args) -> int:
 
 def _cmd_export(args) -> int:
     from ascend_moe_onnx.models import presets
+
     from . import verify
 
     if args.hf:
@@ -233,6 +234,7 @@ def _token_counts(text: str | None):
 
 def _cmd_verify(args) -> int:
     from ascend_moe_onnx.models import presets
+
     from . import verify
 
     if args.list:

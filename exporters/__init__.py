@@ -9,10 +9,23 @@ through the NumPy references for every device, fake kernel, gating autograd) unl
 
 from __future__ import annotations
 
-from . import (grouped_matmul, grouped_matmul_onnx, moe_finalize_routing_v2, moe_finalize_routing_v2_onnx,
-               moe_gating_top_k_hash, moe_gating_top_k_hash_onnx, moe_init_routing, moe_init_routing_onnx,
-               moe_init_routing_v3, moe_init_routing_v3_onnx, moe_re_routing, moe_re_routing_onnx,
-               moe_token_permute, moe_token_permute_onnx, moe_token_unpermute)
+from . import (
+    grouped_matmul,
+    grouped_matmul_onnx,
+    moe_finalize_routing_v2,
+    moe_finalize_routing_v2_onnx,
+    moe_gating_top_k_hash,
+    moe_gating_top_k_hash_onnx,
+    moe_init_routing,
+    moe_init_routing_onnx,
+    moe_init_routing_v3,
+    moe_init_routing_v3_onnx,
+    moe_re_routing,
+    moe_re_routing_onnx,
+    moe_token_permute,
+    moe_token_permute_onnx,
+    moe_token_unpermute,
+)
 from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
 

@@ -13,8 +13,8 @@ import onnx
 import torch
 
 from ascend_moe_onnx import onnx_schemas
-from . import experts_graph
 
+from . import experts_graph
 from . import export_checks as checks
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.

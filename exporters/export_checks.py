@@ -4,6 +4,7 @@ out static, and exporter failures caused by known Ascend-code idioms (docs/ascen
 from __future__ import annotations
 
 import inspect
+
 import onnx
 import torch
 from torch.fx.experimental.symbolic_shapes import is_concrete_int

@@ -8,7 +8,13 @@ from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
 from ._torch_lib import torchscript_symbolic
 from .moe_gating_top_k_hash import (
-    CUSTOM_ATTR_ORDER, CUSTOM_SCHEMA, FLOAT_ATTRS, NPU_ATTR_ORDER, NPU_SCHEMA, ROUTER_SCHEMA, split_router_args,
+    CUSTOM_ATTR_ORDER,
+    CUSTOM_SCHEMA,
+    FLOAT_ATTRS,
+    NPU_ATTR_ORDER,
+    NPU_SCHEMA,
+    ROUTER_SCHEMA,
+    split_router_args,
 )
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)

@@ -16,10 +16,9 @@ from pathlib import Path
 import torch
 
 from ascend_moe_onnx.exporters import export
-
 from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
-from .patching import patch
 
+from .patching import patch
 
 LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
 

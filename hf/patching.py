@@ -17,10 +17,10 @@ import torch.nn.functional as F
 from ascend_moe_onnx import exporters  # noqa: F401  (defines torch.ops.custom.npu_moe_gating_top_k)
 from ascend_moe_onnx.models import experts as routed
 from ascend_moe_onnx.models import layers
-
-from . import experts as ex
-from . import blocks, routers
 from ascend_moe_onnx.models.hf_routing import ARCHITECTURES, HFConfigError, Routing
+
+from . import blocks, routers
+from . import experts as ex
 
 # model_type -> HF class names of its MoE blocks.
 BLOCK_CLASSES = {

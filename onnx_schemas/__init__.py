@@ -11,10 +11,26 @@ import threading
 import onnx
 import onnx.defs
 
-from . import (grouped_matmul, moe_finalize_routing_v2, moe_gating_top_k_hash, moe_init_routing,
-               moe_init_routing_v3, moe_re_routing, moe_routed_experts, moe_token_permute, moe_token_unpermute)
-from ._common import (DOMAIN, OPSET_VERSION, attribute_defaults, check_required_inputs, reference_op,
-                      resolve_attributes, walk_graphs)
+from . import (
+    grouped_matmul,
+    moe_finalize_routing_v2,
+    moe_gating_top_k_hash,
+    moe_init_routing,
+    moe_init_routing_v3,
+    moe_re_routing,
+    moe_routed_experts,
+    moe_token_permute,
+    moe_token_unpermute,
+)
+from ._common import (
+    DOMAIN,
+    OPSET_VERSION,
+    attribute_defaults,
+    check_required_inputs,
+    reference_op,
+    resolve_attributes,
+    walk_graphs,
+)
 
 # The one list of the ops: everything else (SCHEMAS, REFERENCE_OPS, functions.BUILDERS, the C++
 # tables and AllOps() of ort_custom_ops/src/op_defs.gen.h, docgen) derives from it. Each module

@@ -18,7 +18,6 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper
 from onnx.defs import OpSchema
 
 from ._common import DOMAIN, resolve_attributes, walk_graphs

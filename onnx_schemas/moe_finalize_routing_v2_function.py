@@ -25,9 +25,9 @@ import onnx
 import onnx.numpy_helper
 from onnx import TensorProto
 
+from . import moe_finalize_routing_v2 as finalize
 from ._common import resolve_attributes
 from ._function_body import BodyBuilder, check_opset, make_function, present_flags
-from . import moe_finalize_routing_v2 as finalize
 
 OUT_OF_RANGE = 2**62  # an index no Gather accepts
 

@@ -16,6 +16,7 @@ from ._common import (
     allowed_types,
     attribute,
     attribute_defaults,
+    check_required_inputs,
     fail_inference,
     fmt,
     input_dims,
@@ -24,10 +25,8 @@ from ._common import (
     int_attribute,
     make_type,
     onnx_type_name,
-    check_required_inputs,
     output_names,
     resolve_attributes,
-    run_attributes,
     tensor_input,
     type_list,
 )

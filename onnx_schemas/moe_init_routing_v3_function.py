@@ -23,7 +23,6 @@ from .moe_init_routing_v3 import (
     COUNT,
     CUMSUM,
     DROPLESS,
-    DYNAMIC_QUANT,
     GATHER,
     INPUT_NAMES,
     NO_QUANT,

@@ -31,7 +31,6 @@ from ._common import (
     onnx_type_name,
     output_names,
     resolve_attributes,
-    run_attributes,
     tensor_input,
     type_list,
 )

@@ -15,7 +15,6 @@ import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
 
-from .moe_init_routing_v3 import dim_product
 from ._common import (
     DOMAIN,
     INT32,
@@ -35,6 +34,7 @@ from ._common import (
     tensor_input,
     type_list,
 )
+from .moe_init_routing_v3 import dim_product
 
 OP_TYPE = "MoeTokenPermute"
 

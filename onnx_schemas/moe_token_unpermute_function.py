@@ -11,9 +11,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from . import moe_token_unpermute as unpermute
 from ._common import resolve_attributes
 from ._function_body import BodyBuilder, check_opset, make_function, present_flags
-from . import moe_token_unpermute as unpermute
 from .moe_finalize_routing_v2_function import WeightedGatherBody
 
 

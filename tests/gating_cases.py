@@ -109,7 +109,8 @@ UNREADABLE_KIND = ("an attribute of a kind the ONNX Runtime custom-op API cannot
 
 def attribute_kind_cases(x: dict, attr: str = "norm_type", want: str = "INT", k: dict | None = None) -> list:
     """``attr`` given as every other attribute kind ONNX has (TENSOR, GRAPH, ...); each is named."""
-    from onnx import AttributeProto as A, TensorProto, helper, numpy_helper
+    from onnx import AttributeProto as A
+    from onnx import TensorProto, helper, numpy_helper
 
     from tests.op_table import BadCase as B
 

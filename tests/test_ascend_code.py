@@ -20,8 +20,20 @@ from ascend_moe_onnx.models.ascend_code import recipes_deepseek as rd
 from ascend_moe_onnx.models.ascend_code import recipes_softmax as rs
 from ascend_moe_onnx.models.ascend_code import vllm_ascend as va
 from tests.ascend_code_cases import (
-    FINALIZE, GATING, GMM, INIT_ROUTING, RE_ROUTING, UNPERMUTE, assert_fused, fill, moe_sum, ort_outputs, rel_err,
-    sigmoid_grouped_routing, softmax_routing, swiglu_expert,
+    FINALIZE,
+    GATING,
+    GMM,
+    INIT_ROUTING,
+    RE_ROUTING,
+    UNPERMUTE,
+    assert_fused,
+    fill,
+    moe_sum,
+    ort_outputs,
+    rel_err,
+    sigmoid_grouped_routing,
+    softmax_routing,
+    swiglu_expert,
 )
 
 EXPORT_TOKENS, OTHER_TOKENS = 6, 11

@@ -13,7 +13,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ascend_moe_onnx.cli import main as cli, verify
+from ascend_moe_onnx.cli import main as cli
+from ascend_moe_onnx.cli import verify
 from ascend_moe_onnx.models import presets
 from ascend_moe_onnx.onnx_schemas.functions import strip_functions
 

@@ -15,7 +15,12 @@ ort = pytest.importorskip("onnxruntime")
 
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
 from tests.fuzz.cases import (  # noqa: E402
-    GATING, GATING_INPUTS, REROUTING, REROUTING_INPUTS, REROUTING_OUTPUTS, Case,
+    GATING,
+    GATING_INPUTS,
+    REROUTING,
+    REROUTING_INPUTS,
+    REROUTING_OUTPUTS,
+    Case,
 )
 from tests.fuzz.execute import build_model  # noqa: E402
 

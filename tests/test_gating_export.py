@@ -11,9 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from ascend_moe_onnx import exporters
-from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx import exporters, onnx_schemas, ort_custom_ops
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import DEFAULTS, OP_TYPE
 from tests.gating_cases import assert_routing_equal
 

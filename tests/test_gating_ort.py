@@ -9,6 +9,7 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 ort = pytest.importorskip("onnxruntime")
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402

@@ -12,6 +12,8 @@ import torch
 
 from tests import hf_families as F  # skips the module without transformers
 
+# isort: split
+
 from ascend_moe_onnx import hf  # noqa: E402
 from ascend_moe_onnx.hf import export as hf_export  # noqa: E402
 from ascend_moe_onnx.hf.patching import layer_status  # noqa: E402

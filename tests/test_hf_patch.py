@@ -9,8 +9,11 @@ import torch
 
 from tests import hf_cases  # skips the module without transformers
 
+# isort: split
+
 from ascend_moe_onnx import hf  # noqa: E402
-from ascend_moe_onnx.cli import main as cli, verify  # noqa: E402
+from ascend_moe_onnx.cli import main as cli  # noqa: E402
+from ascend_moe_onnx.cli import verify
 from ascend_moe_onnx.hf import export as hf_export  # noqa: E402
 from ascend_moe_onnx.hf.patching import patch_block  # noqa: E402
 from ascend_moe_onnx.models.runtime import sessions  # noqa: E402

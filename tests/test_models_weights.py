@@ -14,6 +14,7 @@ from ascend_moe_onnx.models import presets
 from ascend_moe_onnx.models.weights import WeightsError
 from tests.checkpoints import MIXTRAL_PROJ, assert_same_outputs, state_dict
 
+
 def test_deepseek_v3_layer_with_prefix_and_config(tmp_path):
     src = presets.build("deepseek-v3", dtype="bfloat16", seed=3)
     sd = state_dict(src, "model.layers.3.mlp.")

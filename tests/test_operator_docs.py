@@ -69,9 +69,16 @@ def test_documented_torch_signatures_are_the_schemas():
     as the torch schemas (built from the ONNX schemas' defaults) state them."""
     import re
 
-    from ascend_moe_onnx.exporters import (grouped_matmul, moe_finalize_routing_v2, moe_gating_top_k_hash,
-                                           moe_init_routing, moe_init_routing_v3, moe_re_routing,
-                                           moe_token_permute, moe_token_unpermute)
+    from ascend_moe_onnx.exporters import (
+        grouped_matmul,
+        moe_finalize_routing_v2,
+        moe_gating_top_k_hash,
+        moe_init_routing,
+        moe_init_routing_v3,
+        moe_re_routing,
+        moe_token_permute,
+        moe_token_unpermute,
+    )
 
     text = " ".join(DOC.read_text(encoding="utf-8").split())
     for op, schema in (("custom.npu_moe_gating_top_k", moe_gating_top_k_hash.CUSTOM_SCHEMA),

@@ -10,8 +10,7 @@ import onnx
 import pytest
 import torch
 
-from ascend_moe_onnx import exporters
-from ascend_moe_onnx import onnx_schemas
+from ascend_moe_onnx import exporters, onnx_schemas
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 from tests.rerouting_cases import assert_same, random_counts, run_feeds, session, to_numpy
 

@@ -18,8 +18,14 @@ from . import c_ascend
 from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
 from .experts import npu_grouped_matmul, npu_swiglu
 from .routing import (
-    npu_moe_compute_expert_tokens, npu_moe_finalize_routing, npu_moe_gating_top_k, npu_moe_gating_top_k_softmax,
-    npu_moe_init_routing, npu_moe_init_routing_v2, npu_moe_re_routing, npu_moe_token_permute,
+    npu_moe_compute_expert_tokens,
+    npu_moe_finalize_routing,
+    npu_moe_gating_top_k,
+    npu_moe_gating_top_k_softmax,
+    npu_moe_init_routing,
+    npu_moe_init_routing_v2,
+    npu_moe_re_routing,
+    npu_moe_token_permute,
     npu_moe_token_unpermute,
 )
 

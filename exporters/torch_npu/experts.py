@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from ._args import group_list_tensor, require, require_none, single_tensor, stacked_bias, stacked_weight, \
-    unsupported
+from ._args import group_list_tensor, require, require_none, single_tensor, stacked_bias, stacked_weight, unsupported
 
 _HALF = (torch.float16, torch.bfloat16)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
+
 from . import _ops
 from ._args import require, require_none, unsupported
 

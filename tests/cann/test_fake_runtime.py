@@ -103,7 +103,7 @@ def test_host_read_of_device_memory_crashes():
 
 
 def test_no_tensor_left_behind_by_the_kernels():
-    from tests.cann.test_rerouting_cann import random_case, compare
+    from tests.cann.test_rerouting_cann import compare, random_case
 
     nn = ctypes.CDLL("libnnopbase.so")
     before = nn.FakeAclnnLiveTensors()

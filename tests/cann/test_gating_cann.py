@@ -11,8 +11,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import gating_path
-from tests.cann.helpers import (assert_bits_equal, calls, error_text, model, placement, skip_without_cann, run,
-                                session)
+from tests.cann.helpers import assert_bits_equal, calls, error_text, model, placement, run, session, skip_without_cann
 from tests.gating_cases import BIAS_MODES, CONFIGS, NP_DTYPES, make_inputs
 
 skip_without_cann()

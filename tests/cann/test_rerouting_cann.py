@@ -14,9 +14,7 @@ import pytest
 from onnx import helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import rerouting_path
-
-from tests.cann.helpers import (assert_bits_equal, calls, error_text, model, placement, skip_without_cann,
-                                run, session)
+from tests.cann.helpers import assert_bits_equal, calls, error_text, model, placement, run, session, skip_without_cann
 
 skip_without_cann()
 
@@ -119,8 +117,9 @@ def test_fallback_logged_once_with_reason(capfd):
     rng = np.random.default_rng(5)
     feeds = random_case(rng, np.float32)
     data = rerouting_model(feeds["tokens"], feeds["counts"], idx_type=1)
-    from ascend_moe_onnx import ort_custom_ops
     import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
 
     so = ort_custom_ops.session_options()
     so.log_severity_level = 2

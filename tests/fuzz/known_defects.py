@@ -19,9 +19,14 @@ from typing import Callable
 import numpy as np
 
 from tests.fuzz.cases import (
-    EXPERTS, EXPERTS_DEFAULTS, GATING, GATING_DEFAULTS, GATING_INPUTS, REROUTING_DEFAULTS, Case, gen_case,
+    EXPERTS,
+    EXPERTS_DEFAULTS,
+    GATING,
+    GATING_DEFAULTS,
+    GATING_INPUTS,
+    REROUTING_DEFAULTS,
+    Case,
 )
-from tests.fuzz.source import RandomSource
 
 GATING_ATTRS = set(GATING_DEFAULTS) | {"k"}
 REROUTING_ATTRS = set(REROUTING_DEFAULTS)

@@ -12,8 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tests.fuzz.cases import (
-    EXPERTS, EXPERTS_DEFAULTS, EXPERTS_INPUTS, FLOAT_TYPES, GATING, GATING_DEFAULTS, GATING_FLOAT_ATTRS,
-    GATING_INT_ATTRS, REROUTING_DEFAULTS, TOKEN_TYPES, Case, type_name,
+    EXPERTS,
+    EXPERTS_DEFAULTS,
+    EXPERTS_INPUTS,
+    FLOAT_TYPES,
+    GATING,
+    GATING_DEFAULTS,
+    GATING_FLOAT_ATTRS,
+    GATING_INT_ATTRS,
+    REROUTING_DEFAULTS,
+    TOKEN_TYPES,
+    Case,
+    type_name,
 )
 
 MAX_K = 64

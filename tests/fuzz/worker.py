@@ -14,9 +14,9 @@ def main() -> None:
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints and native logs must not corrupt the protocol
     sys.stdout = sys.stderr
-    from tests.fuzz.execute import classify
-
     import onnxruntime  # noqa: F401 - imported before the first case's time limit starts
+
+    from tests.fuzz.execute import classify
 
     write_frame(answers, b"ready")
     requests = sys.stdin.buffer
