@@ -9,7 +9,7 @@ otherwise run for the same routing, on the same logits:
 - ``torch-op``: the CPU implementation of the torch custom op (exporters), eager.
 
 Rows of suite "gating_isa" (benchmarks/gating_isa.py): the fused node's ns per row on each
-instruction-set path of the kernel, one thread, beside issue 14's floor estimate.
+instruction-set path of the kernel, one thread, beside the kernel's estimated floor (docs/kernel.md).
 
 Presets keep the published routing sizes (experts, k, groups, hash table); the router shells have
 no experts. Logits are N(0, 1), the selection bias N(0, 0.1^2) rounded to bfloat16 (so float32 and

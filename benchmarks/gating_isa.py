@@ -1,7 +1,7 @@
 """MoeGatingTopKHash per instruction-set path of the CPU kernel: ns per row of the fused node in
 ONNX Runtime (one thread), each path forced in a child process of its own (the library reads
-ASCEND_MOE_CPU_ISA / ASCEND_MOE_CPU_SELECT once per process), beside the floor estimate of
-issue 14 where there is one. float32 inputs only (the children bind NumPy arrays directly).
+ASCEND_MOE_CPU_ISA / ASCEND_MOE_CPU_SELECT once per process), beside the kernel's estimated
+floor where there is one (docs/kernel.md). float32 inputs only (the children bind NumPy arrays directly).
 
 Paths (those the CPU runs): ``baseline`` (SSE2), ``avx2`` (AVX2 + FMA), ``avx512`` (AVX-512, the
 selection in the AVX2 build's 256-bit code: the default on AMD CPUs) and ``avx512-wide`` (AVX-512
@@ -22,7 +22,7 @@ import numpy as np
 
 from . import machine
 
-# Estimated floor, ns/row, one thread, float32, 4096 rows (issue 14's analysis of DeepSeek-V3:
+# Estimated floor, ns/row, one thread, float32, 4096 rows (docs/kernel.md's analysis of DeepSeek-V3:
 # the sigmoid pass at full vector throughput plus the selection's minimal instruction count).
 FLOOR_NS = {"DeepSeek-V3": {"avx2": (150, 160), "avx512": (110, 130), "avx512-wide": (110, 130)}}
 

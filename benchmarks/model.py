@@ -72,7 +72,7 @@ SLOW_CALL_S = 0.5  # cases whose calls take longer are timed with ModelPlan.slow
 # benchmark exports with external data and shares the stacked weights, so layouts are derived)
 FOLDING_LIMIT_KEY = ort_custom_ops.CONSTANT_FOLDING_LIMIT_KEY
 FOLDING_LIMIT_BYTES = ort_custom_ops.CONSTANT_FOLDING_LIMIT_BYTES
-SHARE_TARGETS = {1: 0.8, 16: 0.6}  # tokens -> the default formulation's share of the bound (issue 9)
+SHARE_TARGETS = {1: 0.8, 16: 0.6}  # tokens -> the default formulation's share of the bound
 TOLERANCE = 2e-5  # float32 max rel error against the torch reference (cli.verify.TOLERANCES)
 
 # name -> (preset, full-size changes). Full hidden size and expert count; Qwen3-30B-A3B's real
@@ -578,7 +578,7 @@ def table(rows: list[dict]) -> str:
 
 
 def targets(rows: list[dict]) -> list[tuple[str, str, bool]]:
-    """Issue 9's targets on the full-size rows: (target, measured, met)."""
+    """The model-level targets on the full-size rows: (target, measured, met)."""
     out = []
     for r in rows:
         if r.get("size") != "full":

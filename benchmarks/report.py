@@ -11,7 +11,7 @@ from . import gating, gating_isa, model, rerouting
 # when the run did not measure what it needs.
 GATING_TARGET_PRESET, GATING_TARGET_TOKENS, GATING_SMALL_TOKENS = "DeepSeek-V3", 4096, 16
 REROUTING_TARGET = dict(tokens=16384, hidden=7168)
-REROUTING_IN_CACHE = dict(tokens=1024, hidden=2048)  # issue 14: >= 90% of a plain copy
+REROUTING_IN_CACHE = dict(tokens=1024, hidden=2048)  # target: >= 90% of a plain copy
 
 
 def _gating_rows(results: dict, **match) -> list[dict]:
@@ -162,8 +162,8 @@ def markdown(results: dict) -> str:
         parts += ["### Thread scaling of the fused node", "", scaling_table(results["gating_scaling"]), ""]
     if results.get("gating_isa"):
         parts += ["### Per instruction-set path of the kernel", "", "The fused node, one thread, each path "
-                  "forced in a child process (benchmarks/gating_isa.py); fastest call; floor: issue 14's "
-                  "estimate.", "", gating_isa.table(results["gating_isa"]), ""]
+                  "forced in a child process (benchmarks/gating_isa.py); fastest call; floor: the "
+                  "kernel's estimate (docs/kernel.md).", "", gating_isa.table(results["gating_isa"]), ""]
     if results.get("rerouting"):
         parts += ["## MoeReRouting", "", "GB/s: token (+ scale) bytes moved per second; copy: the fastest plain "
                   "copy of the same bytes; node copy: the node itself on the one-block layout, through the "

@@ -142,7 +142,7 @@ def test_read_probe_reports_each_stream_count_and_feeds_the_bound(monkeypatch):
 
 
 def test_model_targets_are_evaluated_from_full_size_rows():
-    """Issue 9's targets: the default formulation against the best baseline, onnx against the best
+    """The model-level targets: the default formulation against the best baseline, onnx against the best
     baseline and against the default, the default's share of the bound at 1 and 16 tokens; smoke
     (tiny) rows are not judged."""
     def row(tokens, size="full", **best):

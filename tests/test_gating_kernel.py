@@ -360,7 +360,7 @@ def rows_without_scores_agree() -> None:
                 assert (i0[3::4] == ridx[3::4]).all(), (experts, variant, k)
 
 
-# ---- issue 15 item 1: any valid k_group ---------------------------------------------------------
+# ---- any valid k_group ---------------------------------------------------------
 
 @pytest.mark.parametrize("experts,groups,k_group,k", [(66, 66, 65, 8), (803, 803, 67, 15),
                                                       (2048, 2048, 2000, 64), (2048, 128, 127, 3)])
@@ -375,7 +375,7 @@ def test_k_group_above_64(experts, groups, k_group, k):
     assert (idx == ridx).all()
 
 
-# ---- issue 15 item 5: tied rows in linear time ----------------------------------------------------
+# ---- tied rows in linear time ----------------------------------------------------
 
 def _best_time(sess, feed, reps=5):
     best = float("inf")
@@ -410,7 +410,7 @@ def test_tied_rows_cost_like_random_rows(experts, attrs):
     assert t_tied < 5 * t_random + 2e-4, f"tied {t_tied * 1e6:.0f} us vs random {t_random * 1e6:.0f} us"
 
 
-# ---- issue 15 item 8: accuracy where float32 exp underflows ---------------------------------------
+# ---- accuracy where float32 exp underflows ---------------------------------------
 
 def scores_of(x: np.ndarray, norm_type: int) -> np.ndarray:
     """The kernel's scores `out` of rows x (run on one path by call_on_isa)."""

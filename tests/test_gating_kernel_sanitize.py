@@ -1,5 +1,5 @@
 """The CPU kernels under AddressSanitizer + UndefinedBehaviorSanitizer on the inputs that once hit
-undefined behaviour or overflowed a buffer (issue 15 items 1 and 6): tests/native/gating_sanitize.cc
+undefined behaviour or overflowed a buffer: tests/native/gating_sanitize.cc
 built with g++, run on every ISA path of the CPU."""
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def markdown(s: dict) -> str:
     if s.get("ok_split"):
         lines += ["", "ok: " + ", ".join(f"{v} {k}" for k, v in sorted(s["ok_split"].items()))]
     if s["known_defects"]:
-        lines += ["", "Skipped as known defects (issue 15 items): " +
+        lines += ["", "Skipped as known defects: " +
                   ", ".join(f"{k}: {v}" for k, v in sorted(s["known_defects"].items()))]
     for outcome, examples in s["examples"].items():
         lines += ["", f"## {outcome}", ""]

@@ -1,4 +1,4 @@
-"""Fuzz cases for both ops: a mostly valid configuration (SPEC §1.3 / §2.3) with special values,
+"""Fuzz cases for both ops: a mostly valid configuration (docs/operators.md §1.3 / §2.3) with special values,
 ties and optional inputs/outputs, then zero to two injected faults. Whether the result is valid
 is decided afterwards by :mod:`tests.fuzz.oracle` from the concrete case, never from the
 generator's intent."""
@@ -154,7 +154,7 @@ EXPERT_COUNTS = (1, 2, 3, 4, 6, 8, 16, 32, 64, 66, 96, 128, 160, 256, 384, 2048)
 
 
 def gen_gating(src) -> Case:
-    """A MoeGatingTopKHash case (SPEC §1)."""
+    """A MoeGatingTopKHash case (docs/operators.md §1)."""
     tags: list = []
     E = src.int(1, 300) if src.prob(0.2) else src.choice(EXPERT_COUNTS)
     divisors = [d for d in range(1, E + 1) if E % d == 0]
@@ -421,7 +421,7 @@ def random_bits(rng, shape, dtype: str) -> np.ndarray:
 
 
 def gen_rerouting(src) -> Case:
-    """A MoeReRouting case (SPEC §2)."""
+    """A MoeReRouting case (docs/operators.md §2)."""
     tags: list = []
     rng = np.random.default_rng(src.seed())
     N = src.int(1, 40) if src.prob(0.2) else src.choice([1, 2, 4, 8, 32])

@@ -1,5 +1,5 @@
 """Known defects that the fuzzer does not count as failures while they are being fixed on other
-branches: issue 15's items (by number) and the ones the fuzzer found since ("N1", ...).
+branches, by the name docs/reliability.md gives them ("N1", ...).
 
 Two kinds of entry: ``KNOWN_DEFECTS`` match a case before it runs (the case is skipped: crashes
 cost a worker restart each), ``KNOWN_FAILURE_MESSAGES`` match a failed result by its message.

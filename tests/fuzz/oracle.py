@@ -1,4 +1,4 @@
-"""What SPEC §1.3 / §2.3 say about a concrete case: valid (must run and match the NumPy
+"""What docs/operators.md §1.3 / §2.3 say about a concrete case: valid (must run and match the NumPy
 reference) or invalid (must fail with a message naming one of the faulty inputs/attributes).
 
 Written from the contract, independently of the library's and the reference's validation code,
@@ -116,7 +116,7 @@ def _present(case: Case, name: str) -> np.ndarray | None:
     return case.inputs.get(name) if name in case.node_inputs else None
 
 
-# ---- MoeGatingTopKHash (SPEC §1.3) -------------------------------------------------------------
+# ---- MoeGatingTopKHash (docs/operators.md §1.3) -------------------------------------------------------------
 
 
 def _element_types(case: Case, f: _Faults, x_type: str) -> None:
@@ -209,7 +209,7 @@ def _gating(case: Case, f: _Faults) -> None:
             f.add(f"additional_token_mask has {mask.size} elements, R={R}", "additional_token_mask")
     if f.reasons or table is None:
         return
-    # Values (SPEC §1.3): used ids in [0, n), used table entries in [0, E).
+    # Values (docs/operators.md §1.3): used ids in [0, n), used table entries in [0, E).
     hash_rows = np.ones(R, bool) if mask is None else ~mask.reshape(R)
     used = ids.reshape(R)[hash_rows].astype(np.int64)
     n = table.shape[0]
@@ -221,7 +221,7 @@ def _gating(case: Case, f: _Faults) -> None:
         f.add("a used tid2eid entry is out of range", "tid2eid")
 
 
-# ---- MoeReRouting (SPEC §2.3) ------------------------------------------------------------------
+# ---- MoeReRouting (docs/operators.md §2.3) ------------------------------------------------------------------
 
 
 def _rerouting(case: Case, f: _Faults) -> None:

@@ -1,7 +1,8 @@
-// Inputs that once hit undefined behaviour or overflowed a buffer in the CPU kernels (issue 15
-// items 1 and 6), for an ASan + UBSan build (tests/test_gating_kernel_sanitize.py compiles it):
+// Inputs that once hit undefined behaviour or overflowed a buffer in the CPU kernels, for an
+// ASan + UBSan build (tests/test_gating_kernel_sanitize.py compiles it):
 // NaN logits through the scalar exp (row tails, hash rows), k_group > 64, tied rows, the ungrouped
-// sigmoid selection's chunk and estimate paths, and the re-routing chunk size of huge rows. Exits 0 when every call returns; the sanitizers abort on UB.
+// sigmoid selection's chunk and estimate paths, and the re-routing chunk size of huge rows. Exits 0
+// when every call returns; the sanitizers abort on UB.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
