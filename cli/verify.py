@@ -213,14 +213,15 @@ def steps(size: str = "tiny", token_counts=None, export_tokens: int = EXPORT_TOK
 # ---- table -------------------------------------------------------------------------------------
 
 def format_table(checks: list[Check]) -> str:
-    """A fixed-width table of checks: per block and path, index agreement, errors, tolerance, result."""
-    head = ("block", "dtype", "experts", "compared", "index agree", "near-ties", "max abs err", "max rel err",
+    """A fixed-width table of checks: per block and path, the token counts compared, index agreement,
+    errors, tolerance, result."""
+    head = ("block", "dtype", "experts", "compared", "tokens", "index agree", "near-ties", "max abs err", "max rel err",
             "tolerance", "result")
     rows = []
     for c in checks:
         skipped = c.note.startswith("skipped")
         result = "skip" if skipped else ("PASS" if c.passed else "FAIL")
-        rows.append((c.preset, c.dtype, c.experts, f"{c.got} vs {c.ref}",
+        rows.append((c.preset, c.dtype, c.experts, f"{c.got} vs {c.ref}", ",".join(map(str, c.tokens)) or "-",
                      "-" if skipped else f"{c.agreement:.4f}", str(len(c.near_ties)),
                      "-" if skipped else f"{c.max_abs:.2e}", "-" if skipped else f"{c.max_rel:.2e}",
                      f"{c.tol:.0e}", result + (f"  ({c.note})" if c.note else "")))

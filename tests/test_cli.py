@@ -40,6 +40,8 @@ def test_verify_table_and_exit_code(capsys):
         assert word in out
     assert out.count("PASS") == 6
     assert "6/6 checks passed for 2 block(s)" in out
+    # every row says which token counts it compared
+    assert "tokens" in out.splitlines()[0] and out.count(" 1,3,20 ") == 6
 
 
 def test_verify_at_the_export_token_count_compares(capsys):
