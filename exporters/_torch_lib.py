@@ -102,7 +102,7 @@ def schema_default(value) -> str:
 
 
 _SYMBOLIC_ARG_KINDS = {"Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b",
-                       "SymInt": "i", "SymInt?": "v", "int[]": "is", "int[]?": "v"}
+                       "SymInt": "i", "SymInt?": "i", "int[]": "is", "int[]?": "v"}
 
 
 def torchscript_symbolic(schema: str, fn):
