@@ -52,8 +52,9 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
   if (api == nullptr) {
     // The runtime is older than the headers this library was built with; API 1 can still say so.
     return api_base->GetApi(1)->CreateStatus(
-        ORT_FAIL, "ascend.moe custom ops: this ONNX Runtime is older than the headers the library "
-                  "was built with (ORT_API_VERSION " ORT_STR(ORT_API_VERSION) ")");
+        ORT_FAIL,
+        "ascend.moe custom ops: this ONNX Runtime is older than the headers the library "
+        "was built with (ORT_API_VERSION " ORT_STR(ORT_API_VERSION) ")");
   }
   Ort::InitApi(api);
   const std::array<int, 3> v = ParseVersion(version);
@@ -74,7 +75,8 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
 // The oldest supported ONNX Runtime version, "major.minor.patch" (for tests and tools).
 ASCEND_MOE_EXPORT const char* AscendMoeMinOrtVersion() { return ASCEND_MOE_MIN_ORT; }
 
-// Names, inputs, outputs and attributes (kinds, defaults) as the C++ kernels use them (JSON); valid for the process lifetime.
+// Names, inputs, outputs and attributes (kinds, defaults) as the C++ kernels use them (JSON); valid for the
+// process lifetime.
 ASCEND_MOE_EXPORT const char* AscendMoeOpsManifest() {
   static std::string json;
   static std::once_flag once;

@@ -27,10 +27,12 @@ inline constexpr int64_t kWeightedGatherStreamingBytes = int64_t{32} << 20;
 inline void RunWeightedGather(Ort::KernelContext& ctx, cpu::WeightedGatherParams params,
                               const cpu::WeightedGatherBuffers& buffers) {
   // N * row bytes >= the streaming threshold, without the product (it could overflow)
-  params.streaming_stores = params.num_out_rows > 0 &&
-                            params.hidden * cpu::RowTypeBytes(params.row_type) >=
-                                (kWeightedGatherStreamingBytes + params.num_out_rows - 1) / params.num_out_rows;
-  ParallelForRange(ctx, params.num_out_rows, cpu::WeightedGatherRowsPerChunk(params, kWeightedGatherChunkBytes),
+  params.streaming_stores =
+      params.num_out_rows > 0 &&
+      params.hidden * cpu::RowTypeBytes(params.row_type) >=
+          (kWeightedGatherStreamingBytes + params.num_out_rows - 1) / params.num_out_rows;
+  ParallelForRange(ctx, params.num_out_rows,
+                   cpu::WeightedGatherRowsPerChunk(params, kWeightedGatherChunkBytes),
                    [&](int64_t begin, int64_t end) { cpu::WeightedGatherRows(params, buffers, begin, end); });
 }
 
