@@ -69,8 +69,8 @@ namespace gmm_avx512 {
 
 constexpr int64_t kRowBlock = 64;                   // rows of one group whose accumulators live together
 constexpr int64_t kRowTile = 4;                     // rows per pass over a weight tile
-constexpr int64_t kTileBytes = int64_t{256} << 10;  // weight tile reused across a row block (L2)
-constexpr int64_t kItemBytes = int64_t{4} << 20;    // default weight bytes per work item
+constexpr int64_t kTileBytes = int64_t{256 << 10};  // weight tile reused across a row block (L2)
+constexpr int64_t kItemBytes = int64_t{4 << 20};    // default weight bytes per work item
 // A group's k range is split only while its partial sums stay below this share of its weights.
 constexpr int64_t kPartialShare = 16;
 

@@ -51,7 +51,7 @@ inline float Bf16ToFloat(uint16_t h) {
 // Exact (subnormals, infinities and NaNs included).
 inline float Fp16ToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  const uint32_t exp = (static_cast<uint32_t>(h) >> 10) & 0x1fu, mant = h & 0x3ffu;
   uint32_t bits;
   if (exp == 0x1fu) {
     bits = sign | 0x7f800000u | (mant << 13);

@@ -16,7 +16,7 @@ constexpr int64_t kMaxPermuteId = std::numeric_limits<int32_t>::max();  // ids m
 // MoeTokenPermute sorts by counting while the id range is at most this many buckets per pair
 // (plus a constant): beyond it, a comparison sort is cheaper than the histogram.
 constexpr int64_t kBucketsPerPair = 4;
-constexpr int64_t kMinBuckets = int64_t{1} << 16;
+constexpr int64_t kMinBuckets = int64_t{1 << 16};
 
 inline int64_t ReadId(const void* ids, bool is64, int64_t i) {
   return is64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];

@@ -46,7 +46,7 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 namespace {
 
 constexpr int64_t kMaxPairs = limits::moe_init_routing::kMaxPairs;
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChunkBytes = int64_t{1 << 20};
 using Inputs = std::array<InputView, d::kNumIns>;
 
 [[noreturn]] void FailInput(d::In input, const std::string& rest) {

@@ -214,7 +214,7 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 
 namespace {
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChunkBytes = int64_t{1 << 20};
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;

@@ -121,7 +121,7 @@ void CheckScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed =
 
 // Weight bytes per parallel chunk: large enough that one thread streams long contiguous blocks,
 // small enough to split a decode call's few experts over several threads.
-constexpr int64_t kChunkBytes = int64_t{4} << 20;
+constexpr int64_t kChunkBytes = int64_t{4 << 20};
 
 struct MoeRoutedExpertsCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
