@@ -120,13 +120,15 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     for name in INPUT_NAMES[:3]:
         if inputs.get(name) is None:
             raise _err(f"input '{name}' is required, got none")
-    x_shape, x_type = inputs["x"]
+    x_in, w_in, g_in = (inputs[name] for name in INPUT_NAMES[:3])
+    assert x_in is not None and w_in is not None and g_in is not None  # checked just above
+    x_shape, x_type = x_in
     if x_type not in VALUE_TYPES:
         raise _err(f"input 'x' must be {type_list(VALUE_TYPES)}, got {x_type}")
-    w_shape, w_type = inputs["weight"]
+    w_shape, w_type = w_in
     if w_type != x_type:
         raise _err(f"input 'weight' must have the type of x ({x_type}), got {w_type}")
-    g_shape, g_type = inputs["group_list"]
+    g_shape, g_type = g_in
     if g_type not in INDEX_TYPES:
         raise _err(f"input 'group_list' must be {type_list(INDEX_TYPES)}, got {g_type}")
     bias = inputs.get("bias")

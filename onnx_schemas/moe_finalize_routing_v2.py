@@ -143,6 +143,14 @@ def check_types(schema: OpSchema, inputs: dict[str, tuple | None]) -> None:
         first.setdefault(p.type_str, (p.name, dtype))
 
 
+def _required(inputs: dict[str, tuple | None], name: str) -> tuple:
+    """The ``(shape, type)`` of a required input."""
+    spec = inputs.get(name)
+    if spec is None:
+        raise _err(f"input '{name}' is required, got none")
+    return spec
+
+
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> tuple:
     """Check attributes, types, ranks and dims; ``inputs[name] = (shape, onnx type name)`` or None.
 
@@ -152,7 +160,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     validate_attributes(attrs)
     check_types(SCHEMA, inputs)
     mode = attrs["drop_pad_mode"]
-    x_shape = tuple(inputs["expanded_x"][0])
+    x_shape = tuple(_required(inputs, "expanded_x")[0])
     want_rank = 3 if drop_pad(mode) else 2
     if len(x_shape) != want_rank:
         layout = "3-D [E, C, H]" if drop_pad(mode) else "2-D [N*K, H]"
@@ -161,7 +169,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     H = x_shape[-1]
     R = x_shape[0] * x_shape[1] if drop_pad(mode) and _known(*x_shape[:2]) else (
         x_shape[0] if not drop_pad(mode) else None)
-    idx_shape = tuple(inputs["expanded_row_idx"][0])
+    idx_shape = tuple(_required(inputs, "expanded_row_idx")[0])
     if len(idx_shape) != 1:
         raise _err(f"input 'expanded_row_idx' must be 1-D [N*K], got shape {_shape(idx_shape)}")
     scales = inputs.get("scales")
@@ -305,14 +313,16 @@ def reference(
     N, K, H, R = validate_inputs(
         {n: None if a is None else (a.shape, onnx_type_name(a.dtype)) for n, a in arrays.items()}, attrs)
     mode = attrs["drop_pad_mode"]
-    b = arrays["bias"]
-    validate_indices(arrays["expanded_row_idx"], R, mode, arrays["expert_idx"] if b is not None else None,
+    b, x_arr, idx_arr = (arrays[n] for n in ("bias", "expanded_x", "expanded_row_idx"))
+    assert x_arr is not None and idx_arr is not None  # required inputs
+    validate_indices(idx_arr, R, mode, arrays["expert_idx"] if b is not None else None,
                      None if b is None else b.shape[0])
-    idx = arrays["expanded_row_idx"].astype(np.int64)
+    idx = idx_arr.astype(np.int64)
     slot_rows = idx.reshape(N, K) if token_major(mode) else idx.reshape(K, N).T
-    rows = arrays["expanded_x"].reshape(-1, H)
-    slot_bias = None if b is None else b[arrays["expert_idx"].astype(np.int64)]
-    base = [arrays[n] for n in ("x1", "x2") if arrays[n] is not None]
+    rows = x_arr.reshape(-1, H)
+    experts = arrays["expert_idx"]
+    slot_bias = None if b is None or experts is None else b[experts.astype(np.int64)]
+    base = [a for a in (arrays["x1"], arrays["x2"]) if a is not None]
     y = weighted_gather(rows, slot_rows, arrays["scales"], base, slot_bias)
-    return (y.astype(arrays["expanded_x"].dtype),)
+    return (y.astype(x_arr.dtype),)
 

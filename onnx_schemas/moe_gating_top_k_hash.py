@@ -190,9 +190,10 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
     R = _numel(x_shape[:-1])
     validate_attributes(attrs, E)
     for name in ("bias", "additional_bias"):
-        if inputs.get(name) is None:
+        spec = inputs.get(name)
+        if spec is None:
             continue
-        shape, dtype = inputs[name]
+        shape, dtype = spec
         if len(shape) != 1 or (E is not None and _known(shape[0]) and shape[0] != E):
             raise _err(f"input '{name}' must have shape [E] = [{E}], got {_shape(shape)}")
         if dtype != x_dtype:
@@ -201,7 +202,7 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
     if (ids is None) != (table is None):
         given, missing = ("input_ids", "tid2eid") if table is None else ("tid2eid", "input_ids")
         raise _err(f"input '{given}' needs input '{missing}' (hash routing uses both), got only '{given}'")
-    if table is not None:
+    if table is not None and ids is not None:
         (tshape, tdtype), (ishape, idtype) = table, ids
         if len(tshape) != 2 or (_known(tshape[1]) and tshape[1] != attrs["k"]):
             raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {_shape(tshape)}")

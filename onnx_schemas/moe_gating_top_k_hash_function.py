@@ -152,6 +152,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
             b = g.op("Add", s, g.op("Cast", "bias", to=TensorProto.FLOAT))
             biased = True
         if masked:
+            assert mask_col is not None  # made above when masked
             b_add = g.op("Add", s, g.op("Cast", "additional_bias", to=TensorProto.FLOAT))
             b = b_add if hashing else g.op("Where", mask_col, b_add, b)
             biased = True
@@ -185,7 +186,11 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
             g.op("Concat", rows, k_const, axis=0),
             allowzero=1,
         )
-        idx = g.op("Where", mask_col, idx, hidx) if masked else hidx
+        if masked:
+            assert mask_col is not None and idx is not None  # masked rows were selected above
+            idx = g.op("Where", mask_col, idx, hidx)
+        else:
+            idx = hidx
         # Negative table entries would wrap around in GatherElements: map them to E so it fails.
         gather_idx = g.op("Where", g.op("Less", idx, zero64), e_dim, idx)
     else:
@@ -200,6 +205,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     if float(attrs["routed_scaling_factor"]) != 1.0:
         w = g.op("Mul", w, g.const([attrs["routed_scaling_factor"]], np.float32))
 
+    assert idx is not None  # set by the selection or the hash lookup above
     # allowzero: a 0 in these runtime shapes is an empty dim, not "copy the input's dim"
     shape_out = g.op("Concat", lead, k_const, axis=0)
     g.op("Reshape", g.op("CastLike", w, "x"), shape_out, outputs=["y"], allowzero=1)

@@ -135,9 +135,9 @@ def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
     # the first position whose value is out of range or seen before (the C++ kernel's one pass)
     repeat = np.ones(P, bool)
     repeat[np.unique(flat, return_index=True)[1]] = False
-    bad = np.flatnonzero((flat < 0) | (flat >= P) | repeat)
-    if bad.size:
-        pos, K = int(bad[0]), r.shape[1]
+    first_bad = np.flatnonzero((flat < 0) | (flat >= P) | repeat)
+    if first_bad.size:
+        pos, K = int(first_bad[0]), r.shape[1]
         raise _err(f"input 'row_idx' must be a permutation of [0, N*K) = [0, {P}), got {int(flat[pos])} "
                    f"at [{pos // K}, {pos % K}]")
 
@@ -159,10 +159,10 @@ def _infer(ctx) -> None:
     attrs["active_num"] = int_attribute(ctx, OP_TYPE, "active_num", 0)
     try:
         validate_attributes(attrs)
-    except ValueError as e:
-        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
-    x, e = input_type(ctx, 0), input_type(ctx, 2)
-    x_dims, e_dims = input_dims(x), input_dims(e)
+    except ValueError as err:
+        fail_inference(OP_TYPE, str(err).split(": ", 1)[1])
+    x, expert_idx = input_type(ctx, 0), input_type(ctx, 2)
+    x_dims, e_dims = input_dims(x), input_dims(expert_idx)
     if x_dims is not None and len(x_dims) != 2:
         fail_inference(OP_TYPE, f"input 'x' must be 2-D [N, H], got rank {len(x_dims)}")
     if e_dims is not None and len(e_dims) != 2:
@@ -185,7 +185,8 @@ def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray, **attr
     """``(expanded_x, expanded_row_idx, expanded_expert_idx)`` (see the module docstring)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     x, row_idx, expert_idx = np.asarray(x), np.asarray(row_idx), np.asarray(expert_idx)
-    validate_inputs(*((a.shape, onnx_type_name(a.dtype)) for a in (x, row_idx, expert_idx)), attrs)
+    x_in, r_in, e_in = ((a.shape, onnx_type_name(a.dtype)) for a in (x, row_idx, expert_idx))
+    validate_inputs(x_in, r_in, e_in, attrs)
     validate_values(row_idx, expert_idx)
     N, K = expert_idx.shape
     flat = expert_idx.reshape(-1)

@@ -298,6 +298,8 @@ def _infer(ctx) -> None:
     n = x_dims[0] if x_dims else (i_dims[0] if i_dims else None)
     pairs = dim_product(n, i_dims[1] if i_dims else None)
     h = x_dims[1] if x_dims else None
+    x_out: list[Any]
+    scale_out: list[Any]
     if attrs["drop_pad_mode"] == DROP_PAD:
         E, C = attrs["expert_num"], attrs["expert_capacity"]
         x_out, scale_out = [E, C, h], [E * C]
@@ -412,7 +414,8 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, scale: np.ndarray | None = 
     scale = None if scale is None else np.asarray(scale)
     offset = None if offset is None else np.asarray(offset)
     desc = lambda a: None if a is None else (a.shape, onnx_type_name(a.dtype))  # noqa: E731
-    validate_inputs(desc(x), desc(expert_idx), desc(scale), desc(offset), attrs)
+    validate_inputs((x.shape, onnx_type_name(x.dtype)), (expert_idx.shape, onnx_type_name(expert_idx.dtype)),
+                    desc(scale), desc(offset), attrs)
     validate_expert_ids(expert_idx, attrs["expert_num"])
     N, K = expert_idx.shape
     start, end = expert_range(attrs)

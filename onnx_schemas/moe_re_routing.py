@@ -76,7 +76,7 @@ SCHEMA = OpSchema(
 
 INPUT_NAMES = input_names(SCHEMA)
 OUTPUT_NAMES = output_names(SCHEMA)
-SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"tokens": (TensorProto.INT8, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT64, ["N", "E"]),
       "per_token_scales": (TensorProto.FLOAT, ["A"])}, {}),
     ({"tokens": (TensorProto.BFLOAT16, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT32, ["N", "E"])},

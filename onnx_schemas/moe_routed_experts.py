@@ -64,7 +64,7 @@ SCHEMA = OpSchema(
 
 INPUT_NAMES = input_names(SCHEMA)
 OUTPUT_NAMES = output_names(SCHEMA)
-SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"x": (TensorProto.FLOAT, ["T", "H"]), "expert_idx": (TensorProto.INT32, ["T", "k"]),
       "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
       "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),

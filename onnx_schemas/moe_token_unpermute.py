@@ -61,7 +61,7 @@ SCHEMA = OpSchema(
 
 INPUT_NAMES = input_names(SCHEMA)
 OUTPUT_NAMES = output_names(SCHEMA)
-SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
+SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
       "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
 ]
@@ -96,11 +96,16 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     """Check attributes, types, ranks and dims; returns ``(N, K, P, H)`` (None where unknown)."""
     validate_attributes(attrs)
     check_types(SCHEMA, inputs)
-    t_shape = tuple(inputs["permuted_tokens"][0])
+    tokens, indices = inputs.get("permuted_tokens"), inputs.get("sorted_indices")
+    for name, spec in (("permuted_tokens", tokens), ("sorted_indices", indices)):
+        if spec is None:
+            raise _err(f"input '{name}' is required, got none")
+    assert tokens is not None and indices is not None  # for mypy: the loop above raised otherwise
+    t_shape = tuple(tokens[0])
     if len(t_shape) != 2:
         raise _err(f"input 'permuted_tokens' must be 2-D [P, H], got shape {_shape(t_shape)}")
     P, H = t_shape
-    i_shape = tuple(inputs["sorted_indices"][0])
+    i_shape = tuple(indices[0])
     if len(i_shape) != 1:
         raise _err(f"input 'sorted_indices' must be 1-D [N*K], got shape {_shape(i_shape)}")
     probs = inputs.get("probs")

@@ -85,7 +85,7 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
     else:
         so = sess_options
         register(so)
-    providers = ["CPUExecutionProvider"]
+    providers: list[str | tuple[str, dict]] = ["CPUExecutionProvider"]
     if provider == "cann":
         reason = cann_unavailable_reason()
         if reason:

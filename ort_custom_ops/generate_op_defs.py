@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -132,7 +133,7 @@ def _op_block(schema: OpSchema) -> list[str]:
     enum("Attr", sorted(schema.attributes), "kNumAttrs")  # sorted: the binding's map order is not declared
     lines.append("")
 
-    def params(tag: str, formal: list) -> None:
+    def params(tag: str, formal: Sequence[OpSchema.FormalParameter]) -> None:
         for p in formal:
             types = constraints.get(p.type_str, [p.type_str])
             lines.append(f"inline constexpr ONNXTensorElementDataType k{tag}{_camel(p.name)}Types[] = {{"

@@ -49,31 +49,29 @@ using AclrtMemcpyFn = AclError (*)(void* dst, size_t dst_max, const void* src, s
 using AclrtSynchronizeStreamFn = AclError (*)(AclStream stream);
 using AclGetRecentErrMsgFn = const char* (*)();
 using AclCreateTensorFn = AclTensor* (*)(const int64_t* view_dims, uint64_t view_dims_num,
-                                         AclDataType data_type, const int64_t* stride,
-                                         int64_t offset, int format, const int64_t* storage_dims,
-                                         uint64_t storage_dims_num, void* tensor_data);
+                                         AclDataType data_type, const int64_t* stride, int64_t offset,
+                                         int format, const int64_t* storage_dims, uint64_t storage_dims_num,
+                                         void* tensor_data);
 using AclDestroyTensorFn = AclnnStatus (*)(const AclTensor* tensor);
-using AclnnRunFn = AclnnStatus (*)(void* workspace, uint64_t workspace_size,
-                                   AclOpExecutor* executor, AclStream stream);
+using AclnnRunFn = AclnnStatus (*)(void* workspace, uint64_t workspace_size, AclOpExecutor* executor,
+                                   AclStream stream);
 using AclnnMoeReRoutingGetWorkspaceSizeFn = AclnnStatus (*)(
     const AclTensor* tokens, const AclTensor* expert_token_num_per_rank,
     const AclTensor* per_token_scales_optional, int64_t expert_token_num_type, int64_t idx_type,
     const AclTensor* permute_tokens_out, const AclTensor* permute_per_token_scales_out,
-    const AclTensor* permute_token_idx_out, const AclTensor* expert_token_num_out,
-    uint64_t* workspace_size, AclOpExecutor** executor);
-using AclnnMoeGatingTopKGetWorkspaceSizeFn = AclnnStatus (*)(
-    const AclTensor* x, const AclTensor* bias_optional, int64_t k, int64_t k_group,
-    int64_t group_count, int64_t group_select_mode, int64_t renorm, int64_t norm_type,
-    bool out_flag, double routed_scaling_factor, double eps, const AclTensor* y_out,
-    const AclTensor* expert_idx_out, const AclTensor* out_out, uint64_t* workspace_size,
+    const AclTensor* permute_token_idx_out, const AclTensor* expert_token_num_out, uint64_t* workspace_size,
     AclOpExecutor** executor);
+using AclnnMoeGatingTopKGetWorkspaceSizeFn = AclnnStatus (*)(
+    const AclTensor* x, const AclTensor* bias_optional, int64_t k, int64_t k_group, int64_t group_count,
+    int64_t group_select_mode, int64_t renorm, int64_t norm_type, bool out_flag, double routed_scaling_factor,
+    double eps, const AclTensor* y_out, const AclTensor* expert_idx_out, const AclTensor* out_out,
+    uint64_t* workspace_size, AclOpExecutor** executor);
 using AclnnMoeGatingTopKHashGetWorkspaceSizeFn = AclnnStatus (*)(
     const AclTensor* x, const AclTensor* bias_optional, const AclTensor* input_ids_optional,
     const AclTensor* tid2eid_optional, int64_t k, int64_t k_group, int64_t group_count,
-    int64_t group_select_mode, int64_t renorm, int64_t norm_type, bool out_flag,
-    double routed_scaling_factor, double eps, const AclTensor* y_out,
-    const AclTensor* expert_idx_out, const AclTensor* out_out, uint64_t* workspace_size,
-    AclOpExecutor** executor);
+    int64_t group_select_mode, int64_t renorm, int64_t norm_type, bool out_flag, double routed_scaling_factor,
+    double eps, const AclTensor* y_out, const AclTensor* expert_idx_out, const AclTensor* out_out,
+    uint64_t* workspace_size, AclOpExecutor** executor);
 
 // Bytes of one element; 0 for types the kernels never pass.
 size_t AclElementBytes(AclDataType type);

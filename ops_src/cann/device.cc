@@ -19,9 +19,8 @@ Tensor::Tensor(AclDataType type, std::vector<int64_t> dims, const void* data) {
   // Contiguous row-major strides, in elements.
   std::vector<int64_t> strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-  tensor_ = Runtime().create_tensor(dims.data(), dims.size(), type, strides.data(), 0,
-                                    kAclFormatNd, dims.data(), dims.size(),
-                                    const_cast<void*>(data));
+  tensor_ = Runtime().create_tensor(dims.data(), dims.size(), type, strides.data(), 0, kAclFormatNd,
+                                    dims.data(), dims.size(), const_cast<void*>(data));
   if (!tensor_) throw std::runtime_error("aclCreateTensor failed");
 }
 
@@ -37,8 +36,7 @@ void CheckAcl(int status, const std::string& what) {
                            (msg && *msg ? std::string(": ") + msg : std::string()));
 }
 
-void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes,
-               AclMemcpyKind kind) {
+void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes, AclMemcpyKind kind) {
   if (bytes == 0) return;
   CheckAcl(Runtime().memcpy_async(dst, bytes, src, bytes, kind, ctx.stream), "aclrtMemcpyAsync");
 }
@@ -53,8 +51,7 @@ void Synchronize(const DeviceContext& ctx) {
 }
 
 void RunAclnn(const DeviceContext& ctx, const char* name,
-              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare,
-              AclnnRunFn run) {
+              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run) {
   uint64_t workspace_size = 0;
   AclOpExecutor* executor = nullptr;
   CheckAcl(prepare(&workspace_size, &executor), std::string(name) + "GetWorkspaceSize");

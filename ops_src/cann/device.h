@@ -52,8 +52,7 @@ class Tensor {
 void CheckAcl(int status, const std::string& what);
 
 // Queued on the stream.
-void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes,
-               AclMemcpyKind kind);
+void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 void Synchronize(const DeviceContext& ctx);
 // Synchronous, outside any stream (e.g. reading a constant once when a kernel is created).
 void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
@@ -61,7 +60,6 @@ void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 // Runs an ACLNN operator's two phases: `prepare(&workspace_size, &executor)` (its
 // ...GetWorkspaceSize call), then `run` with workspace from the context on the stream.
 void RunAclnn(const DeviceContext& ctx, const char* name,
-              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare,
-              AclnnRunFn run);
+              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run);
 
 }  // namespace ascend_moe::cann

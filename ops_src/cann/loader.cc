@@ -140,8 +140,7 @@ const AclRuntime& Runtime() {
     };
     r.memcpy_async = reinterpret_cast<AclrtMemcpyAsyncFn>(require("aclrtMemcpyAsync"));
     r.memcpy = reinterpret_cast<AclrtMemcpyFn>(require("aclrtMemcpy"));
-    r.synchronize_stream =
-        reinterpret_cast<AclrtSynchronizeStreamFn>(require("aclrtSynchronizeStream"));
+    r.synchronize_stream = reinterpret_cast<AclrtSynchronizeStreamFn>(require("aclrtSynchronizeStream"));
     r.create_tensor = reinterpret_cast<AclCreateTensorFn>(require("aclCreateTensor"));
     r.destroy_tensor = reinterpret_cast<AclDestroyTensorFn>(require("aclDestroyTensor"));
     r.recent_error = reinterpret_cast<AclGetRecentErrMsgFn>(FindSymbol("aclGetRecentErrMsg"));
@@ -152,24 +151,40 @@ const AclRuntime& Runtime() {
 
 size_t AclElementBytes(AclDataType type) {
   switch (type) {
-    case kAclFloat: case kAclInt32: return 4;
-    case kAclFloat16: case kAclBFloat16: return 2;
-    case kAclInt8: case kAclUint8: case kAclBool: return 1;
-    case kAclInt64: return 8;
+    case kAclFloat:
+    case kAclInt32:
+      return 4;
+    case kAclFloat16:
+    case kAclBFloat16:
+      return 2;
+    case kAclInt8:
+    case kAclUint8:
+    case kAclBool:
+      return 1;
+    case kAclInt64:
+      return 8;
   }
   return 0;
 }
 
 const char* AclTypeName(AclDataType type) {
   switch (type) {
-    case kAclFloat: return "float";
-    case kAclFloat16: return "float16";
-    case kAclBFloat16: return "bfloat16";
-    case kAclInt8: return "int8";
-    case kAclUint8: return "uint8";
-    case kAclInt32: return "int32";
-    case kAclInt64: return "int64";
-    case kAclBool: return "bool";
+    case kAclFloat:
+      return "float";
+    case kAclFloat16:
+      return "float16";
+    case kAclBFloat16:
+      return "bfloat16";
+    case kAclInt8:
+      return "int8";
+    case kAclUint8:
+      return "uint8";
+    case kAclInt32:
+      return "int32";
+    case kAclInt64:
+      return "int64";
+    case kAclBool:
+      return "bool";
   }
   return "unknown";
 }

@@ -16,9 +16,12 @@ constexpr int64_t kMaxExperts = 2048;
 
 AclDataType FloatAclType(cpu::GatingFloatType t) {
   switch (t) {
-    case cpu::GatingFloatType::kFloat16: return kAclFloat16;
-    case cpu::GatingFloatType::kBFloat16: return kAclBFloat16;
-    default: return kAclFloat;
+    case cpu::GatingFloatType::kFloat16:
+      return kAclFloat16;
+    case cpu::GatingFloatType::kBFloat16:
+      return kAclBFloat16;
+    default:
+      return kAclFloat;
   }
 }
 size_t FloatBytes(cpu::GatingFloatType t) { return t == cpu::GatingFloatType::kFloat32 ? 4 : 2; }
@@ -54,28 +57,27 @@ void RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
     const size_t bytes = static_cast<size_t>(R) * IntBytes(a.ids_type);
     ids_device = std::make_unique<DeviceBuffer>(ctx, bytes);
     CopyAsync(ctx, ids_device->get(), a.input_ids_host, bytes, kHostToDevice);
-    ids = std::make_unique<Tensor>(IntAclType(a.ids_type), std::vector<int64_t>{R},
-                                   ids_device->get());
-    table = std::make_unique<Tensor>(IntAclType(a.table_type),
-                                     std::vector<int64_t>{a.table_rows, K}, a.tid2eid);
+    ids = std::make_unique<Tensor>(IntAclType(a.ids_type), std::vector<int64_t>{R}, ids_device->get());
+    table =
+        std::make_unique<Tensor>(IntAclType(a.table_type), std::vector<int64_t>{a.table_rows, K}, a.tid2eid);
   }
   const double rsf = p.routed_scaling_factor, eps = p.eps;
   const bool out_flag = p.out_flag != 0;
-  RunAclnn(ctx, call,
-           [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-             if (hash_op) {
-               return reinterpret_cast<AclnnMoeGatingTopKHashGetWorkspaceSizeFn>(prepare)(
-                   x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr,
-                   table ? table->get() : nullptr, K, p.k_group, p.group_count,
-                   p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps, y.get(),
-                   expert_idx.get(), out.get(), workspace_size, executor);
-             }
-             return reinterpret_cast<AclnnMoeGatingTopKGetWorkspaceSizeFn>(prepare)(
-                 x.get(), bias ? bias->get() : nullptr, K, p.k_group, p.group_count,
-                 p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps, y.get(),
-                 expert_idx.get(), out.get(), workspace_size, executor);
-           },
-           run_fn);
+  RunAclnn(
+      ctx, call,
+      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+        if (hash_op) {
+          return reinterpret_cast<AclnnMoeGatingTopKHashGetWorkspaceSizeFn>(prepare)(
+              x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr,
+              table ? table->get() : nullptr, K, p.k_group, p.group_count, p.group_select_mode, p.renorm,
+              p.norm_type, out_flag, rsf, eps, y.get(), expert_idx.get(), out.get(), workspace_size,
+              executor);
+        }
+        return reinterpret_cast<AclnnMoeGatingTopKGetWorkspaceSizeFn>(prepare)(
+            x.get(), bias ? bias->get() : nullptr, K, p.k_group, p.group_count, p.group_select_mode, p.renorm,
+            p.norm_type, out_flag, rsf, eps, y.get(), expert_idx.get(), out.get(), workspace_size, executor);
+      },
+      run_fn);
   if (a.hash) Synchronize(ctx);  // the host ids must outlive their upload
 }
 
@@ -164,9 +166,8 @@ MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
   const std::string prepare = std::string(call) + "GetWorkspaceSize";
   if (!FindSymbol(prepare.c_str(), &why) || !FindSymbol(call, &why)) {
     path.reason = std::string("no ") + call + " in the CANN operator libraries (" +
-                  (call == kAclnnMoeGatingTopKHash
-                       ? "install the cann-recipes-infer custom operator package"
-                       : "CANN too old") +
+                  (call == kAclnnMoeGatingTopKHash ? "install the cann-recipes-infer custom operator package"
+                                                   : "CANN too old") +
                   "): " + why;
     return path;
   }
@@ -174,8 +175,7 @@ MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
   return path;
 }
 
-cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx,
-                                            const MoeGatingDeviceArgs& a,
+cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& a,
                                             const MoeGatingPath& path) {
   if (a.params.rows == 0) return {};
   if (path.call) {

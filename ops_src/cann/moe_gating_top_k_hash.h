@@ -1,5 +1,5 @@
-// MoeGatingTopKHash on an Ascend NPU (docs/operators.md §1): CANN's built-in aclnnMoeGatingTopK (no hash input,
-// within its documented limits), the cann-recipes-infer custom operator aclnnMoeGatingTopKHash
+// MoeGatingTopKHash on an Ascend NPU (docs/operators.md §1): CANN's built-in aclnnMoeGatingTopK (no hash
+// input, within its documented limits), the cann-recipes-infer custom operator aclnnMoeGatingTopKHash
 // (libcust_opapi.so: hash routing and sqrt-softplus), or a fallback that copies the inputs to the
 // host, runs the CPU kernel (ops_src/cpu) and copies the results back. Plain C++ over device
 // pointers, the caller's stream and workspace callback; knows nothing of ONNX Runtime.
@@ -19,11 +19,11 @@ inline constexpr const char* kAclnnMoeGatingTopKHash = "aclnnMoeGatingTopKHash";
 struct MoeGatingDeviceArgs {
   cpu::MoeGatingTopKHashParams params;  // validated
   cpu::GatingFloatType x_type = cpu::GatingFloatType::kFloat32;
-  bool hash = false;                    // input_ids and tid2eid given
+  bool hash = false;  // input_ids and tid2eid given
   cpu::GatingIntType ids_type = cpu::GatingIntType::kInt64;
   cpu::GatingIntType table_type = cpu::GatingIntType::kInt32;
   int64_t table_rows = 0;
-  bool additional = false;              // additional_bias and the mask given
+  bool additional = false;  // additional_bias and the mask given
   // Device memory (null when absent or empty), except input_ids, which is host memory.
   const void* x = nullptr;
   const void* bias = nullptr;
@@ -59,15 +59,13 @@ cpu::MoeGatingTopKHashError CheckHashRows(const MoeGatingDeviceArgs& args, RowBa
 
 // Runs the op along `path`. A data error found by the fallback's CPU kernel is returned (nothing
 // else is written then); native calls return ok() (their ids were checked by the caller).
-cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx,
-                                            const MoeGatingDeviceArgs& args,
+cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& args,
                                             const MoeGatingPath& path);
 
 // Token id of a row of input_ids (host memory).
 inline int64_t TokenIdAt(const MoeGatingDeviceArgs& a, int64_t row) {
-  return a.ids_type == cpu::GatingIntType::kInt32
-             ? static_cast<const int32_t*>(a.input_ids_host)[row]
-             : static_cast<const int64_t*>(a.input_ids_host)[row];
+  return a.ids_type == cpu::GatingIntType::kInt32 ? static_cast<const int32_t*>(a.input_ids_host)[row]
+                                                  : static_cast<const int64_t*>(a.input_ids_host)[row];
 }
 
 template <typename RowBad>

@@ -49,14 +49,14 @@ void RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
   std::unique_ptr<Tensor> scales;
   if (p.has_scales) scales = std::make_unique<Tensor>(kAclFloat, std::vector<int64_t>{A}, a.scales);
 
-  RunAclnn(ctx, kAclnnMoeReRouting,
-           [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-             return prepare_fn(tokens.get(), counts_t.get(), scales ? scales->get() : nullptr,
-                               p.expert_token_num_type, p.idx_type, permute_tokens.get(),
-                               permute_scales_t.get(), permute_idx.get(), expert_token_num.get(),
-                               workspace_size, executor);
-           },
-           run_fn);
+  RunAclnn(
+      ctx, kAclnnMoeReRouting,
+      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+        return prepare_fn(tokens.get(), counts_t.get(), scales ? scales->get() : nullptr,
+                          p.expert_token_num_type, p.idx_type, permute_tokens.get(), permute_scales_t.get(),
+                          permute_idx.get(), expert_token_num.get(), workspace_size, executor);
+      },
+      run_fn);
   Synchronize(ctx);  // the host counts must outlive their upload
 }
 
@@ -80,14 +80,15 @@ void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
       if (c == 0) continue;
       auto rows = [&](const void* in, void* out, int64_t row_bytes) {
         CopyAsync(ctx, static_cast<char*>(out) + dst * row_bytes,
-                  static_cast<const char*>(in) + from * row_bytes, c * row_bytes,
-                  kDeviceToDevice);
+                  static_cast<const char*>(in) + from * row_bytes, c * row_bytes, kDeviceToDevice);
       };
       rows(a.tokens, a.permute_tokens, p.token_row_bytes);
       if (p.has_scales) rows(a.scales, a.permute_scales, p.scale_row_bytes);
       for (int64_t i = 0; i < c; ++i) {
-        if (p.idx_type == 0) idx[dst + i] = static_cast<int32_t>(from + i);
-        else idx[from + i] = static_cast<int32_t>(dst + i);
+        if (p.idx_type == 0)
+          idx[dst + i] = static_cast<int32_t>(from + i);
+        else
+          idx[from + i] = static_cast<int32_t>(dst + i);
       }
       dst += c;
       totals[e] += c;
@@ -137,8 +138,7 @@ MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& a) {
   path.reason = MoeReRoutingNativeBlocker(a);
   if (!path.reason.empty()) return path;
   std::string why;
-  if (!FindSymbol("aclnnMoeReRoutingGetWorkspaceSize", &why) ||
-      !FindSymbol(kAclnnMoeReRouting, &why)) {
+  if (!FindSymbol("aclnnMoeReRoutingGetWorkspaceSize", &why) || !FindSymbol(kAclnnMoeReRouting, &why)) {
     path.reason = "the CANN operator library has no aclnnMoeReRouting: " + why;
     return path;
   }
@@ -156,8 +156,10 @@ void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& 
     Synchronize(ctx);
     return;
   }
-  if (path.call) RunNative(ctx, a);
-  else RunCopies(ctx, a);
+  if (path.call)
+    RunNative(ctx, a);
+  else
+    RunCopies(ctx, a);
 }
 
 }  // namespace ascend_moe::cann

@@ -67,10 +67,10 @@ namespace gmm_avx512 {
 #pragma GCC pop_options
 #endif
 
-constexpr int64_t kRowBlock = 64;               // rows of one group whose accumulators live together
-constexpr int64_t kRowTile = 4;                 // rows per pass over a weight tile
-constexpr int64_t kTileBytes = int64_t{256} << 10;  // weight tile reused across a row block (L2)
-constexpr int64_t kItemBytes = int64_t{4} << 20;    // default weight bytes per work item
+constexpr int64_t kRowBlock = 64;                   // rows of one group whose accumulators live together
+constexpr int64_t kRowTile = 4;                     // rows per pass over a weight tile
+constexpr int64_t kTileBytes = int64_t{256 << 10};  // weight tile reused across a row block (L2)
+constexpr int64_t kItemBytes = int64_t{4 << 20};    // default weight bytes per work item
 // A group's k range is split only while its partial sums stay below this share of its weights.
 constexpr int64_t kPartialShare = 16;
 
@@ -101,17 +101,25 @@ int64_t ElementBytes(GmmType t) { return t == GmmType::kFloat32 ? 4 : 2; }
 // One element of a buffer of type t, widened.
 float ReadAt(const void* p, GmmType t, int64_t i) {
   switch (t) {
-    case GmmType::kFloat16: return Fp16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    case GmmType::kBFloat16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case GmmType::kFloat16:
+      return Fp16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case GmmType::kBFloat16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
   }
 }
 
 void WriteAt(void* p, GmmType t, int64_t i, float v) {
   switch (t) {
-    case GmmType::kFloat16: static_cast<uint16_t*>(p)[i] = FloatToFp16(v); break;
-    case GmmType::kBFloat16: static_cast<uint16_t*>(p)[i] = FloatToBf16(v); break;
-    default: static_cast<float*>(p)[i] = v;
+    case GmmType::kFloat16:
+      static_cast<uint16_t*>(p)[i] = FloatToFp16(v);
+      break;
+    case GmmType::kBFloat16:
+      static_cast<uint16_t*>(p)[i] = FloatToBf16(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
   }
 }
 
@@ -126,16 +134,25 @@ void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N
   if (transposed) {
     switch (isa) {
 #if ASCEND_MOE_GMM_X86
-      case GmmIsa::kAvx512: gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, width); return;
-      case GmmIsa::kAvx2: gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, width); return;
+      case GmmIsa::kAvx512:
+        gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, width);
+        return;
+      case GmmIsa::kAvx2:
+        gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, width);
+        return;
 #endif
-      default: gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, width); return;
+      default:
+        gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, width);
+        return;
     }
   }
   // Few rows: one pass over the k range (no reuse to win). More: k tiles of about kTileBytes,
   // each used by every row tile while it is in L2.
-  const int64_t tile_k = rows <= kRowTile ? k1 - k0
-      : std::max<int64_t>(16, kTileBytes / std::max<int64_t>(1, width * static_cast<int64_t>(sizeof(W))) / 4 * 4);
+  const int64_t tile_k =
+      rows <= kRowTile
+          ? k1 - k0
+          : std::max<int64_t>(
+                16, kTileBytes / std::max<int64_t>(1, width * static_cast<int64_t>(sizeof(W))) / 4 * 4);
   const W* wn = w + n0;
   for (int64_t t0 = k0; t0 < k1; t0 += tile_k) {
     const int64_t t1 = std::min(k1, t0 + tile_k);
@@ -144,10 +161,15 @@ void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N
       float* a = acc + r * width;
       switch (isa) {
 #if ASCEND_MOE_GMM_X86
-        case GmmIsa::kAvx512: gmm_avx512::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width); break;
-        case GmmIsa::kAvx2: gmm_avx2::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width); break;
+        case GmmIsa::kAvx512:
+          gmm_avx512::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
+          break;
+        case GmmIsa::kAvx2:
+          gmm_avx2::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
+          break;
 #endif
-        default: gmm_baseline::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
+        default:
+          gmm_baseline::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
       }
     }
   }
@@ -162,9 +184,12 @@ GmmIsa GroupedMatmulIsa() {
 
 const char* GmmIsaName(GmmIsa isa) {
   switch (isa) {
-    case GmmIsa::kAvx512: return "avx512";
-    case GmmIsa::kAvx2: return "avx2";
-    default: return "baseline";
+    case GmmIsa::kAvx512:
+      return "avx512";
+    case GmmIsa::kAvx2:
+      return "avx2";
+    default:
+      return "baseline";
   }
 }
 
@@ -196,7 +221,8 @@ void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* 
     const int64_t m = seg.end - seg.begin;
     if (params.transpose_weight) {  // ranges of weight rows (output columns), contiguous
       const int64_t width = std::max<int64_t>(16, item_bytes / std::max<int64_t>(1, K * elem) / 16 * 16);
-      for (int64_t n = 0; n < N; n += width) items_.push_back({s, 0, K, seg.begin, seg.end, n, std::min(N, n + width)});
+      for (int64_t n = 0; n < N; n += width)
+        items_.push_back({s, 0, K, seg.begin, seg.end, n, std::min(N, n + width)});
     } else if (m > kRowBlock) {  // many rows: compute bound, split by rows
       for (int64_t r = seg.begin; r < seg.end; r += kRowBlock) {
         items_.push_back({s, 0, K, r, std::min(seg.end, r + kRowBlock), 0, N});
@@ -306,7 +332,8 @@ void GroupedMatmulPlan::FinishItems(const GroupedMatmulBuffers& b, int64_t begin
   }
 }
 
-void GroupedMatmul(const GroupedMatmulParams& params, const GroupedMatmulBuffers& buffers, const int64_t* ends) {
+void GroupedMatmul(const GroupedMatmulParams& params, const GroupedMatmulBuffers& buffers,
+                   const int64_t* ends) {
   GroupedMatmulPlan plan;
   plan.Build(params, ends);
   plan.Prepare(buffers);

@@ -90,15 +90,16 @@ class GroupedMatmulPlan {
 
   GroupedMatmulParams p_;
   GmmIsa isa_ = GmmIsa::kBaseline;
-  int64_t covered_rows_ = 0;  // end of the last group
+  int64_t covered_rows_ = 0;       // end of the last group
   std::vector<Segment> segments_;  // groups with rows, ascending
   std::vector<Item> items_;
-  std::vector<int64_t> split_;     // segments with k_blocks > 1
-  std::vector<float> x32_;         // x widened to float32 (empty for float32 x)
+  std::vector<int64_t> split_;        // segments with k_blocks > 1
+  std::vector<float> x32_;            // x widened to float32 (empty for float32 x)
   std::unique_ptr<float[]> partial_;  // uninitialised; each item zeroes its own part
 };
 
 // The whole op on the calling thread.
-void GroupedMatmul(const GroupedMatmulParams& params, const GroupedMatmulBuffers& buffers, const int64_t* ends);
+void GroupedMatmul(const GroupedMatmulParams& params, const GroupedMatmulBuffers& buffers,
+                   const int64_t* ends);
 
 }  // namespace ascend_moe::cpu

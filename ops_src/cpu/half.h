@@ -24,8 +24,8 @@ inline uint16_t FloatToFp16(float f) {
   const uint32_t abs = bits & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {                                                 // subnormal or zero
-    if (abs < 0x33000000u) return sign;                                    // below half the min
+  if (abs < 0x38800000u) {                                               // subnormal or zero
+    if (abs < 0x33000000u) return sign;                                  // below half the min
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - exp;  // 14..24
@@ -51,7 +51,7 @@ inline float Bf16ToFloat(uint16_t h) {
 // Exact (subnormals, infinities and NaNs included).
 inline float Fp16ToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  const uint32_t exp = (static_cast<uint32_t>(h) >> 10) & 0x1fu, mant = h & 0x3ffu;
   uint32_t bits;
   if (exp == 0x1fu) {
     bits = sign | 0x7f800000u | (mant << 13);

@@ -45,9 +45,12 @@ std::atomic<int> set_isa{kNoOverride};  // SetCpuIsa's path
 
 const char* CpuIsaName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAvx512: return "avx512";
-    case CpuIsa::kAvx2: return "avx2";
-    default: return "baseline";
+    case CpuIsa::kAvx512:
+      return "avx512";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    default:
+      return "baseline";
   }
 }
 

@@ -33,15 +33,12 @@
 // Code between BEGIN and END is compiled for AVX2 + FMA, or AVX-512 (F, BW, DQ, VL) + AVX2 + FMA.
 // GCC 12 reads the AVX-512 intrinsics' _mm512_undefined_ps() pass-through operands as
 // uninitialised: those warnings are off in the AVX-512 region.
-#define ASCEND_MOE_CPU_TARGET_AVX2_BEGIN                \
-  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")") \
-      _Pragma("GCC diagnostic push")
-#define ASCEND_MOE_CPU_TARGET_AVX512_BEGIN                                     \
-  _Pragma("GCC push_options")                                                  \
-      _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma\")")   \
-          _Pragma("GCC diagnostic push")                                       \
-              _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")      \
-                  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define ASCEND_MOE_CPU_TARGET_AVX2_BEGIN \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")") _Pragma("GCC diagnostic push")
+#define ASCEND_MOE_CPU_TARGET_AVX512_BEGIN                                                           \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma\")") \
+      _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")     \
+          _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define ASCEND_MOE_CPU_TARGET_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 
 namespace ascend_moe::cpu {

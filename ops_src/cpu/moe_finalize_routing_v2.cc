@@ -28,9 +28,12 @@ namespace {
 
 inline float WeightAt(const WeightedGatherParams& p, const void* weights, int64_t i) {
   switch (p.weight_type) {
-    case RowType::kFloat32: return static_cast<const float*>(weights)[i];
-    case RowType::kFloat16: return Fp16ToFloat(static_cast<const uint16_t*>(weights)[i]);
-    case RowType::kBFloat16: return Bf16ToFloat(static_cast<const uint16_t*>(weights)[i]);
+    case RowType::kFloat32:
+      return static_cast<const float*>(weights)[i];
+    case RowType::kFloat16:
+      return Fp16ToFloat(static_cast<const uint16_t*>(weights)[i]);
+    case RowType::kBFloat16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(weights)[i]);
   }
   return 0.0f;
 }
@@ -38,7 +41,8 @@ inline float WeightAt(const WeightedGatherParams& p, const void* weights, int64_
 }  // namespace
 
 int64_t IndexAt(const void* index, IndexType type, int64_t i) {
-  return type == IndexType::kInt32 ? static_cast<const int32_t*>(index)[i] : static_cast<const int64_t*>(index)[i];
+  return type == IndexType::kInt32 ? static_cast<const int32_t*>(index)[i]
+                                   : static_cast<const int64_t*>(index)[i];
 }
 
 // The 16-float vectors stay inside always-inline functions: no call passes one by value.

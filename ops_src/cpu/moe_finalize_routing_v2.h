@@ -14,12 +14,12 @@ enum class RowType { kFloat32, kFloat16, kBFloat16 };
 enum class IndexType { kInt32, kInt64 };
 
 struct WeightedGatherParams {
-  int64_t num_out_rows = 0;  // N
-  int64_t k = 1;             // K: slots per output row
-  int64_t hidden = 0;        // H
-  int64_t num_rows = 0;      // rows of the source table; a slot index outside [0, num_rows) reads
-                             // a zero row (callers validate indices first: only the op's
-                             // "dropped" values get here)
+  int64_t num_out_rows = 0;              // N
+  int64_t k = 1;                         // K: slots per output row
+  int64_t hidden = 0;                    // H
+  int64_t num_rows = 0;                  // rows of the source table; a slot index outside [0, num_rows) reads
+                                         // a zero row (callers validate indices first: only the op's
+                                         // "dropped" values get here)
   RowType row_type = RowType::kFloat32;  // source rows, base rows, bias rows and the output
   IndexType index_type = IndexType::kInt32;
   // Slot (i, j)'s index is at i * K + j (token-major) or j * N + i (slot-major).
@@ -39,13 +39,13 @@ struct WeightedGatherParams {
 };
 
 struct WeightedGatherBuffers {
-  const void* rows = nullptr;        // [num_rows, H]
-  const void* row_index = nullptr;   // [N * K]
-  const void* weights = nullptr;     // [N, K]
+  const void* rows = nullptr;                // [num_rows, H]
+  const void* row_index = nullptr;           // [N * K]
+  const void* weights = nullptr;             // [N, K]
   const void* base[2] = {nullptr, nullptr};  // [N, H] each
-  const void* bias = nullptr;        // [E, H]
-  const void* expert_index = nullptr;  // [N, K]
-  void* out = nullptr;               // [N, H]
+  const void* bias = nullptr;                // [E, H]
+  const void* expert_index = nullptr;        // [N, K]
+  void* out = nullptr;                       // [N, H]
 };
 
 // Output rows [begin, end) of the call (any split over threads gives the same result).

@@ -72,9 +72,8 @@ GatingSelect MoeGatingTopKHashSelect() {
 
 bool MoeGatingTopKHashRowsWithIsa(CpuIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
-                                  const MoeGatingTopKHashOutputs& outputs, int64_t begin,
-                                  int64_t end, MoeGatingTopKHashError* error,
-                                  GatingSelect select) {
+                                  const MoeGatingTopKHashOutputs& outputs, int64_t begin, int64_t end,
+                                  MoeGatingTopKHashError* error, GatingSelect select) {
   if (!CpuRuns(isa)) return false;
   *error = {};
   if (begin >= end) return true;
@@ -95,28 +94,25 @@ bool MoeGatingTopKHashRowsWithIsa(CpuIsa isa, const MoeGatingTopKHashParams& par
 
 MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& params,
                                              const MoeGatingTopKHashInputs& inputs,
-                                             const MoeGatingTopKHashOutputs& outputs,
-                                             int64_t begin, int64_t end) {
+                                             const MoeGatingTopKHashOutputs& outputs, int64_t begin,
+                                             int64_t end) {
   MoeGatingTopKHashError error;
-  MoeGatingTopKHashRowsWithIsa(ActiveCpuIsa(), params, inputs, outputs, begin, end,
-                               &error);
+  MoeGatingTopKHashRowsWithIsa(ActiveCpuIsa(), params, inputs, outputs, begin, end, &error);
   return error;
 }
 
 std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,
-                                           const MoeGatingTopKHashParams& params,
-                                           int64_t table_rows) {
+                                           const MoeGatingTopKHashParams& params, int64_t table_rows) {
   std::ostringstream os;
   os << "MoeGatingTopKHash: ";
   switch (error.kind) {
     case MoeGatingTopKHashError::kTokenIdOutOfRange:
-      os << "input 'input_ids' value at row " << error.row << " is out of range [0, "
-         << table_rows << "), got " << error.value;
+      os << "input 'input_ids' value at row " << error.row << " is out of range [0, " << table_rows
+         << "), got " << error.value;
       break;
     case MoeGatingTopKHashError::kTableEntryOutOfRange:
-      os << "input 'tid2eid' entry [" << error.token_id << ", " << error.column
-         << "] (used by row " << error.row << ") is out of range [0, " << params.experts
-         << "), got " << error.value;
+      os << "input 'tid2eid' entry [" << error.token_id << ", " << error.column << "] (used by row "
+         << error.row << ") is out of range [0, " << params.experts << "), got " << error.value;
       break;
     default:
       os << "no error";

@@ -24,16 +24,18 @@ inline constexpr int64_t kGatingMaxExperts = limits::moe_gating_top_k_hash::kMax
 
 // Sizes and attributes, already validated.
 struct MoeGatingTopKHashParams {
-  int64_t rows = 0;         // R: tokens
-  int64_t experts = 0;      // E
+  int64_t rows = 0;     // R: tokens
+  int64_t experts = 0;  // E
   // Attributes; defaults from the schema (attr_defaults.gen.h). k is required: it has none.
-  int64_t k = 0;  // experts per token, 1..64, <= E
+  int64_t k = 0;                                                            // experts per token, 1..64, <= E
   int64_t k_group = attr_defaults::moe_gating_top_k_hash::kKGroup;          // groups kept
   int64_t group_count = attr_defaults::moe_gating_top_k_hash::kGroupCount;  // groups, divides E
-  int64_t group_select_mode = attr_defaults::moe_gating_top_k_hash::kGroupSelectMode;  // 0 = max, 1 = top-2 sum
-  int64_t renorm = attr_defaults::moe_gating_top_k_hash::kRenorm;        // 1 = renormalise softmax weights too
-  int64_t norm_type = attr_defaults::moe_gating_top_k_hash::kNormType;   // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
-  int64_t out_flag = attr_defaults::moe_gating_top_k_hash::kOutFlag;     // 1 = write the scores to `out`
+  int64_t group_select_mode =
+      attr_defaults::moe_gating_top_k_hash::kGroupSelectMode;      // 0 = max, 1 = top-2 sum
+  int64_t renorm = attr_defaults::moe_gating_top_k_hash::kRenorm;  // 1 = renormalise softmax weights too
+  int64_t norm_type =
+      attr_defaults::moe_gating_top_k_hash::kNormType;  // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
+  int64_t out_flag = attr_defaults::moe_gating_top_k_hash::kOutFlag;  // 1 = write the scores to `out`
   float routed_scaling_factor = attr_defaults::moe_gating_top_k_hash::kRoutedScalingFactor;
   float eps = attr_defaults::moe_gating_top_k_hash::kEps;
 };
@@ -41,35 +43,35 @@ struct MoeGatingTopKHashParams {
 // Raw inputs; optional ones are null when absent.
 struct MoeGatingTopKHashInputs {
   GatingFloatType x_type = GatingFloatType::kFloat32;
-  const void* x = nullptr;                // [R, E], x_type
-  const void* bias = nullptr;             // [E], x_type
+  const void* x = nullptr;     // [R, E], x_type
+  const void* bias = nullptr;  // [E], x_type
   // Hash routing: the node has input_ids and tid2eid. Decided by the inputs' presence, never by
   // their pointers: an empty table [0, k] may come with a null data pointer.
   bool hash = false;
   GatingIntType ids_type = GatingIntType::kInt64;
-  const void* input_ids = nullptr;        // [R], with tid2eid
+  const void* input_ids = nullptr;  // [R], with tid2eid
   GatingIntType table_type = GatingIntType::kInt32;
-  const void* tid2eid = nullptr;          // [table_rows, k], with input_ids
-  int64_t table_rows = 0;                 // n
-  const void* additional_bias = nullptr;  // [E], x_type
+  const void* tid2eid = nullptr;                   // [table_rows, k], with input_ids
+  int64_t table_rows = 0;                          // n
+  const void* additional_bias = nullptr;           // [E], x_type
   const uint8_t* additional_token_mask = nullptr;  // [R] bool bytes; needs additional_bias
 };
 
 // Raw outputs.
 struct MoeGatingTopKHashOutputs {
-  void* y = nullptr;               // [R, k], x_type
-  int32_t* expert_idx = nullptr;   // [R, k]
-  float* out = nullptr;            // [R, E] when out_flag = 1; may be null otherwise
+  void* y = nullptr;              // [R, k], x_type
+  int32_t* expert_idx = nullptr;  // [R, k]
+  float* out = nullptr;           // [R, E] when out_flag = 1; may be null otherwise
 };
 
 // A data-dependent error found while computing a row.
 struct MoeGatingTopKHashError {
   enum Kind { kNone, kTokenIdOutOfRange, kTableEntryOutOfRange };
   Kind kind = kNone;
-  int64_t row = -1;       // row of x
-  int64_t token_id = 0;   // input_ids[row]
-  int64_t column = 0;     // column of tid2eid (kTableEntryOutOfRange)
-  int64_t value = 0;      // the offending id or table entry
+  int64_t row = -1;      // row of x
+  int64_t token_id = 0;  // input_ids[row]
+  int64_t column = 0;    // column of tid2eid (kTableEntryOutOfRange)
+  int64_t value = 0;     // the offending id or table entry
   bool ok() const { return kind == kNone; }
 };
 
@@ -79,8 +81,8 @@ struct MoeGatingTopKHashError {
 // that split the rows should keep the same preference, then the lowest row.
 MoeGatingTopKHashError MoeGatingTopKHashRows(const MoeGatingTopKHashParams& params,
                                              const MoeGatingTopKHashInputs& inputs,
-                                             const MoeGatingTopKHashOutputs& outputs,
-                                             int64_t begin, int64_t end);
+                                             const MoeGatingTopKHashOutputs& outputs, int64_t begin,
+                                             int64_t end);
 
 // The row code is built once per instruction-set path (isa.h); MoeGatingTopKHashRows runs the
 // path ActiveCpuIsa() names.
@@ -97,13 +99,11 @@ GatingSelect MoeGatingTopKHashSelect();
 // the CPU cannot run it; else the data error (if any) in *error.
 bool MoeGatingTopKHashRowsWithIsa(CpuIsa isa, const MoeGatingTopKHashParams& params,
                                   const MoeGatingTopKHashInputs& inputs,
-                                  const MoeGatingTopKHashOutputs& outputs, int64_t begin,
-                                  int64_t end, MoeGatingTopKHashError* error,
-                                  GatingSelect select = GatingSelect::kAuto);
+                                  const MoeGatingTopKHashOutputs& outputs, int64_t begin, int64_t end,
+                                  MoeGatingTopKHashError* error, GatingSelect select = GatingSelect::kAuto);
 
 // The error as a message in the project's convention ("MoeGatingTopKHash: input '...' ...").
 std::string DescribeMoeGatingTopKHashError(const MoeGatingTopKHashError& error,
-                                           const MoeGatingTopKHashParams& params,
-                                           int64_t table_rows);
+                                           const MoeGatingTopKHashParams& params, int64_t table_rows);
 
 }  // namespace ascend_moe::cpu

@@ -11,9 +11,8 @@ namespace ascend_moe::cpu {
 // All steps for rows [begin, end) (gating/rows.inc). Scratch: 4E floats, 4E + G + 1 ints.
 using GatingRowsFn = MoeGatingTopKHashError(const MoeGatingTopKHashParams& params,
                                             const MoeGatingTopKHashInputs& in,
-                                            const MoeGatingTopKHashOutputs& out, int64_t begin,
-                                            int64_t end, float* fscratch, int32_t* iscratch,
-                                            bool narrow);
+                                            const MoeGatingTopKHashOutputs& out, int64_t begin, int64_t end,
+                                            float* fscratch, int32_t* iscratch, bool narrow);
 
 namespace gating_baseline {
 GatingRowsFn Rows;

@@ -16,7 +16,7 @@ constexpr int64_t kMaxPermuteId = std::numeric_limits<int32_t>::max();  // ids m
 // MoeTokenPermute sorts by counting while the id range is at most this many buckets per pair
 // (plus a constant): beyond it, a comparison sort is cheaper than the histogram.
 constexpr int64_t kBucketsPerPair = 4;
-constexpr int64_t kMinBuckets = int64_t{1} << 16;
+constexpr int64_t kMinBuckets = int64_t{1 << 16};
 
 inline int64_t ReadId(const void* ids, bool is64, int64_t i) {
   return is64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
@@ -24,10 +24,13 @@ inline int64_t ReadId(const void* ids, bool is64, int64_t i) {
 
 size_t ElemSize(RowType t) {
   switch (t) {
-    case RowType::kFloat: return 4;
+    case RowType::kFloat:
+      return 4;
     case RowType::kFloat16:
-    case RowType::kBFloat16: return 2;
-    case RowType::kInt8: return 1;
+    case RowType::kBFloat16:
+      return 2;
+    case RowType::kInt8:
+      return 1;
   }
   return 1;
 }
@@ -124,7 +127,8 @@ int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void
     for (int64_t i = 0; i < pairs; ++i) ++counts_[bucket(i)];
     std::vector<int64_t> next(counts_.size());
     std::exclusive_scan(counts_.begin(), counts_.end(), next.begin(), int64_t{0});
-    for (int64_t i = 0; i < pairs; ++i) order_[static_cast<size_t>(next[bucket(i)]++)] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < pairs; ++i)
+      order_[static_cast<size_t>(next[bucket(i)]++)] = static_cast<int32_t>(i);
     available_ = pairs - counts_.back();
     counts_.pop_back();
   }
@@ -141,7 +145,8 @@ int64_t MoeInitRoutingPlan::Build(const MoeInitRoutingParams& params, const void
       const int32_t pos = order_[static_cast<size_t>(i)];
       src_row_[static_cast<size_t>(i)] =
           static_cast<int32_t>(row_idx != nullptr ? row_idx[pos] % params.num_tokens : pos / k);
-      if (!params.permute) row_expert_[static_cast<size_t>(i)] = static_cast<int32_t>(ReadId(expert_idx, is64, pos) - first);
+      if (!params.permute)
+        row_expert_[static_cast<size_t>(i)] = static_cast<int32_t>(ReadId(expert_idx, is64, pos) - first);
     }
   } else {
     const int64_t cap = params.expert_capacity;
@@ -231,8 +236,10 @@ void MoeInitRoutingPlan::ExpandRows(const MoeInitRoutingBuffers& b, int64_t begi
         PrefetchRow(x + static_cast<size_t>(src_row_[static_cast<size_t>(i + 1)]) * row_bytes, row_bytes);
       }
       unsigned char* dst = out + static_cast<size_t>(i) * row_bytes;
-      if (src >= 0) std::memcpy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
-      else std::memset(dst, 0, row_bytes);
+      if (src >= 0)
+        std::memcpy(dst, x + static_cast<size_t>(src) * row_bytes, row_bytes);
+      else
+        std::memset(dst, 0, row_bytes);
       if (b.expanded_scale != nullptr) {
         b.expanded_scale[i] = (src >= 0 && b.scale != nullptr) ? b.scale[src] : 0.0f;
       }

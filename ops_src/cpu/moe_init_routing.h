@@ -33,17 +33,17 @@ struct MoeInitRoutingParams {
   int64_t quant_mode = attr_defaults::moe_init_routing_v3::kQuantMode;  // -1 none, 0 static, 1 dynamic
   // 0 gather (row of each pair), 1 scatter (pair of each row)
   int64_t row_idx_type = attr_defaults::moe_init_routing_v3::kRowIdxType;
-  int64_t scale_rows = 0;       // rows of the scale input (0 = absent)
+  int64_t scale_rows = 0;  // rows of the scale input (0 = absent)
   bool permute = false;
   int64_t num_out_rows = 0;  // MoeTokenPermute: R, already resolved from num_out_tokens
 };
 
 struct MoeInitRoutingBuffers {
-  const void* x = nullptr;         // [N, H]
-  const float* scale = nullptr;    // see docs/operators.md; null when absent
-  const float* offset = nullptr;   // [1], static quantisation only
-  void* expanded_x = nullptr;      // [rows, H] of x's type, or int8
-  float* expanded_scale = nullptr; // [rows]; may be null
+  const void* x = nullptr;          // [N, H]
+  const float* scale = nullptr;     // see docs/operators.md; null when absent
+  const float* offset = nullptr;    // [1], static quantisation only
+  void* expanded_x = nullptr;       // [rows, H] of x's type, or int8
+  float* expanded_scale = nullptr;  // [rows]; may be null
 };
 
 // MoeInitRouting: the flat position of the first row_idx entry outside [0, pairs) or repeated
@@ -73,11 +73,11 @@ class MoeInitRoutingPlan {
 
  private:
   MoeInitRoutingParams p_;
-  std::vector<int32_t> order_;       // pair positions sorted by expert (active pairs first)
-  std::vector<int64_t> counts_;      // pairs per active expert (MoeTokenPermute: per id)
-  std::vector<int32_t> src_row_;     // per output row: source token, -1 = zero row
-  std::vector<int32_t> row_expert_;  // per output row: expert - start (smoothing scale row)
-  int64_t available_ = 0;            // pairs with an active expert
+  std::vector<int32_t> order_;        // pair positions sorted by expert (active pairs first)
+  std::vector<int64_t> counts_;       // pairs per active expert (MoeTokenPermute: per id)
+  std::vector<int32_t> src_row_;      // per output row: source token, -1 = zero row
+  std::vector<int32_t> row_expert_;   // per output row: expert - start (smoothing scale row)
+  int64_t available_ = 0;             // pairs with an active expert
   const int32_t* row_idx_ = nullptr;  // MoeInitRouting's pair names
 };
 

@@ -30,8 +30,7 @@ void StreamCopy(unsigned char* dst, const unsigned char* src, size_t n) {
   for (size_t i = 0; i < body; i += 64) {
     // Reading 512 bytes ahead keeps enough loads in flight to match glibc's large memcpy
     // (address arithmetic on integers: it may point past the end, where prefetches are harmless).
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) + i + 512),
-                 _MM_HINT_NTA);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) + i + 512), _MM_HINT_NTA);
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
@@ -47,12 +46,12 @@ void StreamCopy(unsigned char* dst, const unsigned char* src, size_t n) {
 #endif
 }
 
-// memcpy by a 64-byte unrolled SSE2 loop (the tail by memcpy), for the token blocks. glibc's memcpy, on the blocks
-// of a permutation (kilobytes to hundreds of kilobytes, consecutive calls jumping in the
-// source), measured 8-16% slower on AMD Zen 4 (docs/kernel.md: its size dispatch takes
-// `rep movsb` there); one copy of the whole 2 MiB runs as fast as this loop. On AMD Zen 3 it is
-// the other way round (glibc 2.36 too): this loop 6-10% slower than memcpy per block, so
-// CopyRows takes it only where it was measured faster (UseCopyLoop).
+// memcpy by a 64-byte unrolled SSE2 loop (the tail by memcpy), for the token blocks. glibc's memcpy, on the
+// blocks of a permutation (kilobytes to hundreds of kilobytes, consecutive calls jumping in the source),
+// measured 8-16% slower on AMD Zen 4 (docs/kernel.md: its size dispatch takes `rep movsb` there); one copy of
+// the whole 2 MiB runs as fast as this loop. On AMD Zen 3 it is the other way round (glibc 2.36 too): this
+// loop 6-10% slower than memcpy per block, so CopyRows takes it only where it was measured faster
+// (UseCopyLoop).
 void CopyLoop(unsigned char* dst, const unsigned char* src, size_t n) {
 #if defined(__SSE2__)
   size_t i = 0;
@@ -72,10 +71,10 @@ void CopyLoop(unsigned char* dst, const unsigned char* src, size_t n) {
 #endif
 }
 
-// Whether CopyRows takes CopyLoop for the token blocks: on AMD CPUs with AVX-512 (Zen 4 and later, where the loop
-// was measured faster than glibc's memcpy on the blocks of a permutation), not elsewhere (Zen 3:
-// memcpy measured faster; other CPUs: memcpy, as before the loop). ASCEND_MOE_REROUTING_COPY=loop
-// or =memcpy (read once) overrides it, for tests and benchmarks. The result is the same bytes.
+// Whether CopyRows takes CopyLoop for the token blocks: on AMD CPUs with AVX-512 (Zen 4 and later, where the
+// loop was measured faster than glibc's memcpy on the blocks of a permutation), not elsewhere (Zen 3: memcpy
+// measured faster; other CPUs: memcpy, as before the loop). ASCEND_MOE_REROUTING_COPY=loop or =memcpy (read
+// once) overrides it, for tests and benchmarks. The result is the same bytes.
 bool ChooseCopyLoop() {
   const char* env = std::getenv("ASCEND_MOE_REROUTING_COPY");
   if (env != nullptr && std::strcmp(env, "loop") == 0) return true;
@@ -105,8 +104,10 @@ inline int64_t ReadCount(const void* counts, CountType type, int64_t i) {
 }
 
 inline void WriteCount(void* out, CountType type, int64_t i, int64_t v) {
-  if (type == CountType::kInt32) static_cast<int32_t*>(out)[i] = static_cast<int32_t>(v);
-  else static_cast<int64_t*>(out)[i] = v;
+  if (type == CountType::kInt32)
+    static_cast<int32_t*>(out)[i] = static_cast<int32_t>(v);
+  else
+    static_cast<int64_t*>(out)[i] = v;
 }
 
 }  // namespace
@@ -172,8 +173,7 @@ int64_t MoeReRoutingLayout::RowsPerChunk(int64_t chunk_bytes) const {
   return std::max<int64_t>(1, chunk_bytes / std::max<int64_t>(per_row, 1));
 }
 
-void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin,
-                                  int64_t end) const {
+void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin, int64_t end) const {
   begin = std::max<int64_t>(begin, 0);
   end = std::min(end, params_.num_tokens);
   if (begin >= end) return;
@@ -191,8 +191,7 @@ void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin,
 
   // The last block starting at or before `begin` contains it (blocks tile [0, A) in order).
   size_t k = static_cast<size_t>(
-      std::upper_bound(dst_begin_.begin(), dst_begin_.begin() + static_cast<std::ptrdiff_t>(blocks),
-                       begin) -
+      std::upper_bound(dst_begin_.begin(), dst_begin_.begin() + static_cast<std::ptrdiff_t>(blocks), begin) -
       dst_begin_.begin());
   k = k == 0 ? 0 : k - 1;
   for (; k < blocks && dst_begin_[k] < end; ++k) {
@@ -214,8 +213,8 @@ void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin,
       }
     }
     if (scales) {
-      std::memcpy(out_scales + static_cast<size_t>(lo) * srb,
-                  in_scales + static_cast<size_t>(s) * srb, rows * srb);
+      std::memcpy(out_scales + static_cast<size_t>(lo) * srb, in_scales + static_cast<size_t>(s) * srb,
+                  rows * srb);
     }
     if (idx != nullptr) {
       if (gather) {
@@ -232,8 +231,8 @@ void MoeReRoutingLayout::CopyRows(const MoeReRoutingBuffers& b, int64_t begin,
   if (params_.streaming_stores) StoreFence();
 }
 
-bool MoeReRouting(const MoeReRoutingParams& params, const void* counts,
-                  const MoeReRoutingBuffers& buffers, void* expert_token_num) {
+bool MoeReRouting(const MoeReRoutingParams& params, const void* counts, const MoeReRoutingBuffers& buffers,
+                  void* expert_token_num) {
   MoeReRoutingLayout layout;
   if (!layout.Build(params, counts)) return false;
   layout.WriteExpertTokenNum(expert_token_num);

@@ -31,11 +31,11 @@ struct MoeReRoutingParams {
 };
 
 struct MoeReRoutingBuffers {
-  const void* tokens = nullptr;           // [A, H]
-  const void* scales = nullptr;           // [A] or [A, S]; ignored unless has_scales
-  void* permute_tokens = nullptr;         // [A, H]
-  void* permute_scales = nullptr;         // like scales; ignored unless has_scales
-  int32_t* permute_idx = nullptr;         // [A]; may be null (not written)
+  const void* tokens = nullptr;    // [A, H]
+  const void* scales = nullptr;    // [A] or [A, S]; ignored unless has_scales
+  void* permute_tokens = nullptr;  // [A, H]
+  void* permute_scales = nullptr;  // like scales; ignored unless has_scales
+  int32_t* permute_idx = nullptr;  // [A]; may be null (not written)
 };
 
 // The (rank, expert) block offsets of one call, computed once from the counts; the rows are then
@@ -66,7 +66,7 @@ class MoeReRoutingLayout {
 };
 
 // The whole op on the calling thread. Returns false (writing nothing) if the counts are invalid.
-bool MoeReRouting(const MoeReRoutingParams& params, const void* counts,
-                  const MoeReRoutingBuffers& buffers, void* expert_token_num);
+bool MoeReRouting(const MoeReRoutingParams& params, const void* counts, const MoeReRoutingBuffers& buffers,
+                  void* expert_token_num);
 
 }  // namespace ascend_moe::cpu

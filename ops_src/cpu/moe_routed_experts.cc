@@ -103,8 +103,7 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     const float* fc1 = b.gate_up + e * 2 * I * H;
     float* act = act_.data() + first * I;
     dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
-    up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
-            dots.data());
+    up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
   }
 }
 

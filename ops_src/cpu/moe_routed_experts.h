@@ -30,12 +30,12 @@ struct MoeRoutedExpertsParams {
 };
 
 struct MoeRoutedExpertsBuffers {
-  const float* x = nullptr;        // [T, H]
-  const void* expert_idx = nullptr;  // [T, k] int32 or int64
+  const float* x = nullptr;                // [T, H]
+  const void* expert_idx = nullptr;        // [T, k] int32 or int64
   const float* routing_weights = nullptr;  // [T, k]
-  const float* gate_up = nullptr;  // [E, 2I, H], rows gate_0, up_0, gate_1, up_1, ...
-  const float* down = nullptr;     // [E, H, I]
-  float* y = nullptr;              // [T, H]
+  const float* gate_up = nullptr;          // [E, 2I, H], rows gate_0, up_0, gate_1, up_1, ...
+  const float* down = nullptr;             // [E, H, I]
+  float* y = nullptr;                      // [T, H]
 };
 
 // One call's pairs grouped by expert, and its activation buffer.
@@ -61,16 +61,16 @@ class MoeRoutedExpertsPlan {
 
  private:
   struct UpItem {
-    int64_t expert;  // index into active_
+    int64_t expert;              // index into active_
     int64_t row_begin, row_end;  // intermediate rows [begin, end)
   };
   MoeRoutedExpertsParams p_;
   CpuIsa isa_ = CpuIsa::kBaseline;
-  std::vector<int64_t> active_;     // experts with pairs, ascending
-  std::vector<int64_t> begin_;      // first sorted pair of each active expert (+ end sentinel)
-  std::vector<int64_t> pair_;       // sorted position -> pair index t * k + j
+  std::vector<int64_t> active_;  // experts with pairs, ascending
+  std::vector<int64_t> begin_;   // first sorted pair of each active expert (+ end sentinel)
+  std::vector<int64_t> pair_;    // sorted position -> pair index t * k + j
   std::vector<UpItem> items_;
-  std::vector<float> act_;          // [P, I] in sorted order
+  std::vector<float> act_;  // [P, I] in sorted order
 };
 
 // The whole op on the calling thread. Returns false (writing nothing) when an index is out of range.

@@ -56,7 +56,6 @@ inline V Add(V a, V b) {
 inline float Sum(V v) { return (v.v[0] + v.v[2]) + (v.v[1] + v.v[3]); }
 #endif
 
-
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_baseline

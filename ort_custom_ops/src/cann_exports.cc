@@ -27,8 +27,7 @@ std::map<std::string, std::string> ParseFacts(const char* text) {
   return facts;
 }
 
-int64_t IntFact(const std::map<std::string, std::string>& facts, const std::string& name,
-                int64_t unknown) {
+int64_t IntFact(const std::map<std::string, std::string>& facts, const std::string& name, int64_t unknown) {
   const auto it = facts.find(name);
   return it == facts.end() ? unknown : std::stoll(it->second);
 }

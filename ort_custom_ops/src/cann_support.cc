@@ -23,12 +23,23 @@ CannDevice::~CannDevice() {
 
 bool AclTypeOf(ONNXTensorElementDataType type, cann::AclDataType* out) {
   switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: *out = cann::kAclFloat; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: *out = cann::kAclFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: *out = cann::kAclBFloat16; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: *out = cann::kAclInt8; return true;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: *out = cann::kAclUint8; return true;
-    default: return false;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      *out = cann::kAclFloat;
+      return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      *out = cann::kAclFloat16;
+      return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+      *out = cann::kAclBFloat16;
+      return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      *out = cann::kAclInt8;
+      return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+      *out = cann::kAclUint8;
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -98,10 +98,12 @@ cpu::GroupedMatmulParams ValidateShapes(const Inputs& in, const gmm::Attrs& attr
   }
   const int64_t e = w.shape[0], n = w.shape[3 - k_axis];
   if (g.shape.size() != 1 || g.shape[0] != e) {
-    FailInput(kInGroupList, Str("must be 1-D [E] with E = ", e, " (weight.shape[0]), got shape ", ShapeStr(g.shape)));
+    FailInput(kInGroupList,
+              Str("must be 1-D [E] with E = ", e, " (weight.shape[0]), got shape ", ShapeStr(g.shape)));
   }
   if (bias.present && bias.shape != std::vector<int64_t>{e, n}) {
-    FailInput(kInBias, Str("must be [E, N] = [", e, ", ", n, "] (from weight), got shape ", ShapeStr(bias.shape)));
+    FailInput(kInBias,
+              Str("must be [E, N] = [", e, ", ", n, "] (from weight), got shape ", ShapeStr(bias.shape)));
   }
   cpu::GroupedMatmulParams p;
   p.rows = m;
@@ -122,21 +124,22 @@ std::vector<int64_t> GroupEnds(const InputView& g, int64_t rows, int64_t group_l
   for (int64_t i = 0; i < g.size; ++i) {
     const int64_t v = is64 ? static_cast<const int64_t*>(g.data)[i] : static_cast<const int32_t*>(g.data)[i];
     if (group_list_type == kCount) {
-      if (v < 0) FailInput(gmm::kInGroupList, Str("(rows per group) must be non-negative, got ", v, " at [", i, "]"));
+      if (v < 0)
+        FailInput(gmm::kInGroupList, Str("(rows per group) must be non-negative, got ", v, " at [", i, "]"));
       if (v > rows - total) {  // total + v > rows, without overflow; the exact sum fits in uint64
         const uint64_t sum = static_cast<uint64_t>(total) + static_cast<uint64_t>(v);
-        FailInput(gmm::kInGroupList, Str("(rows per group) must sum to at most M = ", rows, " (x.shape[0]), got ",
-                                         sum, " at [", i, "]"));
+        FailInput(gmm::kInGroupList, Str("(rows per group) must sum to at most M = ", rows,
+                                         " (x.shape[0]), got ", sum, " at [", i, "]"));
       }
       total += v;
     } else {
       if (v < total) {
-        FailInput(gmm::kInGroupList, Str("(cumulative ends) must be non-decreasing from 0, got ", v, " at [", i,
-                                         "] after ", total));
+        FailInput(gmm::kInGroupList, Str("(cumulative ends) must be non-decreasing from 0, got ", v, " at [",
+                                         i, "] after ", total));
       }
       if (v > rows) {
-        FailInput(gmm::kInGroupList, Str("(cumulative ends) must be at most M = ", rows, " (x.shape[0]), got ", v,
-                                         " at [", i, "]"));
+        FailInput(gmm::kInGroupList, Str("(cumulative ends) must be at most M = ", rows,
+                                         " (x.shape[0]), got ", v, " at [", i, "]"));
       }
       total = v;
     }
@@ -169,7 +172,8 @@ struct GroupedMatmulCpuKernel {
     cpu::GroupedMatmulPlan plan;
     plan.Build(params, ends.data());
     plan.Prepare(b);
-    ParallelForRange(ctx, plan.num_items(), 1, [&](int64_t begin, int64_t end) { plan.RunItems(b, begin, end); });
+    ParallelForRange(ctx, plan.num_items(), 1,
+                     [&](int64_t begin, int64_t end) { plan.RunItems(b, begin, end); });
     ParallelForRange(ctx, plan.num_finish_items(), 1,
                      [&](int64_t begin, int64_t end) { plan.FinishItems(b, begin, end); });
   }

@@ -1,7 +1,9 @@
 // Entry points of the custom-op library: RegisterCustomOps (called by ONNX Runtime through
 // SessionOptions.register_custom_ops_library) and AscendMoeOpsManifest (for tests and tools).
 #include <array>
-#include <cstdio>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -20,10 +22,26 @@ namespace {
 #define ASCEND_MOE_MIN_ORT "1.24.1"
 
 // (major, minor, patch) of a "major.minor.patch..." string; {-1, -1, -1} if it is not one.
+// A missing patch number reads as 0; anything after the last number read is ignored.
 std::array<int, 3> ParseVersion(const char* text) {
+  constexpr std::array<int, 3> kInvalid{-1, -1, -1};
+  if (text == nullptr) return kInvalid;
   std::array<int, 3> v{0, 0, 0};
-  if (text == nullptr || std::sscanf(text, "%d.%d.%d", &v[0], &v[1], &v[2]) < 2) return {-1, -1, -1};
-  return v;
+  const char* p = text;
+  size_t parsed = 0;
+  for (; parsed < v.size(); ++parsed) {
+    if (parsed > 0) {
+      if (*p != '.') break;
+      ++p;
+    }
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(p, &end, 10);
+    if (end == p || errno == ERANGE || n < INT_MIN || n > INT_MAX) break;
+    v[parsed] = static_cast<int>(n);
+    p = end;
+  }
+  return parsed < 2 ? kInvalid : v;
 }
 
 // The domain must outlive every session that uses it; ORT only keeps a pointer.
@@ -52,8 +70,9 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
   if (api == nullptr) {
     // The runtime is older than the headers this library was built with; API 1 can still say so.
     return api_base->GetApi(1)->CreateStatus(
-        ORT_FAIL, "ascend.moe custom ops: this ONNX Runtime is older than the headers the library "
-                  "was built with (ORT_API_VERSION " ORT_STR(ORT_API_VERSION) ")");
+        ORT_FAIL,
+        "ascend.moe custom ops: this ONNX Runtime is older than the headers the library "
+        "was built with (ORT_API_VERSION " ORT_STR(ORT_API_VERSION) ")");
   }
   Ort::InitApi(api);
   const std::array<int, 3> v = ParseVersion(version);
@@ -74,7 +93,8 @@ ASCEND_MOE_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* o
 // The oldest supported ONNX Runtime version, "major.minor.patch" (for tests and tools).
 ASCEND_MOE_EXPORT const char* AscendMoeMinOrtVersion() { return ASCEND_MOE_MIN_ORT; }
 
-// Names, inputs, outputs and attributes (kinds, defaults) as the C++ kernels use them (JSON); valid for the process lifetime.
+// Names, inputs, outputs and attributes (kinds, defaults) as the C++ kernels use them (JSON); valid for the
+// process lifetime.
 ASCEND_MOE_EXPORT const char* AscendMoeOpsManifest() {
   static std::string json;
   static std::once_flag once;

@@ -37,7 +37,8 @@ std::string finalize::CheckAttrs(const Attrs& a) {
   if (a.drop_pad_mode >= 0 && a.drop_pad_mode <= 3) return {};
   return Str(kName, ": attribute '", kAttrs[kAttrDropPadMode].name,
              "' must be 0, 1, 2 or 3 (0, 2: dropless; 1, 3: drop-pad; 0, 1: slot-major index; 2, 3: "
-             "token-major index), got ", a.drop_pad_mode);
+             "token-major index), got ",
+             a.drop_pad_mode);
 }
 
 namespace {
@@ -64,12 +65,13 @@ cpu::WeightedGatherParams Validate(const Inputs& in, int64_t mode, cpu::Weighted
   const bool drop_pad = mode == 1 || mode == 3;
   const char* modes = drop_pad ? "1 or 3" : "0 or 2";
   if (x.shape.size() != (drop_pad ? 3u : 2u)) {
-    FailInput(kInExpandedX, Str("must be ", drop_pad ? "3-D [E, C, H]" : "2-D [N*K, H]", " when drop_pad_mode is ",
-                                modes, ", got shape ", ShapeStr(x.shape)));
+    FailInput(kInExpandedX, Str("must be ", drop_pad ? "3-D [E, C, H]" : "2-D [N*K, H]",
+                                " when drop_pad_mode is ", modes, ", got shape ", ShapeStr(x.shape)));
   }
   const int64_t h = x.shape.back();
   const int64_t r = drop_pad ? SaturatingMul(x.shape[0], x.shape[1]) : x.shape[0];
-  if (idx.shape.size() != 1) FailInput(kInExpandedRowIdx, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
+  if (idx.shape.size() != 1)
+    FailInput(kInExpandedRowIdx, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
   int64_t n = idx.shape[0], k = 1;
   if (scales.present) {
     if (scales.shape.size() != 2 || scales.shape[1] < 1) {
@@ -95,12 +97,14 @@ cpu::WeightedGatherParams Validate(const Inputs& in, int64_t mode, cpu::Weighted
   if (bias.present) {
     if (!experts.present) FailInput(kInBias, "needs expert_idx (the expert of each slot), got no expert_idx");
     if (bias.shape.size() != 2 || bias.shape[0] < 1 || bias.shape[1] != h) {
-      FailInput(kInBias, Str("must be 2-D [E, H] with E >= 1 and H = ", h, " (expanded_x.shape[-1]), got shape ",
-                             ShapeStr(bias.shape)));
+      FailInput(kInBias, Str("must be 2-D [E, H] with E >= 1 and H = ", h,
+                             " (expanded_x.shape[-1]), got shape ", ShapeStr(bias.shape)));
     }
     if (drop_pad && bias.shape[0] != x.shape[0]) {
-      FailInput(kInBias, Str("must have E = ", x.shape[0], " rows (expanded_x.shape[0]) when drop_pad_mode is "
-                             "1 or 3, got shape ", ShapeStr(bias.shape)));
+      FailInput(kInBias, Str("must have E = ", x.shape[0],
+                             " rows (expanded_x.shape[0]) when drop_pad_mode is "
+                             "1 or 3, got shape ",
+                             ShapeStr(bias.shape)));
     }
   }
   if (experts.present && experts.shape != std::vector<int64_t>{n, k}) {
@@ -114,8 +118,8 @@ cpu::WeightedGatherParams Validate(const Inputs& in, int64_t mode, cpu::Weighted
       FailInput(kInExpandedRowIdx, Str("must be -1 (dropped) or in [0, E*C) = [0, ", r,
                                        ") when drop_pad_mode is 1 or 3, got ", v, " at [", bad, "]"));
     }
-    FailInput(kInExpandedRowIdx, Str("must be in [0, N*K) = [0, ", r, ") when drop_pad_mode is 0 or 2, got ", v,
-                                     " at [", bad, "]"));
+    FailInput(kInExpandedRowIdx, Str("must be in [0, N*K) = [0, ", r, ") when drop_pad_mode is 0 or 2, got ",
+                                     v, " at [", bad, "]"));
   }
   cpu::WeightedGatherParams p;
   if (bias.present) {

@@ -11,8 +11,8 @@ using namespace gating_defs;
 namespace {
 
 // Whether table row `id` (host copy, k columns) has an entry out of [0, E); the first one.
-bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int64_t k,
-                 int64_t E, int64_t id, int64_t* column, int64_t* value) {
+bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int64_t k, int64_t E, int64_t id,
+                 int64_t* column, int64_t* value) {
   for (int64_t c = 0; c < k; ++c) {
     const int64_t v = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32
                           ? reinterpret_cast<const int32_t*>(table)[id * k + c]
@@ -43,8 +43,9 @@ MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
   const auto shape_info = table.GetTensorTypeAndShapeInfo();
   table_type_ = shape_info.GetElementType();
   table_shape_ = shape_info.GetShape();
-  const size_t elem = table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? 4
-                      : table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? 8 : 0;
+  const size_t elem = table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32   ? 4
+                      : table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? 8
+                                                                           : 0;
   if (elem == 0) return;  // a wrong type is reported by validation at run time
   table_host_.resize(shape_info.GetElementCount() * elem);
   const void* data = table.GetTensorRawData();
@@ -92,7 +93,8 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
     const unsigned char* table = table_host_.data();
     std::vector<unsigned char> downloaded;
     if (!table_constant_) {
-      log_->WarnOnce(Str(kName, ": tid2eid is not a constant initializer: it is copied to "
+      log_->WarnOnce(Str(kName,
+                         ": tid2eid is not a constant initializer: it is copied to "
                          "the host on every call to check its entries"));
       downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
       cann::Synchronize(device.context());

@@ -70,13 +70,11 @@ void RunMoeGatingCpu(Ort::KernelContext& ctx, const MoeGatingProblem& p,
   cpu::MoeGatingTopKHashError first;
   const int64_t grain = std::max<int64_t>(1, kChunkElements / params.experts);
   ParallelForRange(ctx, params.rows, grain, [&](int64_t begin, int64_t end) {
-    const cpu::MoeGatingTopKHashError error =
-        cpu::MoeGatingTopKHashRows(params, inputs, outputs, begin, end);
+    const cpu::MoeGatingTopKHashError error = cpu::MoeGatingTopKHashRows(params, inputs, outputs, begin, end);
     if (error.ok()) return;
     std::lock_guard<std::mutex> lock(mu);
     auto rank = [](const cpu::MoeGatingTopKHashError& e) {
-      return std::make_pair(e.kind == cpu::MoeGatingTopKHashError::kTokenIdOutOfRange ? 0 : 1,
-                            e.row);
+      return std::make_pair(e.kind == cpu::MoeGatingTopKHashError::kTokenIdOutOfRange ? 0 : 1, e.row);
     };
     if (first.ok() || rank(error) < rank(first)) first = error;
   });
@@ -129,8 +127,9 @@ struct MoeGatingCpuKernel {
 struct MoeGatingDef : gating_defs::Def {
   static void CheckGraphInputs(const std::vector<GraphTensor>& inputs) {
     if (inputs[kInX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[kInX].rank == 0) {
-      Fail(Str(kName, ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
-                      "(ONNX Runtime needs x's rank to declare y's shape)"));
+      Fail(Str(kName,
+               ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
+               "(ONNX Runtime needs x's rank to declare y's shape)"));
     }
   }
 };

@@ -22,7 +22,8 @@ cpu::GatingFloatType FloatTypeOf(ONNXTensorElementDataType type) {
   return cpu::GatingFloatType::kFloat32;
 }
 cpu::GatingIntType IntTypeOf(ONNXTensorElementDataType type) {
-  return type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? cpu::GatingIntType::kInt32 : cpu::GatingIntType::kInt64;
+  return type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? cpu::GatingIntType::kInt32
+                                                     : cpu::GatingIntType::kInt64;
 }
 
 // bias / additional_bias: [E] (the table checked they have the type of x).
@@ -42,8 +43,7 @@ std::string gating_defs::CheckAttrs(const Attrs& a) {
   }
   if (a.group_count < 1) return Str(attr(kAttrGroupCount), "must be >= 1, got ", a.group_count);
   if (a.k_group < 1 || a.k_group > a.group_count) {
-    return Str(attr(kAttrKGroup), "must be in [1, group_count (", a.group_count, ")], got ",
-               a.k_group);
+    return Str(attr(kAttrKGroup), "must be in [1, group_count (", a.group_count, ")], got ", a.k_group);
   }
   if (a.group_select_mode != 0 && a.group_select_mode != 1) {
     return Str(attr(kAttrGroupSelectMode), "must be one of [0, 1], got ", a.group_select_mode);
@@ -82,13 +82,11 @@ MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& in, const At
   }
   const int64_t per_group = E / a.group_count;
   if (a.k > a.k_group * per_group) {
-    FailAttr(kAttrK, Str("must be <= k_group * E / group_count (", a.k_group * per_group, "), got ",
-                       a.k));
+    FailAttr(kAttrK, Str("must be <= k_group * E / group_count (", a.k_group * per_group, "), got ", a.k));
   }
   const bool grouped = MoeGatingGroupingEffective(a);
   if (a.group_select_mode == 1 && grouped && per_group < 2) {
-    FailAttr(kAttrGroupSelectMode,
-             Str("1 needs E / group_count >= 2, got E / group_count = ", per_group));
+    FailAttr(kAttrGroupSelectMode, Str("1 needs E / group_count >= 2, got E / group_count = ", per_group));
   }
 
   std::vector<int64_t> lead(x.shape.begin(), x.shape.end() - 1);
@@ -115,8 +113,10 @@ MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& in, const At
       FailInput(kInInputIds, Str("must have R = ", R, " elements, got shape ", ShapeStr(ids.shape)));
     }
     if (grouped) {
-      Fail(Str(kName, ": hash routing (input 'tid2eid') cannot be combined with "
-               "group-limited selection, got group_count=", a.group_count, ", k_group=", a.k_group));
+      Fail(Str(kName,
+               ": hash routing (input 'tid2eid') cannot be combined with "
+               "group-limited selection, got group_count=",
+               a.group_count, ", k_group=", a.k_group));
     }
     p.hash = true;
   }

@@ -38,8 +38,7 @@ struct MoeGatingProblem {
 // Checks the input-dependent rules of docs/operators.md §1.3 (ranks, dims, combinations; no data
 // is read) and returns the kernel's view of the call. Token ids and table entries are checked by
 // the kernel while it reads them.
-MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& inputs,
-                                         const gating_defs::Attrs& attrs);
+MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& inputs, const gating_defs::Attrs& attrs);
 
 // The outputs of one call, allocated with the shapes validation decided (every EP's kernel).
 struct MoeGatingOutputBuffers {
@@ -47,14 +46,13 @@ struct MoeGatingOutputBuffers {
   int32_t* expert_idx = nullptr;
   float* out = nullptr;  // null unless out_flag = 1
 };
-inline MoeGatingOutputBuffers AllocateMoeGatingOutputs(Ort::KernelContext& ctx,
-                                                       const MoeGatingProblem& p,
+inline MoeGatingOutputBuffers AllocateMoeGatingOutputs(Ort::KernelContext& ctx, const MoeGatingProblem& p,
                                                        ONNXTensorElementDataType x_type) {
   MoeGatingOutputBuffers b;
   using namespace gating_defs;
   b.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, p.y_shape, x_type, true);
-  b.expert_idx = static_cast<int32_t*>(GetCheckedOutput(
-      ctx, kName, kOutputs, kOutExpertIdx, p.y_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
+  b.expert_idx = static_cast<int32_t*>(GetCheckedOutput(ctx, kName, kOutputs, kOutExpertIdx, p.y_shape,
+                                                        ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true));
   // `out` is optional: a node may leave it off or name it "" (counted, but not produced).
   void* out = GetCheckedOutput(ctx, kName, kOutputs, kOutOut, p.out_shape,
                                ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, false);

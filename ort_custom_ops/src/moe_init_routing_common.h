@@ -10,10 +10,14 @@ namespace ascend_moe {
 // The row type of x / tokens (the tables allow float, float16, bfloat16 and int8 only).
 inline cpu::RowType RowTypeOf(ONNXTensorElementDataType t) {
   switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return cpu::RowType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return cpu::RowType::kBFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return cpu::RowType::kInt8;
-    default: return cpu::RowType::kFloat;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      return cpu::RowType::kFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+      return cpu::RowType::kBFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      return cpu::RowType::kInt8;
+    default:
+      return cpu::RowType::kFloat;
   }
 }
 

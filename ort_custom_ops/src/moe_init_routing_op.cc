@@ -35,7 +35,8 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   const ONNXTensorElementDataType t = has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutExpandedX, InferredTensor{t, {rows, h}, true})) return s;
   for (Out o : {kOutExpandedRowIdx, kOutExpandedExpertIdx}) {
-    if (OrtStatusPtr s = SetInferOutput(api, ctx, o, InferredTensor{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs}, true})) {
+    if (OrtStatusPtr s =
+            SetInferOutput(api, ctx, o, InferredTensor{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs}, true})) {
       return s;
     }
   }
@@ -45,7 +46,7 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 namespace {
 
 constexpr int64_t kMaxPairs = limits::moe_init_routing::kMaxPairs;
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChunkBytes = int64_t{1 << 20};
 using Inputs = std::array<InputView, d::kNumIns>;
 
 [[noreturn]] void FailInput(d::In input, const std::string& rest) {
@@ -69,7 +70,8 @@ cpu::MoeInitRoutingParams Validate(const Inputs& in, const d::Attrs& a) {
     FailInput(kInRowIdx, Str("must have the shape of expert_idx ", ShapeStr(e.shape), ", got shape ",
                              ShapeStr(row.shape)));
   }
-  if (n > kMaxPairs / k) FailInput(kInExpertIdx, Str("must have at most ", kMaxPairs, " elements, got ", n * k));
+  if (n > kMaxPairs / k)
+    FailInput(kInExpertIdx, Str("must have at most ", kMaxPairs, " elements, got ", n * k));
   cpu::MoeInitRoutingParams p;
   p.num_tokens = n;
   p.top_k = k;
@@ -101,8 +103,8 @@ struct CpuKernel {
     }
     const int64_t bad = cpu::FirstBadRowIdx(row_idx, pairs);
     if (bad >= 0) {
-      FailInput(kInRowIdx, Str("must be a permutation of [0, N*K) = [0, ", pairs, "), got ", row_idx[bad], " at [",
-                               bad / p.top_k, ", ", bad % p.top_k, "]"));
+      FailInput(kInRowIdx, Str("must be a permutation of [0, N*K) = [0, ", pairs, "), got ", row_idx[bad],
+                               " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
     }
     cpu::MoeInitRoutingPlan plan;
     if (plan.Build(p, expert_idx, row_idx) >= 0) Fail(Str(kName, ": internal error: expert ids rejected"));
@@ -112,9 +114,10 @@ struct CpuKernel {
     cpu::MoeInitRoutingBuffers b;
     b.x = in[kInX].data;
     b.expanded_x = output(kOutExpandedX, {plan.out_rows(), p.cols}, in[kInX].type);
-    plan.WriteRowIdx(static_cast<int32_t*>(output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-    plan.WriteSortedExperts(expert_idx, static_cast<int32_t*>(
-        output(kOutExpandedExpertIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
+    plan.WriteRowIdx(
+        static_cast<int32_t*>(output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
+    plan.WriteSortedExperts(expert_idx, static_cast<int32_t*>(output(kOutExpandedExpertIdx, {pairs},
+                                                                     ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
     ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
                      [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
   }

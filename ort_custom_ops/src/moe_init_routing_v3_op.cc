@@ -40,26 +40,33 @@ std::string d::CheckAttrs(const Attrs& a) {
     return AttrError("expert_tokens_num_type",
                      Str("must be 0 (cumsum), 1 (count) or 2 (key_value), got ", a.expert_tokens_num_type));
   }
-  if (a.expert_tokens_num_flag != 0 && a.expert_tokens_num_flag != 1) return AttrError("expert_tokens_num_flag", Str("must be 0 or 1, got ", a.expert_tokens_num_flag));
+  if (a.expert_tokens_num_flag != 0 && a.expert_tokens_num_flag != 1)
+    return AttrError("expert_tokens_num_flag", Str("must be 0 or 1, got ", a.expert_tokens_num_flag));
   if (a.quant_mode < -1 || a.quant_mode > 1) {
-    return AttrError("quant_mode", Str("must be -1 (none), 0 (static int8) or 1 (dynamic int8), got ", a.quant_mode,
-                                       " (the MXFP8/HIF8/MXFP4/FP8/INT4 modes are not supported)"));
+    return AttrError("quant_mode",
+                     Str("must be -1 (none), 0 (static int8) or 1 (dynamic int8), got ", a.quant_mode,
+                         " (the MXFP8/HIF8/MXFP4/FP8/INT4 modes are not supported)"));
   }
   if (a.row_idx_type != 0 && a.row_idx_type != 1) {
     return AttrError("row_idx_type", Str("must be 0 (gather) or 1 (scatter), got ", a.row_idx_type));
   }
   if (a.active_num < -1) return AttrError("active_num", Str("must be >= -1, got ", a.active_num));
-  if (a.active_expert_start < 0) return AttrError("active_expert_start", Str("must be >= 0, got ", a.active_expert_start));
-  if (a.active_expert_end != -1 && !(a.active_expert_start < a.active_expert_end && a.active_expert_end <= e)) {
-    return AttrError("active_expert_end", Str("must be -1 or in (active_expert_start, expert_num] = (", a.active_expert_start,
-                                              ", ", e, "], got ", a.active_expert_end));
+  if (a.active_expert_start < 0)
+    return AttrError("active_expert_start", Str("must be >= 0, got ", a.active_expert_start));
+  if (a.active_expert_end != -1 &&
+      !(a.active_expert_start < a.active_expert_end && a.active_expert_end <= e)) {
+    return AttrError("active_expert_end",
+                     Str("must be -1 or in (active_expert_start, expert_num] = (", a.active_expert_start,
+                         ", ", e, "], got ", a.active_expert_end));
   }
   if (a.active_expert_end == -1 && a.active_expert_start >= e) {
-    return AttrError("active_expert_start", Str("must be < expert_num = ", e, ", got ", a.active_expert_start));
+    return AttrError("active_expert_start",
+                     Str("must be < expert_num = ", e, ", got ", a.active_expert_start));
   }
   if (a.drop_pad_mode == 1) {
     if (a.expert_capacity < 1) {
-      return AttrError("expert_capacity", Str("must be >= 1 when drop_pad_mode is 1, got ", a.expert_capacity));
+      return AttrError("expert_capacity",
+                       Str("must be >= 1 when drop_pad_mode is 1, got ", a.expert_capacity));
     }
     if (a.expert_capacity > kMaxPairs / e) {
       return AttrError("expert_capacity", Str("must be at most ", kMaxPairs / e,
@@ -67,7 +74,8 @@ std::string d::CheckAttrs(const Attrs& a) {
                                               a.expert_capacity));
     }
     if (a.expert_tokens_num_type != 1) {
-      return AttrError("expert_tokens_num_type", Str("must be 1 (count) when drop_pad_mode is 1, got ", a.expert_tokens_num_type));
+      return AttrError("expert_tokens_num_type",
+                       Str("must be 1 (count) when drop_pad_mode is 1, got ", a.expert_tokens_num_type));
     }
     if (a.row_idx_type != 0) {
       return AttrError("row_idx_type", Str("must be 0 when drop_pad_mode is 1, got ", a.row_idx_type));
@@ -93,15 +101,16 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
   if (x.shape.size() != 2) FailInput("x", Str("must be 2-D [N, H], got shape ", ShapeStr(x.shape)));
   const int64_t n = x.shape[0], h = x.shape[1];
   if (h < 1) FailInput("x", Str("must have H >= 1, got shape ", ShapeStr(x.shape)));
-  if (idx.shape.size() != 2) FailInput("expert_idx", Str("must be 2-D [N, K], got shape ", ShapeStr(idx.shape)));
+  if (idx.shape.size() != 2)
+    FailInput("expert_idx", Str("must be 2-D [N, K], got shape ", ShapeStr(idx.shape)));
   if (idx.shape[0] != n) {
     FailInput("expert_idx", Str("must have N = ", n, " rows (x.shape[0]), got shape ", ShapeStr(idx.shape)));
   }
   const int64_t k = idx.shape[1];
   if (k < 1) FailInput("expert_idx", Str("must have K >= 1, got shape ", ShapeStr(idx.shape)));
   if (n > kMaxPairs / k) {
-    FailInput("expert_idx", Str("must have at most ", kMaxPairs, " elements (expanded_row_idx is int32), got N*K = ",
-                                n * k));
+    FailInput("expert_idx", Str("must have at most ", kMaxPairs,
+                                " elements (expanded_row_idx is int32), got N*K = ", n * k));
   }
   if (a.quant_mode != -1 && x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) {
     FailInput("x", Str("must be float, float16 or bfloat16 when quant_mode is ", a.quant_mode, ", got int8"));
@@ -118,10 +127,12 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
   } else {
     if (offset.present) FailInput("offset", Str("must be absent when quant_mode is ", a.quant_mode));
     if (scale.present && a.quant_mode == -1 && scale.shape != std::vector<int64_t>{n}) {
-      FailInput("scale", Str("must have shape [N] = [", n, "] when quant_mode is -1, got shape ", ShapeStr(scale.shape)));
+      FailInput("scale", Str("must have shape [N] = [", n, "] when quant_mode is -1, got shape ",
+                             ShapeStr(scale.shape)));
     }
     if (scale.present && a.quant_mode == 1 &&
-        (scale.shape.size() != 2 || (scale.shape[0] != 1 && scale.shape[0] != width) || scale.shape[1] != h)) {
+        (scale.shape.size() != 2 || (scale.shape[0] != 1 && scale.shape[0] != width) ||
+         scale.shape[1] != h)) {
       FailInput("scale", Str("must have shape [", width, ", H] or [1, H] (H = ", h,
                              ") when quant_mode is 1, got shape ", ShapeStr(scale.shape)));
     }
@@ -188,20 +199,22 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
     x_dims = {rows, h};
     scale_dims = {rows};
   }
-  const ONNXTensorElementDataType x_type =
-      a.quant_mode != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : (has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+  const ONNXTensorElementDataType x_type = a.quant_mode != -1
+                                               ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8
+                                               : (has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
   if (OrtStatusPtr s = out(d::kOutExpandedX, x_type, x_dims)) return s;
   if (OrtStatusPtr s = out(d::kOutExpandedRowIdx, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs})) return s;
   std::vector<InferDim> c_dims;
   for (int64_t v : CountsShape(a)) c_dims.push_back(InferDim{error.empty() ? v : -1, {}});
-  if (OrtStatusPtr s = out(d::kOutExpertTokensCountOrCumsum, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, c_dims)) return s;
+  if (OrtStatusPtr s = out(d::kOutExpertTokensCountOrCumsum, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, c_dims))
+    return s;
   if (OrtStatusPtr s = out(d::kOutExpandedScale, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, scale_dims)) return s;
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
 namespace {
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChunkBytes = int64_t{1 << 20};
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
@@ -219,8 +232,8 @@ struct CpuKernel {
     if (bad >= 0) {
       const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad]
                                     : static_cast<const int32_t*>(idx.data)[bad];
-      FailInput("expert_idx", Str("must hold expert ids in [0, expert_num) = [0, ", p.expert_num, "), got ", v,
-                                  " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
+      FailInput("expert_idx", Str("must hold expert ids in [0, expert_num) = [0, ", p.expert_num, "), got ",
+                                  v, " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
     }
     auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
       return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type, /*required=*/true);
@@ -232,12 +245,14 @@ struct CpuKernel {
     b.x = x.data;
     b.scale = scale.present ? static_cast<const float*>(scale.data) : nullptr;
     b.offset = offset.present ? static_cast<const float*>(offset.data) : nullptr;
-    b.expanded_x = output(d::kOutExpandedX, x_shape, p.quant_mode == -1 ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8);
+    b.expanded_x =
+        output(d::kOutExpandedX, x_shape, p.quant_mode == -1 ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8);
     plan.WriteRowIdx(static_cast<int32_t*>(
         output(d::kOutExpandedRowIdx, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
     plan.WriteCounts(static_cast<int64_t*>(
         output(d::kOutExpertTokensCountOrCumsum, CountsShape(attrs_), ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
-    b.expanded_scale = static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
+    b.expanded_scale =
+        static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
     ParallelForRange(ctx, rows, plan.RowsPerChunk(kChunkBytes),
                      [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
   }
@@ -250,7 +265,7 @@ struct CpuKernel {
 struct Def : d::Def {
   // expanded_x is x's type without quantisation and int8 with it.
   static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
-                                                           const std::vector<GraphTensor>& inputs) {
+                                                            const std::vector<GraphTensor>& inputs) {
     std::vector<ONNXTensorElementDataType> types(kNumOutputs, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
     const int64_t quant = ReadIntAttr(info, kOp, d::kAttrs[d::kAttrQuantMode]);
     types[d::kOutExpandedX] = quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : inputs[d::kInX].type;

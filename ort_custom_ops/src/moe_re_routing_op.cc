@@ -63,11 +63,11 @@ namespace {
 
 // Rows moved per parallel chunk: large enough to amortise scheduling, small enough that the
 // threads finish together whatever the block sizes are.
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChunkBytes = int64_t{1 << 20};
 // Token outputs at least this large are written with non-temporal stores: they are larger than
 // the last-level caches of common CPUs, which could not keep them for the consumer anyway, and
 // bypassing the caches saves reading every destination line before overwriting it.
-constexpr int64_t kStreamingBytes = int64_t{32} << 20;
+constexpr int64_t kStreamingBytes = int64_t{32 << 20};
 
 struct MoeReRoutingCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;

@@ -33,10 +33,13 @@ int64_t RowBytes(int64_t n, int64_t elem_bytes) {
 // Bytes of one element of a type the table allows for tokens / per_token_scales.
 int64_t ElemBytes(ONNXTensorElementDataType type) {
   switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return 4;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      return 4;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return 2;
-    default: return 1;  // int8, uint8, float8e4m3fn, float8e5m2
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+      return 2;
+    default:
+      return 1;  // int8, uint8, float8e4m3fn, float8e5m2
   }
 }
 
@@ -45,8 +48,7 @@ int64_t ElemBytes(ONNXTensorElementDataType type) {
 std::string rerouting_defs::CheckAttrs(const Attrs& attrs) {
   if (attrs.expert_token_num_type != 0 && attrs.expert_token_num_type != 1) {
     return Str(kName, ": attribute '", kAttrs[kAttrExpertTokenNumType].name,
-               "' must be 0 (cumulative counts) or 1 (per-expert counts), got ",
-               attrs.expert_token_num_type);
+               "' must be 0 (cumulative counts) or 1 (per-expert counts), got ", attrs.expert_token_num_type);
   }
   if (attrs.idx_type != 0 && attrs.idx_type != 1) {
     return Str(kName, ": attribute '", kAttrs[kAttrIdxType].name,
@@ -55,10 +57,8 @@ std::string rerouting_defs::CheckAttrs(const Attrs& attrs) {
   return {};
 }
 
-cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens,
-                                                   const InputView& counts,
-                                                   const InputView& scales,
-                                                   const Attrs& attrs) {
+cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens, const InputView& counts,
+                                                   const InputView& scales, const Attrs& attrs) {
   const int64_t token_bytes = ElemBytes(tokens.type);
   if (tokens.shape.size() != 2) {
     FailInput(kInTokens, Str("must be 2-D [A, H], got shape ", ShapeStr(tokens.shape)));
@@ -70,14 +70,14 @@ cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens,
                              " rows (permute_token_idx is int32), got A = ", a));
   }
 
-  const cpu::CountType count_type = counts.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32
-                                        ? cpu::CountType::kInt32
-                                        : cpu::CountType::kInt64;
+  const cpu::CountType count_type =
+      counts.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? cpu::CountType::kInt32 : cpu::CountType::kInt64;
   if (counts.shape.size() != 2) {
     FailInput(kInExpertTokenNumPerRank, Str("must be 2-D [N, E], got shape ", ShapeStr(counts.shape)));
   }
   if (counts.shape[0] < 1 || counts.shape[1] < 1) {
-    FailInput(kInExpertTokenNumPerRank, Str("must have N >= 1 and E >= 1, got shape ", ShapeStr(counts.shape)));
+    FailInput(kInExpertTokenNumPerRank,
+              Str("must have N >= 1 and E >= 1, got shape ", ShapeStr(counts.shape)));
   }
 
   cpu::MoeReRoutingParams p;
@@ -88,7 +88,7 @@ cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens,
     }
     if (scales.shape[0] != a) {
       FailInput(kInPerTokenScales, Str("must have first dimension A = ", a, " (tokens.shape[0]), got shape ",
-                             ShapeStr(scales.shape)));
+                                       ShapeStr(scales.shape)));
     }
     p.has_scales = true;
     p.scale_row_bytes = scales.shape.size() == 2 ? RowBytes(scales.shape[1], scale_bytes) : scale_bytes;
@@ -110,9 +110,8 @@ void ValidateMoeReRoutingCounts(const cpu::MoeReRoutingParams& p, const void* co
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t x = 0; x < e; ++x) {
       const int64_t i = r * e + x;
-      const int64_t c = p.count_type == cpu::CountType::kInt32
-                            ? static_cast<const int32_t*>(counts)[i]
-                            : static_cast<const int64_t*>(counts)[i];
+      const int64_t c = p.count_type == cpu::CountType::kInt32 ? static_cast<const int32_t*>(counts)[i]
+                                                               : static_cast<const int64_t*>(counts)[i];
       if (c < 0) {
         FailInput(kInExpertTokenNumPerRank, Str("must be non-negative, got ", c, " at [", r, ", ", x, "]"));
       }
@@ -121,7 +120,7 @@ void ValidateMoeReRoutingCounts(const cpu::MoeReRoutingParams& p, const void* co
   }
   if (sum != static_cast<unsigned __int128>(p.num_tokens)) {
     FailInput(kInExpertTokenNumPerRank, Str("must sum to the token count A = ", p.num_tokens,
-                           " (tokens.shape[0]), got ", U128Str(sum)));
+                                            " (tokens.shape[0]), got ", U128Str(sum)));
   }
 }
 

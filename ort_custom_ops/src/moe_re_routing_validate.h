@@ -17,8 +17,7 @@ namespace rerouting_defs = defs::moe_re_routing;
 // per_token_scales. The attribute rules are rerouting_defs::CheckAttrs (run by ReadAttrs):
 // expert_token_num_type 1 = per-expert counts, 0 = inclusive prefix sums; idx_type 0 = gather
 // index, 1 = scatter index.
-cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens,
-                                                   const InputView& counts,
+cpu::MoeReRoutingParams ValidateMoeReRoutingShapes(const InputView& tokens, const InputView& counts,
                                                    const InputView& scales,
                                                    const rerouting_defs::Attrs& attrs);
 

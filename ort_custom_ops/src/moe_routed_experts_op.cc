@@ -59,7 +59,8 @@ cpu::MoeRoutedExpertsParams ValidateShapes(const Inputs& in, const experts::Attr
     FailInput(kInRoutingWeights,
               Str("must have the shape of expert_idx [", t, ", ", k, "], got shape ", ShapeStr(w.shape)));
   }
-  if (gu.shape.size() != 3 || gu.shape[0] < 1 || gu.shape[1] < 2 || gu.shape[1] % 2 != 0 || gu.shape[2] != h) {
+  if (gu.shape.size() != 3 || gu.shape[0] < 1 || gu.shape[1] < 2 || gu.shape[1] % 2 != 0 ||
+      gu.shape[2] != h) {
     FailInput(kInGateUpWeights, Str("must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = ", h,
                                     " (x.shape[1]), got shape ", ShapeStr(gu.shape)));
   }
@@ -91,8 +92,8 @@ cpu::MoeRoutedExpertsParams ValidateShapes(const Inputs& in, const experts::Attr
 int64_t FirstBadIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx) {
   const int64_t pairs = p.tokens * p.k;  // the elements of expert_idx
   for (int64_t i = 0; i < pairs; ++i) {
-    const int64_t e = p.index64 ? static_cast<const int64_t*>(expert_idx)[i]
-                                : static_cast<const int32_t*>(expert_idx)[i];
+    const int64_t e =
+        p.index64 ? static_cast<const int64_t*>(expert_idx)[i] : static_cast<const int32_t*>(expert_idx)[i];
     if (e < 0 || e >= p.experts) return i;
   }
   return -1;
@@ -112,15 +113,15 @@ void CheckScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed =
   if (!overflow && !allocation_failed) return;
   const std::string need = overflow ? std::string("more than the address space")
                                     : Str(bytes, " bytes, which could not be allocated");
-  Fail(Str(experts::kName, ": inputs '", experts::kInputs[experts::kInExpertIdx].name, "' [T, k] = [", p.tokens,
-           ", ", p.k, "] and '", experts::kInputs[experts::kInDownWeights].name, "' [E, H, I] = [", p.experts,
-           ", ", p.hidden, ", ", p.inter, "] need T*k*I = ", pairs, "*", p.inter, " activations of scratch: ",
-           need));
+  Fail(Str(experts::kName, ": inputs '", experts::kInputs[experts::kInExpertIdx].name, "' [T, k] = [",
+           p.tokens, ", ", p.k, "] and '", experts::kInputs[experts::kInDownWeights].name, "' [E, H, I] = [",
+           p.experts, ", ", p.hidden, ", ", p.inter, "] need T*k*I = ", pairs, "*", p.inter,
+           " activations of scratch: ", need));
 }
 
 // Weight bytes per parallel chunk: large enough that one thread streams long contiguous blocks,
 // small enough to split a decode call's few experts over several threads.
-constexpr int64_t kChunkBytes = int64_t{4} << 20;
+constexpr int64_t kChunkBytes = int64_t{4 << 20};
 
 struct MoeRoutedExpertsCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;

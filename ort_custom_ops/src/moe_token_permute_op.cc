@@ -16,7 +16,8 @@ namespace d = defs::moe_token_permute;
 
 std::string d::CheckAttrs(const Attrs& a) {
   if (a.padded_mode != 0) {
-    return Str(kName, ": attribute 'padded_mode' must be 0 (padded mode is not supported), got ", a.padded_mode);
+    return Str(kName, ": attribute 'padded_mode' must be 0 (padded mode is not supported), got ",
+               a.padded_mode);
   }
   return {};
 }
@@ -37,19 +38,22 @@ int64_t OutRows(int64_t pairs, int64_t num_out_tokens) {
 }
 
 cpu::MoeInitRoutingParams Validate(const InputView& tokens, const InputView& idx, const Attrs& a) {
-  if (tokens.shape.size() != 2) FailInput("tokens", Str("must be 2-D [N, H], got shape ", ShapeStr(tokens.shape)));
+  if (tokens.shape.size() != 2)
+    FailInput("tokens", Str("must be 2-D [N, H], got shape ", ShapeStr(tokens.shape)));
   const int64_t n = tokens.shape[0], h = tokens.shape[1];
   if (h < 1) FailInput("tokens", Str("must have H >= 1, got shape ", ShapeStr(tokens.shape)));
   if (idx.shape.size() != 1 && idx.shape.size() != 2) {
     FailInput("indices", Str("must be 1-D [N] or 2-D [N, K], got shape ", ShapeStr(idx.shape)));
   }
   if (idx.shape[0] != n) {
-    FailInput("indices", Str("must have N = ", n, " rows (tokens.shape[0]), got shape ", ShapeStr(idx.shape)));
+    FailInput("indices",
+              Str("must have N = ", n, " rows (tokens.shape[0]), got shape ", ShapeStr(idx.shape)));
   }
   const int64_t k = idx.shape.size() == 2 ? idx.shape[1] : 1;
   if (k < 1) FailInput("indices", Str("must have K >= 1, got shape ", ShapeStr(idx.shape)));
   if (n > kMaxPairs / k) {
-    FailInput("indices", Str("must have at most ", kMaxPairs, " elements (sorted_indices is int32), got ", n * k));
+    FailInput("indices",
+              Str("must have at most ", kMaxPairs, " elements (sorted_indices is int32), got ", n * k));
   }
   cpu::MoeInitRoutingParams p;
   p.num_tokens = n;
@@ -77,11 +81,13 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   if (has_tokens && tokens.dims.size() == 2) h = tokens.dims[1];
   if (has_idx && !idx.dims.empty() && idx.dims.size() <= 2) {
     pairs.value = 1;
-    for (const InferDim& dim : idx.dims) pairs.value = dim.value >= 0 && pairs.value >= 0 ? pairs.value * dim.value : -1;
+    for (const InferDim& dim : idx.dims)
+      pairs.value = dim.value >= 0 && pairs.value >= 0 ? pairs.value * dim.value : -1;
   }
   if (pairs.value >= 0) rows.value = OutRows(pairs.value, a.num_out_tokens);
   const ONNXTensorElementDataType t = has_tokens ? tokens.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, d::kOutPermutedTokens, InferredTensor{t, {rows, h}, true})) return s;
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, d::kOutPermutedTokens, InferredTensor{t, {rows, h}, true}))
+    return s;
   const InferredTensor sorted{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs}, true};
   if (OrtStatusPtr s = SetInferOutput(api, ctx, d::kOutSortedIndices, sorted)) return s;
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
@@ -89,7 +95,7 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 
 namespace {
 
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChunkBytes = int64_t{1 << 20};
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
@@ -106,8 +112,8 @@ struct CpuKernel {
     if (bad >= 0) {
       const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad]
                                     : static_cast<const int32_t*>(idx.data)[bad];
-      FailInput("indices", Str("must hold expert ids in [0, 2147483647), got ", v, " at [", bad / p.top_k, ", ",
-                               bad % p.top_k, "]"));
+      FailInput("indices", Str("must hold expert ids in [0, 2147483647), got ", v, " at [", bad / p.top_k,
+                               ", ", bad % p.top_k, "]"));
     }
     auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
       return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type, /*required=*/true);
@@ -124,7 +130,6 @@ struct CpuKernel {
  private:
   Attrs attrs_;
 };
-
 
 }  // namespace
 

@@ -52,7 +52,8 @@ cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers*
   if (tokens.shape.size() != 2) {
     FailInput(kInPermutedTokens, Str("must be 2-D [P, H], got shape ", ShapeStr(tokens.shape)));
   }
-  if (idx.shape.size() != 1) FailInput(kInSortedIndices, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
+  if (idx.shape.size() != 1)
+    FailInput(kInSortedIndices, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
   int64_t n = idx.shape[0], k = 1;
   if (probs.present) {
     if (probs.shape.size() != 2 || probs.shape[1] < 1) {
@@ -87,8 +88,9 @@ cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers*
   const int64_t limit = std::max(p_rows, n * k);
   const int64_t bad = cpu::FirstReadSlotOutside(p, *buffers, 0, limit);
   if (bad >= 0) {
-    FailInput(kInSortedIndices, Str("must be in [0, max(P, N*K)) = [0, ", limit, ") where probs is not 0, got ",
-                                    cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
+    FailInput(kInSortedIndices,
+              Str("must be in [0, max(P, N*K)) = [0, ", limit, ") where probs is not 0, got ",
+                  cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
   }
   return p;
 }
@@ -103,8 +105,9 @@ struct MoeTokenUnpermuteCpuKernel {
     const Inputs in = GetInputViews(ctx, kName, kInputs);
     cpu::WeightedGatherBuffers buffers;
     const cpu::WeightedGatherParams params = Validate(in, &buffers);
-    buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
-                                   in[kInPermutedTokens].type, /*required=*/true);
+    buffers.out =
+        GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
+                         in[kInPermutedTokens].type, /*required=*/true);
     RunWeightedGather(ctx, params, buffers);
   }
 

@@ -75,8 +75,9 @@ struct HasCheckGraphInputs<
 template <typename Def, typename = void>
 struct HasOutputTypes : std::false_type {};
 template <typename Def>
-struct HasOutputTypes<Def, std::void_t<decltype(Def::OutputTypes(
-                               std::declval<const OrtKernelInfo*>(), std::declval<const std::vector<GraphTensor>&>()))>>
+struct HasOutputTypes<
+    Def, std::void_t<decltype(Def::OutputTypes(std::declval<const OrtKernelInfo*>(),
+                                               std::declval<const std::vector<GraphTensor>&>()))>>
     : std::true_type {};
 
 template <typename Def, typename Kernel>
@@ -84,13 +85,11 @@ struct AscendMoeOp
     : Ort::CustomOpBase<AscendMoeOp<Def, Kernel>, StatusKernel<Def, Kernel>, /*WithStatus=*/true> {
   AscendMoeOp() {
     OrtCustomOp::InferOutputShapeFn = &CheckTypesAndInferShapes;
-    RegisterManifestEntry({Def::kName, Kernel::kProvider, Def::kSinceVersion, Def::kAttrs,
-                           Def::kNumAttrs, Def::kInputs, Def::kNumInputs, Def::kOutputs,
-                           Def::kNumOutputs});
+    RegisterManifestEntry({Def::kName, Kernel::kProvider, Def::kSinceVersion, Def::kAttrs, Def::kNumAttrs,
+                           Def::kInputs, Def::kNumInputs, Def::kOutputs, Def::kNumOutputs});
   }
 
-  OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info,
-                              void** kernel) const {
+  OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info, void** kernel) const {
     *kernel = nullptr;
     return ToStatus(Def::kName, [&] {
       // ORT only logs a failed shape inference (unless strict), so the types are checked here,
@@ -100,8 +99,8 @@ struct AscendMoeOp
       if constexpr (HasCheckGraphInputs<Def>::value) Def::CheckGraphInputs(inputs);
       std::vector<ONNXTensorElementDataType> overrides;
       if constexpr (HasOutputTypes<Def>::value) overrides = Def::OutputTypes(info, inputs);
-      CheckKernelOutputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs, inputs,
-                             Def::kOutputs, Def::kNumOutputs, overrides.empty() ? nullptr : overrides.data());
+      CheckKernelOutputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs, inputs, Def::kOutputs,
+                             Def::kNumOutputs, overrides.empty() ? nullptr : overrides.data());
       *kernel = new StatusKernel<Def, Kernel>(info);
     });
   }

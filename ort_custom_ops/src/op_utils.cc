@@ -17,23 +17,40 @@ std::string ShapeStr(const std::vector<int64_t>& shape) {
 
 const char* TypeName(ONNXTensorElementDataType type) {
   switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return "float";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return "float16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return "bfloat16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return "double";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return "int8";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return "uint8";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return "int16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return "uint16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return "int32";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return "uint32";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return "int64";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return "uint64";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return "bool";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING: return "string";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN: return "float8e4m3fn";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2: return "float8e5m2";
-    default: return "unsupported type";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      return "float";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      return "float16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+      return "bfloat16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE:
+      return "double";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      return "int8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+      return "uint8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
+      return "int16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16:
+      return "uint16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+      return "int32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32:
+      return "uint32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+      return "int64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64:
+      return "uint64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL:
+      return "bool";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING:
+      return "string";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN:
+      return "float8e4m3fn";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2:
+      return "float8e5m2";
+    default:
+      return "unsupported type";
   }
 }
 
@@ -131,8 +148,7 @@ std::string OtherKind(const OrtKernelInfo* info, const char* name, AttrSpec::Kin
 const char* KindName(AttrSpec::Kind kind) { return kind == AttrSpec::kInt ? "INT" : "FLOAT"; }
 
 // Fails when the attribute has another kind, or is required and absent.
-[[noreturn]] void FailAbsentOrOtherKind(const OrtKernelInfo* info, const char* op,
-                                        const AttrSpec& spec) {
+[[noreturn]] void FailAbsentOrOtherKind(const OrtKernelInfo* info, const char* op, const AttrSpec& spec) {
   const std::string other = OtherKind(info, spec.name, spec.kind);
   if (!other.empty()) {
     Fail(Str(op, ": attribute '", spec.name, "' must be ", KindName(spec.kind), ", got ", other));
@@ -183,21 +199,19 @@ std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
       }
     }
     if (std::find(spec.types, spec.types + spec.num_types, types[i]) == spec.types + spec.num_types) {
-      return Str(op, ": input '", spec.name, "' must be ", TypeList(spec), ", got ",
-                 TypeName(types[i]));
+      return Str(op, ": input '", spec.name, "' must be ", TypeList(spec), ", got ", TypeName(types[i]));
     }
   }
   return {};
 }
 
-std::string OutputTypeMismatch(const char* op, const ParamSpec& output,
-                               ONNXTensorElementDataType expected, ONNXTensorElementDataType got) {
+std::string OutputTypeMismatch(const char* op, const ParamSpec& output, ONNXTensorElementDataType expected,
+                               ONNXTensorElementDataType got) {
   return Str(op, ": output '", output.name, "' must be ", TypeName(expected),
              " for these inputs, but the graph types it ", TypeName(got));
 }
 
-ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSpec* inputs,
-                                             size_t num_inputs,
+ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSpec* inputs, size_t num_inputs,
                                              const ONNXTensorElementDataType* input_types) {
   if (out.num_types == 1 || out.type_param[0] == '\0') return out.types[0];
   for (size_t i = 0; i < num_inputs; ++i) {
@@ -209,9 +223,8 @@ ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSp
   return out.types[0];
 }
 
-void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
-                       size_t index, const std::vector<int64_t>& shape,
-                       ONNXTensorElementDataType expected, bool required) {
+void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs, size_t index,
+                       const std::vector<int64_t>& shape, ONNXTensorElementDataType expected, bool required) {
   Ort::UnownedValue value{nullptr};
   if (index < ctx.GetOutputCount()) value = ctx.GetOutput(index, shape);
   if (!value) {
@@ -265,8 +278,8 @@ void ParamsJson(std::ostream& os, const ParamSpec* params, size_t n) {
   os << '[';
   for (size_t i = 0; i < n; ++i) {
     const ParamSpec& p = params[i];
-    os << (i ? ", " : "") << "{\"name\": \"" << p.name << "\", \"optional\": "
-       << (p.optional ? "true" : "false") << ", \"types\": [";
+    os << (i ? ", " : "") << "{\"name\": \"" << p.name
+       << "\", \"optional\": " << (p.optional ? "true" : "false") << ", \"types\": [";
     for (size_t t = 0; t < p.num_types; ++t) os << (t ? ", " : "") << '"' << TypeName(p.types[t]) << '"';
     os << "]}";
   }
@@ -290,11 +303,14 @@ std::string ManifestJson(const char* domain) {
     for (size_t j = 0; j < e.num_attrs; ++j) {
       const AttrSpec& a = e.attrs[j];
       os << (j ? ", " : "") << "{\"name\": \"" << a.name << "\", \"kind\": \""
-         << (a.kind == AttrSpec::kInt ? "int" : "float") << "\", \"required\": "
-         << (a.required ? "true" : "false") << ", \"default\": ";
-      if (a.required) os << "null";
-      else if (a.kind == AttrSpec::kInt) os << static_cast<int64_t>(a.default_value);
-      else os << a.default_value;
+         << (a.kind == AttrSpec::kInt ? "int" : "float")
+         << "\", \"required\": " << (a.required ? "true" : "false") << ", \"default\": ";
+      if (a.required)
+        os << "null";
+      else if (a.kind == AttrSpec::kInt)
+        os << static_cast<int64_t>(a.default_value);
+      else
+        os << a.default_value;
       os << "}";
     }
     os << "]}";
@@ -330,14 +346,23 @@ bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, Infer
   if (info == nullptr) return false;
   ONNXTensorElementDataType type{};
   size_t rank = 0;
-  if (OrtStatus* s = api.GetTensorElementType(info, &type)) { api.ReleaseStatus(s); return false; }
-  if (OrtStatus* s = api.GetDimensionsCount(info, &rank)) { api.ReleaseStatus(s); return false; }
+  if (OrtStatus* s = api.GetTensorElementType(info, &type)) {
+    api.ReleaseStatus(s);
+    return false;
+  }
+  if (OrtStatus* s = api.GetDimensionsCount(info, &rank)) {
+    api.ReleaseStatus(s);
+    return false;
+  }
   // An optional input omitted through an empty name reaches shape inference without a type.
   if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) return false;
   std::vector<int64_t> dims(rank);
   std::vector<const char*> symbols(rank, nullptr);
   if (rank) {
-    if (OrtStatus* s = api.GetDimensions(info, dims.data(), rank)) { api.ReleaseStatus(s); return false; }
+    if (OrtStatus* s = api.GetDimensions(info, dims.data(), rank)) {
+      api.ReleaseStatus(s);
+      return false;
+    }
     if (OrtStatus* s = api.GetSymbolicDimensions(info, symbols.data(), rank)) {
       api.ReleaseStatus(s);
       std::fill(symbols.begin(), symbols.end(), nullptr);
@@ -355,8 +380,7 @@ bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, Infer
   return true;
 }
 
-OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i,
-                            const InferredTensor& t) {
+OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, const InferredTensor& t) {
   OrtTensorTypeAndShapeInfo* info = nullptr;
   if (OrtStatus* s = api.CreateTensorTypeAndShapeInfo(&info)) return s;
   OrtStatusPtr status = api.SetTensorElementType(info, t.type);

@@ -71,24 +71,22 @@ std::string CheckInputTypes(const char* op, const ParamSpec* specs, size_t n,
                             const ONNXTensorElementDataType* types);
 
 // "<op>: output '<name>' must be <expected> for these inputs, but the graph types it <got>".
-std::string OutputTypeMismatch(const char* op, const ParamSpec& output,
-                               ONNXTensorElementDataType expected, ONNXTensorElementDataType got);
+std::string OutputTypeMismatch(const char* op, const ParamSpec& output, ONNXTensorElementDataType expected,
+                               ONNXTensorElementDataType got);
 
 // The element type the kernels write to output `out`: its one allowed type, else the type of
 // the first present input with the same type parameter, else (no such input: MoeReRouting's
 // permute_per_token_scales without scales) its first allowed type. `input_types` as for
 // CheckInputTypes.
-ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSpec* inputs,
-                                             size_t num_inputs,
+ONNXTensorElementDataType ExpectedOutputType(const ParamSpec& out, const ParamSpec* inputs, size_t num_inputs,
                                              const ONNXTensorElementDataType* input_types);
 
 // Output `index` of the call with `shape`, checked to have element type `expected` (the graph
 // decides an output's type; kernel creation already refused graphs typing it otherwise, this
 // keeps the kernel from ever writing past a buffer). Null when the node omits the output
 // (a trailing or "" optional output) and `required` is false.
-void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs,
-                       size_t index, const std::vector<int64_t>& shape,
-                       ONNXTensorElementDataType expected, bool required);
+void* GetCheckedOutput(Ort::KernelContext& ctx, const char* op, const ParamSpec* outputs, size_t index,
+                       const std::vector<int64_t>& shape, ONNXTensorElementDataType expected, bool required);
 
 // What a kernel sees of one input: absent inputs have present == false.
 struct InputView {
@@ -107,8 +105,7 @@ int64_t NumElements(const std::vector<int64_t>& shape);
 // within what the table promises.
 [[noreturn]] void FailRequiredInput(const char* op, const ParamSpec& spec);
 template <size_t N>
-std::array<InputView, N> GetInputViews(Ort::KernelContext& ctx, const char* op,
-                                       const ParamSpec (&specs)[N]) {
+std::array<InputView, N> GetInputViews(Ort::KernelContext& ctx, const char* op, const ParamSpec (&specs)[N]) {
   std::array<InputView, N> views;
   std::array<ONNXTensorElementDataType, N> types;
   for (size_t i = 0; i < N; ++i) {
@@ -157,8 +154,7 @@ struct InferredTensor {
 // Returns false when the input is absent (no input at `i`, or one without a type: omitted
 // through an empty name).
 bool GetInferInput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, InferredTensor* out);
-OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i,
-                            const InferredTensor& t);
+OrtStatusPtr SetInferOutput(const OrtApi& api, OrtShapeInferContext* ctx, size_t i, const InferredTensor& t);
 // An INT attribute at shape inference, or its default when absent or unreadable (a wrong kind
 // is reported by the kernel's constructor, which runs at session creation too).
 int64_t InferAttrInt(const OrtApi& api, OrtShapeInferContext* ctx, const AttrSpec& spec);
