@@ -6,6 +6,8 @@ per expert than one register tile holds, repeated experts and clamping."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -102,6 +104,8 @@ def re_escape(text: str) -> str:
     return re.escape(text) + r"\s*$"
 
 
+@pytest.mark.skipif(os.environ.get("ASCEND_MOE_SANITIZERS") == "1",
+                    reason="AddressSanitizer aborts on a 16 TiB allocation request instead of failing it")
 def test_scratch_beyond_memory_is_a_clear_error():
     """T*k*I activations of 16 TiB (inputs of ~50 MB): an error naming the inputs and the size,
     not std::bad_alloc."""
