@@ -195,6 +195,18 @@ def int_attribute(ctx, op: str, name: str, default: int) -> int:
     return int(a.i)
 
 
+def inferred_int_attributes(ctx, op: str, defaults: dict[str, Any],
+                            validate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The INT attributes ``defaults`` names, read from an inference context and checked by the
+    op's ``validate`` (its ValueError becomes an inference error with the same message)."""
+    attrs = {n: int_attribute(ctx, op, n, d) for n, d in defaults.items()}
+    try:
+        validate(attrs)
+    except ValueError as e:
+        fail_inference(op, str(e).split(": ", 1)[1])
+    return attrs
+
+
 def make_type(elem_type: int, dims: Sequence[Any] | None) -> TypeProto:
     """Tensor type; each dim is an int, a symbolic name, a copied TensorShapeProto.Dimension or None."""
     t = TypeProto()

@@ -23,10 +23,10 @@ from ._common import (
     attribute,
     attribute_defaults,
     fail_inference,
+    inferred_int_attributes,
     input_dims,
     input_names,
     input_type,
-    int_attribute,
     make_type,
     onnx_type_name,
     output_names,
@@ -283,11 +283,7 @@ def dim_product(a, b):
 
 
 def _infer(ctx) -> None:
-    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
-    try:
-        validate_attributes(attrs)
-    except ValueError as e:
-        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    attrs = inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x, idx = input_type(ctx, 0), input_type(ctx, 1)
     x_dims, i_dims = input_dims(x), input_dims(idx)
     if x_dims is not None and len(x_dims) != 2:

@@ -18,10 +18,10 @@ from ._common import (
     attribute_defaults,
     check_required_inputs,
     fail_inference,
+    inferred_int_attributes,
     input_dims,
     input_names,
     input_type,
-    int_attribute,
     make_type,
     onnx_type_name,
     output_names,
@@ -171,11 +171,7 @@ def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
 
 
 def _infer(ctx) -> None:
-    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
-    try:
-        validate_attributes(attrs)
-    except ValueError as e:
-        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     tokens = input_type(ctx, 0)
     counts = input_type(ctx, 1)
     scales = input_type(ctx, 2)

@@ -19,11 +19,10 @@ from ._common import (
     allowed_types,
     attribute,
     attribute_defaults,
-    fail_inference,
+    inferred_int_attributes,
     input_dims,
     input_names,
     input_type,
-    int_attribute,
     make_type,
     onnx_type_name,
     output_names,
@@ -149,11 +148,7 @@ def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: 
 
 
 def _infer(ctx) -> None:
-    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS}
-    try:
-        validate_attributes(attrs)
-    except ValueError as e:
-        fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     t = input_type(ctx, 0)
     if t is None:
         return
