@@ -137,7 +137,7 @@ int RunExecutor(const char* op, void* workspace, uint64_t workspace_size, void* 
   for (const void* t : e->tensors) {
     if (t && !FakeAclnnIsTensor(t)) return fail("a tensor was destroyed before the launch");
   }
-  return e->run();
+  return Enqueue(stream, std::move(e->run));
 }
 
 }  // namespace fake_cann

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ inline constexpr uint32_t kTensorMagic = 0x7e450a11;
 enum Status : int { kOk = 0, kParamNullptr = 161001, kParamInvalid = 161002, kTilingError = 561002 };
 enum DataType : int { kFloat = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3, kUint8 = 4, kInt64 = 9,
                       kBool = 12, kBFloat16 = 27 };
+
+// Puts work (a kernel or an asynchronous copy) on `stream`; returns its status, or kOk when it
+// runs later. Every operator and async copy of the fake goes through here, so the stream's
+// ordering rules live in one place.
+int Enqueue(const void* stream, std::function<int()> work);
 
 size_t ElementBytes(int dtype);
 std::string TypeName(int dtype);
