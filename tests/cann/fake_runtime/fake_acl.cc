@@ -1,7 +1,7 @@
 // Fake libascendcl.so: the 59 ACL C functions and 8 GE C++ functions libonnxruntime_providers_cann
 // (onnxruntime-cann 1.24.4) imports, plus the entry points the ascend.moe kernels use. Memory,
-// streams, events and copies have checked behaviour; single-op compilation and offline models are
-// refused (a fake cannot run CANN's own operators).
+// streams, events and copies have checked behaviour; CANN's single operators are served by
+// fake_aclop.cc; offline models (graph mode) are refused.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -184,7 +184,15 @@ void FakeAclCountCall(const char* name) {
 // ---- init, device ----
 aclError aclInit(const char* config) { Trace("aclInit(%s)", config ? config : "null"); return kSuccess; }
 aclError aclFinalize() { return kSuccess; }
-const char* aclGetRecentErrMsg() { return t_error.c_str(); }
+// As CANN's: returns and clears the thread's latest error message; null when there is none
+// (ONNX Runtime's CANN kernels fail a node whenever it is not null).
+const char* aclGetRecentErrMsg() {
+  thread_local std::string returned;
+  if (t_error.empty()) return nullptr;
+  returned.swap(t_error);
+  t_error.clear();
+  return returned.c_str();
+}
 aclError aclrtSetDevice(int32_t id) { Trace("aclrtSetDevice(%d)", id); return id == 0 ? kSuccess : kInvalidParam; }
 aclError aclrtGetDevice(int32_t* id) { *id = 0; return kSuccess; }
 aclError aclrtGetDeviceCount(uint32_t* count) { *count = 1; return kSuccess; }
@@ -282,45 +290,7 @@ aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void*) {
   return kSuccess;
 }
 
-// ---- single-op descriptors, buffers, attributes: identities only ----
-struct FakeDesc { int dtype; std::vector<int64_t> dims; int format; };
-void* aclCreateTensorDesc(int dtype, int ndims, const int64_t* dims, int format) {
-  return new FakeDesc{dtype, std::vector<int64_t>(dims, dims + (ndims > 0 ? ndims : 0)), format};
-}
-void aclDestroyTensorDesc(const void* d) { delete static_cast<const FakeDesc*>(d); }
-aclError aclSetTensorConst(void*, void*, size_t) { return kSuccess; }
-size_t aclGetTensorDescNumDims(const void* d) { return static_cast<const FakeDesc*>(d)->dims.size(); }
-aclError aclGetTensorDescDimV2(const void* d, size_t i, int64_t* v) {
-  *v = static_cast<const FakeDesc*>(d)->dims.at(i);
-  return kSuccess;
-}
-size_t aclDataTypeSize(int dtype) { return fake_cann::ElementBytes(dtype); }
-size_t aclGetTensorDescSize(const void* d) {
-  auto* f = static_cast<const FakeDesc*>(d);
-  size_t n = fake_cann::ElementBytes(f->dtype);
-  for (int64_t x : f->dims) n *= static_cast<size_t>(x);
-  return n;
-}
-struct FakeBuffer { void* data; size_t size; };
-void* aclCreateDataBuffer(void* data, size_t size) { return new FakeBuffer{data, size}; }
-aclError aclDestroyDataBuffer(const void* b) { delete static_cast<const FakeBuffer*>(b); return kSuccess; }
-void* aclGetDataBufferAddr(const void* b) { return static_cast<const FakeBuffer*>(b)->data; }
-void* aclopCreateAttr() { return new Handle{3}; }
-void aclopDestroyAttr(const void* a) { delete static_cast<const Handle*>(a); }
-aclError aclopSetAttrBool(void*, const char*, uint8_t) { return kSuccess; }
-aclError aclopSetAttrInt(void*, const char*, int64_t) { return kSuccess; }
-aclError aclopSetAttrFloat(void*, const char*, float) { return kSuccess; }
-aclError aclopSetAttrString(void*, const char*, const char*) { return kSuccess; }
-aclError aclopSetAttrListInt(void*, const char*, int, const int64_t*) { return kSuccess; }
-// CANN's own operators (Add, MatMul, ...) cannot run here: tests use graphs without them.
-aclError aclopCompileAndExecute(const char* op_type, int, const void* const*, const void* const*,
-                                int, const void* const*, void* const*, const void*, int, int,
-                                const char*, void*) {
-  std::string m = std::string("aclopCompileAndExecute(") + (op_type ? op_type : "?") +
-                  "): CANN operators are not available in the fake runtime";
-  FakeAclError(m.c_str());
-  return kNotSupported;
-}
+// ---- single-op descriptors, attributes and aclopCompileAndExecute: fake_aclop.cc ----
 
 // ---- offline models (enable_cann_graph=1): refused ----
 aclError aclmdlLoadFromMem(const void*, size_t, uint32_t*) { return kNotSupported; }
