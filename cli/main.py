@@ -91,6 +91,9 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     which.add_argument("--layers", metavar="N-M", help="export the MoE blocks of layers N..M (default: whole model)")
     which.add_argument("--whole-model", action="store_true", help="export the causal LM's prefill graph (default)")
     p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="where to write the model")
+    p.add_argument("--target", default="cpu", choices=("cpu", "cann"),
+                   help="runtime the graph is for: cpu (ONNX Runtime's CPU EP; default) or cann (the CANN EP "
+                        "on Ascend NPUs: opset 18, MoeRoutedExperts at every size; docs/ascend.md)")
     p.add_argument("--ep-ranks", type=int, metavar="N",
                    help="expert parallel: write a router graph, one expert graph per rank and ep.json "
                         "into the directory -o (docs/expert-parallel.md)")
@@ -168,10 +171,13 @@ def _cmd_export_hf(args) -> int:
 
 
 def _cmd_export(args) -> int:
+    from ascend_moe_onnx.exporters.targets import TargetError
     from ascend_moe_onnx.models import presets
 
     from . import verify
 
+    if args.target != "cpu" and (args.hf or args.ep_ranks is not None):
+        raise CLIError(f"--target {args.target} applies to PRESET exports; --hf and --ep-ranks export for the CPU EP")
     if args.hf:
         return _cmd_export_hf(args)
     if args.layers or args.whole_model:
@@ -194,14 +200,18 @@ def _cmd_export(args) -> int:
         out = Path(args.output)
         if out.parent and not out.parent.exists():
             raise CLIError(f"output directory does not exist: {out.parent}")
-        verify.export_block(block, args.tokens, path=out, external_data=external, experts=args.experts)
+        try:
+            verify.export_block(block, args.tokens, path=out, external_data=external, experts=args.experts,
+                                target=args.target)
+        except TargetError as e:
+            raise CLIError(str(e)) from None
         bar.update(2)
     if block.note:
         print(f"note: {block.note}")
     written = out.stat().st_size + (out.with_name(out.name + ".data").stat().st_size if external else 0)
     where = f" + {out.name}.data" if external else ""
     print(f"wrote {out}{where} ({written / 2**20:.1f} MiB): preset {args.preset}, size {args.size}, "
-          f"dtype {block.dtype_name}, experts {args.experts or block.experts_formulation}, inputs {', '.join(block.input_names)}, "
+          f"dtype {block.dtype_name}, experts {args.experts or block.experts_formulation}, target {args.target}, inputs {', '.join(block.input_names)}, "
           f"outputs {', '.join(block.output_names)}")
     return EXIT_OK
 

@@ -40,6 +40,8 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
+from ascend_moe_onnx.onnx_schemas._common import DOMAIN as OWN_DOMAIN
+from ascend_moe_onnx.onnx_schemas._common import walk_graphs
 from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNEL_OP
 
 FORMULATIONS = ("ort", "onnx", "padded")
@@ -258,6 +260,48 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]], routed)
 
 
+def _shared_as_experts(b: _Builder, shared, slices: int) -> tuple[str, str]:
+    """The shared expert (gate [sI, H], up [sI, H], down [H, sI] initializers) as ``slices`` = s
+    experts of width I in MoeRoutedExperts' layout: new float32 initializers fc1 [s, 2I, H] (gate/up
+    rows interleaved) and fc2 [s, H, I]."""
+    arrays = _stored(b, shared)
+    if arrays is None:
+        raise ExpertsError("experts: the CANN target needs the shared expert's weights as in-memory initializers")
+    g, u, d = (x.astype(np.float32, copy=False) for x in arrays)
+    S, H = g.shape
+    I = S // slices
+    g, u = g.reshape(slices, I, H), u.reshape(slices, I, H)
+    fc1 = np.stack((g, u), axis=2).reshape(slices, 2 * I, H)
+    fc2 = d.reshape(H, slices, I).transpose(1, 0, 2)
+    return b.initializer(fc1, "shared_fc1"), b.initializer(fc2, "shared_fc2")
+
+
+def _expand_routed_cann(b: _Builder, node) -> None:
+    """The CANN target: MoeRoutedExperts on the routed rows at every size (no If, no
+    ``com.microsoft.MoE``: the CANN EP has no kernel for either). A shared expert of width s·I is a
+    second MoeRoutedExperts call over s experts whose slots (expert j, weight 1) are built from x's
+    shape alone, added to the routed sum: every node but that shape bookkeeping has a CANN kernel,
+    and no routed data leaves the device (docs/ascend.md)."""
+    a = _attrs(node)
+    x, w, idx, gate, up, down, *shared = node.input
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
+    xin = _float_rows(b, x, a)
+    wf = b.cast(w, TensorProto.FLOAT)
+    limit = float(a["limit"])
+    out = node.output[0]
+    routed = b.op(OWN_KERNEL_OP, [xin, idx, wf, fc1, fc2], domain=OWN_DOMAIN, swiglu_limit=limit,
+                  outputs=None if shared else [out])
+    if not shared:
+        return
+    slices = a["shared_slices"]
+    sfc1, sfc2 = _shared_as_experts(b, shared, slices)
+    rows_s = b.op("Concat", [b.op("Shape", [x], start=0, end=1), b.const([slices])], axis=0)
+    ids = b.op("Expand", [b.const([list(range(slices))]), rows_s])
+    ones = b.op("ConstantOfShape", [rows_s], value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
+    y_shared = b.op(OWN_KERNEL_OP, [xin, ids, ones, sfc1, sfc2], domain=OWN_DOMAIN, swiglu_limit=limit)
+    b.op("Add", [routed, y_shared], outputs=[out])
+
+
 def _expand_segments_ort(b: _Builder, node) -> None:
     """Each row through its segment's expert: MoeRoutedExperts with one slot of weight 1 per row
     or, past ``OWN_KERNEL_MAX_ROWS`` rows, ``com.microsoft.MoE`` on one-hot pseudo-logits."""
@@ -363,18 +407,21 @@ def _expand_segments_onnx(b: _Builder, node) -> None:
 
 _EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_ort, (OP_ROUTED, "onnx"): _expand_routed_onnx,
               (OP_SEGMENTS, "ort"): _expand_segments_ort, (OP_SEGMENTS, "onnx"): _expand_segments_onnx}
+# What the CANN target (exporters.targets) expands instead: no If and no com.microsoft.MoE.
+_CANN_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_cann}
 
 
-def expand(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned).
+def expand(model: onnx.ModelProto, target: str = "cpu") -> onnx.ModelProto:
+    """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
+    ``target`` "cann" takes the CANN EP's variant of a formulation where one exists.
 
-    Adds the ``com.microsoft`` opset import when the ``ort`` formulation is used and removes the
-    placeholder domain's import."""
+    Adds the ``com.microsoft`` opset import when a ``com.microsoft.MoE`` node is emitted and the
+    ascend.moe import for MoeRoutedExperts, and removes the placeholder domain's import."""
     graph = model.graph
     if not any(n.domain == DOMAIN for n in graph.node):
         return model
     initializers = {t.name: t for t in graph.initializer}
-    nodes, new_initializers, uses_ms = [], [], False
+    nodes, new_initializers, uses_ms, uses_own = [], [], False, False
     for count, node in enumerate(graph.node):
         if node.domain != DOMAIN:
             nodes.append(node)
@@ -382,13 +429,17 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
         a = _attrs(node)
         formulation = a["formulation"].decode() if isinstance(a["formulation"], bytes) else a["formulation"]
         expander = _EXPANDERS.get((node.op_type, formulation))
+        if target == "cann":
+            expander = _CANN_EXPANDERS.get((node.op_type, formulation), expander)
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
         b = _Builder(f"experts{count}_", initializers)
         expander(b, node)
         nodes.extend(b.nodes)
         new_initializers.extend(b.new_initializers)
-        uses_ms |= formulation == "ort"
+        emitted = {n.domain for g in walk_graphs(helper.make_graph(b.nodes, "b", [], [])) for n in g.node}
+        uses_ms |= "com.microsoft" in emitted
+        uses_own |= OWN_DOMAIN in emitted
     del graph.node[:]
     graph.node.extend(nodes)
     graph.initializer.extend(new_initializers)
@@ -396,11 +447,10 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
     imports = [o for o in model.opset_import if o.domain != DOMAIN]
     if uses_ms and not any(o.domain == "com.microsoft" for o in imports):
         imports.append(helper.make_opsetid("com.microsoft", 1))
-    if uses_ms:  # the routed blocks' MoeRoutedExperts branch
+    if uses_own and not any(o.domain == OWN_DOMAIN for o in imports):
         from ascend_moe_onnx import onnx_schemas
 
-        if not any(o.domain == onnx_schemas.DOMAIN for o in imports):
-            imports.append(onnx_schemas.opset_import())
+        imports.append(onnx_schemas.opset_import())
     del model.opset_import[:]
     model.opset_import.extend(imports)
     return model
@@ -408,8 +458,6 @@ def expand(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _names_read(graph: onnx.GraphProto) -> set[str]:
     """Every name a node of ``graph`` or of its subgraphs (Loop/If bodies) reads, plus its outputs."""
-    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
-
     return {o.name for o in graph.output} | {i for g in walk_graphs(graph) for n in g.node for i in n.input}
 
 

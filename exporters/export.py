@@ -16,6 +16,7 @@ from ascend_moe_onnx import onnx_schemas
 
 from . import experts_graph
 from . import export_checks as checks
+from . import targets
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
@@ -165,6 +166,29 @@ def strip_metadata(proto: onnx.ModelProto) -> onnx.ModelProto:
     return proto
 
 
+def _target_opset(target: str, opset_version: int | None, experts: str | None) -> int:
+    """The opset to export for ``target``; a TargetError for options the target cannot honour."""
+    if target != "cann":
+        return DEFAULT_OPSET if opset_version is None else opset_version
+    if opset_version not in (None, targets.CANN_OPSET):
+        raise targets.TargetError(f"target 'cann': opset {opset_version} requested, but the CANN EP's kernels "
+                                  f"match opset {targets.CANN_OPSET} nodes (exporters.targets)")
+    if experts not in (None, "ort"):
+        raise targets.TargetError(f"target 'cann': the '{experts}' expert formulation runs on the host under "
+                                  f"the CANN EP (If/TopK/Gather/Loop have no CANN kernel); use the default")
+    return targets.CANN_OPSET
+
+
+def _for_cann(proto: onnx.ModelProto) -> None:
+    """The CANN target's rewrites (in place), and a warning naming nodes that stay on the host."""
+    targets.rewrite_for_cann(proto)
+    host = targets.cann_host_nodes(proto)
+    if host:
+        shown = "; ".join(host[:8]) + (f"; ... ({len(host)} in all)" if len(host) > 8 else "")
+        warnings.warn(f"export(target='cann'): these nodes have no CANN kernel and will run on the host: {shown}",
+                      stacklevel=3)
+
+
 def export(
     model: torch.nn.Module,
     args: tuple,
@@ -174,7 +198,7 @@ def export(
     dynamic_shapes: Any = None,
     input_names: list[str] | None = None,
     output_names: list[str] | None = None,
-    opset_version: int = DEFAULT_OPSET,
+    opset_version: int | None = None,
     attach_functions: bool = True,
     dynamo: bool = True,
     dynamic_axes: dict | None = None,
@@ -182,6 +206,7 @@ def export(
     check: bool = True,
     experts: str | None = None,
     keep_metadata: bool = False,
+    target: str = targets.DEFAULT,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
 
@@ -194,13 +219,17 @@ def export(
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
     ``keep_metadata`` keeps the exporter's metadata (node stack traces with this machine's paths,
     module names, the ExportedProgram's signature: often most of a small model's bytes), for
-    debugging an export; by default it is removed.
+    debugging an export; by default it is removed. ``target`` is the runtime the graph is for
+    (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
+    MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
+    would still compute on the host). ``opset_version`` defaults to the target's.
 
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
     raises :class:`export_checks.ExportError` naming the input and dimension, as it does for
     exporter failures caused by known idioms (``weight.data`` in forward, stable argsort).
     """
+    opset_version = _target_opset(targets.check(target), opset_version, experts)
     onnx_schemas.register()
     model = model.eval() if isinstance(model, torch.nn.Module) else model
     if external_data is None:
@@ -216,7 +245,7 @@ def export(
             proto = onnx.load(os.fspath(path), load_external_data=False)
         else:
             proto = program.model_proto
-        proto = experts_graph.expand(proto)
+        proto = experts_graph.expand(proto, target)
     else:
         if external_data:
             raise ValueError("export: external_data needs the dynamo exporter (dynamo=True)")
@@ -233,6 +262,8 @@ def export(
         fixed = checks.specialised_dims(proto, dynamic_axes=dynamic_axes)
         if fixed:
             raise checks.specialisation_error(fixed, tried_strict=False)
+    if target == "cann":
+        _for_cann(proto)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 

@@ -20,12 +20,13 @@ _EXPORTS: dict[tuple, bytes] = {}  # in-process cache: the CLI and the tests exp
 # ---- export and sessions -----------------------------------------------------------------------
 
 def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
-                 external_data: bool = False, experts: str | None = None) -> bytes | None:
+                 external_data: bool = False, experts: str | None = None, target: str = "cpu") -> bytes | None:
     """Export ``block`` with a dynamic token dimension (example of ``tokens`` >= 2 tokens), attach
     the function bodies, check it; return the serialized model (also written to ``path``).
 
     ``external_data`` writes the weights beside ``path`` (needed past 2 GiB) and returns None.
     ``experts``: the expert formulation (models.experts; None: the block's own, ``ort``).
+    ``target``: the runtime the graph is for (exporters.targets: ``cpu`` or ``cann``).
     """
     from ascend_moe_onnx.exporters import export
 
@@ -33,20 +34,20 @@ def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
         if tokens < 2:
             raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
         export(block, block.example_inputs(tokens, seed=1234), path, external_data=True, experts=experts,
-               dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
+               target=target, dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
                output_names=list(block.output_names))
         return None
 
     if tokens < 2:
         raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
     formulation = experts or getattr(block, "experts_formulation", None)  # set by experts.using too
-    key = None if cache_key is None else (*cache_key, tokens, formulation)
+    key = None if cache_key is None else (*cache_key, tokens, formulation, target)
     if key is not None and key in _EXPORTS:
         data = _EXPORTS[key]
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*axis name.*")
-            proto = export(block, block.example_inputs(tokens, seed=1234), None, experts=experts,
+            proto = export(block, block.example_inputs(tokens, seed=1234), None, experts=experts, target=target,
                            dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
                            output_names=list(block.output_names))
         data = proto.SerializeToString()
