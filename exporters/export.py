@@ -14,9 +14,8 @@ import torch
 
 from ascend_moe_onnx import onnx_schemas
 
-from . import experts_graph
+from . import experts_graph, targets
 from . import export_checks as checks
-from . import targets
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20

@@ -17,11 +17,25 @@ namespace fake_cann::aclop {
 
 size_t TypeBytes(int dtype) {
   switch (dtype) {
-    case kFloat: case kInt32: case kUint32: return 4;
-    case kFloat16: case kBFloat16: case kInt16: case kUint16: return 2;
-    case kInt8: case kUint8: case kBool: return 1;
-    case kInt64: case kUint64: case kDouble: return 8;
-    default: return 0;
+    case kFloat:
+    case kInt32:
+    case kUint32:
+      return 4;
+    case kFloat16:
+    case kBFloat16:
+    case kInt16:
+    case kUint16:
+      return 2;
+    case kInt8:
+    case kUint8:
+    case kBool:
+      return 1;
+    case kInt64:
+    case kUint64:
+    case kDouble:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -86,11 +100,11 @@ int SetAttr(void* attr, const char* name, AttrValue value) {
 
 // The operand descriptors and buffers of one side of a launch, checked; `descs` gets copies.
 int CollectOperands(const std::string& type, const char* side, int n, const void* const* descs,
-                    const void* const* buffers, std::vector<Desc>* out,
-                    std::vector<const Buffer*>* bufs) {
+                    const void* const* buffers, std::vector<Desc>* out, std::vector<const Buffer*>* bufs) {
   if (n < 0 || (n > 0 && (!descs || !buffers))) {
-    return Fail(type, kInvalidParam, std::string(side) + ": count " + std::to_string(n) +
-                                         " with null descriptor or buffer arrays");
+    return Fail(
+        type, kInvalidParam,
+        std::string(side) + ": count " + std::to_string(n) + " with null descriptor or buffer arrays");
   }
   for (int i = 0; i < n; ++i) {
     const std::string what = std::string(side) + " " + std::to_string(i);
@@ -99,34 +113,34 @@ int CollectOperands(const std::string& type, const char* side, int n, const void
     if (!d) return Fail(type, kInvalidParam, what + ": not a live aclTensorDesc");
     if (!b) return Fail(type, kInvalidParam, what + ": not a live aclDataBuffer");
     if (d->format != kFormatNd) {
-      return Fail(type, kFormatNotMatch, what + ": format " + std::to_string(d->format) +
-                                             ", the operator takes ND (2)");
+      return Fail(type, kFormatNotMatch,
+                  what + ": format " + std::to_string(d->format) + ", the operator takes ND (2)");
     }
     if (TypeBytes(d->dtype) == 0) {
       return Fail(type, kUnsupportedType, what + ": unknown data type " + std::to_string(d->dtype));
     }
     for (int64_t x : d->dims) {
       if (x < 0) {
-        return Fail(type, kInvalidParam, what + ": dims " + DimsText(d->dims) +
-                                             " (TensorDesc must be static when executing)");
+        return Fail(type, kInvalidParam,
+                    what + ": dims " + DimsText(d->dims) + " (TensorDesc must be static when executing)");
       }
     }
     const size_t bytes = static_cast<size_t>(Numel(d->dims)) * TypeBytes(d->dtype);
     if (d->is_const && d->const_data.size() < bytes) {
-      return Fail(type, kInvalidParam, what + ": constant holds " +
-                                           std::to_string(d->const_data.size()) + " bytes, " +
-                                           DimsText(d->dims) + " needs " + std::to_string(bytes));
+      return Fail(type, kInvalidParam,
+                  what + ": constant holds " + std::to_string(d->const_data.size()) + " bytes, " +
+                      DimsText(d->dims) + " needs " + std::to_string(bytes));
     }
     if (b->size < bytes) {
-      return Fail(type, kInvalidParam, what + ": buffer of " + std::to_string(b->size) +
-                                           " bytes for a " + DimsText(d->dims) + " " +
-                                           fake_cann::TypeName(d->dtype) + " descriptor (" +
-                                           std::to_string(bytes) + " bytes)");
+      return Fail(type, kInvalidParam,
+                  what + ": buffer of " + std::to_string(b->size) + " bytes for a " + DimsText(d->dims) +
+                      " " + fake_cann::TypeName(d->dtype) + " descriptor (" + std::to_string(bytes) +
+                      " bytes)");
     }
     if (bytes && !d->is_const && !FakeAclDeviceAccess(b->data, bytes)) {
-      return Fail(type, kInvalidParam, what + ": data " + std::to_string(reinterpret_cast<uintptr_t>(b->data)) +
-                                           " + " + std::to_string(bytes) +
-                                           " bytes is not inside one device allocation");
+      return Fail(type, kInvalidParam,
+                  what + ": data " + std::to_string(reinterpret_cast<uintptr_t>(b->data)) + " + " +
+                      std::to_string(bytes) + " bytes is not inside one device allocation");
     }
     out->push_back(*d);
     bufs->push_back(b);
@@ -144,6 +158,17 @@ void Trace(const Call& c) {
   for (const auto& d : c.in) s += fake_cann::TypeName(d.dtype) + DimsText(d.dims) + " ";
   s += "->";
   for (const auto& d : c.out) s += " " + fake_cann::TypeName(d.dtype) + DimsText(d.dims);
+  for (const auto& [name, v] : c.attrs) {
+    s += "; " + name + "=";
+    if (v.kind == AttrValue::kFloat)
+      s += std::to_string(v.f);
+    else if (v.kind == AttrValue::kString)
+      s += v.s;
+    else if (v.kind == AttrValue::kListInt)
+      s += DimsText(v.list);
+    else
+      s += std::to_string(v.i);
+  }
   std::fprintf(stderr, "%s)\n", s.c_str());
 }
 
@@ -264,18 +289,14 @@ int aclopCompileAndExecute(const char* op_type, int n_in, const void* const* in_
   if (type.empty()) return Fail(type, kInvalidParam, "null or empty op type");
   FakeAclCountCall(("aclop:" + type).c_str());
   if (engine < 0 || engine > 2 || compile_flag < 0 || compile_flag > 2) {
-    return Fail(type, kInvalidParam, "engine type " + std::to_string(engine) + " / compile flag " +
-                                         std::to_string(compile_flag) + " out of range");
+    return Fail(type, kInvalidParam,
+                "engine type " + std::to_string(engine) + " / compile flag " + std::to_string(compile_flag) +
+                    " out of range");
   }
   if (stream && !FakeAclIsStream(stream)) return Fail(type, kInvalidParam, "not a live stream");
   const Attr* a = nullptr;
   if (attr && !(a = Live<Attr>(attr, kAttrMagic))) {
     return Fail(type, kInvalidParam, "attr is not a live aclopAttr");
-  }
-  const OpDef* op = FindOp(type);
-  if (!op) {
-    return Fail(type, kOpNotFound, "no host implementation of this operator type in the fake "
-                                   "(it has: " + KnownOps() + ")");
   }
   Call call{type, {}, {}, a ? a->values : std::map<std::string, AttrValue>{}, {}, {}};
   std::vector<const Buffer*> ibuf, obuf;
@@ -284,17 +305,24 @@ int aclopCompileAndExecute(const char* op_type, int n_in, const void* const* in_
   for (const Desc& d : call.out) {
     if (d.is_const) return Fail(type, kOutputNotMatch, "an output descriptor is a constant");
   }
+  Trace(call);
+  const OpDef* op = FindOp(type);
+  if (!op) {
+    return Fail(type, kOpNotFound,
+                "no host implementation of this operator type in the fake "
+                "(it has: " +
+                    KnownOps() + ")");
+  }
   if (n_in != op->inputs) {
-    return Fail(type, kInputNotMatch, "takes " + std::to_string(op->inputs) + " inputs, got " +
-                                          std::to_string(n_in));
+    return Fail(type, kInputNotMatch,
+                "takes " + std::to_string(op->inputs) + " inputs, got " + std::to_string(n_in));
   }
   if (n_out != op->outputs) {
-    return Fail(type, kOutputNotMatch, "takes " + std::to_string(op->outputs) + " outputs, got " +
-                                           std::to_string(n_out));
+    return Fail(type, kOutputNotMatch,
+                "takes " + std::to_string(op->outputs) + " outputs, got " + std::to_string(n_out));
   }
   const Failure f = op->check(call);
   if (!f.ok()) return Fail(type, f.code, f.message);
-  Trace(call);
   std::vector<void*> in_ptr, out_ptr;
   for (const Buffer* b : ibuf) in_ptr.push_back(b->data);
   for (const Buffer* b : obuf) out_ptr.push_back(b->data);
@@ -305,8 +333,9 @@ int aclopCompileAndExecute(const char* op_type, int n_in, const void* const* in_
       const Desc& d = call.in[i];
       const size_t bytes = static_cast<size_t>(Numel(d.dims)) * TypeBytes(d.dtype);
       const void* p = d.is_const ? d.const_data.data() : FakeAclDeviceAccess(in_ptr[i], bytes);
-      if (bytes && !p) return Fail(call.type, kInvalidParam, "input " + std::to_string(i) +
-                                                                 " was freed before the operator ran");
+      if (bytes && !p)
+        return Fail(call.type, kInvalidParam,
+                    "input " + std::to_string(i) + " was freed before the operator ran");
       copies[i].assign(static_cast<const char*>(p), static_cast<const char*>(p) + bytes);
       call.in_data.push_back(copies[i].data());
     }
@@ -314,8 +343,9 @@ int aclopCompileAndExecute(const char* op_type, int n_in, const void* const* in_
       const Desc& d = call.out[i];
       const size_t bytes = static_cast<size_t>(Numel(d.dims)) * TypeBytes(d.dtype);
       void* p = FakeAclDeviceAccess(out_ptr[i], bytes);
-      if (bytes && !p) return Fail(call.type, kInvalidParam, "output " + std::to_string(i) +
-                                                                 " was freed before the operator ran");
+      if (bytes && !p)
+        return Fail(call.type, kInvalidParam,
+                    "output " + std::to_string(i) + " was freed before the operator ran");
       call.out_data.push_back(static_cast<char*>(p));
     }
     op->run(call);

@@ -14,13 +14,13 @@ namespace fake_cann::aclop {
 
 // aclError codes of the single-operator API (CANN's acl_base.h).
 enum Error : int {
-  kInvalidParam = 100000,      // ACL_ERROR_INVALID_PARAM
-  kInputNotMatch = 100021,     // ACL_ERROR_OP_INPUT_NOT_MATCH
-  kOutputNotMatch = 100022,    // ACL_ERROR_OP_OUTPUT_NOT_MATCH
-  kAttrNotMatch = 100023,      // ACL_ERROR_OP_ATTR_NOT_MATCH
-  kOpNotFound = 100024,        // ACL_ERROR_OP_NOT_FOUND
-  kUnsupportedType = 100026,   // ACL_ERROR_UNSUPPORTED_DATA_TYPE
-  kFormatNotMatch = 100027,    // ACL_ERROR_FORMAT_NOT_MATCH
+  kInvalidParam = 100000,     // ACL_ERROR_INVALID_PARAM
+  kInputNotMatch = 100021,    // ACL_ERROR_OP_INPUT_NOT_MATCH
+  kOutputNotMatch = 100022,   // ACL_ERROR_OP_OUTPUT_NOT_MATCH
+  kAttrNotMatch = 100023,     // ACL_ERROR_OP_ATTR_NOT_MATCH
+  kOpNotFound = 100024,       // ACL_ERROR_OP_NOT_FOUND
+  kUnsupportedType = 100026,  // ACL_ERROR_UNSUPPORTED_DATA_TYPE
+  kFormatNotMatch = 100027,   // ACL_ERROR_FORMAT_NOT_MATCH
 };
 
 // aclDataType values beyond fake_cann::DataType (CANN's acl_base.h).

@@ -4,8 +4,8 @@
 // "BatchMatMul" with adj_x1/adj_x2, Gemm -> "GEMM" with transpose_a/transpose_b and alpha/beta
 // inputs, Add/Sub/Mul/Div by name after "BroadcastToD" (attr shape) of a smaller operand, Cast
 // with dst_type, the unary ops by name (Log/Exp with base/scale/shift), Transpose -> "TransposeD"
-// with perm, Fill with a constant dims input). Each entry checks the descriptors and attributes as
-// the operator's prototype does and computes on the host: float types in float32 (double for
+// with perm, Flatten with axis, Fill with a constant dims input). Each entry checks the descriptors and
+// attributes as the operator's prototype does and computes on the host: float types in float32 (double for
 // double), integers in int64; matrix products accumulate in double and round once.
 #include <algorithm>
 #include <cmath>
@@ -48,48 +48,91 @@ void Put(char* p, int64_t i, T v) {
 
 double LoadReal(int t, const char* p, int64_t i) {
   switch (t) {
-    case kFloat: return Get<float>(p, i);
-    case kFloat16: return Fp16ToFloat(Get<uint16_t>(p, i));
-    case kBFloat16: return Bf16ToFloat(Get<uint16_t>(p, i));
-    case kDouble: return Get<double>(p, i);
-    default: return 0;
+    case kFloat:
+      return Get<float>(p, i);
+    case kFloat16:
+      return Fp16ToFloat(Get<uint16_t>(p, i));
+    case kBFloat16:
+      return Bf16ToFloat(Get<uint16_t>(p, i));
+    case kDouble:
+      return Get<double>(p, i);
+    default:
+      return 0;
   }
 }
 // Float types round to float32 first: the value stored is what a float32 computation gives.
 void StoreReal(int t, char* p, int64_t i, double v) {
   switch (t) {
-    case kFloat: Put<float>(p, i, static_cast<float>(v)); break;
-    case kFloat16: Put<uint16_t>(p, i, FloatToFp16(static_cast<float>(v))); break;
-    case kBFloat16: Put<uint16_t>(p, i, FloatToBf16(static_cast<float>(v))); break;
-    case kDouble: Put<double>(p, i, v); break;
-    default: break;
+    case kFloat:
+      Put<float>(p, i, static_cast<float>(v));
+      break;
+    case kFloat16:
+      Put<uint16_t>(p, i, FloatToFp16(static_cast<float>(v)));
+      break;
+    case kBFloat16:
+      Put<uint16_t>(p, i, FloatToBf16(static_cast<float>(v)));
+      break;
+    case kDouble:
+      Put<double>(p, i, v);
+      break;
+    default:
+      break;
   }
 }
 int64_t LoadInt(int t, const char* p, int64_t i) {
   switch (t) {
-    case kInt8: return Get<int8_t>(p, i);
-    case kUint8: case kBool: return Get<uint8_t>(p, i);
-    case kInt16: return Get<int16_t>(p, i);
-    case kUint16: return Get<uint16_t>(p, i);
-    case kInt32: return Get<int32_t>(p, i);
-    case kUint32: return Get<uint32_t>(p, i);
-    case kInt64: return Get<int64_t>(p, i);
-    case kUint64: return static_cast<int64_t>(Get<uint64_t>(p, i));
-    default: return 0;
+    case kInt8:
+      return Get<int8_t>(p, i);
+    case kUint8:
+    case kBool:
+      return Get<uint8_t>(p, i);
+    case kInt16:
+      return Get<int16_t>(p, i);
+    case kUint16:
+      return Get<uint16_t>(p, i);
+    case kInt32:
+      return Get<int32_t>(p, i);
+    case kUint32:
+      return Get<uint32_t>(p, i);
+    case kInt64:
+      return Get<int64_t>(p, i);
+    case kUint64:
+      return static_cast<int64_t>(Get<uint64_t>(p, i));
+    default:
+      return 0;
   }
 }
 void StoreInt(int t, char* p, int64_t i, int64_t v) {  // wraps to the type's width
   switch (t) {
-    case kInt8: Put<int8_t>(p, i, static_cast<int8_t>(v)); break;
-    case kUint8: Put<uint8_t>(p, i, static_cast<uint8_t>(v)); break;
-    case kBool: Put<uint8_t>(p, i, v != 0); break;
-    case kInt16: Put<int16_t>(p, i, static_cast<int16_t>(v)); break;
-    case kUint16: Put<uint16_t>(p, i, static_cast<uint16_t>(v)); break;
-    case kInt32: Put<int32_t>(p, i, static_cast<int32_t>(v)); break;
-    case kUint32: Put<uint32_t>(p, i, static_cast<uint32_t>(v)); break;
-    case kInt64: Put<int64_t>(p, i, v); break;
-    case kUint64: Put<uint64_t>(p, i, static_cast<uint64_t>(v)); break;
-    default: break;
+    case kInt8:
+      Put<int8_t>(p, i, static_cast<int8_t>(v));
+      break;
+    case kUint8:
+      Put<uint8_t>(p, i, static_cast<uint8_t>(v));
+      break;
+    case kBool:
+      Put<uint8_t>(p, i, v != 0);
+      break;
+    case kInt16:
+      Put<int16_t>(p, i, static_cast<int16_t>(v));
+      break;
+    case kUint16:
+      Put<uint16_t>(p, i, static_cast<uint16_t>(v));
+      break;
+    case kInt32:
+      Put<int32_t>(p, i, static_cast<int32_t>(v));
+      break;
+    case kUint32:
+      Put<uint32_t>(p, i, static_cast<uint32_t>(v));
+      break;
+    case kInt64:
+      Put<int64_t>(p, i, v);
+      break;
+    case kUint64:
+      Put<uint64_t>(p, i, static_cast<uint64_t>(v));
+      break;
+    default:
+      break;
   }
 }
 // A real operation in the precision of dtype `t`: float32 for the float types, else double.
@@ -151,8 +194,7 @@ const AttrValue* FindAttr(const Call& c, const char* name) {
   return it == c.attrs.end() ? nullptr : &it->second;
 }
 // An attribute of `kind`; `*f` is set when it is required and missing, or of another kind.
-const AttrValue* NeedAttr(const Call& c, const char* name, AttrValue::Kind kind, bool required,
-                          Failure* f) {
+const AttrValue* NeedAttr(const Call& c, const char* name, AttrValue::Kind kind, bool required, Failure* f) {
   const AttrValue* a = FindAttr(c, name);
   if (!a) {
     if (required) *f = Bad(kAttrNotMatch, std::string("attribute '") + name + "' is required");
@@ -181,17 +223,19 @@ Failure NeedType(const char* what, int t, std::initializer_list<int> types) {
 }
 Failure NeedOutput(const Call& c, const Dims& dims, int dtype) {
   if (c.out[0].dtype != dtype) {
-    return Bad(kOutputNotMatch, "output y is " + TypeText(c.out[0].dtype) + ", the operator gives " + TypeText(dtype));
+    return Bad(kOutputNotMatch,
+               "output y is " + TypeText(c.out[0].dtype) + ", the operator gives " + TypeText(dtype));
   }
   if (c.out[0].dims != dims) {
-    return Bad(kOutputNotMatch, "output y is " + DimsText(c.out[0].dims) + ", the operator gives " + DimsText(dims));
+    return Bad(kOutputNotMatch,
+               "output y is " + DimsText(c.out[0].dims) + ", the operator gives " + DimsText(dims));
   }
   return Ok();
 }
 
 constexpr std::initializer_list<int> kRealTypes = {kFloat, kFloat16, kBFloat16, kDouble};
-constexpr std::initializer_list<int> kNumericTypes = {kFloat, kFloat16, kBFloat16, kDouble, kInt8, kUint8,
-                                                      kInt16, kUint16, kInt32, kUint32, kInt64, kUint64};
+constexpr std::initializer_list<int> kNumericTypes = {kFloat, kFloat16, kBFloat16, kDouble, kInt8,  kUint8,
+                                                      kInt16, kUint16,  kInt32,    kUint32, kInt64, kUint64};
 
 // ---- matrix products ---------------------------------------------------------------------------
 
@@ -214,7 +258,8 @@ Failure MatMulShape(const Call& c, bool adj1, bool adj2, MatShape* s) {
                                    std::to_string(k1) + " vs " + std::to_string(k2) + ")");
   }
   if (!Broadcast(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2), &s->batch)) {
-    return Bad(kInputNotMatch, "batch dims of x1 " + DimsText(a) + " and x2 " + DimsText(b) + " do not broadcast");
+    return Bad(kInputNotMatch,
+               "batch dims of x1 " + DimsText(a) + " and x2 " + DimsText(b) + " do not broadcast");
   }
   s->m = m, s->k = k1, s->n = n;
   return Ok();
@@ -279,8 +324,9 @@ void Product(const Call& c, bool adj1, bool adj2, double alpha, double beta, int
                  LoadReal(t, c.in_data[1], b0 + (adj2 ? j * s.k + k : k * s.n + j));
         }
         acc *= alpha;
-        if (c_input >= 0) acc += beta * LoadReal(c.in[static_cast<size_t>(c_input)].dtype,
-                                                 c.in_data[static_cast<size_t>(c_input)], cidx[static_cast<size_t>(o)]);
+        if (c_input >= 0)
+          acc += beta * LoadReal(c.in[static_cast<size_t>(c_input)].dtype,
+                                 c.in_data[static_cast<size_t>(c_input)], cidx[static_cast<size_t>(o)]);
         StoreReal(yt, c.out_data[0], o, acc);
       }
     }
@@ -297,8 +343,9 @@ Failure CheckGemm(const Call& c) {
   if (!(f = NeedType("a", c.in[0].dtype, {kFloat, kFloat16})).ok()) return f;
   for (int i : {1, 2}) {
     if (c.in[static_cast<size_t>(i)].dtype != c.in[0].dtype) {
-      return Bad(kInputNotMatch, "input " + std::to_string(i) + " is " + TypeText(c.in[static_cast<size_t>(i)].dtype) +
-                                     ", a " + TypeText(c.in[0].dtype));
+      return Bad(kInputNotMatch, "input " + std::to_string(i) + " is " +
+                                     TypeText(c.in[static_cast<size_t>(i)].dtype) + ", a " +
+                                     TypeText(c.in[0].dtype));
     }
   }
   for (int i : {3, 4}) {
@@ -309,17 +356,20 @@ Failure CheckGemm(const Call& c) {
     }
   }
   if (c.in[0].dims.size() != 2 || c.in[1].dims.size() != 2) {
-    return Bad(kInputNotMatch, "a " + DimsText(c.in[0].dims) + " and b " + DimsText(c.in[1].dims) + " must be 2-D");
+    return Bad(kInputNotMatch,
+               "a " + DimsText(c.in[0].dims) + " and b " + DimsText(c.in[1].dims) + " must be 2-D");
   }
   MatShape s;
   if (!(f = MatMulShape(c, AttrBool(c, "transpose_a"), AttrBool(c, "transpose_b"), &s)).ok()) return f;
   if (!BroadcastsTo(c.in[2].dims, MatOut(s))) {
-    return Bad(kInputNotMatch, "c " + DimsText(c.in[2].dims) + " does not broadcast to " + DimsText(MatOut(s)));
+    return Bad(kInputNotMatch,
+               "c " + DimsText(c.in[2].dims) + " does not broadcast to " + DimsText(MatOut(s)));
   }
   return NeedOutput(c, MatOut(s), c.in[0].dtype);
 }
 void RunGemm(const Call& c) {
-  const double alpha = LoadReal(c.in[3].dtype, c.in_data[3], 0), beta = LoadReal(c.in[4].dtype, c.in_data[4], 0);
+  const double alpha = LoadReal(c.in[3].dtype, c.in_data[3], 0),
+               beta = LoadReal(c.in[4].dtype, c.in_data[4], 0);
   Product(c, AttrBool(c, "transpose_a"), AttrBool(c, "transpose_b"), alpha, beta, 2);
 }
 
@@ -333,7 +383,8 @@ Failure CheckBinary(const Call& c) {
   }
   Dims y;
   if (!Broadcast(c.in[0].dims, c.in[1].dims, &y)) {
-    return Bad(kInputNotMatch, "x1 " + DimsText(c.in[0].dims) + " and x2 " + DimsText(c.in[1].dims) + " do not broadcast");
+    return Bad(kInputNotMatch,
+               "x1 " + DimsText(c.in[0].dims) + " and x2 " + DimsText(c.in[1].dims) + " do not broadcast");
   }
   return NeedOutput(c, y, c.in[0].dtype);
 }
@@ -345,9 +396,11 @@ void Binary(const Call& c, RealOp real, IntOp integer) {
   for (size_t o = 0; o < ia.size(); ++o) {
     const auto i = static_cast<int64_t>(o);
     if (IsInt(t)) {
-      StoreInt(t, c.out_data[0], i, integer(LoadInt(t, c.in_data[0], ia[o]), LoadInt(t, c.in_data[1], ib[o])));
+      StoreInt(t, c.out_data[0], i,
+               integer(LoadInt(t, c.in_data[0], ia[o]), LoadInt(t, c.in_data[1], ib[o])));
     } else {
-      StoreReal(t, c.out_data[0], i, InType(t, real(LoadReal(t, c.in_data[0], ia[o]), LoadReal(t, c.in_data[1], ib[o]))));
+      StoreReal(t, c.out_data[0], i,
+                InType(t, real(LoadReal(t, c.in_data[0], ia[o]), LoadReal(t, c.in_data[1], ib[o]))));
     }
   }
 }
@@ -376,7 +429,8 @@ void Unary(const Call& c, RealOp real, IntOp integer) {
       StoreInt(t, c.out_data[0], i, integer(LoadInt(t, c.in_data[0], i)));
     } else {
       const double x = LoadReal(t, c.in_data[0], i);
-      StoreReal(t, c.out_data[0], i, t == kDouble ? real(x) : static_cast<double>(real(static_cast<float>(x))));
+      StoreReal(t, c.out_data[0], i,
+                t == kDouble ? real(x) : static_cast<double>(real(static_cast<float>(x))));
     }
   }
 }
@@ -384,19 +438,41 @@ template <class F>
 void UnaryReal(const Call& c, F f) {
   Unary(c, f, [](int64_t v) { return v; });
 }
-void RunAbs(const Call& c) { Unary(c, [](auto x) { return std::fabs(x); }, [](int64_t v) { return v < 0 ? -v : v; }); }
-void RunNeg(const Call& c) { Unary(c, [](auto x) { return -x; }, [](int64_t v) { return -v; }); }
-void RunRelu(const Call& c) {
-  Unary(c, [](auto x) { return std::isnan(x) || x > 0 ? x : decltype(x)(0); }, [](int64_t v) { return v > 0 ? v : 0; });
+void RunAbs(const Call& c) {
+  Unary(c, [](auto x) { return std::fabs(x); }, [](int64_t v) { return v < 0 ? -v : v; });
 }
-void RunFloor(const Call& c) { UnaryReal(c, [](auto x) { return std::floor(x); }); }
-void RunCeil(const Call& c) { UnaryReal(c, [](auto x) { return std::ceil(x); }); }
-void RunRound(const Call& c) { UnaryReal(c, [](auto x) { return std::nearbyint(x); }); }  // half to even
-void RunReciprocal(const Call& c) { UnaryReal(c, [](auto x) { return 1 / x; }); }
-void RunSqrt(const Call& c) { UnaryReal(c, [](auto x) { return std::sqrt(x); }); }
-void RunErf(const Call& c) { UnaryReal(c, [](auto x) { return std::erf(x); }); }
-void RunSin(const Call& c) { UnaryReal(c, [](auto x) { return std::sin(x); }); }
-void RunCos(const Call& c) { UnaryReal(c, [](auto x) { return std::cos(x); }); }
+void RunNeg(const Call& c) {
+  Unary(c, [](auto x) { return -x; }, [](int64_t v) { return -v; });
+}
+void RunRelu(const Call& c) {
+  Unary(
+      c, [](auto x) { return std::isnan(x) || x > 0 ? x : decltype(x)(0); },
+      [](int64_t v) { return v > 0 ? v : 0; });
+}
+void RunFloor(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::floor(x); });
+}
+void RunCeil(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::ceil(x); });
+}
+void RunRound(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::nearbyint(x); });
+}  // half to even
+void RunReciprocal(const Call& c) {
+  UnaryReal(c, [](auto x) { return 1 / x; });
+}
+void RunSqrt(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::sqrt(x); });
+}
+void RunErf(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::erf(x); });
+}
+void RunSin(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::sin(x); });
+}
+void RunCos(const Call& c) {
+  UnaryReal(c, [](auto x) { return std::cos(x); });
+}
 
 // Exp / Log: y = base^(scale * x + shift), y = log_base(scale * x + shift); base -1 is e.
 Failure CheckExpLog(const Call& c) {
@@ -415,12 +491,14 @@ float AttrFloat(const Call& c, const char* name, float dflt) {
   return a ? a->f : dflt;
 }
 void RunExp(const Call& c) {
-  const float base = AttrFloat(c, "base", -1), scale = AttrFloat(c, "scale", 1), shift = AttrFloat(c, "shift", 0);
+  const float base = AttrFloat(c, "base", -1), scale = AttrFloat(c, "scale", 1),
+              shift = AttrFloat(c, "shift", 0);
   const float ln = base == -1.0f ? 1.0f : std::log(base);
   UnaryReal(c, [=](auto x) { return std::exp((scale * x + shift) * ln); });
 }
 void RunLog(const Call& c) {
-  const float base = AttrFloat(c, "base", -1), scale = AttrFloat(c, "scale", 1), shift = AttrFloat(c, "shift", 0);
+  const float base = AttrFloat(c, "base", -1), scale = AttrFloat(c, "scale", 1),
+              shift = AttrFloat(c, "shift", 0);
   const float ln = base == -1.0f ? 1.0f : std::log(base);
   UnaryReal(c, [=](auto x) { return std::log(scale * x + shift) / ln; });
 }
@@ -435,8 +513,8 @@ Failure CheckCast(const Call& c) {
     return Bad(kUnsupportedType, "x must be numeric or bool, got " + TypeText(c.in[0].dtype));
   }
   if (dst->i != c.out[0].dtype) {
-    return Bad(kAttrNotMatch, "attribute 'dst_type' " + std::to_string(dst->i) + " is not the output's type " +
-                                  TypeText(c.out[0].dtype));
+    return Bad(kAttrNotMatch, "attribute 'dst_type' " + std::to_string(dst->i) +
+                                  " is not the output's type " + TypeText(c.out[0].dtype));
   }
   return NeedOutput(c, c.in[0].dims, c.out[0].dtype);
 }
@@ -462,10 +540,12 @@ Failure CheckBroadcastTo(const Call& c) {
   const AttrValue* shape = NeedAttr(c, "shape", AttrValue::kListInt, true, &f);
   if (!f.ok()) return f;
   if (shape->list != c.out[0].dims) {
-    return Bad(kAttrNotMatch, "attribute 'shape' " + DimsText(shape->list) + " is not the output's " + DimsText(c.out[0].dims));
+    return Bad(kAttrNotMatch, "attribute 'shape' " + DimsText(shape->list) + " is not the output's " +
+                                  DimsText(c.out[0].dims));
   }
   if (!BroadcastsTo(c.in[0].dims, shape->list)) {
-    return Bad(kInputNotMatch, "x " + DimsText(c.in[0].dims) + " does not broadcast to " + DimsText(shape->list));
+    return Bad(kInputNotMatch,
+               "x " + DimsText(c.in[0].dims) + " does not broadcast to " + DimsText(shape->list));
   }
   return NeedOutput(c, shape->list, c.in[0].dtype);
 }
@@ -514,6 +594,27 @@ void RunTranspose(const Call& c) {
   Gather(c, src);
 }
 
+// Flatten: x to 2-D at attribute axis (default 1; negative counts from the end).
+Failure CheckFlatten(const Call& c) {
+  Failure f;
+  const AttrValue* axis = NeedAttr(c, "axis", AttrValue::kInt, false, &f);
+  if (!f.ok()) return f;
+  const auto r = static_cast<int64_t>(c.in[0].dims.size());
+  int64_t a = axis ? axis->i : 1;
+  if (a < -r || a > r) {
+    return Bad(kAttrNotMatch, "attribute 'axis' " + std::to_string(a) + " is outside [" + std::to_string(-r) +
+                                  ", " + std::to_string(r) + "]");
+  }
+  if (a < 0) a += r;
+  const Dims& x = c.in[0].dims;
+  const int64_t outer = Numel(Dims(x.begin(), x.begin() + a));
+  return NeedOutput(c, {outer, Numel(x) / std::max<int64_t>(outer, 1)}, c.in[0].dtype);
+}
+void RunFlatten(const Call& c) {
+  std::memcpy(c.out_data[0], c.in_data[0],
+              static_cast<size_t>(Numel(c.in[0].dims)) * TypeBytes(c.in[0].dtype));
+}
+
 // Fill: dims (a constant int32/int64 vector, the output's shape) and value [1] -> y.
 Failure CheckFill(const Call& c) {
   const Desc& dims = c.in[0];
@@ -522,8 +623,10 @@ Failure CheckFill(const Call& c) {
                                    DimsText(dims.dims) + (dims.is_const ? "" : " (not constant)"));
   }
   Dims shape;
-  for (int64_t i = 0; i < Numel(dims.dims); ++i) shape.push_back(LoadInt(dims.dtype, dims.const_data.data(), i));
-  if (Numel(c.in[1].dims) != 1) return Bad(kInputNotMatch, "value must hold one element, got " + DimsText(c.in[1].dims));
+  for (int64_t i = 0; i < Numel(dims.dims); ++i)
+    shape.push_back(LoadInt(dims.dtype, dims.const_data.data(), i));
+  if (Numel(c.in[1].dims) != 1)
+    return Bad(kInputNotMatch, "value must hold one element, got " + DimsText(c.in[1].dims));
   return NeedOutput(c, shape, c.in[1].dtype);
 }
 void RunFill(const Call& c) { Gather(c, std::vector<int64_t>(static_cast<size_t>(Numel(c.out[0].dims)), 0)); }
@@ -553,6 +656,7 @@ const OpDef kOps[] = {
     {"Cast", 1, 1, CheckCast, RunCast},
     {"BroadcastToD", 1, 1, CheckBroadcastTo, RunBroadcastTo},
     {"TransposeD", 1, 1, CheckTranspose, RunTranspose},
+    {"Flatten", 1, 1, CheckFlatten, RunFlatten},
     {"Fill", 2, 1, CheckFill, RunFill},
 };
 
