@@ -57,7 +57,7 @@ def value_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-def _shape_values(graph: onnx.GraphProto) -> set[str]:
+def shape_values(graph: onnx.GraphProto) -> set[str]:
     """Values computed from constants and shapes alone (initializers, Constant, Shape, Size and
     whatever is computed from those only): the shape bookkeeping ONNX Runtime keeps on the host."""
     known = {t.name for t in graph.initializer} | {""}
@@ -71,14 +71,14 @@ def cann_host_nodes(model: onnx.ModelProto) -> list[str]:
     """The nodes of ``model`` the CANN EP would run on the host although they compute on data: every
     standard node without a CANN kernel for its opset-18 version and input type, and every node of
     another domain but ascend.moe (control flow included), as "op_type 'name' (why)". Shape
-    bookkeeping (``_shape_values``) is left out."""
+    bookkeeping (``shape_values``) is left out."""
     from ascend_moe_onnx.onnx_schemas import DOMAIN
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     types = value_types(model)
     found = []
     for graph in walk_graphs(model.graph):
-        shape_only = _shape_values(graph)
+        shape_only = shape_values(graph)
         for node in graph.node:
             if node.domain == DOMAIN or all(o in shape_only for o in node.output):
                 continue

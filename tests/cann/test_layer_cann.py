@@ -1,0 +1,125 @@
+"""Whole exported MoE layers on the real CANN EP with the fake runtime: a DeepSeek-V3 and a
+Qwen3-MoE block exported with ``moe-onnx export PRESET --target cann`` (tiny sizes: hidden 64, so
+4096 tokens stay fast) run at 1, 16, 256 and 4096 tokens. From ORT's profile: every ascend.moe node
+and every MatMul on CANNExecutionProvider, and nothing on the CPU EP but shape bookkeeping (the
+nodes ort_custom_ops.cann_placement derives from shapes and constants alone). Outputs equal to the
+CPU EP's: expert indices exactly, the layer output within ``REL_TOL`` of its largest magnitude (the
+fake's matrix products accumulate in double and round once; the CPU EP's MLAS accumulates blocked
+float32 partial sums, so the router logits differ in their last bits).
+
+The export needs torch, which .venv-cann does not have: it runs in the project's main environment
+(``ASCEND_MOE_EXPORT_PYTHON``, default .venv/bin/python of the checkout), once per module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.onnx_schemas import DOMAIN
+from ascend_moe_onnx.ort_custom_ops import cann_placement
+from tests.cann.helpers import CANN, run, session, skip_without_cann
+
+skip_without_cann()
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESETS = ("deepseek-v3", "qwen3-moe")
+TOKENS = (1, 16, 256, 4096)
+HIDDEN = 64  # the tiny presets' hidden size
+REL_TOL = 1e-5
+# ascend.moe ops the library has no CANN kernel for yet: ORT runs them on the CPU EP. Each entry is
+# checked against the library's manifest, so it has to go once the kernel exists.
+WITHOUT_CANN_KERNEL = {"MoeRoutedExperts"}
+
+
+def _export_python() -> str:
+    exe = os.environ.get("ASCEND_MOE_EXPORT_PYTHON") or str(ROOT / ".venv" / "bin" / "python")
+    if not Path(exe).is_file():
+        pytest.skip(f"exporting needs the project's torch environment ({exe} is missing; "
+                    f"bash scripts/setup.sh --no-run, or set ASCEND_MOE_EXPORT_PYTHON)")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict[str, bytes]:
+    """{preset: model bytes} of ``moe-onnx export PRESET --target cann``, run in the torch environment."""
+    out = tmp_path_factory.mktemp("layers")
+    script = "; ".join(["import sys", "from ascend_moe_onnx.cli.main import main"]
+                       + [f"assert main(['export', '{p}', '--target', 'cann', '-o', r'{out / p}.onnx']) == 0"
+                          for p in PRESETS])
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}  # not the fake runtime there
+    done = subprocess.run([_export_python(), "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {p: (out / f"{p}.onnx").read_bytes() for p in PRESETS}
+
+
+def _profiled_run(data: bytes, feeds: dict, tmp_path: Path) -> tuple[list, dict]:
+    """Outputs of one run on the CANN EP and {node name: provider} from ORT's profile."""
+    import onnxruntime as ort
+
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 3
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "layer")
+    sess = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    assert CANN in sess.get_providers()
+    outs = run(sess, feeds)
+    path = sess.end_profiling()
+    events = json.loads(Path(path).read_text())
+    os.remove(path)
+    where = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") == "Node" and "provider" in args:
+            where[e["name"].removesuffix("_kernel_time")] = (args["op_name"], args["provider"])
+    return outs, where
+
+
+def _manifest_cann_ops() -> set:
+    return {op["name"] for op in ort_custom_ops.manifest()["ops"] if op.get("provider") == CANN}
+
+
+def test_kernels_still_missing_are_listed_truthfully():
+    """WITHOUT_CANN_KERNEL names exactly the layer's ops the library has no CANN kernel for."""
+    assert not (WITHOUT_CANN_KERNEL & _manifest_cann_ops()), "a listed op has a CANN kernel now: drop it from the list"
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_exported_layer_has_nothing_the_cann_ep_runs_on_the_host(preset, exported):
+    model = onnx.load_from_string(exported[preset])
+    assert [o.version for o in model.opset_import if o.domain == ""] == [cann_placement.CANN_OPSET]
+    assert cann_placement.cann_host_nodes(model) == []
+    ops = {n.op_type for n in model.graph.node}
+    assert {"MatMul", "MoeGatingTopKHash", "MoeRoutedExperts"} <= ops and not ops & {"If", "MoE", "Gemm"}
+
+
+@pytest.mark.parametrize("tokens", TOKENS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_layer_runs_on_the_npu_and_matches_the_cpu_ep(preset, tokens, exported, tmp_path):
+    data = exported[preset]
+    model = onnx.load_from_string(data)
+    shape_only = cann_placement.shape_values(model.graph)
+    bookkeeping = {n.name for n in model.graph.node if all(o in shape_only for o in n.output)}
+    ours = {n.name for n in model.graph.node if n.domain == DOMAIN}
+    feeds = {"hidden_states": np.random.default_rng(tokens).standard_normal((tokens, HIDDEN)).astype(np.float32)}
+    got, where = _profiled_run(data, feeds, tmp_path)
+    on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
+    waiting = {name for name in ours if where[name][0] in WITHOUT_CANN_KERNEL}
+    assert on_cpu - waiting <= bookkeeping, f"{preset}: computed on the host: {sorted(on_cpu - bookkeeping)}"
+    for name in ours - waiting:
+        assert where[name][1] == CANN, f"{preset}: {where[name]} not on the NPU"
+    matmuls = [name for name, (op, _) in where.items() if op == "MatMul"]
+    assert matmuls and all(where[m][1] == CANN for m in matmuls)
+    ref = run(session(data, "cpu"), feeds)
+    (out, idx), (ref_out, ref_idx) = got, ref
+    np.testing.assert_array_equal(idx, ref_idx)
+    assert out.dtype == ref_out.dtype and out.shape == ref_out.shape == (tokens, HIDDEN)
+    err = float(np.abs(out.astype(np.float64) - ref_out).max())
+    assert err <= REL_TOL * float(np.abs(ref_out).max()), f"{preset} at {tokens} tokens: max abs error {err}"
