@@ -33,9 +33,6 @@ PRESETS = ("deepseek-v3", "qwen3-moe")
 TOKENS = (1, 16, 256, 4096)
 HIDDEN = 64  # the tiny presets' hidden size
 REL_TOL = 1e-5
-# ascend.moe ops the library has no CANN kernel for yet: ORT runs them on the CPU EP. Each entry is
-# checked against the library's manifest, so it has to go once the kernel exists.
-WITHOUT_CANN_KERNEL = {"MoeRoutedExperts"}
 
 
 def _export_python() -> str:
@@ -82,15 +79,6 @@ def _profiled_run(data: bytes, feeds: dict, tmp_path: Path) -> tuple[list, dict]
     return outs, where
 
 
-def _manifest_cann_ops() -> set:
-    return {op["name"] for op in ort_custom_ops.manifest()["ops"] if op.get("provider") == CANN}
-
-
-def test_kernels_still_missing_are_listed_truthfully():
-    """WITHOUT_CANN_KERNEL names exactly the layer's ops the library has no CANN kernel for."""
-    assert not (WITHOUT_CANN_KERNEL & _manifest_cann_ops()), "a listed op has a CANN kernel now: drop it from the list"
-
-
 @pytest.mark.parametrize("preset", PRESETS)
 def test_exported_layer_has_nothing_the_cann_ep_runs_on_the_host(preset, exported):
     model = onnx.load_from_string(exported[preset])
@@ -111,9 +99,8 @@ def test_layer_runs_on_the_npu_and_matches_the_cpu_ep(preset, tokens, exported, 
     feeds = {"hidden_states": np.random.default_rng(tokens).standard_normal((tokens, HIDDEN)).astype(np.float32)}
     got, where = _profiled_run(data, feeds, tmp_path)
     on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
-    waiting = {name for name in ours if where[name][0] in WITHOUT_CANN_KERNEL}
-    assert on_cpu - waiting <= bookkeeping, f"{preset}: computed on the host: {sorted(on_cpu - bookkeeping)}"
-    for name in ours - waiting:
+    assert on_cpu <= bookkeeping, f"{preset}: computed on the host: {sorted(on_cpu - bookkeeping)}"
+    for name in ours:
         assert where[name][1] == CANN, f"{preset}: {where[name]} not on the NPU"
     matmuls = [name for name, (op, _) in where.items() if op == "MatMul"]
     assert matmuls and all(where[m][1] == CANN for m in matmuls)
