@@ -59,10 +59,12 @@ def value_types(model: onnx.ModelProto) -> dict[str, int]:
 
 def shape_values(graph: onnx.GraphProto) -> set[str]:
     """Values computed from constants and shapes alone (initializers, Constant, Shape, Size and
-    whatever is computed from those only): the shape bookkeeping ONNX Runtime keeps on the host."""
+    whatever is computed from those only): the shape bookkeeping ONNX Runtime keeps on the host.
+    A node with a subgraph (If, Loop) reads the outer scope's data: never bookkeeping."""
     known = {t.name for t in graph.initializer} | {""}
     for node in graph.node:
-        if node.op_type in _SHAPE_SOURCES or (node.input and all(i in known for i in node.input)):
+        nested = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+        if node.op_type in _SHAPE_SOURCES or (not nested and node.input and all(i in known for i in node.input)):
             known.update(node.output)
     return known
 

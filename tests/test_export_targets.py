@@ -1,0 +1,111 @@
+"""Export targets (exporters.targets): ``--target cann`` writes what ONNX Runtime's CANN EP runs on
+the NPU (opset 18, MoeRoutedExperts at every size, the shared expert as its own call, no float32
+Gemm) and computes what the default target computes; options it cannot honour are refused. The
+placement itself is checked on the real CANN EP in tests/cann/test_layer_cann.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.exporters import experts_graph, targets
+from ascend_moe_onnx.models import presets
+from ascend_moe_onnx.models.runtime import export_block
+from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+
+PRESETS = ["qwen3-moe", "deepseek-v2"]  # deepseek-v3: tests/cann/test_layer_cann.py
+
+
+def _cpu(data: bytes) -> ort.InferenceSession:
+    return ort.InferenceSession(data, ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
+
+
+def _ops(model: onnx.ModelProto) -> set:
+    return {n.op_type for g in walk_graphs(model.graph) for n in g.node}
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_cann_target_graph_and_numbers(name):
+    block = presets.build(name, "tiny", "float32", seed=3)
+    cann = export_block(block, target="cann")
+    model = onnx.load_from_string(cann)
+    assert [o.version for o in model.opset_import if o.domain == ""] == [targets.CANN_OPSET]
+    assert not _ops(model) & {"If", "MoE", "Gemm", "ScatterElements", "ReduceSum"}
+    assert targets.cann_host_nodes(model) == []
+    routed = [n for n in model.graph.node if n.op_type == experts_graph.OWN_KERNEL_OP]
+    assert len(routed) == (2 if block.cfg.shared else 1)  # the shared expert: a call of its own
+    # The same numbers as the default target, at sizes on both sides of its If.
+    cpu = export_block(block)
+    for tokens in (1, 5, 1 + experts_graph.OWN_KERNEL_MAX_ROWS // block.cfg.top_k):
+        x = block.example_inputs(tokens, seed=tokens)[0].numpy()
+        (got, got_idx), (ref, ref_idx) = _cpu(cann).run(None, {"hidden_states": x}), _cpu(cpu).run(None, {"hidden_states": x})
+        np.testing.assert_array_equal(got_idx, ref_idx)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+def test_default_target_keeps_what_the_cann_ep_would_run_on_the_host():
+    """cann_host_nodes names the default export's If, Gemm and com.microsoft.MoE branch."""
+    model = onnx.load_from_string(export_block(presets.build("deepseek-v3", "tiny", "float32")))
+    host = " ".join(targets.cann_host_nodes(model))
+    assert "opset 20" in host and "If '" in host and "domain com.microsoft" in host
+
+
+def test_cann_target_refuses_what_it_cannot_honour():
+    block = presets.build("qwen3-moe", "tiny", "float32")
+    with pytest.raises(targets.TargetError, match="'onnx' expert formulation runs on the host"):
+        export_block(block, experts="onnx", target="cann")
+    from ascend_moe_onnx.exporters import export
+
+    with pytest.raises(targets.TargetError, match="opset 20 requested"):
+        export(block, block.example_inputs(4), target="cann", opset_version=20)
+    with pytest.raises(targets.TargetError, match="unknown target 'npu'"):
+        export(block, block.example_inputs(4), target="npu")
+
+
+@pytest.mark.parametrize("trans_b,alpha,beta,bias", [(1, 1.0, 1.0, True), (0, 0.5, 2.0, True), (1, 1.0, 1.0, False),
+                                                     (0, 2.0, 1.0, False)])
+def test_gemm_becomes_matmul_with_the_same_result(trans_b, alpha, beta, bias):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((6, 5) if trans_b else (5, 6)).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(w, "w")]
+    if bias:
+        inits.append(onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "c"))
+    node = helper.make_node("Gemm", ["x", "w"] + (["c"] if bias else []), ["y"], name="router", transB=trans_b,
+                            alpha=alpha, beta=beta)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 6])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", targets.CANN_OPSET)], ir_version=8)
+    before = model.SerializeToString()
+    targets.rewrite_for_cann(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert "Gemm" not in _ops(model) and "MatMul" in _ops(model) and targets.cann_host_nodes(model) == []
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    np.testing.assert_allclose(_cpu(model.SerializeToString()).run(None, {"x": x})[0],
+                               _cpu(before).run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
+
+
+def test_float16_gemm_is_kept():
+    """The CANN EP has a float16 Gemm kernel: nothing to rewrite."""
+    w = onnx.numpy_helper.from_array(np.ones((3, 4), np.float16), "w")
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 3])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", targets.CANN_OPSET)], ir_version=8)
+    assert _ops(targets.rewrite_for_cann(model)) == {"Gemm"} and targets.cann_host_nodes(model) == []
+
+
+def test_cli_export_target_cann(tmp_path, capsys):
+    from ascend_moe_onnx.cli import main as cli
+
+    out = tmp_path / "q.onnx"
+    assert cli.main(["export", "qwen3-moe", "--target", "cann", "-o", str(out)]) == 0
+    assert "target cann" in capsys.readouterr().out
+    assert targets.cann_host_nodes(onnx.load(out)) == []
+    assert cli.main(["export", "qwen3-moe", "--target", "cann", "--experts", "onnx", "-o", str(out)]) == 2
+    assert "'onnx' expert formulation runs on the host" in capsys.readouterr().err
+    assert cli.main(["export", "qwen3-moe", "--target", "cann", "--ep-ranks", "2", "-o", str(tmp_path)]) == 2
+    assert "applies to PRESET exports" in capsys.readouterr().err
