@@ -183,4 +183,17 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
                    + (f" (overload '{node.overload}', needs onnxruntime >= {OVERLOADS_MIN_ORT})" if node.overload else "")
                    if body else "without the library: no function body, the session would fail")
         lines += [f"    runs on: {cpu}", f"             {cann}", f"             {without}"]
+    lines.append(_cann_host_summary(model))
     return "\n".join(lines)
+
+
+def _cann_host_summary(model: onnx.ModelProto) -> str:
+    """One line (or a short list): what the CANN EP would compute on the host (ort_custom_ops.cann_placement)."""
+    from ascend_moe_onnx.ort_custom_ops.cann_placement import cann_host_nodes
+
+    host = cann_host_nodes(model)
+    if not host:
+        return f"{CANN}: every standard node that computes has a CANN kernel (shape bookkeeping stays on the host)"
+    shown = host[:10] + ([f"... ({len(host)} in all)"] if len(host) > 10 else [])
+    return (f"{CANN}: {len(host)} node(s) would compute on the host (export with --target cann to avoid what "
+            f"it can):\n" + "\n".join(f"  - {h}" for h in shown))

@@ -51,7 +51,9 @@ def test_default_target_keeps_what_the_cann_ep_would_run_on_the_host():
     """cann_host_nodes names the default export's If, Gemm and com.microsoft.MoE branch."""
     model = onnx.load_from_string(export_block(presets.build("deepseek-v3", "tiny", "float32")))
     host = " ".join(targets.cann_host_nodes(model))
-    assert "opset 20" in host and "If '" in host and "domain com.microsoft" in host
+    assert "Gemm 'node_linear' (its CANN kernel takes no float)" in host and "If '" in host
+    assert "Cast '" in host and "opset-20 version has no CANN kernel" in host and "domain com.microsoft" in host
+    assert "MatMul" not in host  # MatMul-13 is the same at opset 20
 
 
 def test_cann_target_refuses_what_it_cannot_honour():
@@ -105,6 +107,8 @@ def test_cli_export_target_cann(tmp_path, capsys):
     assert cli.main(["export", "qwen3-moe", "--target", "cann", "-o", str(out)]) == 0
     assert "target cann" in capsys.readouterr().out
     assert targets.cann_host_nodes(onnx.load(out)) == []
+    assert cli.main(["info", str(out)]) == 0
+    assert "every standard node that computes has a CANN kernel" in capsys.readouterr().out
     assert cli.main(["export", "qwen3-moe", "--target", "cann", "--experts", "onnx", "-o", str(out)]) == 2
     assert "'onnx' expert formulation runs on the host" in capsys.readouterr().err
     assert cli.main(["export", "qwen3-moe", "--target", "cann", "--ep-ranks", "2", "-o", str(tmp_path)]) == 2
