@@ -3,6 +3,8 @@
 // knows nothing of ONNX Runtime. Also the last step of MoeRoutedExperts' chain.
 #pragma once
 
+#include <string>
+
 #include "ops_src/cann/acl.h"
 #include "ops_src/cann/device.h"
 
@@ -30,5 +32,15 @@ struct FinalizeRoutingV2Call {
 };
 
 void RunMoeFinalizeRoutingV2(const DeviceContext& ctx, const FinalizeRoutingV2Call& call);
+
+// Why aclnnMoeFinalizeRoutingV2 cannot run this call (the dtype combinations of
+// moe_finalize_routing_v2_def.cpp for ascend910b / ascend910_93, the tiling's E >= K with bias);
+// empty if it can. `call` needs type, scales_type, k and experts.
+std::string MoeFinalizeRoutingV2NativeBlocker(const FinalizeRoutingV2Call& call, bool has_scales);
+
+// The op with the indices validated on the host (int32 copies): uploaded, then the native call.
+// `call.index` / `call.expert_idx` are ignored; returns once the host indices are no longer needed.
+void LaunchMoeFinalizeRoutingV2(const DeviceContext& ctx, FinalizeRoutingV2Call call, const int32_t* index_host,
+                                const int32_t* expert_idx_host);
 
 }  // namespace ascend_moe::cann
