@@ -3,9 +3,9 @@
 #pragma once
 
 #include <array>
-#include <functional>
 #include <vector>
 
+#include "moe_init_routing_common.h"
 #include "op_defs.gen.h"
 #include "op_utils.h"
 #include "ops_src/cpu/moe_init_routing.h"
@@ -13,8 +13,6 @@
 namespace ascend_moe {
 
 using InitRoutingV3Inputs = std::array<InputView, defs::moe_init_routing_v3::kNumIns>;
-// Writable memory for output `index` of `shape` and `type`.
-using HostOutputFn = std::function<void*(size_t index, const std::vector<int64_t>& shape, ONNXTensorElementDataType type)>;
 
 // Ranks, dims and the combinations with the attributes (the table checked presence and element
 // types; no data is read): the kernel parameters.
