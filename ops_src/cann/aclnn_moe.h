@@ -65,6 +65,14 @@ using AclnnMoeTokenUnpermuteGetWorkspaceSizeFn = AclnnStatus (*)(
     bool padded_mode, const AclIntArray* restore_shape_optional, AclTensor* out, uint64_t* workspace_size,
     AclOpExecutor** executor);
 
+// aclnnMoeInitRouting: ops-transformer publishes no op_api header for it; the order is op-plugin's
+// call (op_plugin/ops/opapi/MoeInitRoutingKernelNpuOpApi.cpp: x, row_idx, expert_idx, active_num,
+// expanded_x, expanded_row_idx, expanded_expert_idx) with the two-phase tail every aclnn op has.
+using AclnnMoeInitRoutingGetWorkspaceSizeFn = AclnnStatus (*)(
+    const AclTensor* x, const AclTensor* row_idx, const AclTensor* expert_idx, int64_t active_num,
+    const AclTensor* expanded_x_out, const AclTensor* expanded_row_idx_out, const AclTensor* expanded_expert_idx_out,
+    uint64_t* workspace_size, AclOpExecutor** executor);
+
 // aclnnGroupedMatmulV4's enum values this library passes (aclnn_grouped_matmul_v4.h; op-plugin's
 // npu_grouped_matmul): one x / weight / y tensor (split_item 3), groups along M (group_type 0).
 inline constexpr int64_t kGmmSplitItemSingle = 3;

@@ -123,3 +123,35 @@ def test_unpermute_bad_index_same_message_as_cpu():
     got = error_text(session(data, "cann"), feeds)
     assert got == error_text(session(data, "cpu"), feeds)
     assert got.startswith("MoeTokenUnpermute: input 'sorted_indices' must")
+
+
+def init_routing(feeds, **attrs):
+    return compare("MoeInitRouting", "aclnnMoeInitRouting", feeds, ["x", "row_idx", "expert_idx"],
+                   ["ex", "eri", "eei"], **attrs)
+
+
+def init_case(rng, t, n=5, k=3, h=16):
+    return {"x": tokens(rng, n, h, t), "row_idx": (np.arange(n * k).reshape(k, n).T).astype(np.int32),
+            "expert_idx": rng.integers(0, 6, (n, k)).astype(np.int32)}
+
+
+@pytest.mark.parametrize("active_num", [5, 2, 100])
+@pytest.mark.parametrize("t", ["float", "float16", "bfloat16"])
+def test_init_routing_native_bit_identical(t, active_num, tmp_path):
+    feeds = init_case(np.random.default_rng(len(t) + active_num), t)
+    if active_num == 5 and t == "float":
+        data = node_model("MoeInitRouting", feeds, ["x", "row_idx", "expert_idx"], ["ex", "eri", "eei"],
+                          active_num=active_num)
+        assert placement(data, feeds, tmp_path) == {"MoeInitRouting": {"CANNExecutionProvider"}}
+    assert init_routing(feeds, active_num=active_num)[1]
+
+
+def test_init_routing_no_rows_falls_back_and_bad_row_idx_same_message_as_cpu():
+    rng = np.random.default_rng(6)
+    assert init_routing(init_case(rng, "float"), active_num=0)[1] is False
+    feeds = init_case(rng, "float16")
+    feeds["row_idx"][1, 1] = feeds["row_idx"][0, 0]
+    data = node_model("MoeInitRouting", feeds, ["x", "row_idx", "expert_idx"], ["ex", "eri", "eei"], active_num=5)
+    got = error_text(session(data, "cann"), feeds)
+    assert got == error_text(session(data, "cpu"), feeds)
+    assert got.startswith("MoeInitRouting: input 'row_idx' must be a permutation")
