@@ -66,6 +66,12 @@ bool FindAclnnOp(const char* name, AclnnOp* op, std::string* why) {
   return op->prepare && op->run;
 }
 
+std::string MissingAclnnOp(const char* name) {
+  AclnnOp op;
+  std::string why;
+  return FindAclnnOp(name, &op, &why) ? std::string() : std::string("the CANN operator library has no ") + name + ": " + why;
+}
+
 AclnnOp RequireAclnnOp(const char* name, const char* what) {
   AclnnOp op;
   std::string why;

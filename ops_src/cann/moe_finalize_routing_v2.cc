@@ -44,11 +44,6 @@ std::string MoeFinalizeRoutingV2NativeBlocker(const FinalizeRoutingV2Call& c, bo
     return "aclnnMoeFinalizeRoutingV2 needs E >= K with bias, got E = " + std::to_string(c.experts) +
            ", K = " + std::to_string(c.k);
   }
-  AclnnOp op;
-  std::string why;
-  if (!FindAclnnOp(kAclnnMoeFinalizeRoutingV2, &op, &why)) {
-    return "the CANN operator library has no aclnnMoeFinalizeRoutingV2: " + why;
-  }
   return {};
 }
 

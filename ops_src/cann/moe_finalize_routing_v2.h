@@ -35,7 +35,8 @@ void RunMoeFinalizeRoutingV2(const DeviceContext& ctx, const FinalizeRoutingV2Ca
 
 // Why aclnnMoeFinalizeRoutingV2 cannot run this call (the dtype combinations of
 // moe_finalize_routing_v2_def.cpp for ascend910b / ascend910_93, the tiling's E >= K with bias);
-// empty if it can. `call` needs type, scales_type, k and experts.
+// empty if it can. `call` needs type, scales_type, k and experts. Whether the installed CANN
+// provides the operator is not asked (MissingAclnnOp).
 std::string MoeFinalizeRoutingV2NativeBlocker(const FinalizeRoutingV2Call& call, bool has_scales);
 
 // The op with the indices validated on the host (int32 copies): uploaded, then the native call.

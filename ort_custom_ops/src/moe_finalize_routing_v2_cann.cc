@@ -4,6 +4,7 @@
 
 #include "cann_host_stage.h"
 #include "moe_finalize_routing_v2_host.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_finalize_routing_v2.h"
 
 namespace ascend_moe {
@@ -38,7 +39,8 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
   c.hidden = p.hidden;
   c.drop_pad_mode = attrs_.drop_pad_mode;
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
-  const std::string blocker = cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present);
+  std::string blocker = cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeFinalizeRoutingV2);
   if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
     GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
     return;

@@ -4,6 +4,7 @@
 
 #include "cann_host_stage.h"
 #include "moe_init_routing_host.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_init_routing.h"
 
 namespace ascend_moe {
@@ -26,7 +27,8 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   a.hidden = p.cols;
   a.active_num = attrs_.active_num;
   a.rows = p.num_out_rows;
-  const std::string blocker = cann::MoeInitRoutingNativeBlocker(a);
+  std::string blocker = cann::MoeInitRoutingNativeBlocker(a);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeInitRouting);
   CannDevice device(ctx, kInX);
   if (!blocker.empty()) {  // the host computation validates the ids and row_idx itself
     if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));

@@ -4,6 +4,7 @@
 
 #include "cann_host_stage.h"
 #include "moe_init_routing_v3_host.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_init_routing_v3.h"
 
 namespace ascend_moe {
@@ -41,7 +42,8 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
   a.row_idx_type = p.row_idx_type;
   a.quant_mode = p.quant_mode;
   a.drop_pad_mode = p.drop_pad_mode;
-  const std::string blocker = cann::MoeInitRoutingV3NativeBlocker(a);
+  std::string blocker = cann::MoeInitRoutingV3NativeBlocker(a);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeInitRoutingV3);
   CannDevice device(ctx, kInX);
   if (!blocker.empty()) {
     if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));

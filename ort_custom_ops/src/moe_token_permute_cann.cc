@@ -4,6 +4,7 @@
 
 #include "cann_host_stage.h"
 #include "moe_token_permute_host.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_token_permute.h"
 
 namespace ascend_moe {
@@ -28,7 +29,8 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.rows = p.num_out_rows;
   a.indices_rank = static_cast<int>(idx.shape.size());
   a.indices_int64 = p.idx_int64;
-  const std::string blocker = cann::MoeTokenPermuteNativeBlocker(a);
+  std::string blocker = cann::MoeTokenPermuteNativeBlocker(a);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeTokenPermute);
   CannDevice device(ctx, kInTokens);
   // The ids are checked on the host in either case (the fallback's CPU code checks them itself).
   cpu::MoeInitRoutingPlan plan;

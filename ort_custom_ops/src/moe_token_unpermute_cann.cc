@@ -4,6 +4,7 @@
 
 #include "cann_host_stage.h"
 #include "moe_token_unpermute_host.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_token_unpermute.h"
 
 namespace ascend_moe {
@@ -27,7 +28,8 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.k = p.k;
   a.hidden = p.hidden;
   a.rows = tokens.shape[0];
-  const std::string blocker = cann::MoeTokenUnpermuteNativeBlocker(a);
+  std::string blocker = cann::MoeTokenUnpermuteNativeBlocker(a);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeTokenUnpermute);
   CannDevice device(ctx, kInPermutedTokens);
   if (!blocker.empty()) {
     log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
