@@ -29,15 +29,16 @@ void RunMoeFinalizeRoutingV2(const DeviceContext& ctx, const FinalizeRoutingV2Ca
   RunAclnn(
       ctx, kAclnnMoeFinalizeRoutingV2,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(expanded_x.get(), index.get(), get(x1), get(x2), get(bias), get(scales), get(expert_idx),
-                       c.drop_pad_mode, y.get(), workspace_size, executor);
+        return prepare(expanded_x.get(), index.get(), get(x1), get(x2), get(bias), get(scales),
+                       get(expert_idx), c.drop_pad_mode, y.get(), workspace_size, executor);
       },
       op.run);
 }
 
 std::string MoeFinalizeRoutingV2NativeBlocker(const FinalizeRoutingV2Call& c, bool has_scales) {
   if (has_scales && c.scales_type != c.type && !(c.type == kAclBFloat16 && c.scales_type == kAclFloat)) {
-    return std::string("aclnnMoeFinalizeRoutingV2 takes scales of expanded_x's type (or float with bfloat16), got ") +
+    return std::string(
+               "aclnnMoeFinalizeRoutingV2 takes scales of expanded_x's type (or float with bfloat16), got ") +
            AclTypeName(c.scales_type) + " with " + AclTypeName(c.type);
   }
   if (c.experts > 0 && c.experts < c.k) {

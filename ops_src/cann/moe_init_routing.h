@@ -15,13 +15,13 @@ struct MoeInitRoutingDeviceArgs {
   AclDataType x_type = kAclFloat;
   int64_t tokens = 0, k = 1, hidden = 0;
   int64_t active_num = 0;
-  int64_t rows = 0;                         // min(N, active_num) * K
-  const int32_t* row_idx_host = nullptr;    // [N, K], validated
+  int64_t rows = 0;                          // min(N, active_num) * K
+  const int32_t* row_idx_host = nullptr;     // [N, K], validated
   const int32_t* expert_idx_host = nullptr;  // [N, K], validated
-  const void* x = nullptr;                  // device [N, H]
-  void* expanded_x = nullptr;               // device [rows, H]
-  void* expanded_row_idx = nullptr;         // device [N*K]
-  void* expanded_expert_idx = nullptr;      // device [N*K]
+  const void* x = nullptr;                   // device [N, H]
+  void* expanded_x = nullptr;                // device [rows, H]
+  void* expanded_row_idx = nullptr;          // device [N*K]
+  void* expanded_expert_idx = nullptr;       // device [N*K]
 };
 
 // Why aclnnMoeInitRouting cannot run this call; empty if it can.

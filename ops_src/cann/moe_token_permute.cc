@@ -24,7 +24,8 @@ void LaunchMoeTokenPermute(const DeviceContext& ctx, const MoeTokenPermuteDevice
   DeviceBuffer ids(ctx, id_bytes);
   Upload(ctx, ids.get(), a.indices_host, id_bytes);
   Tensor tokens(a.token_type, {a.tokens, a.hidden}, a.x);
-  Tensor indices(id_type, a.indices_rank == 1 ? std::vector<int64_t>{a.tokens} : std::vector<int64_t>{a.tokens, a.k},
+  Tensor indices(id_type,
+                 a.indices_rank == 1 ? std::vector<int64_t>{a.tokens} : std::vector<int64_t>{a.tokens, a.k},
                  ids.get());
   Tensor permuted(a.token_type, {a.rows, a.hidden}, a.permuted);
   Tensor sorted(kAclInt32, {pairs}, a.sorted_indices);
@@ -33,8 +34,8 @@ void LaunchMoeTokenPermute(const DeviceContext& ctx, const MoeTokenPermuteDevice
       ctx, kAclnnMoeTokenPermute,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         // numOutTokens: the rows of permuteTokensOut (op-plugin passes the resolved count).
-        return prepare(tokens.get(), indices.get(), a.rows, /*padded_mode=*/false, permuted.get(), sorted.get(),
-                       workspace_size, executor);
+        return prepare(tokens.get(), indices.get(), a.rows, /*padded_mode=*/false, permuted.get(),
+                       sorted.get(), workspace_size, executor);
       },
       op.run);
   Synchronize(ctx);  // the host ids must outlive their upload

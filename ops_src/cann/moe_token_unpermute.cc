@@ -35,8 +35,8 @@ void LaunchMoeTokenUnpermute(const DeviceContext& ctx, const MoeTokenUnpermuteDe
   RunAclnn(
       ctx, kAclnnMoeTokenUnpermute,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(permuted.get(), sorted.get(), probs_t ? probs_t->get() : nullptr, /*padded_mode=*/false,
-                       restore_shape.get(), out.get(), workspace_size, executor);
+        return prepare(permuted.get(), sorted.get(), probs_t ? probs_t->get() : nullptr,
+                       /*padded_mode=*/false, restore_shape.get(), out.get(), workspace_size, executor);
       },
       op.run);
   Synchronize(ctx);  // the host indices and probs must outlive their upload

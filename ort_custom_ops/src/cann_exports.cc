@@ -82,7 +82,8 @@ ASCEND_MOE_EXPORT const char* AscendMoeCannLocate(const char* symbol) {
 // "name=value ..." with the node's attributes (defaults when absent) and what is known of its
 // inputs: MoeGatingTopKHash experts, hash_routing (0/1), table_type, additional (0/1);
 // MoeReRouting token_type, scale_type, scale_rank, hidden; the op family's facts are listed in
-// cann_facts.h. Facts left out are not known and taken to fit. Valid until the next call from the same thread.
+// cann_facts.h. Facts left out are not known and taken to fit. Valid until the next call from the same
+// thread.
 ASCEND_MOE_EXPORT const char* AscendMoeCannPath(const char* op, const char* facts) {
   thread_local std::string json;
   using namespace ascend_moe;

@@ -66,8 +66,9 @@ bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std
     cpu::MoeRoutedExpertsParams p;
     p.swiglu_limit = std::stof(f.count("swiglu_limit") ? f.at("swiglu_limit") : "0");
     p.experts = IntFact(f, "experts", 1);
-    *call = "aclnnMoeInitRoutingV3 + aclnnGroupedMatmulV4 + aclnnSwiGlu + aclnnGroupedMatmulV4 + "
-            "aclnnMoeFinalizeRoutingV2";
+    *call =
+        "aclnnMoeInitRoutingV3 + aclnnGroupedMatmulV4 + aclnnSwiGlu + aclnnGroupedMatmulV4 + "
+        "aclnnMoeFinalizeRoutingV2";
     *reason = cann::MoeRoutedExpertsNativeBlocker(p);
   } else if (op == defs::moe_init_routing_v3::kName) {
     *call = cann::kAclnnMoeInitRoutingV3;

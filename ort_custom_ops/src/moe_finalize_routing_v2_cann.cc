@@ -14,8 +14,9 @@ namespace {
 std::vector<int32_t> Int32Copy(const InputView& v) {
   std::vector<int32_t> out(static_cast<size_t>(v.size));
   for (int64_t i = 0; i < v.size; ++i) {
-    out[i] = v.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? static_cast<int32_t>(static_cast<const int64_t*>(v.data)[i])
-                                                           : static_cast<const int32_t*>(v.data)[i];
+    out[i] = v.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                 ? static_cast<int32_t>(static_cast<const int64_t*>(v.data)[i])
+                 : static_cast<const int32_t*>(v.data)[i];
   }
   return out;
 }
@@ -50,7 +51,8 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
     log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
     CannHostStage stage(ctx, device.context());
     FinalizeRoutingV2Inputs host = in;
-    for (size_t i = 0; i < host.size(); ++i) host[i] = stage.Host(in[i], i == kInExpandedRowIdx || i == kInExpertIdx);
+    for (size_t i = 0; i < host.size(); ++i)
+      host[i] = stage.Host(in[i], i == kInExpandedRowIdx || i == kInExpertIdx);
     cpu::WeightedGatherBuffers b;
     const cpu::WeightedGatherParams hp = ValidateMoeFinalizeRoutingV2(host, attrs_.drop_pad_mode, &b);
     b.out = stage.Output(kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type);
@@ -70,7 +72,8 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
   c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
   c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
   c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
-  cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(), experts.empty() ? nullptr : experts.data());
+  cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
+                                   experts.empty() ? nullptr : experts.data());
 }
 
 }  // namespace ascend_moe

@@ -47,11 +47,12 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   a.row_idx_host = static_cast<const int32_t*>(in[kInRowIdx].data);
   a.expert_idx_host = static_cast<const int32_t*>(in[kInExpertIdx].data);
   a.x = in[kInX].data;
-  a.expanded_x = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedX, {a.rows, a.hidden}, in[kInX].type, true);
-  a.expanded_row_idx =
-      GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-  a.expanded_expert_idx =
-      GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedExpertIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+  a.expanded_x =
+      GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedX, {a.rows, a.hidden}, in[kInX].type, true);
+  a.expanded_row_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedRowIdx, {pairs},
+                                        ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+  a.expanded_expert_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedExpertIdx, {pairs},
+                                           ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
   cann::LaunchMoeInitRouting(device.context(), a);
 }
 

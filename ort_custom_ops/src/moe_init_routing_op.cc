@@ -102,7 +102,7 @@ void CheckMoeInitRoutingIndices(const InitRoutingInputs& in, const cpu::MoeInitR
 }
 
 void ComputeMoeInitRouting(Ort::KernelContext& ctx, const InitRoutingInputs& in, const d::Attrs& attrs,
-                         const HostOutputFn& output) {
+                           const HostOutputFn& output) {
   using namespace d;
   const cpu::MoeInitRoutingParams p = ValidateMoeInitRouting(in, attrs);
   const auto* expert_idx = static_cast<const int32_t*>(in[kInExpertIdx].data);
@@ -132,7 +132,8 @@ struct CpuKernel {
   void Compute(Ort::KernelContext& ctx) {
     ComputeMoeInitRouting(ctx, GetInputViews(ctx, d::kName, d::kInputs), attrs_,
                           [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                            return GetCheckedOutput(ctx, d::kName, d::kOutputs, i, shape, type, /*required=*/true);
+                            return GetCheckedOutput(ctx, d::kName, d::kOutputs, i, shape, type,
+                                                    /*required=*/true);
                           });
   }
 

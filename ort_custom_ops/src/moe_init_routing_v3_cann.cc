@@ -14,7 +14,8 @@ namespace {
 namespace v3 = defs::moe_init_routing_v3;
 
 [[noreturn]] void FailBadId(const cpu::MoeInitRoutingParams& p, const void* idx, int64_t bad) {
-  const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx)[bad] : static_cast<const int32_t*>(idx)[bad];
+  const int64_t v =
+      p.idx_int64 ? static_cast<const int64_t*>(idx)[bad] : static_cast<const int32_t*>(idx)[bad];
   Fail(Str(v3::kName, ": input 'expert_idx' must hold expert ids in [0, expert_num) = [0, ", p.expert_num,
            "), got ", v, " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
 }

@@ -23,7 +23,6 @@ cpu::MoeInitRoutingParams ValidateMoeInitRoutingV3(const InputView& x, const Inp
 std::vector<int64_t> MoeInitRoutingV3CountsShape(const defs::moe_init_routing_v3::Attrs& attrs);
 // Validates and computes on host memory (inputs and outputs); rows on the session's intra-op pool.
 void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs& in,
-                             const defs::moe_init_routing_v3::Attrs& attrs,
-                             const HostOutputFn& output);
+                             const defs::moe_init_routing_v3::Attrs& attrs, const HostOutputFn& output);
 
 }  // namespace ascend_moe

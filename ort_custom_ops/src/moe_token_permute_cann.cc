@@ -49,9 +49,10 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   }
   a.indices_host = idx.data;
   a.x = tokens.data;
-  a.permuted = GetCheckedOutput(ctx, kName, kOutputs, kOutPermutedTokens, {a.rows, a.hidden}, tokens.type, true);
-  a.sorted_indices =
-      GetCheckedOutput(ctx, kName, kOutputs, kOutSortedIndices, {a.tokens * a.k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+  a.permuted =
+      GetCheckedOutput(ctx, kName, kOutputs, kOutPermutedTokens, {a.rows, a.hidden}, tokens.type, true);
+  a.sorted_indices = GetCheckedOutput(ctx, kName, kOutputs, kOutSortedIndices, {a.tokens * a.k},
+                                      ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
   cann::LaunchMoeTokenPermute(device.context(), a);
 }
 

@@ -39,7 +39,8 @@ int64_t OutRows(int64_t pairs, int64_t num_out_tokens) {
 
 }  // namespace
 
-cpu::MoeInitRoutingParams ValidateMoeTokenPermute(const InputView& tokens, const InputView& idx, const Attrs& a) {
+cpu::MoeInitRoutingParams ValidateMoeTokenPermute(const InputView& tokens, const InputView& idx,
+                                                  const Attrs& a) {
   if (tokens.shape.size() != 2)
     FailInput("tokens", Str("must be 2-D [N, H], got shape ", ShapeStr(tokens.shape)));
   const int64_t n = tokens.shape[0], h = tokens.shape[1];
@@ -98,16 +99,16 @@ constexpr int64_t kChunkBytes = int64_t{1 << 20};
 }  // namespace
 
 void ComputeMoeTokenPermute(Ort::KernelContext& ctx, const TokenPermuteInputs& in, const Attrs& attrs,
-                          const HostOutputFn& output) {
+                            const HostOutputFn& output) {
   const InputView &tokens = in[d::kInTokens], &idx = in[d::kInIndices];
   const cpu::MoeInitRoutingParams p = ValidateMoeTokenPermute(tokens, idx, attrs);
   cpu::MoeInitRoutingPlan plan;
   const int64_t bad = plan.Build(p, idx.data);
   if (bad >= 0) {
-    const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad]
-                                  : static_cast<const int32_t*>(idx.data)[bad];
-    FailInput("indices", Str("must hold expert ids in [0, 2147483647), got ", v, " at [", bad / p.top_k,
-                             ", ", bad % p.top_k, "]"));
+    const int64_t v =
+        p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad] : static_cast<const int32_t*>(idx.data)[bad];
+    FailInput("indices", Str("must hold expert ids in [0, 2147483647), got ", v, " at [", bad / p.top_k, ", ",
+                             bad % p.top_k, "]"));
   }
   cpu::MoeInitRoutingBuffers b;
   b.x = tokens.data;
@@ -129,7 +130,8 @@ struct CpuKernel {
     // presence and element types checked against the generated table
     ComputeMoeTokenPermute(ctx, GetInputViews(ctx, kOp, d::kInputs), attrs_,
                            [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                             return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type, /*required=*/true);
+                             return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
+                                                     /*required=*/true);
                            });
   }
 

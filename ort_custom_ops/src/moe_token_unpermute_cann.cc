@@ -18,8 +18,9 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   cpu::WeightedGatherBuffers device_buffers;
   const cpu::WeightedGatherParams p = ValidateMoeTokenUnpermute(in, &device_buffers);
   const InputView &tokens = in[kInPermutedTokens], &idx = in[kInSortedIndices], &probs = in[kInProbs];
-  void* out = GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {p.num_out_rows, p.hidden}, tokens.type,
-                               /*required=*/true);
+  void* out =
+      GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {p.num_out_rows, p.hidden}, tokens.type,
+                       /*required=*/true);
   if (p.num_out_rows == 0 || p.hidden == 0) return;  // empty
   cann::MoeTokenUnpermuteDeviceArgs a;
   AclTypeOf(tokens.type, &a.token_type);
@@ -45,8 +46,9 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   }
   std::vector<int32_t> index(static_cast<size_t>(idx.size));
   for (int64_t i = 0; i < idx.size; ++i) {
-    index[i] = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
-                                                               : static_cast<const int32_t*>(idx.data)[i];
+    index[i] = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                   ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
+                   : static_cast<const int32_t*>(idx.data)[i];
   }
   a.index_host = index.data();
   a.probs_host = probs.present ? probs.data : nullptr;

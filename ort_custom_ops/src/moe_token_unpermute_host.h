@@ -15,6 +15,7 @@ using TokenUnpermuteInputs = std::array<InputView, unpermute::kNumIns>;
 
 // Ranks and dims, then the indices of the slots that are read (host memory: sorted_indices and
 // probs); returns the kernel parameters and fills the buffers' inputs with the views' pointers.
-cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& in, cpu::WeightedGatherBuffers* buffers);
+cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& in,
+                                                    cpu::WeightedGatherBuffers* buffers);
 
 }  // namespace ascend_moe

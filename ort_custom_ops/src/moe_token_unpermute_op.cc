@@ -45,7 +45,8 @@ namespace {
 
 }  // namespace
 
-cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& in, cpu::WeightedGatherBuffers* buffers) {
+cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& in,
+                                                    cpu::WeightedGatherBuffers* buffers) {
   using namespace unpermute;
   const InputView &tokens = in[kInPermutedTokens], &idx = in[kInSortedIndices], &probs = in[kInProbs];
   if (tokens.shape.size() != 2) {

@@ -16,9 +16,10 @@ namespace cpu = ascend_moe::cpu;
 
 extern "C" {
 
-int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, const void* expert_idx, int64_t active_num,
-                                        const void* expanded_x, const void* expanded_row_idx,
-                                        const void* expanded_expert_idx, uint64_t* workspace_size, void** executor) {
+int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, const void* expert_idx,
+                                        int64_t active_num, const void* expanded_x,
+                                        const void* expanded_row_idx, const void* expanded_expert_idx,
+                                        uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeInitRoutingGetWorkspaceSize");
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   c.Check("x", x, true, {kFloat16, kBFloat16, kFloat}, {-1, -1});
@@ -39,7 +40,9 @@ int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, cons
   p.num_tokens = n;
   p.top_k = k;
   p.cols = h;
-  p.x_type = dt == kFloat ? cpu::RowType::kFloat : dt == kFloat16 ? cpu::RowType::kFloat16 : cpu::RowType::kBFloat16;
+  p.x_type = dt == kFloat     ? cpu::RowType::kFloat
+             : dt == kFloat16 ? cpu::RowType::kFloat16
+                              : cpu::RowType::kBFloat16;
   p.permute = true;
   p.num_out_rows = rows;
   auto run = [=]() {
@@ -48,7 +51,8 @@ int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, cons
     const auto* eid = static_cast<const int32_t*>(Data(expert_idx));
     cpu::MoeInitRoutingPlan plan;
     if (cpu::FirstBadRowIdx(rid, n * k) >= 0 || plan.Build(p, eid, rid) >= 0) {
-      FakeAclError("aclnnMoeInitRouting: bad expert id or row_idx is no permutation: out of bounds (status 561002)");
+      FakeAclError(
+          "aclnnMoeInitRouting: bad expert id or row_idx is no permutation: out of bounds (status 561002)");
       return static_cast<int>(kTilingError);
     }
     plan.WriteRowIdx(static_cast<int32_t*>(Data(expanded_row_idx)));
@@ -60,8 +64,8 @@ int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, cons
     return static_cast<int>(kOk);
   };
   return MakeExecutor("aclnnMoeInitRouting", 1024 + 16 * static_cast<uint64_t>(n * k),
-                      {x, row_idx, expert_idx, expanded_x, expanded_row_idx, expanded_expert_idx}, run, workspace_size,
-                      executor);
+                      {x, row_idx, expert_idx, expanded_x, expanded_row_idx, expanded_expert_idx}, run,
+                      workspace_size, executor);
 }
 
 int aclnnMoeInitRouting(void* workspace, uint64_t workspace_size, void* executor, void* stream) {

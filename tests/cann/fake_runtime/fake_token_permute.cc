@@ -29,14 +29,16 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
   }
   const size_t rank = T(indices)->dims.size();
   if (rank != 1 && rank != 2) {
-    c.Fail(kTilingError, "The dim number of indices should be 2 or 1 but got [" + std::to_string(rank) + "].");
+    c.Fail(kTilingError,
+           "The dim number of indices should be 2 or 1 but got [" + std::to_string(rank) + "].");
     return c.status();
   }
   c.Check("indices", indices, true, {kInt64, kInt32}, std::vector<int64_t>(rank, -1));
   if (!c.ok()) return c.status();
   const int64_t n = T(tokens)->dims[0], h = T(tokens)->dims[1];
   const int64_t k = rank == 2 ? T(indices)->dims[1] : 1;
-  if (T(indices)->dims[0] != n) c.Fail(kTilingError, "Input token's dim 0 should be same with indices' dim 0.");
+  if (T(indices)->dims[0] != n)
+    c.Fail(kTilingError, "Input token's dim 0 should be same with indices' dim 0.");
   if (k > 512) c.Fail(kTilingError, "Input indices's dim 1 should not large than max topK[512].");
   if (n * k >= 16777215) c.Fail(kTilingError, "The elements num of indices should be less than [16777215].");
   if (!c.ok()) return c.status();
@@ -48,8 +50,10 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
   p.top_k = k;
   p.cols = h;
   const int dt = T(tokens)->dtype;
-  p.x_type = dt == kFloat ? cpu::RowType::kFloat
-                          : dt == kFloat16 ? cpu::RowType::kFloat16 : dt == kBFloat16 ? cpu::RowType::kBFloat16 : cpu::RowType::kInt8;
+  p.x_type = dt == kFloat      ? cpu::RowType::kFloat
+             : dt == kFloat16  ? cpu::RowType::kFloat16
+             : dt == kBFloat16 ? cpu::RowType::kBFloat16
+                               : cpu::RowType::kInt8;
   p.idx_int64 = T(indices)->dtype == kInt64;
   p.permute = true;
   p.num_out_rows = num_out_tokens;
@@ -67,8 +71,8 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
     plan.ExpandRows(b, 0, plan.out_rows());
     return static_cast<int>(kOk);
   };
-  return MakeExecutor("aclnnMoeTokenPermute", 1024 + 16 * static_cast<uint64_t>(n * k), {tokens, indices, permuted, sorted},
-                      run, workspace_size, executor);
+  return MakeExecutor("aclnnMoeTokenPermute", 1024 + 16 * static_cast<uint64_t>(n * k),
+                      {tokens, indices, permuted, sorted}, run, workspace_size, executor);
 }
 
 int aclnnMoeTokenPermute(void* workspace, uint64_t workspace_size, void* executor, void* stream) {

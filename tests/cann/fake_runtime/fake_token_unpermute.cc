@@ -17,7 +17,9 @@ namespace cpu = ascend_moe::cpu;
 namespace {
 
 cpu::RowType Row(int dtype) {
-  return dtype == kFloat ? cpu::RowType::kFloat32 : dtype == kFloat16 ? cpu::RowType::kFloat16 : cpu::RowType::kBFloat16;
+  return dtype == kFloat     ? cpu::RowType::kFloat32
+         : dtype == kFloat16 ? cpu::RowType::kFloat16
+                             : cpu::RowType::kBFloat16;
 }
 
 }  // namespace
@@ -30,7 +32,8 @@ int aclnnMoeTokenUnpermuteGetWorkspaceSize(const void* permuted, const void* sor
   ArgCheck c("aclnnMoeTokenUnpermuteGetWorkspaceSize");
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   if (padded_mode) c.Fail(kParamInvalid, "paddedMode must be false");
-  if (restore_shape && !FakeAclnnIsIntArray(restore_shape)) c.Fail(kParamInvalid, "restoreShapeOptional is not a live aclIntArray");
+  if (restore_shape && !FakeAclnnIsIntArray(restore_shape))
+    c.Fail(kParamInvalid, "restoreShapeOptional is not a live aclIntArray");
   c.Check("permutedTokens", permuted, true, {kBFloat16, kFloat16, kFloat}, {-1, -1});
   c.Check("sortedIndices", sorted, true, {kInt32}, {-1});
   if (!c.ok()) return c.status();
@@ -42,7 +45,8 @@ int aclnnMoeTokenUnpermuteGetWorkspaceSize(const void* permuted, const void* sor
   if (k < 1 || k > 512) c.Fail(kTilingError, "topK must be in [1, 512], got " + std::to_string(k));
   if (!c.ok()) return c.status();
   const int64_t n = nk / k;
-  if (probs && T(probs)->dims[0] * k != nk) c.Fail(kParamInvalid, "probs must be [N, K] with N*K = sortedIndices' size");
+  if (probs && T(probs)->dims[0] * k != nk)
+    c.Fail(kParamInvalid, "probs must be [N, K] with N*K = sortedIndices' size");
   c.Check("out", out, true, {dt}, {n, h});
   if (!c.ok()) return c.status();
   cpu::WeightedGatherParams p;
@@ -70,7 +74,8 @@ int aclnnMoeTokenUnpermuteGetWorkspaceSize(const void* permuted, const void* sor
     cpu::WeightedGatherRows(p, b, 0, n);
     return static_cast<int>(kOk);
   };
-  return MakeExecutor("aclnnMoeTokenUnpermute", 0, {permuted, sorted, probs, out}, run, workspace_size, executor);
+  return MakeExecutor("aclnnMoeTokenUnpermute", 0, {permuted, sorted, probs, out}, run, workspace_size,
+                      executor);
 }
 
 int aclnnMoeTokenUnpermute(void* workspace, uint64_t workspace_size, void* executor, void* stream) {
