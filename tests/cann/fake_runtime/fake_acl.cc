@@ -279,7 +279,6 @@ aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void* st
     FakeAclError("aclrtMemsetAsync: not device memory");
     return kInvalidParam;
   }
-  // Stream-ordered like every async call: after the kernels queued before it.
   return fake_cann::Enqueue(stream, [d, value, bytes] {
     std::memset(d, value, bytes);
     return 0;
