@@ -45,7 +45,8 @@ TransposedWeight::TransposedWeight(AclDataType type, int64_t groups, int64_t n, 
   const int64_t view[] = {groups, k, n};
   const int64_t strides[] = {n * k, 1, k};
   const int64_t storage[] = {groups, n, k};
-  tensor_ = Runtime().create_tensor(view, 3, type, strides, 0, kAclFormatNd, storage, 3, const_cast<void*>(data));
+  tensor_ =
+      Runtime().create_tensor(view, 3, type, strides, 0, kAclFormatNd, storage, 3, const_cast<void*>(data));
   if (!tensor_) throw std::runtime_error("aclCreateTensor failed (transposed weight view)");
 }
 
@@ -64,6 +65,13 @@ bool FindAclnnOp(const char* name, AclnnOp* op, std::string* why) {
   op->prepare = FindSymbol(prepare.c_str(), why);
   op->run = reinterpret_cast<AclnnRunFn>(op->prepare ? FindSymbol(name, why) : nullptr);
   return op->prepare && op->run;
+}
+
+std::string MissingAclnnOp(const char* name) {
+  AclnnOp op;
+  std::string why;
+  return FindAclnnOp(name, &op, &why) ? std::string()
+                                      : std::string("the CANN operator library has no ") + name + ": " + why;
 }
 
 AclnnOp RequireAclnnOp(const char* name, const char* what) {

@@ -63,6 +63,9 @@ struct AclnnOp {
 };
 // Both entry points, or false with `why` naming what is missing and the libraries tried.
 bool FindAclnnOp(const char* name, AclnnOp* op, std::string* why);
+// "" when the operator library provides both entry points, else "the CANN operator library has
+// no <name>: <the libraries tried>".
+std::string MissingAclnnOp(const char* name);
 // Both entry points; throws std::runtime_error "<what>: ..." when one is missing.
 AclnnOp RequireAclnnOp(const char* name, const char* what);
 

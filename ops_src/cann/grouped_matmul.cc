@@ -27,8 +27,8 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
     const size_t row_bytes = static_cast<size_t>(p.cols) * TypeBytes(p.type);
     MemsetAsync(ctx, static_cast<char*>(a.y) + covered * row_bytes, (p.rows - covered) * row_bytes, 0);
   }
-  RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(), a.group_list_type,
-                     a.y);
+  RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(),
+                     a.group_list_type, a.y);
   Synchronize(ctx);  // the host group list must outlive its upload
 }
 
@@ -39,7 +39,8 @@ void RunOnHost(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const std::vector<unsigned char> w =
       Download(ctx, a.weight, static_cast<size_t>(p.groups * p.depth * p.cols) * bytes);
   std::vector<unsigned char> bias;
-  if (a.has_bias) bias = Download(ctx, a.bias, static_cast<size_t>(p.groups * p.cols) * (p.bias_float32 ? 4 : bytes));
+  if (a.has_bias)
+    bias = Download(ctx, a.bias, static_cast<size_t>(p.groups * p.cols) * (p.bias_float32 ? 4 : bytes));
   std::vector<unsigned char> y(static_cast<size_t>(p.rows * p.cols) * bytes);
   cpu::GroupedMatmulBuffers b;
   b.x = x.data();
@@ -118,7 +119,8 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   std::unique_ptr<Tensor> bias_t;
   std::unique_ptr<TensorList> bias_list;
   if (bias) {
-    bias_t = std::make_unique<Tensor>(p.bias_float32 ? kAclFloat : type, std::vector<int64_t>{p.groups, p.cols}, bias);
+    bias_t = std::make_unique<Tensor>(p.bias_float32 ? kAclFloat : type,
+                                      std::vector<int64_t>{p.groups, p.cols}, bias);
     bias_list = std::make_unique<TensorList>(bias_t->get());
   }
   TensorList x_list(x_t.get()), w_list(w), y_list(y_t.get());
@@ -126,15 +128,16 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   RunAclnn(
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr, nullptr, nullptr, nullptr,
-                       nullptr, nullptr, group_list.get(), nullptr, nullptr, nullptr, kGmmSplitItemSingle,
-                       kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list.get(), nullptr, nullptr,
-                       workspace_size, executor);
+        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr, nullptr, nullptr,
+                       nullptr, nullptr, nullptr, group_list.get(), nullptr, nullptr, nullptr,
+                       kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list.get(),
+                       nullptr, nullptr, workspace_size, executor);
       },
       op.run);
 }
 
-void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a, const GroupedMatmulPath& path) {
+void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a,
+                         const GroupedMatmulPath& path) {
   const cpu::GroupedMatmulParams& p = a.params;
   if (p.rows == 0 || p.cols == 0) return;  // y is empty
   if (path.call)

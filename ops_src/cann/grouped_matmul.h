@@ -19,10 +19,10 @@ inline constexpr const char* kAclnnGroupedMatmulV4 = "aclnnGroupedMatmulV4";
 inline constexpr int64_t kGmmMaxGroups = 1024;
 
 struct GroupedMatmulDeviceArgs {
-  cpu::GroupedMatmulParams params;   // validated
-  int64_t group_list_type = 0;       // 0 cumulative ends, 1 rows per group
-  std::vector<int64_t> group_list;   // the E values as given (host), widened to int64
-  std::vector<int64_t> ends;         // the E validated group ends (host)
+  cpu::GroupedMatmulParams params;  // validated
+  int64_t group_list_type = 0;      // 0 cumulative ends, 1 rows per group
+  std::vector<int64_t> group_list;  // the E values as given (host), widened to int64
+  std::vector<int64_t> ends;        // the E validated group ends (host)
   bool has_bias = false;
   // Device memory; null where a tensor is empty or absent.
   const void* x = nullptr;       // [M, K]

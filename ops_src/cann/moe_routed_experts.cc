@@ -133,7 +133,8 @@ MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParam
   MoeRoutedExpertsPath path;
   path.reason = MoeRoutedExpertsNativeBlocker(p);
   if (!path.reason.empty()) return path;
-  for (const char* name : {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
+  for (const char* name :
+       {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
     AclnnOp op;
     std::string why;
     if (!FindAclnnOp(name, &op, &why)) {
@@ -149,7 +150,7 @@ void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDevi
                             const MoeRoutedExpertsPath& path) {
   const cpu::MoeRoutedExpertsParams& p = a.params;
   if (p.tokens == 0 || p.hidden == 0) return;  // y is empty
-  if (p.k == 0) {  // no slot: y is zero
+  if (p.k == 0) {                              // no slot: y is zero
     MemsetAsync(ctx, a.y, static_cast<size_t>(p.tokens * p.hidden) * sizeof(float), 0);
     return;
   }

@@ -18,7 +18,7 @@
 namespace ascend_moe::cann {
 
 struct MoeRoutedExpertsDeviceArgs {
-  cpu::MoeRoutedExpertsParams params;  // validated
+  cpu::MoeRoutedExpertsParams params;     // validated
   const void* expert_idx_host = nullptr;  // [T, k] int32 / int64, validated (every id in [0, E))
   // Device memory; null where a tensor is empty.
   const float* x = nullptr;                // [T, H]

@@ -37,8 +37,8 @@ InputView CannHostStage::Host(const InputView& view, bool in_host_memory) {
   return host;
 }
 
-void* CannHostStage::Output(const char* op, const ParamSpec* specs, size_t index, const std::vector<int64_t>& shape,
-                            ONNXTensorElementDataType type) {
+void* CannHostStage::Output(const char* op, const ParamSpec* specs, size_t index,
+                            const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
   void* device = GetCheckedOutput(ctx_, op, specs, index, shape, type, /*required=*/true);
   const size_t bytes = static_cast<size_t>(NumElements(shape)) * ElementBytes(type);
   outputs_.push_back(Mirror{device, bytes, std::vector<unsigned char>(bytes ? bytes : 1)});

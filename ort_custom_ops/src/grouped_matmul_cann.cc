@@ -21,8 +21,9 @@ void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
   args.group_list_type = attrs_.group_list_type;
   args.group_list.resize(static_cast<size_t>(g.size));
   for (int64_t i = 0; i < g.size; ++i) {
-    args.group_list[i] = g.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? static_cast<const int64_t*>(g.data)[i]
-                                                                       : static_cast<const int32_t*>(g.data)[i];
+    args.group_list[i] = g.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                             ? static_cast<const int64_t*>(g.data)[i]
+                             : static_cast<const int32_t*>(g.data)[i];
   }
   args.has_bias = in[kInBias].present;
   args.x = in[kInX].data;

@@ -4,6 +4,7 @@
 
 #include "cann_host_stage.h"
 #include "moe_init_routing_v3_host.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_init_routing_v3.h"
 
 namespace ascend_moe {
@@ -13,7 +14,8 @@ namespace {
 namespace v3 = defs::moe_init_routing_v3;
 
 [[noreturn]] void FailBadId(const cpu::MoeInitRoutingParams& p, const void* idx, int64_t bad) {
-  const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx)[bad] : static_cast<const int32_t*>(idx)[bad];
+  const int64_t v =
+      p.idx_int64 ? static_cast<const int64_t*>(idx)[bad] : static_cast<const int32_t*>(idx)[bad];
   Fail(Str(v3::kName, ": input 'expert_idx' must hold expert ids in [0, expert_num) = [0, ", p.expert_num,
            "), got ", v, " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
 }
@@ -41,7 +43,8 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
   a.row_idx_type = p.row_idx_type;
   a.quant_mode = p.quant_mode;
   a.drop_pad_mode = p.drop_pad_mode;
-  const std::string blocker = cann::MoeInitRoutingV3NativeBlocker(a);
+  std::string blocker = cann::MoeInitRoutingV3NativeBlocker(a);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeInitRoutingV3);
   CannDevice device(ctx, kInX);
   if (!blocker.empty()) {
     if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));

@@ -279,15 +279,18 @@ aclError aclrtMemcpyAsync(void* dst, size_t dst_max, const void* src, size_t n, 
                           void* stream) {
   return Copy("aclrtMemcpyAsync", dst, dst_max, src, n, kind, stream, true);
 }
-aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void*) {
+aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void* stream) {
   if (n == 0) return kSuccess;
-  void* d = Access(p, n < max ? n : max);
+  const size_t bytes = n < max ? n : max;
+  void* d = Access(p, bytes);
   if (!d) {
     FakeAclError("aclrtMemsetAsync: not device memory");
     return kInvalidParam;
   }
-  std::memset(d, value, n < max ? n : max);
-  return kSuccess;
+  return fake_cann::Enqueue(stream, [d, value, bytes] {
+    std::memset(d, value, bytes);
+    return 0;
+  });
 }
 
 // ---- single-op descriptors, attributes and aclopCompileAndExecute: fake_aclop.cc ----

@@ -73,8 +73,10 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
   // transposed weight: view [E, K, N], strides [N*K, 1, K] over storage [E, N, K]); its elements
   // then span exactly the storage.
   const std::vector<int64_t> storage(storage_dims, storage_dims + storage_dims_num);
-  if (storage_dims_num != view_dims_num || (storage_dims_num && storage != t->dims && !IsPermutedView(*t, storage))) {
-    FakeAclError("aclCreateTensor: storage dims differ from the view dims and the view is no permutation of them");
+  if (storage_dims_num != view_dims_num ||
+      (storage_dims_num && storage != t->dims && !IsPermutedView(*t, storage))) {
+    FakeAclError(
+        "aclCreateTensor: storage dims differ from the view dims and the view is no permutation of them");
     delete t;
     return nullptr;
   }
