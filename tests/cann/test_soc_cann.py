@@ -56,9 +56,11 @@ def test_310p_falls_back_without_asking_the_operators(tmp_path):
           "ascend910_93 and the 950 only)"
     assert f"host fallback (CPU kernel, with copies): {why}" in info
     assert f"device-to-device copy fallback: {why}" in info
+    assert f"CANN SoC: Ascend310P3: {why}" in info
 
 
 def test_910b_runs_natively(tmp_path):
     result, info = probe(tmp_path, "Ascend910B3")
     assert result["soc"] == "Ascend910B3" and all(result["calls"].values()), result
     assert "native: aclnnMoeGatingTopK" in info and "native: aclnnMoeReRouting" in info
+    assert "CANN SoC: Ascend910B3: CANN's MoE operators have kernels for it" in info
