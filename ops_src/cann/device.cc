@@ -25,7 +25,8 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
     pinned_ = true;
     return;
   }
-  data_ = std::aligned_alloc(kDeviceCopyAlign, (n + kDeviceCopyAlign - 1) / kDeviceCopyAlign * kDeviceCopyAlign);
+  data_ =
+      std::aligned_alloc(kDeviceCopyAlign, (n + kDeviceCopyAlign - 1) / kDeviceCopyAlign * kDeviceCopyAlign);
   if (!data_) throw std::bad_alloc();
 }
 
@@ -100,6 +101,13 @@ void LaunchAclnn(const DeviceContext& ctx, const char* name, const AclnnPrepared
   } else {
     CheckAcl(run(nullptr, 0, prepared.executor, ctx.stream), name);
   }
+}
+
+void RunAclnn(const DeviceContext& ctx, const char* name,
+              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run) {
+  const AclnnPrepared prepared = PrepareAclnn(name, prepare);
+  if (!prepared.rejected.empty()) throw std::runtime_error(prepared.rejected);
+  LaunchAclnn(ctx, name, prepared, run);
 }
 
 }  // namespace ascend_moe::cann

@@ -84,7 +84,9 @@ void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 // Device-to-device copies are queued only between 64-byte aligned addresses: acl_rt.h
 // (aclrtMemcpyAsync) requires it for on-chip copies.
 inline constexpr uintptr_t kDeviceCopyAlign = 64;
-inline bool DeviceCopyAligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kDeviceCopyAlign == 0; }
+inline bool DeviceCopyAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kDeviceCopyAlign == 0;
+}
 
 // Whether a phase-1 status says the operator rejects these arguments (its parameter or tiling
 // checks, or no kernel for them: 161002, 561002, 561003, 561112), the way limits that differ
@@ -99,9 +101,13 @@ struct AclnnPrepared {
   AclOpExecutor* executor = nullptr;
   std::string rejected;  // empty when accepted
 };
-AclnnPrepared PrepareAclnn(const char* name, const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare);
+AclnnPrepared PrepareAclnn(const char* name,
+                           const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare);
 // Phase 2 of an accepted call: `run` with workspace from the context, on the stream; throws on
 // failure.
 void LaunchAclnn(const DeviceContext& ctx, const char* name, const AclnnPrepared& prepared, AclnnRunFn run);
+// Both phases, for a call without a fallback: a phase-1 rejection throws like any failure.
+void RunAclnn(const DeviceContext& ctx, const char* name,
+              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run);
 
 }  // namespace ascend_moe::cann

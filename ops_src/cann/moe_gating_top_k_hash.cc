@@ -33,7 +33,8 @@ AclDataType IntAclType(cpu::GatingIntType t) {
 size_t IntBytes(cpu::GatingIntType t) { return t == cpu::GatingIntType::kInt32 ? 4 : 8; }
 
 // False, with `rejected` set, when phase 1 rejects the call (nothing queued then).
-bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const char* call, std::string* rejected) {
+bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const char* call,
+               std::string* rejected) {
   const cpu::MoeGatingTopKHashParams& p = a.params;
   const bool hash_op = std::string(call) == kAclnnMoeGatingTopKHash;
   const std::string prepare_name = std::string(call) + "GetWorkspaceSize";
@@ -67,9 +68,9 @@ bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
   const AclnnPrepared prepared = PrepareAclnn(call, [&](uint64_t* workspace_size, AclOpExecutor** executor) {
     if (hash_op) {
       return reinterpret_cast<AclnnMoeGatingTopKHashGetWorkspaceSizeFn>(prepare)(
-          x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr, table ? table->get() : nullptr, K,
-          p.k_group, p.group_count, p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps, y.get(),
-          expert_idx.get(), out.get(), workspace_size, executor);
+          x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr, table ? table->get() : nullptr,
+          K, p.k_group, p.group_count, p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps,
+          y.get(), expert_idx.get(), out.get(), workspace_size, executor);
     }
     return reinterpret_cast<AclnnMoeGatingTopKGetWorkspaceSizeFn>(prepare)(
         x.get(), bias ? bias->get() : nullptr, K, p.k_group, p.group_count, p.group_select_mode, p.renorm,

@@ -51,9 +51,9 @@ bool RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a, std::s
 
   const AclnnPrepared prepared =
       PrepareAclnn(kAclnnMoeReRouting, [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare_fn(tokens.get(), counts_t.get(), scales ? scales->get() : nullptr, p.expert_token_num_type,
-                          p.idx_type, permute_tokens.get(), permute_scales_t.get(), permute_idx.get(),
-                          expert_token_num.get(), workspace_size, executor);
+        return prepare_fn(tokens.get(), counts_t.get(), scales ? scales->get() : nullptr,
+                          p.expert_token_num_type, p.idx_type, permute_tokens.get(), permute_scales_t.get(),
+                          permute_idx.get(), expert_token_num.get(), workspace_size, executor);
       });
   if (!prepared.rejected.empty()) {
     *rejected = prepared.rejected;
@@ -83,7 +83,8 @@ void MoveRows(const DeviceContext& ctx, const void* in, void* out, int64_t num_r
   char* dst = static_cast<char*>(out);
   bool aligned = true;
   for (const RowRun& r : runs) {
-    aligned = aligned && DeviceCopyAligned(src + r.from * row_bytes) && DeviceCopyAligned(dst + r.to * row_bytes);
+    aligned =
+        aligned && DeviceCopyAligned(src + r.from * row_bytes) && DeviceCopyAligned(dst + r.to * row_bytes);
   }
   if (aligned) {
     for (const RowRun& r : runs) {
@@ -124,7 +125,8 @@ void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
     for (int64_t r = 0; r < N; ++r) {
       const int64_t c = CountAt(p, a.counts_host, r * E + e), from = src[r * E + e];
       if (c == 0) continue;
-      if (!runs.empty() && runs.back().from + runs.back().rows == from && runs.back().to + runs.back().rows == dst) {
+      if (!runs.empty() && runs.back().from + runs.back().rows == from &&
+          runs.back().to + runs.back().rows == dst) {
         runs.back().rows += c;
       } else {
         runs.push_back({from, dst, c});

@@ -20,7 +20,8 @@ bool HasMoeKernels(const std::string& lower) {
   if (StartsWith(lower, "ascend910b")) {
     return lower.size() > 10 && std::isdigit(static_cast<unsigned char>(lower[10]));
   }
-  return StartsWith(lower, "ascend910_93") || StartsWith(lower, "ascend910_95") || StartsWith(lower, "ascend950");
+  return StartsWith(lower, "ascend910_93") || StartsWith(lower, "ascend910_95") ||
+         StartsWith(lower, "ascend950");
 }
 
 }  // namespace
