@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops_src/cpu/moe_routed_experts_paths.h"
 
@@ -33,8 +34,20 @@ inline float Sum(V v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline V Set1(float v) { return _mm256_set1_ps(v); }
+inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V LoadI8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// 8 bytes: the signed low nibbles (sign from bit 3 by shifting it to bit 31) and high nibbles.
+inline void LoadI4(const int8_t* p, V* lo, V* hi) {
+  const __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(b, 28), 28));
+  *hi = _mm256_cvtepi32_ps(_mm256_srai_epi32(b, 4));
+}
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
+#include "ops_src/cpu/moe_routed_experts_qtiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx2
 ASCEND_MOE_CPU_TARGET_END

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops_src/cpu/moe_routed_experts_paths.h"
 
@@ -26,8 +27,20 @@ inline V LoadTail(const float* p, int64_t n) {
 inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
 inline float Sum(V v) { return _mm512_reduce_add_ps(v); }
+inline V Set1(float v) { return _mm512_set1_ps(v); }
+inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V LoadI8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+// 16 bytes: the signed low nibbles (sign from bit 3 by shifting it to bit 31) and high nibbles.
+inline void LoadI4(const int8_t* p, V* lo, V* hi) {
+  const __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(b, 28), 28));
+  *hi = _mm512_cvtepi32_ps(_mm512_srai_epi32(b, 4));
+}
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
+#include "ops_src/cpu/moe_routed_experts_qtiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx512
 ASCEND_MOE_CPU_TARGET_END
