@@ -51,6 +51,9 @@ def quantize(w: np.ndarray, bits: int, block_size: int = 0) -> tuple[np.ndarray,
     """Float weights [..., N, K] -> (q, scales) in the layout above (symmetric, round half to even)."""
     if bits not in BITS:
         raise ValueError(f"quantize: bits must be 8 or 4, got {bits}")
+    if np.ndim(w) >= 3 and np.shape(w)[0] > 0:  # one matrix at a time: no float64 copy of a whole expert stack
+        parts = [quantize(m, bits, block_size) for m in w]
+        return np.stack([q for q, _ in parts]), np.stack([s for _, s in parts])
     w = np.asarray(w, np.float64)
     K = w.shape[-1]
     G = block_size or K
