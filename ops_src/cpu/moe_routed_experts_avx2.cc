@@ -39,11 +39,19 @@ inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
-// 8 bytes: the signed low nibbles (sign from bit 3 by shifting it to bit 31) and high nibbles.
-inline void LoadI4(const int8_t* p, V* lo, V* hi) {
+// 4 bits: the table is the scale; 8 bytes -> signed low nibbles (bit 3 shifted to the sign bit
+// and back) and high nibbles, converted, times the scale where Grouped.
+using Lut = V;
+inline Lut MakeLut(float scale) { return Set1(scale); }
+template <bool Grouped>
+inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
   const __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   *lo = _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(b, 28), 28));
   *hi = _mm256_cvtepi32_ps(_mm256_srai_epi32(b, 4));
+  if constexpr (Grouped) {
+    *lo = Mul(*lo, scale);
+    *hi = Mul(*hi, scale);
+  }
 }
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"

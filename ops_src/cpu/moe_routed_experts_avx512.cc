@@ -32,11 +32,18 @@ inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-// 16 bytes: the signed low nibbles (sign from bit 3 by shifting it to bit 31) and high nibbles.
-inline void LoadI4(const int8_t* p, V* lo, V* hi) {
-  const __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  *lo = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(b, 28), 28));
-  *hi = _mm512_cvtepi32_ps(_mm512_srai_epi32(b, 4));
+// 4 bits: the 16 nibble values (0..7, -8..-1) times a scale, looked up by the nibble itself
+// (vpermps reads the low 4 bits of each index lane).
+using Lut = __m512;
+inline Lut MakeLut(float scale) {
+  const __m512 values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  return _mm512_mul_ps(values, _mm512_set1_ps(scale));
+}
+template <bool Grouped>
+inline void LoadI4(const int8_t* p, Lut lut, V* lo, V* hi) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm512_permutexvar_ps(b, lut);
+  *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
 }
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"

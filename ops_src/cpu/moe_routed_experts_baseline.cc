@@ -72,7 +72,10 @@ inline V LoadI8(const int8_t* p) {
                                   static_cast<float>(p[3])};
   return Load(v);
 }
-inline void LoadI4(const int8_t* p, V* lo, V* hi) {
+using Lut = V;  // 4 bits: the table is the scale
+inline Lut MakeLut(float scale) { return Set1(scale); }
+template <bool Grouped>
+inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
   alignas(16) float l[4], h[4];
   for (int i = 0; i < 4; ++i) {
     l[i] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(p[i]) << 4) >> 4);
@@ -80,6 +83,10 @@ inline void LoadI4(const int8_t* p, V* lo, V* hi) {
   }
   *lo = Load(l);
   *hi = Load(h);
+  if constexpr (Grouped) {
+    *lo = Mul(*lo, scale);
+    *hi = Mul(*hi, scale);
+  }
 }
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
