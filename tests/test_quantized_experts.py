@@ -115,3 +115,35 @@ def test_asymmetric_checkpoint_is_refused(tmp_path):
 def test_block_size_that_does_not_divide_is_a_clear_error():
     with pytest.raises(ValueError, match="block size 48 must divide the hidden size 64 and the expert width 32"):
         presets.build("deepseek-v3", weights_quant=WeightsQuant(8, 48))
+
+
+@pytest.mark.parametrize("case", ["deepseek_v3"])
+def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
+    """``export --hf DIR --weights-quant``: the graph's quantized experts compute what the HF model
+    computes with the dequantized weights (DeepSeek-V3: the shared expert folded in, quantized too)."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+    from ascend_moe_onnx.cli import main as cli
+    from ascend_moe_onnx.hf.export import patch
+    from ascend_moe_onnx.models import quantize
+    from tests import hf_cases
+
+    model = hf_cases.model(case)
+    model.save_pretrained(tmp_path / "ckpt")
+    out = tmp_path / "m.onnx"
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--weights-quant", "int4", "--quant-block-size", "8",
+                     "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    graph = onnx.load(str(out)).graph
+    nodes = [n for n in graph.node if n.op_type == "MoeRoutedExperts"]
+    assert nodes and all(a.i == 4 for n in nodes for a in n.attribute if a.name == "weight_bits")
+    patch(model)
+    wq = WeightsQuant(4, 8)
+    assert quantize.quantize_hf_model(model, wq) == len(nodes)
+    ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = model(ids).logits.numpy()
+    session = ort.InferenceSession(str(out), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"input_ids": ids.numpy()})[0]
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-4
