@@ -113,8 +113,9 @@ def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=No
 
 def _quantized(block, weights_quant, stored):
     """``block`` with the experts quantized as asked or as the checkpoint stores them (models.quantize)."""
-    from . import quantize
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    from . import quantize
 
     if stored is not None:
         if weights_quant is not None and (weights_quant.bits, weights_quant.block_size) != (8, 0):

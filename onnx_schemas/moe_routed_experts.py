@@ -127,7 +127,7 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
 
 def _validate_quantized(inputs: dict[str, tuple], attrs: dict[str, Any], E, H, I) -> None:
     """int8 weights: the packing, the block size against H and I, and the two scale inputs."""
-    bits, G = attrs["weight_bits"], attrs["block_size"]
+    G = attrs["block_size"]
     for name, rows, inner in (("gate_up_scales", 2 * I, H), ("down_scales", H, I)):
         if inputs.get(name) is None:
             raise _err(f"input '{name}' is required with int8 weights, got none")

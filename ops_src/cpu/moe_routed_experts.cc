@@ -57,8 +57,8 @@ ExpertsPermuteInt4Fn* PermuteInt4Of(CpuIsa isa) {
 }
 
 // Expert e's quantized [rows, K] matrix of `q` (bits per value) with its scales.
-QRowsView QuantView(const int8_t* q, const float* scales, int bits, int64_t block_size, int64_t e, int64_t rows,
-                    int64_t K) {
+QRowsView QuantView(const int8_t* q, const float* scales, int bits, int64_t block_size, int64_t e,
+                    int64_t rows, int64_t K) {
   QRowsView v;
   v.row_bytes = bits == 4 ? K / 2 : K;
   v.block = block_size > 0 ? block_size : K;
@@ -157,8 +157,8 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
       up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
     } else {
       const QRowsView fc1 = QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
-      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, down_block,
-                dots.data());
+      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
+                down_block, dots.data());
     }
   }
 }

@@ -68,8 +68,8 @@ inline V Mul(V a, V b) {
 }
 #endif
 inline V LoadI8(const int8_t* p) {
-  alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]), static_cast<float>(p[2]),
-                                  static_cast<float>(p[3])};
+  alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]),
+                                  static_cast<float>(p[2]), static_cast<float>(p[3])};
   return Load(v);
 }
 using Lut = V;  // 4 bits: the table is the scale

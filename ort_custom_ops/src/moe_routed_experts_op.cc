@@ -61,20 +61,22 @@ void ValidateScales(const Inputs& in, const experts::Attrs& attrs, int64_t e, in
     const bool gate_up = scales == kInGateUpScales;
     const InputView& s = in[scales];
     if (!s.present) FailInput(scales, "is required with int8 weights, got none");
-    if (s.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) FailInput(scales, Str("must be float, got ", TypeName(s.type)));
+    if (s.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+      FailInput(scales, Str("must be float, got ", TypeName(s.type)));
     const int64_t rows = gate_up ? 2 * i : h, inner = gate_up ? h : i;
     if (g > 0 && inner % g != 0) {
-      Fail(Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name, "' = ", g, " must divide the rows of input '",
-               kInputs[gate_up ? kInGateUpWeights : kInDownWeights].name, "' (", gate_up ? 'H' : 'I', " = ", inner,
-               ")"));
+      Fail(Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name, "' = ", g,
+               " must divide the rows of input '", kInputs[gate_up ? kInGateUpWeights : kInDownWeights].name,
+               "' (", gate_up ? 'H' : 'I', " = ", inner, ")"));
     }
-    const std::vector<int64_t> want = g == 0 ? std::vector<int64_t>{e, rows} : std::vector<int64_t>{e, rows, inner / g};
+    const std::vector<int64_t> want =
+        g == 0 ? std::vector<int64_t>{e, rows} : std::vector<int64_t>{e, rows, inner / g};
     if (s.shape != want) {
       const char* layout = gate_up ? (g == 0 ? "[E, 2I]" : "[E, 2I, H / block_size]")
                                    : (g == 0 ? "[E, H]" : "[E, H, I / block_size]");
       FailInput(scales, Str("must be ", layout, " = ", ShapeStr(want), " (",
-                            g == 0 ? std::string("one scale per row") : Str("block_size ", g), "), got shape ",
-                            ShapeStr(s.shape)));
+                            g == 0 ? std::string("one scale per row") : Str("block_size ", g),
+                            "), got shape ", ShapeStr(s.shape)));
     }
   }
 }
@@ -104,24 +106,27 @@ cpu::MoeRoutedExpertsParams ValidateShapes(const Inputs& in, const experts::Attr
   }
   const int64_t pack = quantized && attrs.weight_bits == 4 ? 2 : 1;
   if (pack == 2 && h % 2 != 0) {
-    FailInput(kInGateUpWeights, Str("with weight_bits 4 packs two values per byte along H, which must be even, "
-                                    "got H = ", h, " (x.shape[1])"));
+    FailInput(kInGateUpWeights,
+              Str("with weight_bits 4 packs two values per byte along H, which must be even, "
+                  "got H = ",
+                  h, " (x.shape[1])"));
   }
   const char* inner = pack == 1 ? "H" : "H/2";
   if (gu.shape.size() != 3 || gu.shape[0] < 1 || gu.shape[1] < 2 || gu.shape[1] % 2 != 0 ||
       gu.shape[2] != h / pack) {
-    FailInput(kInGateUpWeights, Str("must be 3-D [E, 2I, ", inner, "] with E >= 1, an even 2I >= 2 and ", inner,
-                                    " = ", h / pack, " (x.shape[1]", pack == 1 ? "" : " / 2", "), got shape ",
-                                    ShapeStr(gu.shape)));
+    FailInput(kInGateUpWeights,
+              Str("must be 3-D [E, 2I, ", inner, "] with E >= 1, an even 2I >= 2 and ", inner, " = ",
+                  h / pack, " (x.shape[1]", pack == 1 ? "" : " / 2", "), got shape ", ShapeStr(gu.shape)));
   }
   const int64_t e = gu.shape[0], i = gu.shape[1] / 2;
   if (pack == 2 && i % 2 != 0) {
     FailInput(kInDownWeights, Str("with weight_bits 4 packs two values per byte along I, which must be even, "
-                                  "got I = ", i, " (from gate_up_weights)"));
+                                  "got I = ",
+                                  i, " (from gate_up_weights)"));
   }
   if (down.shape != std::vector<int64_t>{e, h, i / pack}) {
-    FailInput(kInDownWeights, Str("must be [E, H, ", pack == 1 ? "I" : "I/2", "] = [", e, ", ", h, ", ", i / pack,
-                                  "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
+    FailInput(kInDownWeights, Str("must be [E, H, ", pack == 1 ? "I" : "I/2", "] = [", e, ", ", h, ", ",
+                                  i / pack, "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
   }
   if (quantized) ValidateScales(in, attrs, e, h, i);
   cpu::MoeRoutedExpertsParams p;
