@@ -125,7 +125,7 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
                    f"got {attrs['block_size']}")
 
 
-def _validate_quantized(inputs: dict[str, tuple], attrs: dict[str, Any], E, H, I) -> None:
+def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E, H, I) -> None:
     """int8 weights: the packing, the block size against H and I, and the two scale inputs."""
     G = attrs["block_size"]
     for name, rows, inner in (("gate_up_scales", 2 * I, H), ("down_scales", H, I)):
@@ -147,7 +147,7 @@ def _validate_quantized(inputs: dict[str, tuple], attrs: dict[str, Any], E, H, I
                        f"({'one scale per row' if G == 0 else f'block_size {G}'}), got shape {_shape(got)}")
 
 
-def validate_inputs(inputs: dict[str, tuple], attrs: dict[str, Any]) -> tuple[int, int, int, int, int]:
+def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int, int, int, int, int]:
     """Check attributes, element types, ranks and dims; ``inputs`` maps each input name to
     ``(shape, onnx type name)``. Returns ``(T, H, k, E, I)``. Index values: :func:`validate_indices`."""
     validate_attributes(attrs)
@@ -254,7 +254,7 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
     if np.size(x) == 0:  # y is empty (T = 0 or H = 0): the weights may declare any E and I
         return (np.zeros(np.shape(x), np.float32),)
     x64, w64 = np.asarray(x, np.float64), np.asarray(routing_weights, np.float64)
-    if gate_up_scales is not None:
+    if gate_up_scales is not None and down_scales is not None:  # validated: both or neither
         bits, G = attrs["weight_bits"], attrs["block_size"]
         fc1 = dequantize(gate_up_weights, gate_up_scales, bits, G)
         fc2 = dequantize(down_weights, down_scales, bits, G)
