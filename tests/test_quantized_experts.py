@@ -147,3 +147,16 @@ def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
     session = ort.InferenceSession(str(out), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
     got = session.run(None, {"input_ids": ids.numpy()})[0]
     assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-4
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--quant-block-size", "16"], "--quant-block-size goes with --weights-quant"),
+    (["--weights-quant", "int8", "--experts", "onnx"], "runs in the ort expert formulation"),
+    (["--weights-quant", "int4", "--quant-block-size", "5"], "even for 4 bits, got 5"),
+    (["--weights-quant", "int4", "--quant-block-size", "48"], "block size 48 must divide the hidden size 64"),
+])
+def test_cli_usage_errors(tmp_path, capsys, argv, message):
+    from ascend_moe_onnx.cli import main as cli
+
+    code = cli.main(["export", "deepseek-v3", *argv, "-o", str(tmp_path / "m.onnx")])
+    assert code == 2 and message in capsys.readouterr().err
