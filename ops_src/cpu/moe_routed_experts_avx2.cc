@@ -35,6 +35,11 @@ inline float Sum(V v) {
   return _mm_cvtss_f32(s);
 }
 inline V Set1(float v) { return _mm256_set1_ps(v); }
+// out[j] = the lanes of v[j] summed: three horizontal adds for all four, then the halves.
+inline void Sum4(const V* v, float* out) {
+  const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1)));
+}
 inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));

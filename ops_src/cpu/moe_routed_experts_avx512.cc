@@ -28,6 +28,14 @@ inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
 inline float Sum(V v) { return _mm512_reduce_add_ps(v); }
 inline V Set1(float v) { return _mm512_set1_ps(v); }
+// out[j] = the lanes of v[j] summed: halves added, then three horizontal adds for all four.
+inline void Sum4(const V* v, float* out) {
+  __m256 h[4];
+  for (int j = 0; j < 4; ++j)
+    h[j] = _mm256_add_ps(_mm512_castps512_ps256(v[j]), _mm512_extractf32x8_ps(v[j], 1));
+  const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1)));
+}
 inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

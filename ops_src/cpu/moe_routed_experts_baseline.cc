@@ -67,6 +67,9 @@ inline V Mul(V a, V b) {
   return a;
 }
 #endif
+inline void Sum4(const V* v, float* out) {
+  for (int j = 0; j < 4; ++j) out[j] = Sum(v[j]);
+}
 inline V LoadI8(const int8_t* p) {
   alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]),
                                   static_cast<float>(p[2]), static_cast<float>(p[3])};
