@@ -39,16 +39,18 @@ from . import model as model_suite
 from . import timing
 
 ROTATION = 8
-INT4_BLOCK = weight_quant.DEFAULT_INT4_BLOCK
+INT4_BLOCK = weight_quant.DEFAULT_INT4_BLOCK  # the tiny presets' widths (32) take it too
 CANDIDATES = ("float32", "int8", "int4", "qmoe-int8", "qmoe-int4")
 
 
-def block_shapes(name: str) -> dict:
-    """H, E, k, I and shared slices of a model-suite block (full size)."""
+def block_shapes(name: str, size: str = "full") -> dict:
+    """H, E, k, I and shared slices of a model-suite block (``size`` tiny: the preset's tiny one)."""
     from ascend_moe_onnx.models import presets
 
     preset, changes = model_suite.BLOCKS[name]
-    cfg = presets.config(preset, "full").replace(**changes)
+    cfg = presets.config(preset, size)
+    if size == "full":
+        cfg = cfg.replace(**changes)
     return dict(H=cfg.hidden, E=cfg.experts, k=cfg.top_k, I=cfg.intermediate, shared=cfg.shared)
 
 
@@ -111,6 +113,7 @@ def _save(nodes, inputs, shared: dict, path: str, domains) -> None:
 
 
 def own_model(path: str, arrays: dict, bits: int, block: int) -> None:
+    """MoeRoutedExperts on ``arrays`` (float, or quantized with ``bits`` / ``block``)."""
     from ascend_moe_onnx import onnx_schemas
 
     names = ["x", "expert_idx", "routing_weights", "fc1", "fc2"] + (["fc1_scales", "fc2_scales"] if bits else [])
@@ -130,6 +133,7 @@ def qmoe_arrays(q: dict, bits: int) -> dict:
 
 
 def qmoe_model(path: str, arrays: dict, bits: int, block: int, k: int) -> None:
+    """com.microsoft.QMoE on ``arrays`` (qmoe_arrays), mixing with ``router_weights``."""
     attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
                  normalize_routing_weights=0, expert_weight_bits=bits)
     if block:
@@ -173,10 +177,10 @@ def selected_bytes(arrays: dict, rotation: list[dict]) -> float:
     return float(np.mean([len(np.unique(inp["expert_idx"])) * per_expert for inp in rotation]))
 
 
-def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: float, tmp: str) -> list[dict]:
-    from ascend_moe_onnx.models import presets  # noqa: F401  (the preset registry)
-
-    shape = block_shapes(name)
+def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: float, tmp: str,
+              size: str = "full") -> list[dict]:
+    """Rows of ``format_rows`` for one block: every candidate at every token count."""
+    shape = block_shapes(name, size)
     E = shape["E"] + shape["shared"]
     k = shape["k"] + shape["shared"]
     w = weights(shape)
@@ -219,6 +223,7 @@ def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: fl
 
 
 def format_rows(rows: list[dict]) -> str:
+    """A fixed-width table of run_block's rows."""
     head = f"{'block':15s} {'T':>4s} {'candidate':10s} {'us/call':>9s} {'x float32':>9s} {'MiB read':>9s} " \
            f"{'GB/s':>6s} {'share':>6s}  note"
     lines = [head, "-" * len(head)]
@@ -235,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", default="1,16,256")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--size", default="full", choices=("tiny", "full"), help="tiny: a smoke run")
     args = p.parse_args(argv)
     from .machine import isa_path
 
@@ -244,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.blocks.split(","):
-            rows += run_block(name, [int(t) for t in args.tokens.split(",")], args.threads, args.repeats, rate, tmp)
+            rows += run_block(name, [int(t) for t in args.tokens.split(",")], args.threads, args.repeats, rate, tmp,
+                              args.size)
             print(format_rows([r for r in rows if r["block"] == name]), flush=True)
     return 0
 
