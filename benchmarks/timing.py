@@ -38,6 +38,11 @@ class Timing:
         return statistics.median(self.samples)
 
     @property
+    def fastest(self) -> float:
+        """Fastest per-call time in seconds (the sample least disturbed on a shared machine)."""
+        return min(self.samples)
+
+    @property
     def spread(self) -> float:
         """Relative spread of the samples, (p75 - p25) / median: how noisy the measurement was."""
         if len(self.samples) < 4:

@@ -2,6 +2,7 @@
 
     moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
     moe-onnx export --hf DIR [--layers N-M | --whole-model] [--dtype D] -o model.onnx
+    moe-onnx export PRESET | --hf DIR --weights-quant int8|int4 [--quant-block-size N] -o model.onnx
     moe-onnx export PRESET --ep-ranks N [--quant int8] -o DIR   (expert parallel: docs/expert-parallel.md)
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
     moe-onnx info model.onnx
@@ -54,9 +55,31 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=int, default=8, metavar="N",
                    help="token count of the export example (>= 2; the token dimension stays dynamic)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    p.add_argument("--weights-quant", choices=("int8", "int4"),
+                   help="store the expert weights quantized (symmetric, round half to even; int8 per channel, "
+                        "int4 per group of 32): W8A16 / W4A16 in the library's kernel (docs/quantization.md)")
+    p.add_argument("--quant-block-size", type=int, metavar="N",
+                   help="with --weights-quant: one scale per N inputs of a row (0 = per channel; int4 "
+                        "default 32, even; must divide the hidden size and the expert width)")
     p.add_argument("--experts", default=None, metavar="ort|onnx|padded",
                    help="expert formulation in the graph: ort (com.microsoft.MoE, ONNX Runtime >= 1.23; "
                         "default), onnx (standard ops, any runtime), padded (E x C buckets); docs/models.md")
+
+
+def _weights_quant(args):
+    """The --weights-quant scheme (exporters.weights_quant.WeightsQuant), or None."""
+    if getattr(args, "weights_quant", None) is None:
+        if getattr(args, "quant_block_size", None) is not None:
+            raise CLIError("--quant-block-size goes with --weights-quant")
+        return None
+    if args.experts not in (None, "ort"):
+        raise CLIError(f"--weights-quant runs in the ort expert formulation, not --experts {args.experts}")
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    try:
+        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size)
+    except ValueError as e:
+        raise CLIError(f"--weights-quant: {e}") from None
 
 
 def _check_block_args(args) -> None:
@@ -141,6 +164,7 @@ def _cmd_export_hf(args) -> int:
     except ValueError as e:
         raise CLIError(str(e)) from None
     dtype = getattr(torch, args.dtype or "float32")
+    wq = _weights_quant(args)
     with _progress(3, "export --hf") as bar:
         bar.set_postfix_str("loading the checkpoint")
         try:
@@ -150,7 +174,12 @@ def _cmd_export_hf(args) -> int:
         bar.update(1)
         bar.set_postfix_str("patching and torch.onnx.export")
         try:
-            proto, wrapper = hf_export.export_model(model, out, layers=layers, tokens=args.tokens)
+            if wq is not None:
+                from ascend_moe_onnx.models import quantize
+
+                hf_export.patch(model)
+                quantize.quantize_hf_model(model, wq)
+            proto, wrapper = hf_export.export_model(model, out, layers=layers, tokens=args.tokens, weights_quant=wq)
         except (HFConfigError, ValueError) as e:
             raise CLIError(str(e)) from None
         except Exception as e:  # torch.onnx cannot convert some part of the model: one line, no traceback
@@ -191,8 +220,11 @@ def _cmd_export(args) -> int:
         raise CLIError("--quant needs --ep-ranks")
     with _progress(3, f"export {args.preset}") as bar:
         bar.set_postfix_str("building the block")
-        block = presets.build(args.preset, args.size, args.dtype, weights=args.weights, layer=args.layer,
-                              intermediate=args.intermediate, seed=args.seed)
+        try:
+            block = presets.build(args.preset, args.size, args.dtype, weights=args.weights, layer=args.layer,
+                                  intermediate=args.intermediate, seed=args.seed, weights_quant=_weights_quant(args))
+        except ValueError as e:
+            raise CLIError(str(e)) from None
         # Past protobuf's 2 GiB limit the weights go to a file beside the model (external data).
         external = presets.weight_bytes(block.cfg, block.dtype_name) >= presets.PROTOBUF_LIMIT * 0.9
         bar.update(1)
@@ -211,9 +243,15 @@ def _cmd_export(args) -> int:
     written = out.stat().st_size + (out.with_name(out.name + ".data").stat().st_size if external else 0)
     where = f" + {out.name}.data" if external else ""
     print(f"wrote {out}{where} ({written / 2**20:.1f} MiB): preset {args.preset}, size {args.size}, "
-          f"dtype {block.dtype_name}, experts {args.experts or block.experts_formulation}, target {args.target}, inputs {', '.join(block.input_names)}, "
+          f"dtype {block.dtype_name}, experts {args.experts or block.experts_formulation}, target {args.target}"
+          f"{_quant_note(block)}, inputs {', '.join(block.input_names)}, "
           f"outputs {', '.join(block.output_names)}")
     return EXIT_OK
+
+
+def _quant_note(block) -> str:
+    wq = getattr(block, "weights_quant", None)
+    return "" if wq is None else f" ({wq.name} weights)"
 
 
 # ---- verify ------------------------------------------------------------------------------------
@@ -269,10 +307,14 @@ def _cmd_verify(args) -> int:
     total = len(names) * verify.steps(args.size, counts, args.tokens)
     with _progress(total, "verify") as bar:
         for name in names:
-            checks += verify.verify_preset(
-                name, args.size, args.dtype, weights=args.weights, layer=args.layer,
-                intermediate=args.intermediate, export_tokens=args.tokens, token_counts=counts,
-                seed=args.seed, progress=bar, provider=args.provider, experts=args.experts)
+            try:
+                checks += verify.verify_preset(
+                    name, args.size, args.dtype, weights=args.weights, layer=args.layer,
+                    intermediate=args.intermediate, export_tokens=args.tokens, token_counts=counts,
+                    seed=args.seed, progress=bar, provider=args.provider, experts=args.experts,
+                    weights_quant=_weights_quant(args))
+            except ValueError as e:
+                raise CLIError(f"{name}: {e}") from None
             if checks[-1].info:
                 notes.append(f"note: {name}: {checks[-1].info}")
     print(verify.format_table(checks))

@@ -184,13 +184,15 @@ def _verify_block(block, token_counts, export_tokens, cache_key, progress, path,
 def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
                   intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS, token_counts=None,
                   seed: int = 0, progress=None, path=None, provider: str = "cpu",
-                  experts: str | None = None) -> list[Check]:
+                  experts: str | None = None, weights_quant=None) -> list[Check]:
     """Build a preset's block (random or checkpoint weights) and verify it (expert formulation
-    ``experts``, default the block's own)."""
+    ``experts``, default the block's own; ``weights_quant``: its experts quantized, models.quantize,
+    the torch reference then computing with the dequantized weights)."""
     dtype = dtype or presets.default_dtype(name)
     block = presets.build(name, size, dtype, weights=weights, layer=layer, intermediate=intermediate,
-                          seed=seed)
-    key = None if weights is not None else (name, size, dtype, intermediate, seed)
+                          seed=seed, weights_quant=weights_quant)
+    quant = None if weights_quant is None else weights_quant.name
+    key = None if weights is not None else (name, size, dtype, intermediate, seed, quant)
     checks = verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path,
                           provider=provider, experts=experts)
     for c in checks:

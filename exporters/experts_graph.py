@@ -87,8 +87,9 @@ def using(module: torch.nn.Module, formulation: str | None):
 class _Builder:
     """Appends nodes with unique names (``prefix`` + counter) to a list."""
 
-    def __init__(self, prefix: str, initializers: dict | None = None):
+    def __init__(self, prefix: str, initializers: dict | None = None, weights_quant=None):
         self.prefix, self.nodes, self._n = prefix, [], itertools.count()
+        self.weights_quant = weights_quant  # exporters.weights_quant.WeightsQuant or None
         self.initializers = initializers if initializers is not None else {}  # the model's, by name
         self.new_initializers: list[onnx.TensorProto] = []
 
@@ -248,8 +249,11 @@ def _expand_routed_ort(b: _Builder, node) -> None:
         idx = b.op("Concat", [b.cast(idx, TensorProto.INT64), ids], axis=1)
         wf = b.op("Concat", [wf, b.op("ConstantOfShape", [rows_s], value=helper.make_tensor(
             "one", TensorProto.FLOAT, [1], [1.0]))], axis=1)
-    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
     xin = _float_rows(b, x, a)
+    if b.weights_quant is not None:
+        _quantized_experts(b, xin, idx, wf, gate, up, down, shared, slices, a, node.output[0])
+        return
+    fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
     moe = _Builder(b.prefix + "moe_")
     shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), moe.const([E + slices])], axis=0)
     zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
@@ -300,6 +304,36 @@ def _expand_routed_cann(b: _Builder, node) -> None:
     ones = b.op("ConstantOfShape", [rows_s], value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
     y_shared = b.op(OWN_KERNEL_OP, [xin, ids, ones, sfc1, sfc2], domain=OWN_DOMAIN, swiglu_limit=limit)
     b.op("Add", [routed, y_shared], outputs=[out])
+
+
+def _quantized_experts(b: _Builder, rows: str, idx: str, weights: str, gate: str, up: str, down: str, shared,
+                       slices: int, a: dict, output: str) -> None:
+    """MoeRoutedExperts on the block's expert weights quantized as ``b.weights_quant`` says (the
+    shared expert's s slices as s more experts), at every routed-row count: one copy of the
+    quantized weights, read in place by the library's kernel (docs/quantization.md)."""
+    from ascend_moe_onnx import onnx_schemas
+
+    wq = b.weights_quant
+    arrays = _stored(b, (gate, up, down, *shared))
+    if arrays is None:
+        raise ExpertsError("experts: --weights-quant needs the expert weights as in-memory initializers")
+    arrays = [x.astype(np.float32, copy=False) for x in arrays]
+    (gq, gs), (uq, us), (dq, ds) = (wq.quantized(w) for w in arrays[:3])
+    if shared:
+        s, (_, I, H) = slices, arrays[0].shape
+        sg, su, sd = arrays[3:]
+        extra = [wq.quantized(sg, sg.reshape(s, I, H)), wq.quantized(su, su.reshape(s, I, H)),
+                 wq.quantized(sd, sd.reshape(H, s, I).transpose(1, 0, 2))]
+        (gq, gs), (uq, us), (dq, ds) = ((np.concatenate((q, eq)), np.concatenate((sc, es)))
+                                        for (q, sc), (eq, es) in zip(((gq, gs), (uq, us), (dq, ds)), extra))
+
+    def interleave(g, u):  # gate row i, up row i, ... ([E, I, ...] twice -> [E, 2I, ...])
+        return np.stack((g, u), axis=2).reshape(g.shape[0], -1, *g.shape[2:])
+
+    inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
+              b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")]
+    b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),
+         weight_bits=wq.bits, block_size=wq.block_size)
 
 
 def _expand_segments_ort(b: _Builder, node) -> None:
@@ -411,9 +445,11 @@ _EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_ort, (OP_ROUTED, "onnx"): _expa
 _CANN_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_cann}
 
 
-def expand(model: onnx.ModelProto, target: str = "cpu") -> onnx.ModelProto:
+def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> onnx.ModelProto:
     """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
     ``target`` "cann" takes the CANN EP's variant of a formulation where one exists.
+    ``weights_quant`` (exporters.weights_quant.WeightsQuant): the routed blocks' expert weights
+    are stored quantized (``ort`` formulation only).
 
     Adds the ``com.microsoft`` opset import when a ``com.microsoft.MoE`` node is emitted and the
     ascend.moe import for MoeRoutedExperts, and removes the placeholder domain's import."""
@@ -433,7 +469,13 @@ def expand(model: onnx.ModelProto, target: str = "cpu") -> onnx.ModelProto:
             expander = _CANN_EXPANDERS.get((node.op_type, formulation), expander)
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
-        b = _Builder(f"experts{count}_", initializers)
+        if weights_quant is not None and target == "cann":
+            raise ExpertsError("experts: quantized expert weights are not exported for the CANN target yet "
+                               "(its MoeRoutedExperts chain multiplies float weights); export for the CPU")
+        if weights_quant is not None and expander is not _expand_routed_ort:
+            raise ExpertsError(f"experts: quantized expert weights run in the 'ort' formulation of routed "
+                               f"blocks only, not in '{formulation}' {node.op_type}")
+        b = _Builder(f"experts{count}_", initializers, weights_quant)
         expander(b, node)
         nodes.extend(b.nodes)
         new_initializers.extend(b.new_initializers)

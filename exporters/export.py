@@ -206,6 +206,7 @@ def export(
     experts: str | None = None,
     keep_metadata: bool = False,
     target: str = targets.DEFAULT,
+    weights_quant=None,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
 
@@ -216,7 +217,8 @@ def export(
     then holds references to that data, not the weights. ``experts`` picks the expert formulation of
     the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see exporters.experts_graph; None: the
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
-    ``keep_metadata`` keeps the exporter's metadata (node stack traces with this machine's paths,
+    ``weights_quant`` (exporters.weights_quant.WeightsQuant) stores the routed experts' weights
+    quantized (docs/quantization.md). ``keep_metadata`` keeps the exporter's metadata (node stack traces with this machine's paths,
     module names, the ExportedProgram's signature: often most of a small model's bytes), for
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
@@ -241,10 +243,11 @@ def export(
                                      opset_version)
         if external_data:
             program.save(os.fspath(path), external_data=True)
-            proto = onnx.load(os.fspath(path), load_external_data=False)
+            # quantizing reads the float weights (then written again, quantized, in their place)
+            proto = onnx.load(os.fspath(path), load_external_data=weights_quant is not None)
         else:
             proto = program.model_proto
-        proto = experts_graph.expand(proto, target)
+        proto = experts_graph.expand(proto, target, weights_quant)
     else:
         if external_data:
             raise ValueError("export: external_data needs the dynamo exporter (dynamo=True)")
@@ -269,7 +272,12 @@ def export(
         proto = attach(proto)
     if not keep_metadata:
         strip_metadata(proto)
-    if path is not None:
+    if path is not None and external_data and weights_quant is not None:
+        data = os.fspath(path) + ".data"
+        if os.path.exists(data):
+            os.remove(data)  # the float weights, read into proto and replaced by the quantized ones
+        onnx.save(proto, os.fspath(path), save_as_external_data=True, location=os.path.basename(data))
+    elif path is not None:
         # With external data the weights stay where program.save put them; only the graph is rewritten.
         onnx.save(proto, os.fspath(path))
     if check:

@@ -66,9 +66,12 @@ def weight_bytes(cfg, dtype: str) -> int:
 
 
 def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
-          intermediate: int | None = None, seed: int = 0) -> torch.nn.Module:
+          intermediate: int | None = None, seed: int = 0, weights_quant=None) -> torch.nn.Module:
     """A block of preset ``name``: random seeded weights, or one layer of a checkpoint (``weights``:
-    safetensors file, directory or dict; ``layer``: which MoE layer when there are several)."""
+    safetensors file, directory or dict; ``layer``: which MoE layer when there are several).
+    ``weights_quant`` (exporters.weights_quant.WeightsQuant): its experts quantized (models.quantize);
+    a checkpoint whose experts are already quantized (Ascend w8a8 layout) keeps its integers and
+    scales, and ``weights_quant`` must then be None or int8 per channel."""
     entry = preset(name)
     dtype = dtype or default_dtype(name)
     if dtype not in DTYPES:
@@ -81,11 +84,12 @@ def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=No
             note = (f"expert width {cfg.intermediate} -> {width} so the random weights fit in "
                     f"{FULL_WEIGHT_BUDGET >> 30} GiB (--intermediate to choose)")
             cfg = cfg.replace(intermediate=width)
-    tensors = None
+    tensors, stored = None, None
     if weights is not None:
         from . import weights as w
 
         tensors, sizes = w.read_layer(weights, layer)
+        stored = sizes.pop("quantized", None)
         cfg = w.configure(cfg, sizes, tensors, hf=entry.get("hf"))
         if cfg.ranks:  # expert-parallel block: the layer's experts become the local experts
             tensors = {k: v for k, v in tensors.items() if k.startswith("experts.")}
@@ -104,4 +108,20 @@ def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=No
             # tokens are ranked by the plain scores.
             block.gate.additional_bias.zero_()
     block.preset, block.size, block.dtype_name, block.note = name, size, dtype, note
+    return _quantized(block, weights_quant, stored)
+
+
+def _quantized(block, weights_quant, stored):
+    """``block`` with the experts quantized as asked or as the checkpoint stores them (models.quantize)."""
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    from . import quantize
+
+    if stored is not None:
+        if weights_quant is not None and (weights_quant.bits, weights_quant.block_size) != (8, 0):
+            raise PresetError(f"weights: the checkpoint's experts are int8 per channel (Ascend w8a8 layout); "
+                              f"--weights-quant {weights_quant.name} would quantize them again")
+        return quantize.load_quantized(block, WeightsQuant(8, 0), stored)
+    if weights_quant is not None:
+        return quantize.quantize_block(block, weights_quant)
     return block

@@ -30,25 +30,29 @@ def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
     """
     from ascend_moe_onnx.exporters import export
 
+    weights_quant = getattr(block, "weights_quant", None)  # models.quantize
     if external_data:
         if tokens < 2:
             raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
         export(block, block.example_inputs(tokens, seed=1234), path, external_data=True, experts=experts,
-               target=target, dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
+               target=target, weights_quant=weights_quant, dynamic_shapes=block.dynamic_shapes(),
+               input_names=list(block.input_names),
                output_names=list(block.output_names))
         return None
 
     if tokens < 2:
         raise ValueError(f"--tokens must be >= 2 for a dynamic token dimension, got {tokens}")
     formulation = experts or getattr(block, "experts_formulation", None)  # set by experts.using too
-    key = None if cache_key is None else (*cache_key, tokens, formulation, target)
+    quant = None if weights_quant is None else weights_quant.name
+    key = None if cache_key is None else (*cache_key, tokens, formulation, target, quant)
     if key is not None and key in _EXPORTS:
         data = _EXPORTS[key]
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*axis name.*")
             proto = export(block, block.example_inputs(tokens, seed=1234), None, experts=experts, target=target,
-                           dynamic_shapes=block.dynamic_shapes(), input_names=list(block.input_names),
+                           weights_quant=weights_quant, dynamic_shapes=block.dynamic_shapes(),
+                           input_names=list(block.input_names),
                            output_names=list(block.output_names))
         data = proto.SerializeToString()
         if key is not None:

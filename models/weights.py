@@ -8,7 +8,12 @@ Accepted key names, after an optional layer prefix such as ``model.layers.3.`` a
 - routed experts: ``experts.{i}.gate_proj|up_proj|down_proj.weight`` or Mixtral / DeepSeek-V4's
   ``experts.{i}.w1|w3|w2.weight`` (HF's saved format), or transformers 5's fused
   ``experts.gate_up_proj`` [E, 2I, H] + ``experts.down_proj`` [E, H, I] (its in-memory layout);
-- shared expert(s): ``shared_experts.`` (or ``shared_expert.``) with the same projection names.
+- shared expert(s): ``shared_experts.`` (or ``shared_expert.``) with the same projection names;
+- experts already quantized in the Ascend w8a8 layout (what cann-recipes-infer's and vllm-ascend's
+  weight loaders read): int8 ``<proj>.weight`` [N, K] with ``<proj>.weight_scale`` [N, 1] (or
+  [N]) and optionally an all-zero ``<proj>.weight_offset``, per expert (and shared expert). They
+  are kept as stored (``quantized`` in the returned sizes: models.quantize.load_quantized), never
+  quantized again; the block computes with their dequantized values.
 
 A directory with ``model.safetensors.index.json`` (a sharded checkpoint) is read through its index.
 Sizes (hidden, experts, expert width, shared width, table rows) come from the tensor shapes; top-k
@@ -23,6 +28,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .layers import MoEConfig
@@ -126,12 +132,13 @@ def _first(ckpt_keys: set, base: str, names) -> str | None:
     return next((base + n for n in names if base + n in ckpt_keys), None)
 
 
-def _expert_stack(ckpt: Checkpoint, keys: set, prefix: str, count: int, proj: str) -> torch.Tensor:
+def _expert_stack(ckpt: Checkpoint, keys: set, prefix: str, count: int, proj: str,
+                  suffix: str = "weight") -> torch.Tensor:
     tensors = []
     for i in range(count):
-        key = _first(keys, f"{prefix}{i}.", [f"{a}.weight" for a in PROJ_ALIASES[proj]])
+        key = _first(keys, f"{prefix}{i}.", [f"{a}.{suffix}" for a in PROJ_ALIASES[proj]])
         if key is None:
-            raise WeightsError(f"weights: missing '{prefix}{i}.{proj}.weight' (or Mixtral/V4 alias)")
+            raise WeightsError(f"weights: missing '{prefix}{i}.{proj}.{suffix}' (or Mixtral/V4 alias)")
         tensors.append(ckpt.get(key))
         if tensors[-1].shape != tensors[0].shape:
             raise WeightsError(f"weights: '{key}' has shape {tuple(tensors[-1].shape)}, expert 0 has "
@@ -167,7 +174,8 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
         raise WeightsError(f"weights: unknown expert tensor {unknown[0]} (expected experts.<i>.* or "
                            f"{' + '.join(FUSED)})")
     quant = [k for k in keys if k.startswith(base) and k.endswith(("scale_inv", ".scale", "qweight"))]
-    if quant:
+    ascend_int8 = any(k.startswith(base) and k.endswith(".weight_scale") for k in keys)
+    if quant or (ascend_int8 and fused):
         raise WeightsError(f"weights: quantised expert weights ({quant[0]}); dequantise the checkpoint first")
     gate = ckpt.get(base + "gate.weight")
     E, H = gate.shape
@@ -200,7 +208,50 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
         sizes["shared"] = width // sizes["intermediate"]
     if "gate.tid2eid" in out:
         sizes["vocab"], sizes["top_k"] = out["gate.tid2eid"].shape
+    if ascend_int8:
+        sizes["quantized"] = _ascend_int8(ckpt, keys, base, shared, out)
     return out, {"base": base, "config": ckpt.config, **sizes}
+
+
+def _ascend_int8(ckpt: Checkpoint, keys: set, base: str, shared: str | None, out: dict) -> dict:
+    """Int8 expert weights with per-row scales (the Ascend w8a8 layout): ``out``'s int8 stacks
+    replaced by their dequantized float32 values; returns {name: (q, scales)} in the stack layout
+    (a shared expert as its slices, each an expert of the routed width)."""
+    stored = {}
+    E, I, H = out["experts.gate_proj"].shape
+    for proj in PROJ_ALIASES:
+        for owner in ("experts", "shared_experts") if shared else ("experts",):
+            name = f"{owner}.{proj}"
+            q = out[name]
+            if q.dtype != torch.int8:
+                raise WeightsError(f"weights: '{name}' is {q.dtype} beside int8 expert weights with weight_scale")
+            if owner == "experts":
+                scales = _expert_stack(ckpt, keys, base + "experts.", E, proj, "weight_scale")
+                offsets = [k for k in keys if k.startswith(base + "experts.") and k.endswith(f"{proj}.weight_offset")]
+            else:
+                key = _first(keys, base + shared, [f"{a}.weight_scale" for a in PROJ_ALIASES[proj]])
+                if key is None:
+                    raise WeightsError(f"weights: missing '{base}{shared}{proj}.weight_scale'")
+                scales = ckpt.get(key)
+                offsets = [k for k in keys if k.startswith(base + shared) and k.endswith(f"{proj}.weight_offset")]
+            rows = q.shape[:-1]
+            if scales.numel() != rows.numel():
+                raise WeightsError(f"weights: the weight_scale of '{name}' has shape {tuple(scales.shape)}, "
+                                   f"expected one scale per row {tuple(rows)} (+ 1): per-channel int8")
+            if any(ckpt.get(k).float().abs().max() > 0 for k in offsets):
+                raise WeightsError(f"weights: '{name}' has a non-zero weight_offset (asymmetric int8 is not "
+                                   f"supported: the Ascend w8a8 layout is symmetric)")
+            scales = scales.float().reshape(rows)
+            out[name] = q.float() * scales.unsqueeze(-1)
+            qn, sn = q.numpy(), scales.numpy()
+            if owner == "shared_experts":  # [sI, H] / [H, sI] -> s experts of width I
+                s = q.shape[0] // I if proj != "down_proj" else q.shape[1] // I
+                if proj == "down_proj":
+                    qn, sn = qn.reshape(H, s, I).transpose(1, 0, 2), np.broadcast_to(sn, (s, H))
+                else:
+                    qn, sn = qn.reshape(s, I, H), sn.reshape(s, I)
+            stored[name] = (np.ascontiguousarray(qn), np.ascontiguousarray(sn, dtype=np.float32))
+    return stored
 
 
 def _config_fields(cfg: dict) -> dict:

@@ -5,6 +5,11 @@ pair of the router's ``expert_idx`` runs the token row through that expert's Swi
 results are summed with the ``routing_weights``. The weights are the stacked experts in ONNX
 Runtime's ``com.microsoft.MoE`` layout (gate/up rows interleaved ``[E, 2I, H]``, down ``[E, H, I]``),
 so a graph may feed both ops from the same initializers.
+
+Quantized experts (W8A16 / W4A16, docs/quantization.md): int8 weights (``weight_bits`` 8, or 4 for
+two values per byte) with float scales per row or per ``block_size`` inputs
+(``gate_up_scales`` / ``down_scales``); the activations stay float. Layout and rounding:
+:mod:`onnx_schemas.weight_quant`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ._common import (
     attribute_defaults,
     fail_inference,
     fmt,
+    inferred_int_attributes,
     input_dims,
     input_names,
     input_type,
@@ -34,6 +40,7 @@ from ._common import (
     tensor_input,
     type_list,
 )
+from .weight_quant import BITS, dequantize
 
 OP_TYPE = "MoeRoutedExperts"
 SCHEMA = OpSchema(
@@ -49,16 +56,31 @@ SCHEMA = OpSchema(
         tensor_input("x", "tensor(float)", "Token rows [T, H]."),
         tensor_input("expert_idx", "TI", "Experts of each token [T, k], in [0, E)."),
         tensor_input("routing_weights", "tensor(float)", "Weight of each (token, slot) [T, k]."),
-        tensor_input("gate_up_weights", "tensor(float)",
-                     "Stacked gate/up projections [E, 2I, H]: row 2i is gate row i, row 2i+1 up row i."),
-        tensor_input("down_weights", "tensor(float)", "Stacked down projections [E, H, I]."),
+        tensor_input("gate_up_weights", "TW",
+                     "Stacked gate/up projections [E, 2I, H]: row 2i is gate row i, row 2i+1 up row i "
+                     "(int8 with weight_bits 4: [E, 2I, H/2], two values per byte)."),
+        tensor_input("down_weights", "TW", "Stacked down projections [E, H, I] (int8, 4 bits: [E, H, I/2])."),
+        tensor_input("gate_up_scales", "tensor(float)",
+                     "int8 weights: scale of each gate/up row [E, 2I] (block_size 0) or of each block of "
+                     "block_size inputs [E, 2I, H/block_size]; absent for float weights.", optional=True),
+        tensor_input("down_scales", "tensor(float)",
+                     "int8 weights: [E, H] (block_size 0) or [E, H, I/block_size]; absent for float weights.",
+                     optional=True),
     ],
     outputs=[tensor_input("y", "tensor(float)", "Weighted sum of the routed experts' outputs [T, H].")],
-    type_constraints=[("TI", ["tensor(int32)", "tensor(int64)"], "Expert index type.")],
+    type_constraints=[("TI", ["tensor(int32)", "tensor(int64)"], "Expert index type."),
+                      ("TW", ["tensor(float)", "tensor(int8)"],
+                       "Expert weight type: float, or int8 quantized with scales (both weights alike).")],
     attributes=[
         attribute("swiglu_limit", 0.0,
                   "> 0: clamp before the activation, gate to at most the limit and up to [-limit, "
                   "limit] (DeepSeek-V4); 0: no clamp."),
+        attribute("weight_bits", 8,
+                  "int8 weights: 8 (one value per byte) or 4 (two per byte, element 2j in the low nibble, "
+                  "two's complement); w = q * scale. Unused for float weights."),
+        attribute("block_size", 0,
+                  "int8 weights: 0 = one scale per output row; G > 0 = one scale per G consecutive inputs "
+                  "of a row (G divides H and I; even for 4 bits). Unused for float weights."),
     ],
 )
 
@@ -72,6 +94,7 @@ SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, d
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
 INDEX_TYPES = allowed_types(SCHEMA, "TI")
+WEIGHT_TYPES = allowed_types(SCHEMA, "TW")
 
 
 def _err(what: str) -> ValueError:
@@ -93,20 +116,57 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
     limit = attrs["swiglu_limit"]
     if not limit >= 0 or not np.isfinite(limit):  # NaN fails the first test
         raise _err(f"attribute 'swiglu_limit' must be finite and >= 0 (0 = no clamp), got {fmt(limit)}")
+    if attrs["weight_bits"] not in BITS:
+        raise _err(f"attribute 'weight_bits' must be 8 or 4, got {attrs['weight_bits']}")
+    if attrs["block_size"] < 0:
+        raise _err(f"attribute 'block_size' must be >= 0 (0 = one scale per row), got {attrs['block_size']}")
+    if attrs["weight_bits"] == 4 and attrs["block_size"] % 2:
+        raise _err(f"attribute 'block_size' must be even with weight_bits 4 (whole bytes per block), "
+                   f"got {attrs['block_size']}")
 
 
-def validate_inputs(inputs: dict[str, tuple], attrs: dict[str, Any]) -> tuple[int, int, int, int, int]:
+def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E, H, I) -> None:
+    """int8 weights: the packing, the block size against H and I, and the two scale inputs."""
+    G = attrs["block_size"]
+    for name, rows, inner in (("gate_up_scales", 2 * I, H), ("down_scales", H, I)):
+        if inputs.get(name) is None:
+            raise _err(f"input '{name}' is required with int8 weights, got none")
+        if inputs[name][1] != "float":
+            raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
+        weights = "gate_up_weights" if name == "gate_up_scales" else "down_weights"
+        if _known(inner) and G and inner % G:
+            raise _err(f"attribute 'block_size' = {G} must divide the rows of input '{weights}' "
+                       f"({'H' if name == 'gate_up_scales' else 'I'} = {inner})")
+        want = (E, rows) if G == 0 else (E, rows, None if not _known(inner) else inner // G)
+        got = tuple(inputs[name][0])
+        if len(got) != len(want) or any(_known(w) and _known(g) and w != g for w, g in zip(want, got)):
+            layout = "[E, 2I]" if name == "gate_up_scales" else "[E, H]"
+            if G:
+                layout = layout[:-1] + (", H / block_size]" if name == "gate_up_scales" else ", I / block_size]")
+            raise _err(f"input '{name}' must be {layout} = {_shape(want)} "
+                       f"({'one scale per row' if G == 0 else f'block_size {G}'}), got shape {_shape(got)}")
+
+
+def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int, int, int, int, int]:
     """Check attributes, element types, ranks and dims; ``inputs`` maps each input name to
     ``(shape, onnx type name)``. Returns ``(T, H, k, E, I)``. Index values: :func:`validate_indices`."""
     validate_attributes(attrs)
-    for name in INPUT_NAMES:
+    for name in INPUT_NAMES[:5]:
         if inputs.get(name) is None:
             raise _err(f"input '{name}' is required, got none")
-    for name in ("x", "routing_weights", "gate_up_weights", "down_weights"):
+    for name in ("x", "routing_weights"):
         if inputs[name][1] != "float":
             raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
     if inputs["expert_idx"][1] not in INDEX_TYPES:
         raise _err(f"input 'expert_idx' must be {type_list(INDEX_TYPES)}, got {inputs['expert_idx'][1]}")
+    wtype = inputs["gate_up_weights"][1]
+    if wtype not in WEIGHT_TYPES:
+        raise _err(f"input 'gate_up_weights' must be {type_list(WEIGHT_TYPES)}, got {wtype}")
+    if inputs["down_weights"][1] != wtype:
+        raise _err(f"input 'down_weights' must have the type of gate_up_weights ({wtype}), "
+                   f"got {inputs['down_weights'][1]}")
+    quantized = wtype == "int8"
+    pack = 2 if quantized and attrs["weight_bits"] == 4 else 1
     x, idx, w = inputs["x"][0], inputs["expert_idx"][0], inputs["routing_weights"][0]
     gu, down = inputs["gate_up_weights"][0], inputs["down_weights"][0]
     if len(x) != 2:
@@ -117,13 +177,27 @@ def validate_inputs(inputs: dict[str, tuple], attrs: dict[str, Any]) -> tuple[in
     k = idx[1]
     if tuple(w) != (T, k):
         raise _err(f"input 'routing_weights' must have the shape of expert_idx [{T}, {k}], got shape {_shape(w)}")
-    if len(gu) != 3 or gu[0] < 1 or gu[1] < 2 or gu[1] % 2 or gu[2] != H:
-        raise _err(f"input 'gate_up_weights' must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and "
-                   f"H = {H} (x.shape[1]), got shape {_shape(gu)}")
+    if not quantized:
+        for name in ("gate_up_scales", "down_scales"):
+            if inputs.get(name) is not None:
+                raise _err(f"input '{name}' goes with int8 weights only: the weights are float")
+    if pack == 2 and _known(H) and H % 2:
+        raise _err(f"input 'gate_up_weights' with weight_bits 4 packs two values per byte along H, which "
+                   f"must be even, got H = {H} (x.shape[1])")
+    Hp = H // pack if _known(H) else H
+    inner = "H" if pack == 1 else "H/2"
+    if len(gu) != 3 or gu[0] < 1 or gu[1] < 2 or gu[1] % 2 or gu[2] != Hp:
+        raise _err(f"input 'gate_up_weights' must be 3-D [E, 2I, {inner}] with E >= 1, an even 2I >= 2 and "
+                   f"{inner} = {Hp} (x.shape[1]{'' if pack == 1 else ' / 2'}), got shape {_shape(gu)}")
     E, I = gu[0], gu[1] // 2
-    if tuple(down) != (E, H, I):
-        raise _err(f"input 'down_weights' must be [E, H, I] = [{E}, {H}, {I}] (from gate_up_weights), "
-                   f"got shape {_shape(down)}")
+    if pack == 2 and I % 2:
+        raise _err(f"input 'down_weights' with weight_bits 4 packs two values per byte along I, which "
+                   f"must be even, got I = {I} (from gate_up_weights)")
+    if tuple(down) != (E, H, I // pack):
+        raise _err(f"input 'down_weights' must be [E, H, {'I' if pack == 1 else 'I/2'}] = [{E}, {H}, {I // pack}] "
+                   f"(from gate_up_weights), got shape {_shape(down)}")
+    if quantized:
+        _validate_quantized(inputs, attrs, E, H, I)
     return T, H, k, E, I
 
 
@@ -141,11 +215,9 @@ def validate_indices(expert_idx: np.ndarray, num_experts: int) -> None:
 
 def _infer(ctx) -> None:
     a = ctx.get_attribute("swiglu_limit")
-    if a is not None and a.type == a.FLOAT:
-        try:
-            validate_attributes({"swiglu_limit": a.f})
-        except ValueError as e:
-            fail_inference(OP_TYPE, str(e).split(": ", 1)[1])
+    limit = a.f if a is not None and a.type == a.FLOAT else 0.0  # another kind: the kernels say so
+    ints = {n: d for n, d in DEFAULTS.items() if n != "swiglu_limit"}
+    inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({"swiglu_limit": limit, **v}))
     dims = input_dims(input_type(ctx, 0))
     if dims is not None and len(dims) != 2:
         fail_inference(OP_TYPE, f"input 'x' must be 2-D [T, H], got rank {len(dims)}")
@@ -167,10 +239,13 @@ def swiglu(gate_up: np.ndarray, limit: float) -> np.ndarray:
 
 
 def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray, gate_up_weights: np.ndarray,
-              down_weights: np.ndarray, **attributes: Any) -> tuple[np.ndarray]:
-    """``(y,)`` of docs/operators.md §3.2, computed in float64 and rounded once to float32."""
+              down_weights: np.ndarray, gate_up_scales: np.ndarray | None = None,
+              down_scales: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray]:
+    """``(y,)`` of docs/operators.md §3.2, computed in float64 and rounded once to float32 (int8
+    weights: dequantized exactly first, ``q * scale``)."""
     attrs = resolve_attributes(SCHEMA, attributes)
-    arrays = dict(zip(INPUT_NAMES, (x, expert_idx, routing_weights, gate_up_weights, down_weights)))
+    arrays = dict(zip(INPUT_NAMES, (x, expert_idx, routing_weights, gate_up_weights, down_weights,
+                                    gate_up_scales, down_scales)))
     _, _, _, E, _ = validate_inputs(
         {n: None if a is None else (np.shape(a), onnx_type_name(np.asarray(a).dtype)) for n, a in arrays.items()},
         attrs)
@@ -179,7 +254,12 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
     if np.size(x) == 0:  # y is empty (T = 0 or H = 0): the weights may declare any E and I
         return (np.zeros(np.shape(x), np.float32),)
     x64, w64 = np.asarray(x, np.float64), np.asarray(routing_weights, np.float64)
-    fc1, fc2 = np.asarray(gate_up_weights, np.float64), np.asarray(down_weights, np.float64)
+    if gate_up_scales is not None and down_scales is not None:  # validated: both or neither
+        bits, G = attrs["weight_bits"], attrs["block_size"]
+        fc1 = dequantize(gate_up_weights, gate_up_scales, bits, G)
+        fc2 = dequantize(down_weights, down_scales, bits, G)
+    else:
+        fc1, fc2 = np.asarray(gate_up_weights, np.float64), np.asarray(down_weights, np.float64)
     y = np.zeros(x64.shape, np.float64)
     for j in range(idx.shape[1]):
         e = idx[:, j]

@@ -5,7 +5,8 @@ per (token, slot) pair ([T, k, 2I, H] and [T, k, H, I]) and applied with batched
 for any input, but its memory grows with T·k times one expert's weights: the exporter uses the op
 only for small routed-row counts. Out-of-range indices make the Gather fail (the runtime's
 message, not the validation's; a negative id is reported as E, the index it is mapped to). With
-H = 0 the body still allocates the [T, k, 2I] gate/up products.
+H = 0 the body still allocates the [T, k, 2I] gate/up products. Quantized weights are gathered
+as stored (int8) and dequantized after the Gather, in standard ops (``_dequantized``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     attrs = resolve_attributes(SCHEMA, dict(attributes))
     validate_attributes(attrs)
     has = present_flags(SCHEMA, present_inputs)
-    x, idx, w, gate_up, down = INPUT_NAMES
+    x, idx, w, gate_up, down, gate_up_scales, down_scales = INPUT_NAMES
     (y,) = OUTPUT_NAMES
     g = BodyBuilder()
     op, const = g.op, g.const
@@ -36,9 +37,13 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     idx64 = op("Where", op("Less", idx64, const(0, np.int64)), op("Shape", gate_up, start=0, end=1), idx64)
     fc1 = op("Gather", gate_up, idx64, axis=0)  # [T, k, 2I, H]
     fc2 = op("Gather", down, idx64, axis=0)  # [T, k, H, I]
+    if has[gate_up_scales]:
+        bits, block = attrs["weight_bits"], attrs["block_size"]
+        fc1 = _dequantized(g, fc1, op("Gather", gate_up_scales, idx64, axis=0), bits, block)
+        fc2 = _dequantized(g, fc2, op("Gather", down_scales, idx64, axis=0), bits, block)
     xk = op("Unsqueeze", x, const([1, 3], np.int64))  # [T, 1, H, 1]
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
-    pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), op("Shape", down, start=2, end=3),
+    pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), op("Div", op("Shape", gu, start=2, end=3), const([2], np.int64)),
                                       const([2], np.int64), axis=0))
     gate = op("Squeeze", op("Slice", pairs, const([0], np.int64), const([1], np.int64), const([3], np.int64)),
               const([3], np.int64))
@@ -53,3 +58,29 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     weighted = op("Mul", out, op("Unsqueeze", w, const([2, 3], np.int64)))
     op("Squeeze", op("ReduceSum", weighted, const([1], np.int64), keepdims=0), const([2], np.int64), outputs=[y])
     return make_function(SCHEMA, attrs, has, g, opset)
+
+
+def _signed_nibble(g: BodyBuilder, v: str) -> str:
+    """An unsigned 4-bit value held in float [0, 16) as two's complement [-8, 8)."""
+    return g.op("Sub", v, g.op("Mul", g.op("Cast", g.op("GreaterOrEqual", v, g.const(8.0, np.float32)),
+                                           to=onnx.TensorProto.FLOAT), g.const(16.0, np.float32)))
+
+
+def _dequantized(g: BodyBuilder, q: str, scales: str, bits: int, block: int) -> str:
+    """int8 weights [..., N, K / (8 / bits)] and their scales [..., N] (block 0) or [..., N, K / block]
+    -> float [..., N, K] (onnx_schemas/weight_quant.py); exact in float32."""
+    op, const = g.op, g.const
+    v = op("Cast", q, to=onnx.TensorProto.FLOAT)
+    if bits == 4:  # byte b (as unsigned) = 16 hi + lo
+        f = op("Add", v, op("Mul", op("Cast", op("Less", v, const(0.0, np.float32)), to=onnx.TensorProto.FLOAT),
+                            const(256.0, np.float32)))
+        hi = op("Floor", op("Div", f, const(16.0, np.float32)))
+        lo = op("Sub", f, op("Mul", hi, const(16.0, np.float32)))
+        pairs = op("Concat", op("Unsqueeze", _signed_nibble(g, lo), const([-1], np.int64)),
+                   op("Unsqueeze", _signed_nibble(g, hi), const([-1], np.int64)), axis=-1)
+        v = op("Reshape", pairs, op("Concat", op("Shape", q, start=0, end=-1), const([-1], np.int64), axis=0))
+    if block == 0:
+        return op("Mul", v, op("Unsqueeze", scales, const([-1], np.int64)))
+    blocks = op("Reshape", v, op("Concat", op("Shape", scales), const([block], np.int64), axis=0))
+    scaled = op("Mul", blocks, op("Unsqueeze", scales, const([-1], np.int64)))
+    return op("Reshape", scaled, op("Concat", op("Shape", scales, start=0, end=-1), const([-1], np.int64), axis=0))

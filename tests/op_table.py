@@ -269,11 +269,29 @@ def _experts_inputs(rng, T=3, H=20, E=5, I=6, k=2, idx_type=np.int64):
             "down_weights": (rng.standard_normal((E, H, I)) * 0.3).astype(np.float32)}
 
 
+def _experts_quantized(inputs: dict, bits: int, block_size: int = 0) -> dict:
+    """``inputs`` with its float expert weights quantized (onnx_schemas.weight_quant)."""
+    from ascend_moe_onnx.onnx_schemas import weight_quant
+
+    q1, s1 = weight_quant.quantize(inputs["gate_up_weights"], bits, block_size)
+    q2, s2 = weight_quant.quantize(inputs["down_weights"], bits, block_size)
+    return {**inputs, "gate_up_weights": q1, "down_weights": q2, "gate_up_scales": s1, "down_scales": s2}
+
+
 def _experts_samples():
     rng = np.random.default_rng(14)
     repeated = _experts_inputs(rng, T=4, E=3, k=3)
     repeated["expert_idx"] = np.array([[2, 2, 2], [0, 1, 0], [1, 1, 2], [0, 0, 0]], np.int64)
     return [
+        # first: every optional input present (4 bits, per group: the scales of both shapes)
+        Sample("int4-per-group", _experts_quantized(_experts_inputs(rng, H=40, I=10), 4, 10),
+               dict(weight_bits=4, block_size=10)),
+        Sample("int8-per-channel", _experts_quantized(_experts_inputs(rng, T=5, H=37, I=7), 8),
+               dict(weight_bits=8)),
+        Sample("int8-per-group-clamped", _experts_quantized(_experts_inputs(rng, H=24, I=8, k=3), 8, 4),
+               dict(weight_bits=8, block_size=4, swiglu_limit=0.5)),
+        Sample("int4-per-channel", _experts_quantized(_experts_inputs(rng, T=4, H=66, I=18), 4),
+               dict(weight_bits=4)),
         Sample("int64-index", _experts_inputs(rng)),
         Sample("int32-index-clamped", _experts_inputs(rng, T=9, H=37, E=3, I=5, k=3, idx_type=np.int32),
                dict(swiglu_limit=0.5)),
@@ -320,7 +338,52 @@ def _experts_cases():
         B("gate-up-absent", with_(gate_up_weights=None), {}, "input 'gate_up_weights' is required, got none",
           ort=False),
         B("unknown-attribute", good, dict(limit=1.0),
-          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: swiglu_limit)", ort=False),
+          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: block_size, swiglu_limit, "
+          "weight_bits)", ort=False),
+        *_quantized_experts_cases(good),
+    ]
+
+
+def _quantized_experts_cases(good: dict) -> list:
+    """Bad quantized-weight inputs (good: float inputs with H = 20, E = 5, I = 6)."""
+    q8 = _experts_quantized(good, 8)
+    q4 = _experts_quantized(good, 4, 2)
+    int4 = dict(weight_bits=4, block_size=2)
+
+    def w(base, **changes):
+        return {**base, **changes}
+
+    B = BadCase
+    return [
+        B("weight-bits", q8, dict(weight_bits=3), "attribute 'weight_bits' must be 8 or 4, got 3"),
+        B("block-size-negative", q8, dict(block_size=-2),
+          "attribute 'block_size' must be >= 0 (0 = one scale per row), got -2"),
+        B("block-size-odd-int4", q4, dict(weight_bits=4, block_size=5),
+          "attribute 'block_size' must be even with weight_bits 4 (whole bytes per block), got 5"),
+        B("block-size-divides", w(q8, gate_up_scales=np.ones((5, 12, 4), np.float32),
+                                  down_scales=np.ones((5, 20, 1), np.float32)), dict(block_size=5),
+          "attribute 'block_size' = 5 must divide the rows of input 'down_weights' (I = 6)"),
+        B("scales-absent", w(q8, down_scales=None), {}, "input 'down_scales' is required with int8 weights, got none"),
+        B("scales-with-float", w(good, gate_up_scales=q8["gate_up_scales"]), {},
+          "input 'gate_up_scales' goes with int8 weights only: the weights are float"),
+        B("scales-shape", w(q8, gate_up_scales=q8["gate_up_scales"][:, :11]), {},
+          "input 'gate_up_scales' must be [E, 2I] = [5, 12] (one scale per row), got shape [5, 11]"),
+        B("group-scales-shape", w(q4, down_scales=q4["down_scales"][:, :, :2]), int4,
+          "input 'down_scales' must be [E, H, I / block_size] = [5, 20, 3] (block_size 2), got shape [5, 20, 2]"),
+        B("scales-type", w(q8, down_scales=q8["down_scales"].astype(np.float64)), {},
+          "input 'down_scales' must be float, got double"),
+        B("weights-mixed", w(q8, down_weights=good["down_weights"]), {},
+          "input 'down_weights' must have the type of gate_up_weights (int8), got float", body=False),
+        B("int4-unpacked", w(q4, gate_up_weights=q8["gate_up_weights"]), int4,
+          "input 'gate_up_weights' must be 3-D [E, 2I, H/2] with E >= 1, an even 2I >= 2 and H/2 = 10 "
+          "(x.shape[1] / 2), got shape [5, 12, 20]"),
+        B("int4-odd-hidden", w(q4, x=good["x"][:, :19]), int4,
+          "input 'gate_up_weights' with weight_bits 4 packs two values per byte along H, which must be even, "
+          "got H = 19 (x.shape[1])"),
+        B("int4-odd-inter", w(q4, gate_up_weights=q4["gate_up_weights"][:, :10], gate_up_scales=q4["gate_up_scales"][:, :10]),
+          int4,
+          "input 'down_weights' with weight_bits 4 packs two values per byte along I, which must be even, "
+          "got I = 5 (from gate_up_weights)"),
     ]
 
 

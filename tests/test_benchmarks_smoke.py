@@ -180,3 +180,19 @@ def test_grouped_matmul_benchmark_smoke(capsys):
     assert grouped_matmul.main(["--smoke", "--repeats", "1", "--min-sample-s", "0.001"]) == 0
     out = capsys.readouterr().out
     assert "| tiny | bfloat16 | 2 |" in out and "| tiny (weight [E, N, K]) | float32 | 1 |" in out
+
+
+def test_quantized_experts_benchmark_and_accuracy_smoke(capsys):
+    """The quantized-experts benchmark (QMoE agrees with the library on the same integers) and the
+    accuracy table run on the tiny blocks."""
+    from ascend_moe_onnx.benchmarks import quant_accuracy, quant_experts
+
+    assert quant_experts.main(["--size", "tiny", "--tokens", "1,3", "--repeats", "1", "--blocks", "deepseek-v3"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("deepseek-v3")]
+    assert {r[2] for r in rows} == {"float32", "int8", "int4", "qmoe-int8", "qmoe-int4"} and len(rows) == 10
+    diffs = [float(line.rsplit(" ", 1)[1]) for line in out.splitlines() if "max rel diff vs ours" in line]
+    assert len(diffs) == 4 and max(diffs) < 1e-4
+    assert quant_accuracy.main(["--size", "tiny", "--tokens", "16", "--blocks", "qwen3-30b-a3b"]) == 0
+    table = capsys.readouterr().out
+    assert "| qwen3-30b-a3b | int8 per channel |" in table and "int4 per group of 32" in table

@@ -2,7 +2,9 @@
 CPU has (ASCEND_MOE_CPU_ISA, a fresh process each), with 1 and 2 intra-op threads (same result:
 the last case has several gate/up work items per expert, which two threads split), on shapes that
 exercise the vector tails, weight blocks that do not divide into the kernel's 4 streams, more rows
-per expert than one register tile holds, repeated experts and clamping."""
+per expert than one register tile holds, repeated experts and clamping; and with quantized weights
+(int8 and 4-bit, per channel and per group: blocks with and without a vector tail, rows whose
+length leaves a tail after the blocks' full steps)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
+from ascend_moe_onnx.onnx_schemas import weight_quant
 from tests.cpu_isa import call_on_isa, cpu_isa_paths
 from tests.op_table import OPS, node_model
 
@@ -32,6 +35,18 @@ def cases():
                   "gate_up_weights": (rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)).astype(np.float32),
                   "down_weights": (rng.standard_normal((E, H, I)) / np.sqrt(I)).astype(np.float32)}
         out.append((inputs, {"swiglu_limit": limit} if limit else {}))
+    # quantized: (T, H, E, I, k, bits, block_size); I = 192 gives several gate/up work items
+    for T, H, E, I, k, bits, block in [(1, 70, 6, 34, 4, 8, 0), (12, 128, 3, 64, 3, 8, 32), (5, 96, 4, 66, 2, 4, 0),
+                                       (9, 256, 5, 192, 2, 4, 64), (3, 100, 4, 50, 2, 4, 10),
+                                       (2, 48, 3, 24, 2, 8, 6)]:
+        idx = rng.integers(0, E, (T, k))
+        idx[0, -1] = idx[0, 0]
+        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
+                  "routing_weights": rng.random((T, k)).astype(np.float32)}
+        for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
+                        ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
+            inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
+        out.append((inputs, {"weight_bits": bits, "block_size": block, "swiglu_limit": 0.9 if bits == 4 else 0.0}))
     return out
 
 
@@ -53,7 +68,7 @@ def isa_outputs() -> dict:
 def test_every_isa_path_matches_the_reference(isa):
     got = call_on_isa(isa, "tests.test_routed_experts_kernel:isa_outputs")
     for i, (inputs, attrs) in enumerate(cases()):
-        (expected,) = spec.reference(*[inputs[n] for n in spec.INPUT_NAMES], **attrs)
+        (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
         np.testing.assert_allclose(got[f"{i}_1"], expected, rtol=1e-4, atol=1e-5, err_msg=f"{isa} case {i}")
         np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
 

@@ -98,8 +98,15 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   const size_t f = sizeof(float);
   const std::vector<unsigned char> x = Download(ctx, a.x, p.tokens * p.hidden * f);
   const std::vector<unsigned char> w = Download(ctx, a.routing_weights, p.tokens * p.k * f);
-  const std::vector<unsigned char> gu = Download(ctx, a.gate_up, p.experts * 2 * p.inter * p.hidden * f);
-  const std::vector<unsigned char> dn = Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
+  const bool q = p.quant_bits != 0;
+  const std::vector<unsigned char> gu =
+      q ? Download(ctx, a.gate_up_q, a.gate_up_q_bytes) : Download(ctx, a.gate_up, p.experts * 2 * p.inter * p.hidden * f);
+  const std::vector<unsigned char> dn =
+      q ? Download(ctx, a.down_q, a.down_q_bytes) : Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
+  const std::vector<unsigned char> gus = q ? Download(ctx, a.gate_up_scales, a.gate_up_scales_bytes)
+                                           : std::vector<unsigned char>();
+  const std::vector<unsigned char> dns =
+      q ? Download(ctx, a.down_scales, a.down_scales_bytes) : std::vector<unsigned char>();
   std::vector<float> y(static_cast<size_t>(p.tokens * p.hidden));
   cpu::MoeRoutedExpertsPlan plan;
   int64_t bad_pair = -1;
@@ -108,8 +115,15 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   b.x = reinterpret_cast<const float*>(x.data());
   b.expert_idx = a.expert_idx_host;
   b.routing_weights = reinterpret_cast<const float*>(w.data());
-  b.gate_up = reinterpret_cast<const float*>(gu.data());
-  b.down = reinterpret_cast<const float*>(dn.data());
+  if (q) {
+    b.gate_up_q = reinterpret_cast<const int8_t*>(gu.data());
+    b.down_q = reinterpret_cast<const int8_t*>(dn.data());
+    b.gate_up_scales = reinterpret_cast<const float*>(gus.data());
+    b.down_scales = reinterpret_cast<const float*>(dns.data());
+  } else {
+    b.gate_up = reinterpret_cast<const float*>(gu.data());
+    b.down = reinterpret_cast<const float*>(dn.data());
+  }
   b.y = y.data();
   plan.UpItems(b, 0, plan.num_up_items());
   plan.DownColumns(b, 0, p.hidden);
@@ -120,6 +134,10 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
 }  // namespace
 
 std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) {
+  if (p.quant_bits != 0) {
+    return "quantized expert weights (weight_bits " + std::to_string(p.quant_bits) +
+           ") run on the host: the chain's grouped matmuls take float weights";
+  }
   if (p.swiglu_limit > 0.f) {
     return "swiglu_limit > 0 (the clamp) has no CANN operator (aclnnSwiGlu does not clamp)";
   }

@@ -5,7 +5,7 @@
 //   -> aclnnSwiGlu (the [P, 2I] result read as [P*I, 2]: dim -1 splits each (g, u) pair)
 //   -> aclnnGroupedMatmulV4 (down: [P, I] -> [P, H])
 //   -> aclnnMoeFinalizeRoutingV2 (drop_pad_mode 2: token-major index, routing weights as scales).
-// Otherwise (swiglu_limit > 0, E > 1024, an operator missing) the host fallback: inputs copied
+// Otherwise (swiglu_limit > 0, E > 1024, quantized weights, an operator missing) the host fallback: inputs copied
 // to the host, the CPU kernel, y copied back. Knows nothing of ONNX Runtime.
 #pragma once
 
@@ -25,6 +25,13 @@ struct MoeRoutedExpertsDeviceArgs {
   const float* routing_weights = nullptr;  // [T, k]
   const float* gate_up = nullptr;          // [E, 2I, H]
   const float* down = nullptr;             // [E, H, I]
+  // Quantized weights (params.quant_bits 8 / 4) instead of gate_up / down, as the CPU kernel
+  // takes them (cpu::MoeRoutedExpertsBuffers); byte sizes for the host fallback's download.
+  const int8_t* gate_up_q = nullptr;
+  const int8_t* down_q = nullptr;
+  const float* gate_up_scales = nullptr;
+  const float* down_scales = nullptr;
+  size_t gate_up_q_bytes = 0, down_q_bytes = 0, gate_up_scales_bytes = 0, down_scales_bytes = 0;
   float* y = nullptr;                      // [T, H]
 };
 

@@ -25,7 +25,9 @@ inline constexpr int64_t kIdxType = 0;
 }  // namespace moe_re_routing
 
 namespace moe_routed_experts {
+inline constexpr int64_t kBlockSize = 0;
 inline constexpr float kSwigluLimit = 0.0f;
+inline constexpr int64_t kWeightBits = 8;
 }  // namespace moe_routed_experts
 
 namespace grouped_matmul {

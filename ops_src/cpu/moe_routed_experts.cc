@@ -34,6 +34,40 @@ ExpertsDownRowsFn* DownRowsOf(CpuIsa isa) {
   return &experts_baseline::DownRows;
 }
 
+ExpertsUpRowsQFn* UpRowsQOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::UpRowsQ;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::UpRowsQ;
+  }
+  return &experts_baseline::UpRowsQ;
+}
+ExpertsDownRowsQFn* DownRowsQOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::DownRowsQ;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::DownRowsQ;
+  }
+  return &experts_baseline::DownRowsQ;
+}
+ExpertsPermuteInt4Fn* PermuteInt4Of(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::PermuteInt4;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::PermuteInt4;
+  }
+  return &experts_baseline::PermuteInt4;
+}
+
+// Expert e's quantized [rows, K] matrix of `q` (bits per value) with its scales.
+QRowsView QuantView(const int8_t* q, const float* scales, int bits, int64_t block_size, int64_t e,
+                    int64_t rows, int64_t K) {
+  QRowsView v;
+  v.row_bytes = bits == 4 ? K / 2 : K;
+  v.block = block_size > 0 ? block_size : K;
+  v.groups = block_size > 0 ? K / block_size : 1;
+  v.w = q + e * rows * v.row_bytes;
+  v.scales = scales + e * rows * v.groups;
+  return v;
+}
+
 int64_t IndexAt(const void* idx, bool index64, int64_t i) {
   return index64 ? static_cast<const int64_t*>(idx)[i] : static_cast<const int32_t*>(idx)[i];
 }
@@ -83,14 +117,30 @@ bool MoeRoutedExpertsPlan::Build(const MoeRoutedExpertsParams& params, const voi
   return true;
 }
 
+void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
+  if (p_.quant_bits != 4) return;
+  const int64_t H = p_.hidden;
+  xperm_.resize(static_cast<size_t>(p_.tokens * H));
+  ExpertsPermuteInt4Fn* const permute = PermuteInt4Of(isa_);
+  for (int64_t t = 0; t < p_.tokens; ++t) {
+    permute(b.x + t * H, xperm_.data() + t * H, H, p_.block_size > 0 ? p_.block_size : H);
+  }
+}
+
 int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
-  const int64_t per_column = std::max<int64_t>(1, active_experts() * p_.inter * 4);
+  const int64_t bits = p_.quant_bits == 0 ? 32 : p_.quant_bits;
+  const int64_t per_column = std::max<int64_t>(1, active_experts() * p_.inter * bits / 8);
   return std::max<int64_t>(16, (bytes / per_column + 3) / 4 * 4);
 }
 
 void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {
   const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
   ExpertsUpRowsFn* const up_rows = UpRowsOf(isa_);
+  ExpertsUpRowsQFn* const up_rows_q = UpRowsQOf(isa_);
+  const int bits = p_.quant_bits;
+  const float* x = bits == 4 ? xperm_.data() : b.x;
+  // 4-bit down rows read the activations in their tiles' order (blocks of I when per channel)
+  const int64_t down_block = bits == 4 ? (p_.block_size > 0 ? p_.block_size : I) : 0;
   std::vector<const float*> rows;
   std::vector<float> dots;
   for (int64_t it = begin; it < end; ++it) {
@@ -99,11 +149,17 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     const int64_t first = begin_[static_cast<size_t>(item.expert)];
     const int64_t n = begin_[static_cast<size_t>(item.expert) + 1] - first;
     rows.resize(static_cast<size_t>(n));
-    for (int64_t q = 0; q < n; ++q) rows[q] = b.x + pair_[first + q] / k * H;
-    const float* fc1 = b.gate_up + e * 2 * I * H;
+    for (int64_t q = 0; q < n; ++q) rows[q] = x + pair_[first + q] / k * H;
     float* act = act_.data() + first * I;
     dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
-    up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
+    if (bits == 0) {
+      const float* fc1 = b.gate_up + e * 2 * I * H;
+      up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
+    } else {
+      const QRowsView fc1 = QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
+      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
+                down_block, dots.data());
+    }
   }
 }
 
@@ -111,6 +167,7 @@ void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t
   const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
   for (int64_t t = 0; t < p_.tokens; ++t) std::fill(b.y + t * H + begin, b.y + t * H + end, 0.f);
   ExpertsDownRowsFn* const down_rows = DownRowsOf(isa_);
+  ExpertsDownRowsQFn* const down_rows_q = DownRowsQOf(isa_);
   std::vector<const float*> act;
   std::vector<float*> out;
   std::vector<float> scale;
@@ -127,8 +184,12 @@ void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t
       out[q] = b.y + pair / k * H;
       scale[q] = b.routing_weights[pair];
     }
-    const float* fc2 = b.down + e * H * I;
-    down_rows(fc2, I, act.data(), scale.data(), out.data(), n, begin, end);
+    if (p_.quant_bits == 0) {
+      down_rows(b.down + e * H * I, I, act.data(), scale.data(), out.data(), n, begin, end);
+    } else {
+      const QRowsView fc2 = QuantView(b.down_q, b.down_scales, p_.quant_bits, p_.block_size, e, H, I);
+      down_rows_q(fc2, p_.quant_bits, I, act.data(), scale.data(), out.data(), n, begin, end);
+    }
   }
 }
 
@@ -136,6 +197,7 @@ bool MoeRoutedExperts(const MoeRoutedExpertsParams& params, const MoeRoutedExper
                       int64_t* bad_pair) {
   MoeRoutedExpertsPlan plan;
   if (!plan.Build(params, buffers.expert_idx, bad_pair)) return false;
+  plan.PrepareInputs(buffers);
   plan.UpItems(buffers, 0, plan.num_up_items());
   plan.DownColumns(buffers, 0, params.hidden);
   return true;

@@ -27,6 +27,10 @@ struct MoeRoutedExpertsParams {
   bool index64 = true;  // expert_idx is int64 (else int32)
   // > 0: gate clamped to <= limit and up to [-limit, limit] before the activation
   float swiglu_limit = attr_defaults::moe_routed_experts::kSwigluLimit;
+  // 0: float weights; 8 or 4 (attribute weight_bits): int8 weights, one or two values per byte,
+  // with scales (onnx_schemas/weight_quant.py), one per row (block_size 0) or per block_size inputs.
+  int quant_bits = 0;
+  int64_t block_size = attr_defaults::moe_routed_experts::kBlockSize;
 };
 
 struct MoeRoutedExpertsBuffers {
@@ -35,7 +39,13 @@ struct MoeRoutedExpertsBuffers {
   const float* routing_weights = nullptr;  // [T, k]
   const float* gate_up = nullptr;          // [E, 2I, H], rows gate_0, up_0, gate_1, up_1, ...
   const float* down = nullptr;             // [E, H, I]
-  float* y = nullptr;                      // [T, H]
+  // Quantized weights (weight_bits 8 / 4) instead of gate_up / down: [E, 2I, H] / [E, H, I] int8,
+  // or with the last dimension halved for 4 bits; scales [E, 2I] / [E, H] or [.., H/B] / [.., I/B].
+  const int8_t* gate_up_q = nullptr;
+  const int8_t* down_q = nullptr;
+  const float* gate_up_scales = nullptr;
+  const float* down_scales = nullptr;
+  float* y = nullptr;  // [T, H]
 };
 
 // One call's pairs grouped by expert, and its activation buffer.
@@ -46,6 +56,8 @@ class MoeRoutedExpertsPlan {
   // The plan runs on ActiveCpuIsa()'s path unless UseIsa picks another.
   bool Build(const MoeRoutedExpertsParams& params, const void* expert_idx, int64_t* bad_pair);
 
+  // Before phase 1 when the weights have 4 bits: the x rows in the order the tiles read them.
+  void PrepareInputs(const MoeRoutedExpertsBuffers& b);
   // Phase 1 over work items [begin, end) of [0, num_up_items()).
   int64_t num_up_items() const { return static_cast<int64_t>(items_.size()); }
   void UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end);
@@ -70,7 +82,8 @@ class MoeRoutedExpertsPlan {
   std::vector<int64_t> begin_;   // first sorted pair of each active expert (+ end sentinel)
   std::vector<int64_t> pair_;    // sorted position -> pair index t * k + j
   std::vector<UpItem> items_;
-  std::vector<float> act_;  // [P, I] in sorted order
+  std::vector<float> act_;    // [P, I] in sorted order (4-bit down weights: each row in their order)
+  std::vector<float> xperm_;  // 4 bits: x [T, H] in the order of the gate/up tiles
 };
 
 // The whole op on the calling thread. Returns false (writing nothing) when an index is out of range.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops_src/cpu/moe_routed_experts_paths.h"
 
@@ -33,8 +34,33 @@ inline float Sum(V v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline V Set1(float v) { return _mm256_set1_ps(v); }
+// out[j] = the lanes of v[j] summed: three horizontal adds for all four, then the halves.
+inline void Sum4(const V* v, float* out) {
+  const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1)));
+}
+inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V LoadI8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// 4 bits: the table is the scale; 8 bytes -> signed low nibbles (bit 3 shifted to the sign bit
+// and back) and high nibbles, converted, times the scale where Grouped.
+using Lut = V;
+inline Lut MakeLut(float scale) { return Set1(scale); }
+template <bool Grouped>
+inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
+  const __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(b, 28), 28));
+  *hi = _mm256_cvtepi32_ps(_mm256_srai_epi32(b, 4));
+  if constexpr (Grouped) {
+    *lo = Mul(*lo, scale);
+    *hi = Mul(*hi, scale);
+  }
+}
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
+#include "ops_src/cpu/moe_routed_experts_qtiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx2
 ASCEND_MOE_CPU_TARGET_END

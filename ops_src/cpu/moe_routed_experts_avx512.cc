@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops_src/cpu/moe_routed_experts_paths.h"
 
@@ -26,8 +27,35 @@ inline V LoadTail(const float* p, int64_t n) {
 inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
 inline float Sum(V v) { return _mm512_reduce_add_ps(v); }
+inline V Set1(float v) { return _mm512_set1_ps(v); }
+// out[j] = the lanes of v[j] summed: halves added, then three horizontal adds for all four.
+inline void Sum4(const V* v, float* out) {
+  __m256 h[4];
+  for (int j = 0; j < 4; ++j)
+    h[j] = _mm256_add_ps(_mm512_castps512_ps256(v[j]), _mm512_extractf32x8_ps(v[j], 1));
+  const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1)));
+}
+inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V LoadI8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+// 4 bits: the 16 nibble values (0..7, -8..-1) times a scale, looked up by the nibble itself
+// (vpermps reads the low 4 bits of each index lane).
+using Lut = __m512;
+inline Lut MakeLut(float scale) {
+  const __m512 values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  return _mm512_mul_ps(values, _mm512_set1_ps(scale));
+}
+template <bool Grouped>
+inline void LoadI4(const int8_t* p, Lut lut, V* lo, V* hi) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm512_permutexvar_ps(b, lut);
+  *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+}
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
+#include "ops_src/cpu/moe_routed_experts_qtiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx512
 ASCEND_MOE_CPU_TARGET_END

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops_src/cpu/isa.h"
 #include "ops_src/cpu/moe_routed_experts_paths.h"
@@ -56,6 +57,42 @@ inline V Add(V a, V b) {
 inline float Sum(V v) { return (v.v[0] + v.v[2]) + (v.v[1] + v.v[3]); }
 #endif
 
+#if defined(__SSE2__)
+inline V Set1(float v) { return _mm_set1_ps(v); }
+inline V Mul(V a, V b) { return _mm_mul_ps(a, b); }
+#else
+inline V Set1(float v) { return V{{v, v, v, v}}; }
+inline V Mul(V a, V b) {
+  for (int i = 0; i < 4; ++i) a.v[i] *= b.v[i];
+  return a;
+}
+#endif
+inline void Sum4(const V* v, float* out) {
+  for (int j = 0; j < 4; ++j) out[j] = Sum(v[j]);
+}
+inline V LoadI8(const int8_t* p) {
+  alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]),
+                                  static_cast<float>(p[2]), static_cast<float>(p[3])};
+  return Load(v);
+}
+using Lut = V;  // 4 bits: the table is the scale
+inline Lut MakeLut(float scale) { return Set1(scale); }
+template <bool Grouped>
+inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
+  alignas(16) float l[4], h[4];
+  for (int i = 0; i < 4; ++i) {
+    l[i] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(p[i]) << 4) >> 4);
+    h[i] = static_cast<float>(p[i] >> 4);
+  }
+  *lo = Load(l);
+  *hi = Load(h);
+  if constexpr (Grouped) {
+    *lo = Mul(*lo, scale);
+    *hi = Mul(*hi, scale);
+  }
+}
+
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
+#include "ops_src/cpu/moe_routed_experts_qtiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_baseline

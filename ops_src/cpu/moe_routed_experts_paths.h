@@ -14,19 +14,44 @@ using ExpertsUpRowsFn = void(const float* fc1, int64_t H, const float* const* X,
 using ExpertsDownRowsFn = void(const float* fc2, int64_t I, const float* const* A, const float* scale,
                                float* const* Y, int64_t n, int64_t h0, int64_t h1);
 
+// A quantized weight matrix (onnx_schemas/weight_quant.py): row r's bytes at w + r * row_bytes,
+// its scales at scales + r * groups, one per `block` inputs (block = the row length: per channel).
+struct QRowsView {
+  const int8_t* w = nullptr;
+  int64_t row_bytes = 0;
+  const float* scales = nullptr;
+  int64_t groups = 1;
+  int64_t block = 0;
+};
+
+// Phase 1 with quantized gate/up rows (`bits` 8 or 4; X in the tiles' order for 4 bits, see
+// PermuteInt4); act[q * I + pos(i)], pos the 4-bit order of blocks of `down_block` (0: i).
+using ExpertsUpRowsQFn = void(const QRowsView& fc1, int bits, int64_t H, const float* const* X, int64_t n,
+                              int64_t i0, int64_t i1, float limit, float* act, int64_t I, int64_t down_block,
+                              float* dots);
+// Phase 2 with quantized down rows.
+using ExpertsDownRowsQFn = void(const QRowsView& fc2, int bits, int64_t I, const float* const* A,
+                                const float* scale, float* const* Y, int64_t n, int64_t h0, int64_t h1);
+// dst = src [K] in the order the 4-bit tiles read a row with blocks of `block` inputs.
+using ExpertsPermuteInt4Fn = void(const float* src, float* dst, int64_t K, int64_t block);
+
+#define ASCEND_MOE_EXPERTS_PATH_DECLS \
+  ExpertsUpRowsFn UpRows;             \
+  ExpertsDownRowsFn DownRows;         \
+  ExpertsUpRowsQFn UpRowsQ;           \
+  ExpertsDownRowsQFn DownRowsQ;       \
+  ExpertsPermuteInt4Fn PermuteInt4;
+
 namespace experts_baseline {
-ExpertsUpRowsFn UpRows;
-ExpertsDownRowsFn DownRows;
+ASCEND_MOE_EXPERTS_PATH_DECLS
 }  // namespace experts_baseline
 
 namespace experts_avx2 {
-ExpertsUpRowsFn UpRows;
-ExpertsDownRowsFn DownRows;
+ASCEND_MOE_EXPERTS_PATH_DECLS
 }  // namespace experts_avx2
 
 namespace experts_avx512 {
-ExpertsUpRowsFn UpRows;
-ExpertsDownRowsFn DownRows;
+ASCEND_MOE_EXPERTS_PATH_DECLS
 }  // namespace experts_avx512
 
 }  // namespace ascend_moe::cpu

@@ -21,8 +21,20 @@ void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
   if (args.params.tokens == 0 || args.params.hidden == 0) return;  // y is empty
   args.x = static_cast<const float*>(in[kInX].data);
   args.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
-  args.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
-  args.down = static_cast<const float*>(in[kInDownWeights].data);
+  if (args.params.quant_bits == 0) {
+    args.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
+    args.down = static_cast<const float*>(in[kInDownWeights].data);
+  } else {
+    auto bytes = [&](In i, size_t element) { return static_cast<size_t>(NumElements(in[i].shape)) * element; };
+    args.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
+    args.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
+    args.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
+    args.down_scales = static_cast<const float*>(in[kInDownScales].data);
+    args.gate_up_q_bytes = bytes(kInGateUpWeights, 1);
+    args.down_q_bytes = bytes(kInDownWeights, 1);
+    args.gate_up_scales_bytes = bytes(kInGateUpScales, sizeof(float));
+    args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
+  }
   const cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
   if (!path.native) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
   CannDevice device(ctx, kInX);

@@ -30,6 +30,17 @@ std::string experts::CheckAttrs(const Attrs& a) {
     return Str(kName, ": attribute '", kAttrs[kAttrSwigluLimit].name,
                "' must be finite and >= 0 (0 = no clamp), got ", a.swiglu_limit);
   }
+  if (a.weight_bits != 8 && a.weight_bits != 4) {
+    return Str(kName, ": attribute '", kAttrs[kAttrWeightBits].name, "' must be 8 or 4, got ", a.weight_bits);
+  }
+  if (a.block_size < 0) {
+    return Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name,
+               "' must be >= 0 (0 = one scale per row), got ", a.block_size);
+  }
+  if (a.weight_bits == 4 && a.block_size % 2 != 0) {
+    return Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name,
+               "' must be even with weight_bits 4 (whole bytes per block), got ", a.block_size);
+  }
   return {};
 }
 
@@ -94,10 +105,18 @@ struct MoeRoutedExpertsCpuKernel {
     b.x = static_cast<const float*>(in[kInX].data);
     b.expert_idx = in[kInExpertIdx].data;
     b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
-    b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
-    b.down = static_cast<const float*>(in[kInDownWeights].data);
+    if (params.quant_bits == 0) {
+      b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
+      b.down = static_cast<const float*>(in[kInDownWeights].data);
+    } else {
+      b.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
+      b.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
+      b.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
+      b.down_scales = static_cast<const float*>(in[kInDownScales].data);
+    }
     b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
+    plan.PrepareInputs(b);
     ParallelForRange(ctx, plan.num_up_items(), 1,
                      [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
     ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),

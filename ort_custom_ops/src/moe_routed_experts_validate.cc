@@ -8,6 +8,34 @@ namespace {
   Fail(Str(experts::kName, ": input '", experts::kInputs[input].name, "' ", what_and_value));
 }
 
+// The scale inputs of int8 weights: present, float, and shaped by block_size (which divides H and I).
+void ValidateScales(const RoutedExpertsInputs& in, const experts::Attrs& attrs, int64_t e, int64_t h, int64_t i) {
+  using namespace experts;
+  const int64_t g = attrs.block_size;
+  for (In scales : {kInGateUpScales, kInDownScales}) {
+    const bool gate_up = scales == kInGateUpScales;
+    const InputView& s = in[scales];
+    if (!s.present) FailInput(scales, "is required with int8 weights, got none");
+    if (s.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+      FailInput(scales, Str("must be float, got ", TypeName(s.type)));
+    const int64_t rows = gate_up ? 2 * i : h, inner = gate_up ? h : i;
+    if (g > 0 && inner % g != 0) {
+      Fail(Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name, "' = ", g,
+               " must divide the rows of input '", kInputs[gate_up ? kInGateUpWeights : kInDownWeights].name,
+               "' (", gate_up ? 'H' : 'I', " = ", inner, ")"));
+    }
+    const std::vector<int64_t> want =
+        g == 0 ? std::vector<int64_t>{e, rows} : std::vector<int64_t>{e, rows, inner / g};
+    if (s.shape != want) {
+      const char* layout = gate_up ? (g == 0 ? "[E, 2I]" : "[E, 2I, H / block_size]")
+                                   : (g == 0 ? "[E, H]" : "[E, H, I / block_size]");
+      FailInput(scales, Str("must be ", layout, " = ", ShapeStr(want), " (",
+                            g == 0 ? std::string("one scale per row") : Str("block_size ", g),
+                            "), got shape ", ShapeStr(s.shape)));
+    }
+  }
+}
+
 }  // namespace
 
 cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsInputs& in,
@@ -26,16 +54,37 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
     FailInput(kInRoutingWeights,
               Str("must have the shape of expert_idx [", t, ", ", k, "], got shape ", ShapeStr(w.shape)));
   }
+  const bool quantized = gu.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+  if (!quantized) {
+    for (In scales : {kInGateUpScales, kInDownScales}) {
+      if (in[scales].present) FailInput(scales, "goes with int8 weights only: the weights are float");
+    }
+  }
+  const int64_t pack = quantized && attrs.weight_bits == 4 ? 2 : 1;
+  if (pack == 2 && h % 2 != 0) {
+    FailInput(kInGateUpWeights,
+              Str("with weight_bits 4 packs two values per byte along H, which must be even, "
+                  "got H = ",
+                  h, " (x.shape[1])"));
+  }
+  const char* inner = pack == 1 ? "H" : "H/2";
   if (gu.shape.size() != 3 || gu.shape[0] < 1 || gu.shape[1] < 2 || gu.shape[1] % 2 != 0 ||
-      gu.shape[2] != h) {
-    FailInput(kInGateUpWeights, Str("must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = ", h,
-                                    " (x.shape[1]), got shape ", ShapeStr(gu.shape)));
+      gu.shape[2] != h / pack) {
+    FailInput(kInGateUpWeights,
+              Str("must be 3-D [E, 2I, ", inner, "] with E >= 1, an even 2I >= 2 and ", inner, " = ",
+                  h / pack, " (x.shape[1]", pack == 1 ? "" : " / 2", "), got shape ", ShapeStr(gu.shape)));
   }
   const int64_t e = gu.shape[0], i = gu.shape[1] / 2;
-  if (down.shape != std::vector<int64_t>{e, h, i}) {
-    FailInput(kInDownWeights, Str("must be [E, H, I] = [", e, ", ", h, ", ", i,
-                                  "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
+  if (pack == 2 && i % 2 != 0) {
+    FailInput(kInDownWeights, Str("with weight_bits 4 packs two values per byte along I, which must be even, "
+                                  "got I = ",
+                                  i, " (from gate_up_weights)"));
   }
+  if (down.shape != std::vector<int64_t>{e, h, i / pack}) {
+    FailInput(kInDownWeights, Str("must be [E, H, ", pack == 1 ? "I" : "I/2", "] = [", e, ", ", h, ", ",
+                                  i / pack, "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
+  }
+  if (quantized) ValidateScales(in, attrs, e, h, i);
   cpu::MoeRoutedExpertsParams p;
   p.tokens = t;
   p.hidden = h;
@@ -44,6 +93,8 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
   p.inter = i;
   p.index64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
   p.swiglu_limit = attrs.swiglu_limit;
+  p.quant_bits = quantized ? static_cast<int>(attrs.weight_bits) : 0;
+  p.block_size = attrs.block_size;
   return p;
 }
 

@@ -193,33 +193,41 @@ namespace moe_routed_experts {
 inline constexpr const char* kName = "MoeRoutedExperts";
 inline constexpr int kSinceVersion = 1;
 
-enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kNumIns = 5 };
+enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kInGateUpScales = 5, kInDownScales = 6, kNumIns = 7 };
 enum Out : size_t { kOutY = 0, kNumOuts = 1 };
-enum Attr : size_t { kAttrSwigluLimit = 0, kNumAttrs = 1 };
+enum Attr : size_t { kAttrBlockSize = 0, kAttrSwigluLimit = 1, kAttrWeightBits = 2, kNumAttrs = 3 };
 
 inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
 inline constexpr ONNXTensorElementDataType kInRoutingWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
-inline constexpr ONNXTensorElementDataType kInGateUpWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
-inline constexpr ONNXTensorElementDataType kInDownWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInGateUpWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInDownWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInGateUpScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInDownScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ParamSpec kInputs[] = {
     {"x", "", false, kInXTypes, std::size(kInXTypes)},
     {"expert_idx", "TI", false, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
     {"routing_weights", "", false, kInRoutingWeightsTypes, std::size(kInRoutingWeightsTypes)},
-    {"gate_up_weights", "", false, kInGateUpWeightsTypes, std::size(kInGateUpWeightsTypes)},
-    {"down_weights", "", false, kInDownWeightsTypes, std::size(kInDownWeightsTypes)},
+    {"gate_up_weights", "TW", false, kInGateUpWeightsTypes, std::size(kInGateUpWeightsTypes)},
+    {"down_weights", "TW", false, kInDownWeightsTypes, std::size(kInDownWeightsTypes)},
+    {"gate_up_scales", "", true, kInGateUpScalesTypes, std::size(kInGateUpScalesTypes)},
+    {"down_scales", "", true, kInDownScalesTypes, std::size(kInDownScalesTypes)},
 };
 inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ParamSpec kOutputs[] = {
     {"y", "", false, kOutYTypes, std::size(kOutYTypes)},
 };
 inline constexpr AttrSpec kAttrs[] = {
+    {"block_size", AttrSpec::kInt, false, 0},
     {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
+    {"weight_bits", AttrSpec::kInt, false, 8},
 };
 
 // One node's attribute values; each field starts at the schema's default (required: 0).
 struct Attrs {
+  int64_t block_size = 0;
   float swiglu_limit = 0.0f;
+  int64_t weight_bits = 8;
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
@@ -230,7 +238,9 @@ std::string CheckAttrs(const Attrs& attrs);
 // kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
 inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   Attrs a;
+  a.block_size = ReadIntAttr(info, kName, kAttrs[kAttrBlockSize]);
   a.swiglu_limit = ReadFloatAttr(info, kName, kAttrs[kAttrSwigluLimit]);
+  a.weight_bits = ReadIntAttr(info, kName, kAttrs[kAttrWeightBits]);
   const std::string error = CheckAttrs(a);
   if (!error.empty()) Fail(error);
   return a;

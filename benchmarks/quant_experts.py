@@ -1,0 +1,260 @@
+"""Quantized experts (docs/quantization.md): the model suite's expert calls with float32, int8
+(W8A16) and 4-bit (W4A16) weights in the library's ``MoeRoutedExperts``, against ONNX Runtime's
+``com.microsoft.QMoE`` on the same integers and scales, one process, interleaved, and against the
+read bound of each candidate's own bytes.
+
+    python -m ascend_moe_onnx.benchmarks.quant_experts [--tokens 1,16,256] [--blocks ...] [--threads 1]
+
+What runs: the experts node of the model suite's blocks (benchmarks.model.BLOCKS: the Qwen3-like
+block at its real width, the DeepSeek-V3-like one at width 64, its shared expert folded in as one
+more expert of weight 1, as the exported ``ort`` formulation runs it), on token rows routed to k
+distinct random experts. Successive calls rotate through ``ROTATION`` inputs with other experts
+(decode reads each call's experts from DRAM, not from the cache the previous call filled).
+
+Candidates: ``float32``; ``int8`` (per channel); ``int4`` (per group of 32); ``qmoe-int8`` /
+``qmoe-int4``: QMoE with the same integers as its unsigned layout (the stored byte XOR 0x80 /
+0x88: its zero point 2^(bits-1)), the same scales, fed router probabilities that select exactly the
+same experts and ``router_weights`` with the same mixing weights. QMoE's per-channel 8-bit kernel
+keeps float activations; its block-wise 8-bit kernel quantizes activations to int8 (so int8 is
+compared per channel only).
+
+Bound: the bytes of the distinct selected experts' weights and scales per call (averaged over the
+rotation), at the machine's measured single-core read rate (benchmarks.read_probe through
+benchmarks.model.read_rate); ``share`` = bound / time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from ascend_moe_onnx.onnx_schemas import weight_quant
+
+from . import model as model_suite
+from . import timing
+
+ROTATION = 8
+INT4_BLOCK = weight_quant.DEFAULT_INT4_BLOCK  # the tiny presets' widths (32) take it too
+CANDIDATES = ("float32", "int8", "int4", "qmoe-int8", "qmoe-int4")
+
+
+def block_shapes(name: str, size: str = "full") -> dict:
+    """H, E, k, I and shared slices of a model-suite block (``size`` tiny: the preset's tiny one)."""
+    from ascend_moe_onnx.models import presets
+
+    preset, changes = model_suite.BLOCKS[name]
+    cfg = presets.config(preset, size)
+    if size == "full":
+        cfg = cfg.replace(**changes)
+    return dict(H=cfg.hidden, E=cfg.experts, k=cfg.top_k, I=cfg.intermediate, shared=cfg.shared)
+
+
+def weights(shape: dict, seed: int = 0) -> dict:
+    """float32 fc1 [E', 2I, H] (gate/up interleaved) and fc2 [E', H, I]; E' = E + shared slices."""
+    rng = np.random.default_rng(seed)
+    E, H, I = shape["E"] + shape["shared"], shape["H"], shape["I"]
+    fc1 = np.empty((E, 2 * I, H), np.float32)
+    fc2 = np.empty((E, H, I), np.float32)
+    for e in range(E):  # one expert at a time: no float64 copy of the whole stack
+        fc1[e] = rng.standard_normal((2 * I, H), np.float32) * np.float32(H ** -0.5)
+        fc2[e] = rng.standard_normal((H, I), np.float32) * np.float32(I ** -0.5)
+    return {"fc1": fc1, "fc2": fc2}
+
+
+def quantized(w: dict, bits: int, block: int) -> dict:
+    """The stacks quantized per expert (onnx_schemas.weight_quant)."""
+    out = {}
+    for name in ("fc1", "fc2"):
+        qs = [weight_quant.quantize(w[name][e], bits, block) for e in range(w[name].shape[0])]
+        out[name] = np.stack([q for q, _ in qs])
+        out[name + "_scales"] = np.stack([s for _, s in qs])
+    return out
+
+
+def routing(shape: dict, tokens: int, rotation: int, seed: int = 1) -> list[dict]:
+    """``rotation`` inputs: x [T, H], expert_idx [T, k'] (k distinct routed experts, + the shared
+    slices), routing_weights [T, k'] (shared slots 1)."""
+    rng = np.random.default_rng(seed)
+    E, k, s = shape["E"], shape["k"], shape["shared"]
+    out = []
+    for _ in range(rotation):
+        idx = np.stack([rng.choice(E, k, replace=False) for _ in range(tokens)]).astype(np.int64)
+        w = rng.random((tokens, k)).astype(np.float32)
+        if s:
+            idx = np.concatenate([idx, np.tile(np.arange(E, E + s), (tokens, 1))], axis=1)
+            w = np.concatenate([w, np.ones((tokens, s), np.float32)], axis=1)
+        out.append({"x": rng.standard_normal((tokens, shape["H"]), np.float32), "expert_idx": idx,
+                    "routing_weights": w})
+    return out
+
+
+def _save(nodes, inputs, shared: dict, path: str, domains) -> None:
+    """A one-node model whose initializers are placeholders (a sparse file; the session gets the
+    arrays themselves through ``add_initializer``)."""
+    inits, offset = [], 0
+    data = os.path.basename(path) + ".data"
+    for name, a in shared.items():
+        t = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(a.dtype), dims=a.shape)
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", data), ("offset", str(offset)), ("length", str(a.nbytes))):
+            t.external_data.add(key=key, value=value)
+        inits.append(t)
+        offset += a.nbytes
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "experts", inputs, [out], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in domains]), path)
+    with open(os.path.join(os.path.dirname(path), data), "wb") as f:
+        f.truncate(offset)
+
+
+def own_model(path: str, arrays: dict, bits: int, block: int) -> None:
+    """MoeRoutedExperts on ``arrays`` (float, or quantized with ``bits`` / ``block``)."""
+    from ascend_moe_onnx import onnx_schemas
+
+    names = ["x", "expert_idx", "routing_weights", "fc1", "fc2"] + (["fc1_scales", "fc2_scales"] if bits else [])
+    attrs = {"weight_bits": bits, "block_size": block} if bits else {}
+    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain=onnx_schemas.DOMAIN, **attrs)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", None]),
+              helper.make_tensor_value_info("expert_idx", TensorProto.INT64, ["T", None]),
+              helper.make_tensor_value_info("routing_weights", TensorProto.FLOAT, ["T", None])]
+    _save([node], inputs, arrays, path, [("", 21), (onnx_schemas.DOMAIN, 1)])
+
+
+def qmoe_arrays(q: dict, bits: int) -> dict:
+    """QMoE's unsigned layout of the same integers (zero point 2^(bits-1)) and the same scales."""
+    flip = np.uint8(0x80 if bits == 8 else 0x88)
+    return {"fc1": q["fc1"].view(np.uint8) ^ flip, "fc2": q["fc2"].view(np.uint8) ^ flip,
+            "fc1_scales": q["fc1_scales"], "fc2_scales": q["fc2_scales"]}
+
+
+def qmoe_model(path: str, arrays: dict, bits: int, block: int, k: int) -> None:
+    """com.microsoft.QMoE on ``arrays`` (qmoe_arrays), mixing with ``router_weights``."""
+    attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
+                 normalize_routing_weights=0, expert_weight_bits=bits)
+    if block:
+        attrs["block_size"] = block
+    node = helper.make_node("QMoE", ["x", "router_probs", "fc1", "fc1_scales", "", "fc2", "fc2_scales",
+                                     "", "", "", "", "", "", "", "router_weights"], ["y"],
+                            domain="com.microsoft", **attrs)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["T", None])
+              for n in ("x", "router_probs", "router_weights")]
+    _save([node], inputs, arrays, path, [("", 21), ("com.microsoft", 1)])
+
+
+def qmoe_inputs(inp: dict, experts: int) -> dict:
+    """Router probabilities that select exactly ``expert_idx`` (2 there, 0 elsewhere) and the
+    mixing weights scattered to their experts."""
+    T = inp["x"].shape[0]
+    probs = np.zeros((T, experts), np.float32)
+    mix = np.zeros((T, experts), np.float32)
+    rows = np.arange(T)[:, None]
+    probs[rows, inp["expert_idx"]] = 2.0
+    mix[rows, inp["expert_idx"]] = inp["routing_weights"]
+    return {"x": inp["x"], "router_probs": probs, "router_weights": mix}
+
+
+def _runner(sess, rotation: list[dict]):
+    from . import common
+
+    runs = [common.bound_runner(sess, inp) for inp in rotation]
+
+    def run():
+        for r in runs:
+            r()
+
+    run.runs = runs
+    return run
+
+
+def selected_bytes(arrays: dict, rotation: list[dict]) -> float:
+    """Mean bytes of the distinct selected experts' weights (and scales) per call."""
+    per_expert = sum(a.nbytes // a.shape[0] for a in arrays.values())
+    return float(np.mean([len(np.unique(inp["expert_idx"])) * per_expert for inp in rotation]))
+
+
+def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: float, tmp: str,
+              size: str = "full") -> list[dict]:
+    """Rows of ``format_rows`` for one block: every candidate at every token count."""
+    shape = block_shapes(name, size)
+    E = shape["E"] + shape["shared"]
+    k = shape["k"] + shape["shared"]
+    w = weights(shape)
+    schemes = {"float32": (w, 0, 0), "int8": (quantized(w, 8, 0), 8, 0),
+               "int4": (quantized(w, 4, INT4_BLOCK), 4, INT4_BLOCK)}
+    sessions = {}
+    for cand, (arrays, bits, block) in schemes.items():
+        path = os.path.join(tmp, f"{name}-{cand}.onnx")
+        own_model(path, arrays, bits, block)
+        sessions[cand] = (model_suite.shared_session(path, arrays, threads), arrays)
+        if bits:
+            qa = qmoe_arrays(arrays, bits)
+            path = os.path.join(tmp, f"{name}-qmoe-{cand}.onnx")
+            qmoe_model(path, qa, bits, block, k)
+            sessions["qmoe-" + cand] = (model_suite.shared_session(path, qa, threads), qa)
+    rows = []
+    for T in tokens:
+        rotation = routing(shape, T, ROTATION if T <= 16 else 1)
+        runners = {}
+        for cand, (sess, arrays) in sessions.items():
+            rot = [qmoe_inputs(inp, E) for inp in rotation] if cand.startswith("qmoe") else rotation
+            runners[cand] = _runner(sess, rot)
+        for r in runners.values():
+            r()
+        ref = runners["int8"].runs[0].binding.get_outputs()[0].numpy()
+        ref4 = runners["int4"].runs[0].binding.get_outputs()[0].numpy()
+        timings = timing.measure(runners, repeats=repeats, min_sample_s=0.02)
+        base = timings["float32"].fastest / len(rotation)
+        for cand, t in timings.items():
+            best = t.fastest / len(rotation)
+            nbytes = selected_bytes(sessions[cand][1], rotation)
+            row = dict(block=name, tokens=T, candidate=cand, us=best * 1e6, vs_float32=base / best,
+                       mib=nbytes / 2**20, gbs=nbytes / best / 1e9, share=nbytes / rate / best)
+            if cand.startswith("qmoe"):
+                got = runners[cand].runs[0].binding.get_outputs()[0].numpy()
+                want = ref if cand.endswith("int8") else ref4
+                row["max_rel_vs_own"] = float(np.abs(got - want).max() / np.abs(want).max())
+            rows.append(row)
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    """A fixed-width table of run_block's rows."""
+    head = f"{'block':15s} {'T':>4s} {'candidate':10s} {'us/call':>9s} {'x float32':>9s} {'MiB read':>9s} " \
+           f"{'GB/s':>6s} {'share':>6s}  note"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        note = f"max rel diff vs ours {r['max_rel_vs_own']:.1e}" if "max_rel_vs_own" in r else ""
+        lines.append(f"{r['block']:15s} {r['tokens']:4d} {r['candidate']:10s} {r['us']:9.1f} {r['vs_float32']:9.2f} "
+                     f"{r['mib']:9.2f} {r['gbs']:6.1f} {r['share']:6.2f}  {note}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--blocks", default=",".join(model_suite.BLOCKS))
+    p.add_argument("--tokens", default="1,16,256")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--size", default="full", choices=("tiny", "full"), help="tiny: a smoke run")
+    args = p.parse_args(argv)
+    from .machine import isa_path
+
+    rate = model_suite.read_rate(4 * (model_suite.last_level_cache_bytes() or 2**25), args.threads)
+    print(f"read rate {rate / 1e9:.1f} GB/s (1 core, read_probe), kernel path {isa_path()}, "
+          f"{args.threads} thread(s), int4 block {INT4_BLOCK}, rotation {ROTATION} inputs up to 16 tokens")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.blocks.split(","):
+            rows += run_block(name, [int(t) for t in args.tokens.split(",")], args.threads, args.repeats, rate, tmp,
+                              args.size)
+            print(format_rows([r for r in rows if r["block"] == name]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

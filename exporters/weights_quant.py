@@ -1,0 +1,78 @@
+"""Quantized expert weights in an export (``--weights-quant``; docs/quantization.md): the scheme and
+the weights already quantized for it.
+
+``WeightsQuant(bits, block_size)`` goes to ``exporters.export(..., weights_quant=)``; the ``ort``
+expert formulation then stores each block's expert weights as int8 / 4-bit with scales
+(onnx_schemas.weight_quant) and runs them with ``MoeRoutedExperts`` at every routed-row count.
+
+A float weight stack the torch side quantized itself (``models.quantize``: the block then computes
+with the dequantized values, so eager torch and the graph agree to float32 rounding) or loaded from
+a quantized checkpoint is recorded here by content (``record``): the export stores exactly those
+integers and scales, never quantizing the dequantized values again. Other float weights are
+quantized at export time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ascend_moe_onnx.onnx_schemas import weight_quant
+
+SCHEMES = weight_quant.SCHEMES
+
+
+def fingerprint(array: np.ndarray) -> str:
+    """Content key of a float32 weight as the export stores it (dtype, shape and bytes)."""
+    a = np.ascontiguousarray(array, dtype=np.float32)
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{a.shape}".encode())
+    h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+@dataclass
+class WeightsQuant:
+    """A quantization scheme for expert weights and the stacks already quantized with it."""
+
+    bits: int
+    block_size: int = 0
+    # fingerprint of a float32 weight (as exported) -> (q, scales) in the expert-stack layout
+    stored: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        if self.bits not in weight_quant.BITS:
+            raise ValueError(f"weights quantization: bits must be 8 or 4, got {self.bits}")
+        if self.block_size < 0 or (self.bits == 4 and self.block_size % 2):
+            raise ValueError(f"weights quantization: block size must be >= 0 (0 = per channel) and even for "
+                             f"4 bits, got {self.block_size}")
+
+    @classmethod
+    def from_scheme(cls, scheme: str, block_size: int | None = None) -> "WeightsQuant":
+        """``int8`` (per channel unless ``block_size``) or ``int4`` (per group of ``block_size``,
+        default weight_quant.DEFAULT_INT4_BLOCK)."""
+        if scheme not in SCHEMES:
+            raise ValueError(f"weights quantization: unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
+        bits = SCHEMES[scheme]
+        if block_size is None:
+            block_size = weight_quant.DEFAULT_INT4_BLOCK if bits == 4 else 0
+        return cls(bits, block_size)
+
+    @property
+    def name(self) -> str:
+        per = "per channel" if self.block_size == 0 else f"per group of {self.block_size}"
+        return f"int{self.bits} {per}"
+
+    def record(self, exported: np.ndarray, q: np.ndarray, scales: np.ndarray) -> None:
+        """``exported`` (a float32 weight as the export will see it) is stored as ``q`` / ``scales``."""
+        self.stored[fingerprint(exported)] = (np.ascontiguousarray(q), np.ascontiguousarray(scales, np.float32))
+
+    def quantized(self, exported: np.ndarray, stack: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(q, scales) of a weight: as recorded for ``exported``, else ``stack`` (``exported`` in the
+        expert-stack layout [E, N, K]; default ``exported`` itself) quantized now."""
+        hit = self.stored.get(fingerprint(exported))
+        if hit is not None:
+            return hit
+        return weight_quant.quantize(exported if stack is None else stack, self.bits, self.block_size)

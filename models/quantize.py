@@ -1,0 +1,118 @@
+"""Quantized expert weights on the torch side (``--weights-quant``; docs/quantization.md).
+
+``quantize_block(block, wq)`` and ``quantize_hf_model(model, wq)`` quantize every routed expert
+weight (and a shared expert the ``ort`` formulation runs in the same call, as s more experts) with
+the scheme ``wq`` (exporters.weights_quant.WeightsQuant), replace the float weights by their
+dequantized values, so that eager torch computes what the exported graph computes, and record the
+integers and scales in ``wq`` for the export (which stores exactly those). ``load_quantized``
+does the same with integers and scales read from a checkpoint (models.weights), without
+quantizing anything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+from ascend_moe_onnx.onnx_schemas import weight_quant
+
+
+def _set_dequantized(tensor: torch.Tensor, wq: WeightsQuant, q: np.ndarray, scales: np.ndarray,
+                     from_stack=None) -> None:
+    """``tensor`` := dequantized (q, scales) (``from_stack``: the stack layout back to the
+    tensor's), recorded in ``wq`` under the float32 values the export will see."""
+    values = weight_quant.dequantize(q, scales, wq.bits, wq.block_size).astype(np.float32)
+    if from_stack is not None:
+        values = from_stack(values)
+    with torch.no_grad():
+        tensor.copy_(torch.from_numpy(np.ascontiguousarray(values)).to(tensor.dtype))
+    wq.record(tensor.detach().float().numpy(), q, scales)
+
+
+def _quantize(tensor: torch.Tensor, wq: WeightsQuant, to_stack=None, from_stack=None) -> None:
+    """Quantize ``tensor`` in place (its values become the dequantized ones; recorded in ``wq``)."""
+    values = tensor.detach().float().numpy()
+    q, scales = weight_quant.quantize(values if to_stack is None else to_stack(values), wq.bits, wq.block_size)
+    _set_dequantized(tensor, wq, q, scales, from_stack)
+
+
+def shared_layouts(slices: int, inter: int, hidden: int) -> dict:
+    """(to_stack, from_stack) per projection of a shared expert of ``slices`` * ``inter`` rows: its
+    slices as experts ([s, I, H] gate / up, [s, H, I] down), and back."""
+    s, I, H = slices, inter, hidden
+    rows = (lambda w: w.reshape(s, I, H), lambda w: w.reshape(s * I, H))
+    down = (lambda w: w.reshape(H, s, I).transpose(1, 0, 2), lambda w: w.transpose(1, 0, 2).reshape(H, s * I))
+    return {"gate_proj": rows, "up_proj": rows, "down_proj": down}
+
+
+def quantize_experts(gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor, wq: WeightsQuant,
+                     shared: tuple | None = None) -> None:
+    """Quantize expert stacks gate / up [E, I, H], down [E, H, I] (views are fine) in place, and the
+    shared expert ``shared`` = (gate [sI, H], up, down [H, sI]) slice by slice."""
+    E, I, H = gate.shape
+    G = wq.block_size
+    if G and (H % G or I % G):
+        raise ValueError(f"weights quantization: block size {G} must divide the hidden size {H} and the expert "
+                         f"width {I}")
+    if wq.bits == 4 and (H % 2 or I % 2):
+        raise ValueError(f"weights quantization: int4 packs two values per byte: the hidden size {H} and the "
+                         f"expert width {I} must be even")
+    for w in (gate, up, down):
+        _quantize(w, wq)
+    if shared is not None:
+        layouts = shared_layouts(shared[0].shape[0] // I, I, H)
+        for w, name in zip(shared, ("gate_proj", "up_proj", "down_proj")):
+            _quantize(w, wq, *layouts[name])
+
+
+def quantize_block(block: torch.nn.Module, wq: WeightsQuant) -> torch.nn.Module:
+    """A project block (models.layers.RoutedMoE) with its routed and shared experts quantized in
+    place; ``block.weights_quant`` = ``wq`` (what export_block passes to the export)."""
+    ex, sh = block.experts, getattr(block, "shared_experts", None)
+    shared = None if sh is None else (sh.gate_proj, sh.up_proj, sh.down_proj)
+    quantize_experts(ex.gate_proj, ex.up_proj, ex.down_proj, wq, shared)
+    block.weights_quant = wq
+    return block
+
+
+def quantize_hf_model(model: torch.nn.Module, wq: WeightsQuant) -> int:
+    """Every patched MoE block of a Hugging Face model (hf.patch) with its experts quantized in
+    place (and a plain shared expert MLP); the fused ``gate_up_proj`` is handed to the export as
+    separate gate / up stacks. Returns the number of blocks."""
+    from ascend_moe_onnx.hf import experts as hf_experts
+    from ascend_moe_onnx.hf.export import moe_blocks
+
+    blocks = moe_blocks(model)
+    for block in blocks.values():
+        ex = block.experts
+        gate, up, down = (torch.nn.Parameter(w.detach().clone().contiguous(), requires_grad=False)
+                          for w in hf_experts.expert_weights(ex))
+        if not hasattr(ex, "gate_up_proj") and getattr(ex, "ascend_weights", None) is None:
+            continue  # not a fused-experts block (routed-rows experts keep float weights)
+        mlp = getattr(block, "shared_experts", None)
+        routing = getattr(block, "_ascend_routing", None)
+        folded = (mlp is not None and getattr(routing, "shared", None) == "plain"
+                  and hf_experts.folds_shared(block.experts_formulation, mlp))
+        shared = (mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight) if folded else None
+        quantize_experts(gate, up, down, wq, shared)
+        ex.ascend_gate, ex.ascend_up, ex.ascend_down = gate, up, down
+        ex.ascend_weights = lambda ex=ex: (ex.ascend_gate, ex.ascend_up, ex.ascend_down)
+    return len(blocks)
+
+
+def load_quantized(block: torch.nn.Module, wq: WeightsQuant, stored: dict) -> torch.nn.Module:
+    """A block whose expert weights come quantized from a checkpoint: ``stored`` maps
+    ``experts.gate_proj`` / ``up_proj`` / ``down_proj`` (and ``shared_experts.*``) to (q, scales)
+    in the stack layout (shared: its slices as experts); the block gets the dequantized values, the
+    export exactly these integers and scales (nothing is quantized again)."""
+    for name, (q, scales) in stored.items():
+        owner, proj = name.split(".")
+        tensor = getattr(getattr(block, owner), proj)
+        from_stack = None
+        if owner == "shared_experts":
+            I, H = block.experts.gate_proj.shape[1:]
+            from_stack = shared_layouts(q.shape[0], I, H)[proj][1]
+        _set_dequantized(tensor, wq, q, scales, from_stack)
+    block.weights_quant = wq
+    return block
