@@ -182,6 +182,7 @@ def export(
     check: bool = True,
     experts: str | None = None,
     keep_metadata: bool = False,
+    bfloat16_in_float32: bool = False,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
 
@@ -194,7 +195,10 @@ def export(
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
     ``keep_metadata`` keeps the exporter's metadata (node stack traces with this machine's paths,
     module names, the ExportedProgram's signature: often most of a small model's bytes), for
-    debugging an export; by default it is removed.
+    debugging an export; by default it is removed. ``bfloat16_in_float32`` computes the standard
+    ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
+    (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
+    for the CANN EP, whose bfloat16 MatMul runs natively.
 
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
@@ -233,6 +237,12 @@ def export(
         fixed = checks.specialised_dims(proto, dynamic_axes=dynamic_axes)
         if fixed:
             raise checks.specialisation_error(fixed, tried_strict=False)
+    if bfloat16_in_float32:
+        from .bfloat16_compute import compute_bfloat16_in_float32
+
+        if not dynamo:  # the TorchScript graph records no intermediate types
+            proto = onnx.shape_inference.infer_shapes(proto)
+        compute_bfloat16_in_float32(proto)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 
