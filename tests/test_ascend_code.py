@@ -170,6 +170,13 @@ def test_export_has_fused_nodes(name):
     assert_fused(proto, PATHS[name].fused)
 
 
+def test_init_routing_keeping_every_row_exports_no_slice():
+    """The recipes' active_num = num_tokens * top_k (a SymInt that covers every pair) keeps every
+    expanded row: no Slice (a copy of all of them) between init routing and the grouped matmul."""
+    _, proto = _exported("recipes_deepseek_tp")
+    assert "Slice" not in {n.op_type for n in proto.graph.node}
+
+
 @pytest.mark.parametrize("name", PATHS)
 @pytest.mark.parametrize("library", [True, False], ids=["library", "function_bodies"])
 @pytest.mark.parametrize("tokens", [EXPORT_TOKENS, OTHER_TOKENS])
