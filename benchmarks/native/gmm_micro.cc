@@ -21,7 +21,6 @@
 #undef ascend_moe
 #endif
 
-
 static double ThreadSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -44,16 +43,19 @@ int main(int argc, char** argv) {
   std::vector<float> w32;
   if (bf16) {
     w16.resize(static_cast<size_t>(E * K * N));
-    for (size_t i = 0; i < w16.size(); ++i) w16[i] = static_cast<uint16_t>(0x3c00 + (i * 2654435761u >> 24) % 128);
+    for (size_t i = 0; i < w16.size(); ++i)
+      w16[i] = static_cast<uint16_t>(0x3c00 + (i * 2654435761u >> 24) % 128);
   } else {
     w32.resize(static_cast<size_t>(E * K * N));
-    for (size_t i = 0; i < w32.size(); ++i) w32[i] = static_cast<float>((i * 2654435761u >> 20) % 1000) * 1e-3f;
+    for (size_t i = 0; i < w32.size(); ++i)
+      w32[i] = static_cast<float>((i * 2654435761u >> 20) % 1000) * 1e-3f;
   }
   const int64_t M = top_k * rows;
   std::vector<uint16_t> x16(static_cast<size_t>(M * K), 0x3f80);
   std::vector<float> x32(static_cast<size_t>(M * K), 0.5f);
   std::vector<float> y(static_cast<size_t>(M * N));
-  std::vector<std::vector<int64_t>> ends(static_cast<size_t>(sets), std::vector<int64_t>(static_cast<size_t>(E)));
+  std::vector<std::vector<int64_t>> ends(static_cast<size_t>(sets),
+                                         std::vector<int64_t>(static_cast<size_t>(E)));
   for (int64_t s = 0; s < sets; ++s) {
     int64_t end = 0;
     for (int64_t e = 0; e < E; ++e) {
@@ -108,10 +110,11 @@ int main(int argc, char** argv) {
     std::sort(t[v].begin(), t[v].end());
     const double best = t[v].front(), med = t[v][t[v].size() / 2];
     if (v == 0) best_now = best;
-    std::printf("%-6s K %lld N %lld rows %lld %s: best %.3f ms, median %.3f ms; %.1f GB/s, %.1f GFLOP/s (best)\n",
-                names[v], static_cast<long long>(K), static_cast<long long>(N), static_cast<long long>(rows),
-                bf16 ? "bf16" : "f32", best * 1e3, med * 1e3, static_cast<double>(per_set) / best / 1e9,
-                2.0 * static_cast<double>(M * K * N) / best / 1e9);
+    std::printf(
+        "%-6s K %lld N %lld rows %lld %s: best %.3f ms, median %.3f ms; %.1f GB/s, %.1f GFLOP/s (best)\n",
+        names[v], static_cast<long long>(K), static_cast<long long>(N), static_cast<long long>(rows),
+        bf16 ? "bf16" : "f32", best * 1e3, med * 1e3, static_cast<double>(per_set) / best / 1e9,
+        2.0 * static_cast<double>(M * K * N) / best / 1e9);
   }
 #ifdef GMM_MICRO_BEFORE
   double diff = 0;
@@ -124,7 +127,8 @@ int main(int argc, char** argv) {
     std::memcpy(&f, &bits, 4);
     return f;
   };
-  for (size_t i = 0; i < static_cast<size_t>(M * N); ++i) diff = std::max(diff, std::abs(value(y, i) - value(y_before, i)));
+  for (size_t i = 0; i < static_cast<size_t>(M * N); ++i)
+    diff = std::max(diff, std::abs(value(y, i) - value(y_before, i)));
   std::printf("before / now (best): %.3f; max |y - y_before| %.3g\n", t[1].front() / best_now, diff);
 #endif
   return 0;
