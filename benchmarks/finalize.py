@@ -43,16 +43,29 @@ def _node_model(op: str, names: list[str], types: dict, attrs: dict) -> bytes:
     return m.SerializeToString()
 
 
+ALIGN = 64  # bytes: ONNX Runtime's allocator aligns its buffers so; NumPy's large arrays sit 16 past a page
+
+
+def aligned_zeros(shape: tuple, dtype, align: int = ALIGN) -> np.ndarray:
+    """Zeros of ``shape`` whose data starts on an ``align``-byte boundary (as ORT's own outputs)."""
+    itemsize = np.dtype(dtype).itemsize
+    n = int(np.prod(shape))
+    raw = np.zeros(n * itemsize + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start:start + n * itemsize].view(dtype).reshape(shape)
+
+
 def run_case(tokens: int, hidden: int, k: int, dtype: str, threads: int, repeats: int = 5,
-             min_sample_s: float = 0.05, seed: int = 0) -> dict:
-    """Time every candidate on one shape; returns times, bandwidths and ratios."""
+             min_sample_s: float = 0.05, seed: int = 0, align: int = ALIGN) -> dict:
+    """Time every candidate on one shape; returns times, bandwidths and ratios. The output (bound
+    to the nodes) starts on an ``align``-byte boundary (1: wherever NumPy puts it)."""
     np_type, elem = _ONNX[dtype]
     rs = np.random.RandomState(seed)
     rows = rs.standard_normal((tokens * k, hidden)).astype(np.float32).astype(np_type)
     idx = rs.permutation(tokens * k).astype(np.int32)
     w = rs.rand(tokens, k).astype(np.float32)
     x1 = rs.standard_normal((tokens, hidden)).astype(np.float32).astype(np_type)
-    out = np.zeros((tokens, hidden), np_type)
+    out = aligned_zeros((tokens, hidden), np_type, align)
     f32, i32 = TensorProto.FLOAT, TensorProto.INT32
     unpermute = common.session(_node_model("MoeTokenUnpermute", ["permuted_tokens", "sorted_indices", "probs"],
                                            {"permuted_tokens": elem, "sorted_indices": i32, "probs": f32}, {}),
@@ -89,14 +102,15 @@ def run_case(tokens: int, hidden: int, k: int, dtype: str, threads: int, repeats
     candidates["torch-index_select+mul+sum"] = index_select_mul_sum
     moved = rows.nbytes + out.nbytes + idx.nbytes + w.nbytes  # read + written by the op (no x1)
     src = np.ones(moved // 2, np.uint8)
-    dst = np.zeros_like(src)
+    dst = aligned_zeros(src.shape, np.uint8, align)
     candidates["copy"] = _split_copy(dst, src, threads)
     with common.torch_threads(threads):
         t = timing.measure(candidates, repeats, min_sample_s, timing.warmup_for(threads))
     med = {n: v.median for n, v in t.items()}
     moved_by = {n: moved + (x1.nbytes if n == "ort-finalize+x1" else 0) for n in med}
     moved_by["copy"] = 2 * src.nbytes
-    return {"tokens": tokens, "hidden": hidden, "k": k, "dtype": dtype, "threads": threads, "time_s": med,
+    return {"tokens": tokens, "hidden": hidden, "k": k, "dtype": dtype, "threads": threads, "align": align,
+            "time_s": med,
             "gb_per_s": {n: moved_by[n] / med[n] / 1e9 for n in med},
             "fraction_of_copy": {n: (moved_by[n] / med[n]) / (moved_by["copy"] / med["copy"]) for n in med
                                  if n != "copy"}}
@@ -104,7 +118,8 @@ def run_case(tokens: int, hidden: int, k: int, dtype: str, threads: int, repeats
 
 def report(row: dict) -> str:
     """A Markdown table of one case."""
-    lines = [f"{row['tokens']} tokens x {row['hidden']} {row['dtype']}, k = {row['k']}, {row['threads']} thread(s)",
+    lines = [f"{row['tokens']} tokens x {row['hidden']} {row['dtype']}, k = {row['k']}, {row['threads']} thread(s), "
+             f"output aligned to {row['align']} bytes",
              "", "| candidate | ms | GB/s (read + written) | fraction of copy |", "|---|---:|---:|---:|"]
     for n, s in row["time_s"].items():
         frac = row["fraction_of_copy"].get(n)
@@ -121,9 +136,12 @@ def main(argv=None) -> None:
     p.add_argument("--dtype", default="bfloat16", choices=sorted(_ONNX))
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--align", type=int, default=ALIGN,
+                   help=f"output alignment in bytes (default {ALIGN}, as ORT's allocator; 1: NumPy's)")
     a = p.parse_args(argv)
     for threads in (int(t) for t in a.threads.split(",")):
-        print(report(run_case(a.tokens, a.hidden, a.k, a.dtype, threads, a.repeats)), "\n", flush=True)
+        print(report(run_case(a.tokens, a.hidden, a.k, a.dtype, threads, a.repeats, align=a.align)), "\n",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ experts are the same 8; real batches spread rows over more experts, which reads 
 fewer rows each). Fewer experts are allocated than the models have (the weights must fit the
 machine), enough that each call's are read from DRAM.
 
-    python -m ascend_moe_onnx.benchmarks.grouped_matmul [--quick | --smoke] [--repeats N]
+    python -m ascend_moe_onnx.benchmarks.grouped_matmul [--quick | --smoke] [--rows 4,16] [--repeats N]
 """
 
 from __future__ import annotations
@@ -224,13 +224,17 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness, the numbers mean nothing")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--min-sample-s", type=float, default=0.05)
+    p.add_argument("--rows", metavar="N,N", help="only the cases of these rows per expert (e.g. 4,16)")
     args = p.parse_args(argv)
+    wanted = None if args.rows is None else {int(r) for r in args.rows.split(",")}
     llc = last_level_cache_bytes() or 32 * 2**20
     probe_bytes = 2**22 if args.smoke else max(256 * 2**20, 4 * llc)
     best_rate = [read_rate(probe_bytes, 1), machine_rates(1)["matmul_flops"]]
     best_cpu = list(cpu_rates(probe_bytes))
     rows = []
     for case in cases(args.quick, args.smoke):
+        if wanted is not None and case.rows not in wanted:
+            continue
         r = run_case(case, args.repeats, args.min_sample_s, probe_bytes, best_rate, best_cpu)
         rows.append(r)
         print(f"{case}: kernel {r['kernel_s'] * 1e3:.2f} ms (spread {r['kernel_spread']:.0%}), "

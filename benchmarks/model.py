@@ -308,12 +308,13 @@ def peak_growth_mib(fn) -> float | None:
     return None if before is None or peak is None else max(0.0, (peak - before) / 1024)
 
 
-def shared_session(path: str, shared: dict, threads: int, arena: bool = True):
+def shared_session(path: str, shared: dict, threads: int, arena: bool = True, profile_prefix: str | None = None):
     """An ORT session on the model at ``path`` whose initializers named in ``shared`` (name -> float32
     array) are those arrays' memory, not copies (``add_initializer``; the arrays must outlive the
     session). ``arena=False``: without the memory arena, so that each call's buffers are really
     allocated and released (``peak_growth_mib``; slow: fresh pages for every large buffer, 4x the
-    time of the onnx formulation at one token). Constant folding unlimited (FOLDING_LIMIT_KEY)."""
+    time of the onnx formulation at one token). Constant folding unlimited (FOLDING_LIMIT_KEY).
+    ``profile_prefix``: ORT's profiler on, its file named from this prefix (``end_profiling``)."""
     import onnxruntime as ort
 
     from ascend_moe_onnx import ort_custom_ops
@@ -322,6 +323,8 @@ def shared_session(path: str, shared: dict, threads: int, arena: bool = True):
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     so.log_severity_level = 3
     so.enable_cpu_mem_arena = arena
+    if profile_prefix is not None:
+        so.enable_profiling, so.profile_file_prefix = True, profile_prefix
     so.add_session_config_entry("session.force_spinning_stop", "1")
     so.add_session_config_entry(FOLDING_LIMIT_KEY, str(FOLDING_LIMIT_BYTES))
     ort_custom_ops.register(so)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import gating, gating_isa, model, rerouting
+from . import ascend_layer, gating, gating_isa, model, rerouting
 
 # (name, check) pairs; a check takes the results dict and returns (measured text, met) or None
 # when the run did not measure what it needs.
@@ -75,7 +75,8 @@ def targets(results: dict) -> list[dict]:
                 rows, f"{worst['fraction_of_copy'] * 100:.0f}% of the fastest copy; {node * 100:.0f}% of the node's "
                       f"own one-block copy (same call path: without ORT's per-call cost); other processes used "
                       f"{_load(worst)} cores", worst["fraction_of_copy"] >= 0.9)
-    for name, measured, met in model.targets(results.get("model", [])):
+    for name, measured, met in model.targets(results.get("model", [])) + \
+            ascend_layer.targets(results.get("ascend_layer", [])):
         out.append({"target": name, "measured": measured, "met": bool(met)})
     return out
 
@@ -171,6 +172,10 @@ def markdown(results: dict) -> str:
     if results.get("model"):
         parts += ["## Model level", "", "Baselines: " + "; ".join(f"`{k}` = {v}" for k, v in model.BASELINES.items())
                   + ".", "", model_table(results["model"]), ""]
+    if results.get("ascend_layer"):
+        parts += ["## Ascend code: the recipes' DeepSeek-V3 layer", "", "cann-recipes-infer's layer exported from "
+                  "its torch_npu calls against the project's block with the same weights (benchmarks/ascend_layer.py); "
+                  "fastest samples, interleaved.", "", ascend_layer.table(results["ascend_layer"]), ""]
     return "\n".join(parts)
 
 

@@ -18,22 +18,24 @@ from pathlib import Path
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
 
 RESULTS_DIR = Path("benchmark-results")  # relative to the current directory, never inside the package
-SUITES = ("gating", "rerouting", "model")
+SUITES = ("gating", "rerouting", "model", "ascend_layer")
 
 
 def plans(mode: str) -> dict:
     """The plan of every suite for a mode (full, quick, smoke) and the timing settings."""
+    from .ascend_layer import LayerPlan
     from .gating import GatingPlan
     from .model import ModelPlan
     from .rerouting import ReRoutingPlan
 
     if mode == "full":
         return {"gating": GatingPlan(), "rerouting": ReRoutingPlan(), "model": ModelPlan(),
-                "repeats": 7, "min_sample_s": 0.005}
+                "ascend_layer": LayerPlan(), "repeats": 7, "min_sample_s": 0.005}
     if mode == "quick":
         return {"gating": GatingPlan(tokens=(1, 16, 4096), dtypes=("float32",)),
                 "rerouting": ReRoutingPlan(shapes=((16, 16, 16384, 7168), (4, 8, 1024, 2048))),
                 "model": ModelPlan(tokens=(16,), threads=(1,)),
+                "ascend_layer": LayerPlan(tokens=(16,), threads=(1,)),
                 "repeats": 5, "min_sample_s": 0.004}
     if mode == "smoke":
         # One dtype: every gating case exports its reference router, and exports dominate the run.
@@ -42,6 +44,7 @@ def plans(mode: str) -> dict:
                                      scaling_min_tokens=300, isa_tokens=300, isa_calls=2, isa_rounds=1),
                 "rerouting": ReRoutingPlan(shapes=((2, 3, 40, 24),), threads=(1,)),
                 "model": ModelPlan(size="tiny", intermediate=None, tokens=(1, 8), threads=(1,)),
+                "ascend_layer": LayerPlan(size="tiny", tokens=(1, 8), threads=(1,), min_repeats=2),
                 "repeats": 2, "min_sample_s": 0.0002}
     raise ValueError(f"unknown mode '{mode}' (full, quick, smoke)")
 
@@ -76,7 +79,7 @@ def run(args) -> int:
     """Run the selected suites, write the reports; returns the exit code (0, or 2 on bad options)."""
     import dataclasses
 
-    from . import gating, machine, model, report, rerouting
+    from . import ascend_layer, gating, machine, model, report, rerouting
 
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     cfg = plans(mode)
@@ -96,7 +99,8 @@ def run(args) -> int:
     repeats = args.repeats or cfg["repeats"]
     started, load_start = time.time(), _load()
     results = {"machine": machine.machine_info(), "targets": []}
-    runners = {"gating": gating.run, "rerouting": rerouting.run, "model": model.run}
+    runners = {"gating": gating.run, "rerouting": rerouting.run, "model": model.run,
+               "ascend_layer": ascend_layer.run}
     for suite in suites:
         print(f"== {suite} ({mode})", flush=True)
         for row in runners[suite](cfg[suite], repeats, cfg["min_sample_s"], log=lambda s: print(s, flush=True)):

@@ -207,6 +207,7 @@ def export(
     keep_metadata: bool = False,
     target: str = targets.DEFAULT,
     weights_quant=None,
+    bfloat16_in_float32: bool = False,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
 
@@ -223,7 +224,10 @@ def export(
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
     MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host). ``opset_version`` defaults to the target's.
+    would still compute on the host). ``opset_version`` defaults to the target's.    ``bfloat16_in_float32`` computes the standard
+    ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
+    (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
+    for the CANN EP, whose bfloat16 MatMul runs natively.
 
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
@@ -264,6 +268,12 @@ def export(
         fixed = checks.specialised_dims(proto, dynamic_axes=dynamic_axes)
         if fixed:
             raise checks.specialisation_error(fixed, tried_strict=False)
+    if bfloat16_in_float32:
+        from .bfloat16_compute import compute_bfloat16_in_float32
+
+        if not dynamo:  # the TorchScript graph records no intermediate types
+            proto = onnx.shape_inference.infer_shapes(proto)
+        compute_bfloat16_in_float32(proto)
     if target == "cann":
         _for_cann(proto)
     if attach_functions:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import onnx
 import pytest
 import torch
 from torch.export import Dim
@@ -169,6 +170,13 @@ def test_export_has_fused_nodes(name):
     assert_fused(proto, PATHS[name].fused)
 
 
+def test_init_routing_keeping_every_row_exports_no_slice():
+    """The recipes' active_num = num_tokens * top_k (a SymInt that covers every pair) keeps every
+    expanded row: no Slice (a copy of all of them) between init routing and the grouped matmul."""
+    _, proto = _exported("recipes_deepseek_tp")
+    assert "Slice" not in {n.op_type for n in proto.graph.node}
+
+
 @pytest.mark.parametrize("name", PATHS)
 @pytest.mark.parametrize("library", [True, False], ids=["library", "function_bodies"])
 @pytest.mark.parametrize("tokens", [EXPORT_TOKENS, OTHER_TOKENS])
@@ -200,12 +208,14 @@ def test_legacy_export_runs_in_onnx_runtime(name):
             assert rel_err(torch.from_numpy(np.asarray(got)), expected) <= TOL
 
 
-# Paths whose own code has no bfloat16 MatMul (ONNX Runtime's CPU provider has none; the recipes'
-# DeepSeek shared expert multiplies bfloat16 matrices outside the MoE ops).
 BF16_PATHS = {
     "recipes_qwen3_softmax": lambda: rs.Qwen3MoeSparseMoeBlock(rs.SoftmaxMoeConfig(), dtype=torch.bfloat16),
     "vllm_ascend_a2": lambda: va.AscendFusedMoE(va.VllmMoeConfig(), dtype=torch.bfloat16, device="A2"),
+    "recipes_deepseek_tp": lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(), torch.bfloat16, path="tp"),
 }
+# Paths that multiply bfloat16 matrices outside the MoE ops (the recipes' DeepSeek shared expert):
+# ONNX Runtime's CPU provider has no bfloat16 MatMul, so they are exported with bfloat16_in_float32.
+BF16_IN_FLOAT32 = {"recipes_deepseek_tp"}
 BF16_TOL = 3e-2  # cli/verify.py's bfloat16 tolerance
 
 
@@ -215,8 +225,11 @@ def test_bfloat16_export_matches_eager_and_reference(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         proto = exporters.export(model, (_tokens(model, EXPORT_TOKENS, 1)[0].bfloat16(),),
-                                 dynamic_shapes=({0: PATHS[name].dim or Dim("tokens", min=2)},))
+                                 dynamic_shapes=({0: PATHS[name].dim or Dim("tokens", min=2)},),
+                                 bfloat16_in_float32=name in BF16_IN_FLOAT32)
     assert_fused(proto, PATHS[name].fused)
+    if name in BF16_IN_FLOAT32:
+        assert not _bf16_arithmetic(proto)
     for tokens in (EXPORT_TOKENS, OTHER_TOKENS):
         x = _tokens(model, tokens, 5)[0].bfloat16()
         with torch.no_grad():
@@ -225,6 +238,27 @@ def test_bfloat16_export_matches_eager_and_reference(name):
         for library in (True, False):
             got = ort_outputs(proto, {proto.graph.input[0].name: _bf16(x)}, library)[0]
             assert rel_err(torch.from_numpy(np.asarray(got, dtype=np.float32)), eager.float()) <= BF16_TOL
+
+
+def _bf16_arithmetic(proto) -> list[str]:
+    """Standard nodes that compute on bfloat16 values (none of them runs on ORT's CPU provider)."""
+    from ascend_moe_onnx.exporters.bfloat16_compute import FLOAT32_OPS
+
+    g = proto.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*g.input, *g.output, *g.value_info)}
+    types.update({i.name: i.data_type for i in g.initializer})
+    return [n.name for n in g.node if n.op_type in FLOAT32_OPS and n.domain == ""
+            and any(types.get(v) == onnx.TensorProto.BFLOAT16 for v in (*n.input, *n.output))]
+
+
+def test_bfloat16_in_float32_leaves_other_graphs_alone():
+    """The pass rewrites only bfloat16 arithmetic: a float32 graph keeps every node."""
+    from ascend_moe_onnx.exporters.bfloat16_compute import compute_bfloat16_in_float32
+
+    _, proto = _exported("recipes_deepseek_tp")
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    assert compute_bfloat16_in_float32(copy) == 0 and copy == proto
 
 
 def _bf16(x: torch.Tensor) -> np.ndarray:

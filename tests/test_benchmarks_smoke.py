@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from ascend_moe_onnx.benchmarks import gating, gating_isa, model, report, rerouting, runner, timing
+from ascend_moe_onnx.benchmarks import ascend_layer, gating, gating_isa, model, report, rerouting, runner, timing
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +30,19 @@ def test_smoke_run_writes_reports(smoke):
         return
     png = out / "smoke_gating.png"
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_smoke_ascend_layer(smoke):
+    """The recipes' layer exported from Ascend code computes the project's block's output, and both
+    are timed on every case of the plan."""
+    _, _, data = smoke
+    plan = runner.plans("smoke")["ascend_layer"]
+    rows = data["ascend_layer"]
+    assert [(r["threads"], r["tokens"]) for r in rows] == [(t, n) for t in plan.threads for n in plan.tokens]
+    for r in rows:
+        assert set(r["best_s"]) == set(ascend_layer.CANDIDATES) and all(v > 0 for v in r["best_s"].values())
+        assert r["max_rel_diff"] <= 1e-5, r["max_rel_diff"]
+        assert r["ratio"] == r["best_s"]["recipes"] / r["best_s"]["block"]
 
 
 def test_smoke_json_fields(smoke):

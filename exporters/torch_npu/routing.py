@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 
@@ -79,9 +80,14 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     expanded_scale)``; one MoeInitRoutingV3 node (dropless or drop/pad, unquantised or int8).
 
     ``active_num`` may be a SymInt (e.g. ``num_tokens * top_k`` from a dynamic shape): the token
-    count stays dynamic; a Python int fixes the output rows at ``min(active_num, rows * k)``.
+    count stays dynamic; a Python int fixes the output rows at ``min(active_num, rows * k)``. A
+    SymInt known to be at least ``rows * k`` (the usual ``num_tokens * top_k``) keeps every row, as
+    -1 does, and is passed as -1: the graph then needs no Slice (a copy of every expanded row).
     """
     require_none("npu_moe_init_routing_v2", x_dtype=x_dtype)
+    if isinstance(active_num, torch.SymInt) and expert_idx.dim() == 2 and \
+            statically_known_true(active_num >= x.shape[0] * expert_idx.shape[1]):
+        active_num = -1
     return _ops.init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
                                 expert_tokens_num_type, bool(expert_tokens_num_flag), quant_mode, active_expert_range,
                                 row_idx_type)

@@ -159,17 +159,18 @@ void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N
     for (int64_t r = 0; r < rows; r += kRowTile) {
       const int tt = static_cast<int>(std::min(kRowTile, rows - r));
       float* a = acc + r * width;
+      const bool prefetch = r == 0;  // the first pass over a tile reads it from DRAM
       switch (isa) {
 #if ASCEND_MOE_GMM_X86
         case GmmIsa::kAvx512:
-          gmm_avx512::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
+          gmm_avx512::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
           break;
         case GmmIsa::kAvx2:
-          gmm_avx2::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
+          gmm_avx2::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
           break;
 #endif
         default:
-          gmm_baseline::Accumulate(tt, wn, N, t0, t1, X + r, a, width, width);
+          gmm_baseline::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
       }
     }
   }
