@@ -49,13 +49,14 @@ class PrefillLM(torch.nn.Module):
 
 
 def moe_blocks(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
-    """{layer index: MoE block} of a patched model (fused or not)."""
-    out = {}
+    """{layer index: MoE block} of a patched model (fused or not). A layer with several MoE blocks
+    (ERNIE-4.5-VL's text and vision MoE) gives its first, the text one."""
+    out: dict[int, torch.nn.Module] = {}
     for name, module in model.named_modules():
         if getattr(module, "_ascend_status", None) is not None:
             m = LAYER_INDEX.search(name + ".")
             if m:
-                out[int(m.group(1))] = module
+                out.setdefault(int(m.group(1)), module)
     return out
 
 

@@ -190,7 +190,10 @@ def _is_moe_layer(module: torch.nn.Module) -> bool:
     experts = getattr(module, "experts", None)
     if isinstance(experts, torch.nn.Module):
         return not isinstance(getattr(experts, "experts", None), torch.nn.Module)
-    return type(module).__name__.endswith(_MOE_CLASS_ENDINGS) and not hasattr(module, "gate_up_proj")
+    if not type(module).__name__.endswith(_MOE_CLASS_ENDINGS) or hasattr(module, "gate_up_proj"):
+        return False
+    # a wrapper of MoE blocks (ERNIE-4.5-VL's text and vision MoE) is not an MoE layer itself
+    return not any(isinstance(getattr(c, "experts", None), torch.nn.Module) for c in module.children())
 
 
 def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:

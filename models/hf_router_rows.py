@@ -49,6 +49,7 @@ _SOFTMAX_NORM_FIELD = RouterRow(renorm="norm_topk_prob")
 _TOPK_SOFTMAX = RouterRow(renorm=True, weights="hidden")  # top-k of logits, softmax over the k
 _DEEPSEEK_V3 = RouterRow(scoring="sigmoid", renorm="norm_topk_prob", scale="routed_scaling_factor",
                          bias="e_score_correction_bias", groups=1, logits_fp32=True, weights="float32")
+_SOFTMAX_GROUP_MAX_SCALED = RouterRow(scale="routed_scaling_factor", groups=0, logits_fp32=True, weights="float32")
 _SIGMOID_BIAS_RENORM = RouterRow(scoring="sigmoid", renorm=True, bias="arg", weights="float32")
 
 # router class name -> row (transformers 5.24; subclasses inherit their base's row).
@@ -105,7 +106,6 @@ ROUTERS: dict[str, RouterRow] = {
     "MiMoV2FlashTopkRouter": _DEEPSEEK_V3,
     "AXK1TopkRouter": _DEEPSEEK_V3,
     "AXK2TopkRouter": _DEEPSEEK_V3,
-    "DeepseekOcr2TextTopkRouter": _DEEPSEEK_V3,
     "KimiLinearTopkRouter": _DEEPSEEK_V3,
     "NemotronHTopkRouter": _DEEPSEEK_V3,
     "BailingHybridTopkRouter": _DEEPSEEK_V3,
@@ -115,8 +115,8 @@ ROUTERS: dict[str, RouterRow] = {
     "HYV4TopkRouter": _DEEPSEEK_V3,
     "HYV4VLTopkRouter": _DEEPSEEK_V3,
     # DeepSeek-V2-like: float32 softmax, group max (group_limited_greedy), not renormalised, scaled
-    "UnlimitedOcrTextTopkRouter": RouterRow(scale="routed_scaling_factor", groups=0, logits_fp32=True,
-                                            weights="float32"),
+    "UnlimitedOcrTextTopkRouter": _SOFTMAX_GROUP_MAX_SCALED,
+    "DeepseekOcr2TextTopkRouter": _SOFTMAX_GROUP_MAX_SCALED,
     # sigmoid, top-k, renormalised when norm_topk_prob (a block-held selection bias for LFM2-MoE)
     "FlintTopKRouter": RouterRow(scoring="sigmoid", renorm="norm_topk_prob", weights="hidden"),
     "Lfm2MoeTopKRouter": RouterRow(scoring="sigmoid", renorm="norm_topk_prob", scale="routed_scaling_factor",

@@ -281,7 +281,10 @@ def weighted_gather(rows: np.ndarray, slot_rows: np.ndarray, weights: np.ndarray
 def _add_slot(acc, rows32, r, w, bias, skip_zero_weight) -> None:
     """acc += w * (rows32[r] + bias) for one slot column (r < 0: a zero row)."""
     N, H = acc.shape
-    term = np.where((r >= 0)[:, None], rows32[np.maximum(r, 0)], np.float32(0)) if N else np.zeros((0, H), np.float32)
+    if N and rows32.shape[0]:
+        term = np.where((r >= 0)[:, None], rows32[np.maximum(r, 0)], np.float32(0))
+    else:  # no token, or no row to read (every slot a zero row)
+        term = np.zeros((N, H), np.float32)
     if bias is not None:
         term = term + bias.astype(np.float32)
     if w is not None:

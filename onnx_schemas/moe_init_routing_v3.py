@@ -351,7 +351,8 @@ def _count_output(counts: np.ndarray, attrs: dict[str, Any], start: int) -> np.n
 
 
 def _round_half_even_int8(v: np.ndarray) -> np.ndarray:
-    return np.clip(np.rint(v), -128, 127).astype(np.int8)
+    """Round half to even and saturate; NaN is 0 (no int8 stands for it)."""
+    return np.where(np.isnan(v), 0, np.clip(np.rint(v), -128, 127)).astype(np.int8)
 
 
 def quantize_static(rows: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -366,7 +367,9 @@ def quantize_dynamic(rows: np.ndarray, smooth: np.ndarray | None) -> tuple[np.nd
     r = row * smooth (float32) when smoothing rows are given. An all-zero row gives s = 0, q = 0."""
     r = rows.astype(np.float32)
     if smooth is not None:
-        r = (r * smooth).astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            r = (r * smooth).astype(np.float32)
+    # np.max propagates NaN: a row holding NaN gets s = NaN and q = 0; one holding inf s = inf
     s = (np.max(np.abs(r), axis=1) / np.float32(127)).astype(np.float32) if r.shape[1] else \
         np.zeros(r.shape[0], np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -138,6 +138,10 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
             smooth = op("Gather", scale, op("Min", row_slot, last), axis=0)
             r = op("Mul", r, smooth)
         s = op("Div", op("ReduceMax", op("Abs", r), axis1, keepdims=1), const(127.0, np.float32))  # [R, 1]
+        # a row holding NaN gets s = NaN (whether ReduceMax propagates NaN is the runtime's choice)
+        has_nan = op("Cast", op("ReduceMax", op("Cast", op("IsNaN", r), to=TensorProto.FLOAT), axis1, keepdims=1),
+                     to=TensorProto.BOOL)
+        s = op("Where", has_nan, const(np.nan, np.float32), s)
         positive = op("Greater", s, const(0.0, np.float32))
         q = op("Where", positive, op("Div", r, op("Where", positive, s, const(1.0, np.float32))),
                const(0.0, np.float32))
@@ -167,6 +171,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
 
 def _to_int8(op, const, v: str) -> str:
-    """float32 -> int8 with round-half-to-even and saturation to [-128, 127]."""
+    """float32 -> int8 with round-half-to-even and saturation to [-128, 127]; NaN -> 0."""
+    v = op("Where", op("IsNaN", v), const(0.0, np.float32), v)
     clipped = op("Clip", op("Round", v), const(-128.0, np.float32), const(127.0, np.float32))
     return op("Cast", clipped, to=TensorProto.INT8)

@@ -87,6 +87,11 @@ def unpermute_samples() -> list:
         # vllm-ascend's expert-parallel path: slots of other ranks' experts have index -1 and weight 0
         Sample("other-ranks-slots-index-minus-1-weight-0", other_ranks,
                expect={"unpermuted_tokens": np.array([[1.0, 1.0], [6.0, 6.0]], np.float32)}),
+        # the permute kept no row (P = 0): every index is a dropped row, every token row is 0
+        Sample("no-permuted-rows", {"permuted_tokens": np.zeros((0, 3), np.float32),
+                                    "sorted_indices": np.array([1, 0, 3, 2], np.int32),
+                                    "probs": np.full((2, 2), 0.5, np.float32)},
+               expect={"unpermuted_tokens": np.zeros((2, 3), np.float32)}),
     ]
 
 

@@ -94,11 +94,38 @@ FAMILIES = {
                        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}, "ffn_config": {"ffn_hidden_size": 16, "moe_num_experts": 8,
                                                                           "moe_top_k": 2}}),
     "jetmoe": ("unfused", {}),
+    # multimodal / hybrid families: the text config with its per-layer lists cut to 2 layers
+    "hy_v4_vl": ("fused", {"rope_parameters": {"rope_theta": 10000.0, "rope_type": "default",
+                                               "mrope_section": [2, 1, 1]}, "num_key_value_heads": 4,
+                           "mlp_layer_types": ["dense", "sparse"], "layer_types": ["indexed_attention"] * 2,
+                           "index_n_heads": 2, "index_head_dim": 8, "index_topk": 4}),
+    "glm5_next": ("fused", {"num_key_value_heads": 4, "mlp_layer_types": ["dense", "sparse"],
+                            "layer_types": ["linear_attention", "indexed_attention"], "index_n_heads": 2,
+                            "index_head_dim": 8, "index_topk": 16, "index_kpool": 16, "linear_head_dim": 8,
+                            "linear_num_heads": 4, "qk_nope_head_dim": 8, "v_head_dim": 8, "qk_rope_head_dim": 0,
+                            "head_dim": 0}),
+    "flint": ("fused", {"mlp_only_layers": [0], "layer_types": ["full_attention", "sliding_attention"],
+                        "sliding_window": 8}),
+    "lfm2_moe": ("fused", {"num_dense_layers": 1, "layer_types": ["conv", "full_attention"]}),
+    "step3p7": ("fused", {"mlp_layer_types": ["dense", "sparse"], "layer_types": ["full_attention",
+                                                                                  "sliding_attention"],
+                          "sliding_window": 8, "num_sliding_attention_heads": 4, "share_expert_dim": 16}),
+    "unlimited_ocr": ("fused", {}),
+    "deepseek_ocr2": ("fused", {"mlp_layer_types": ["dense", "sparse"], "num_key_value_heads": 4}),
+    "deepseek_ocr2-groups": ("fused", {"mlp_layer_types": ["dense", "sparse"], "num_key_value_heads": 4,
+                                       "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2,
+                                       "routed_scaling_factor": 2.5}),
+    "qwen3_omni_moe": ("fused", {}),
+    "ernie4_5_vl_moe": ("fused", {"moe_intermediate_size": [16, 16], "mlp_layer_types": ["dense", "sparse"],
+                                  "moe_k": 2, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default",
+                                                                  "mrope_section": [1, 1, 2]}}),
 }
 # Families whose MoE layers torch.onnx cannot export (HF experts with data-dependent shapes that are
 # not the stacked-experts interface): the CLI says so in one line.
 NO_EXPORT = {"longcat_flash": "LongcatFlashExperts (zero-computation experts) has data-dependent shapes",
-             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes"}
+             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes",
+             "step3p7": "Step3p7Experts (a loop over the experts hit, not the stacked-experts interface) has "
+                        "data-dependent shapes"}
 DEFAULT_RUN = ("qwen3_next", "gpt_oss", "olmoe", "minimax_m2", "ernie4_5_moe", "phimoe")
 
 
@@ -112,8 +139,8 @@ def config(case: str):
     extra = FAMILIES[case][1]
     cls = transformers.CONFIG_MAPPING[model_type]
     base = cls()
-    sub = getattr(base, "text_config", None)
-    if sub is not None and sub is not base:
+    sub = base.get_text_config()  # a multimodal model's text config (Qwen3-Omni: the thinker's)
+    if sub is not base:
         return type(sub)(**_fields(sub, extra))
     return cls(**_fields(base, extra))
 
@@ -126,7 +153,7 @@ def _model_class(cfg):
             return mapping[type(cfg)]
     module = importlib.import_module(type(cfg).__module__.replace("configuration_", "modeling_"))
     return next(c for c in vars(module).values() if isinstance(c, type) and getattr(c, "config_class", None)
-                is type(cfg) and c.__name__.endswith("Model"))
+                is type(cfg) and c.__name__.endswith("Model") and "PreTrained" not in c.__name__)
 
 
 def model(case: str, seed: int = 0):

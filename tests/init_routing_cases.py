@@ -54,6 +54,10 @@ def init_inputs(rng, n=7, h=12, k=3, e=6, x_type="float", idx_type=np.int32, sca
     return {"x": x, "expert_idx": idx, "scale": s, "offset": o}
 
 
+_NON_FINITE_ROWS = np.array([[1.0, np.nan, 0.0], [np.inf, -np.inf, 1.0], [2.0, -2.0, 0.0]], np.float32)
+_ONE_EACH = np.array([[0], [1], [2]], np.int32)
+
+
 def init_samples() -> list:
     """Valid calls covering every mode (the first with scale and offset present)."""
     rng = np.random.default_rng(31)
@@ -81,6 +85,17 @@ def init_samples() -> list:
         Sample("empty-input-drop-pad", init_inputs(rng, n=0, scale="token"),
                dict(expert_num=E, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1),
                expect={"expanded_x": np.zeros((E, 2, 12), np.float32), "expanded_scale": np.zeros(E * 2, np.float32)}),
+        # NaN quantises to 0; a dynamic row holding NaN gets scale NaN (q = 0), one holding inf
+        # scale inf (finite entries 0, inf / inf = NaN -> 0); static: inf saturates
+        Sample("dynamic-quant-non-finite-rows", {"x": _NON_FINITE_ROWS, "expert_idx": _ONE_EACH},
+               dict(expert_num=3, quant_mode=1),
+               expect={"expanded_x": np.array([[0, 0, 0], [0, 0, 0], [127, -127, 0]], np.int8),
+                       "expanded_scale": np.array([np.nan, np.inf, 2 / 127], np.float32)}),
+        Sample("static-quant-non-finite-rows", {"x": _NON_FINITE_ROWS, "expert_idx": _ONE_EACH,
+                                                "scale": np.array([1.0], np.float32),
+                                                "offset": np.array([0.0], np.float32)},
+               dict(expert_num=3, quant_mode=0),
+               expect={"expanded_x": np.array([[1, 0, 0], [127, -128, 1], [2, -2, 0]], np.int8)}),
         Sample("worked-example", {"x": np.arange(12, dtype=np.float32).reshape(3, 4),
                                   "expert_idx": np.array([[2, 0], [0, 2], [1, 0]], np.int32)},
                dict(expert_num=3, expert_tokens_num_type=0),

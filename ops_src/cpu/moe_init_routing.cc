@@ -72,8 +72,10 @@ inline void PrefetchRow(const unsigned char* row, size_t row_bytes) {
 
 inline float RoundToFp16(float v) { return Fp16ToFloat(FloatToFp16(v)); }
 
-// Round half to even (the default floating-point environment) and saturate to int8.
+// Round half to even (the default floating-point environment) and saturate to int8; NaN is 0
+// (docs/operators.md: no int8 stands for it, and a float-to-int conversion of NaN is undefined).
 inline int8_t ToInt8(float v) {
+  if (std::isnan(v)) return 0;
   const float r = std::nearbyint(v);
   return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
 }
@@ -269,9 +271,14 @@ void MoeInitRoutingPlan::ExpandRows(const MoeInitRoutingBuffers& b, int64_t begi
         const float* smooth = b.scale + r * cols;
         for (int64_t c = 0; c < cols; ++c) row[c] *= smooth[c];
       }
+      // max|r| propagates NaN (std::max would skip it): a row with NaN gets scale NaN and q = 0.
       float amax = 0.0f;
-      for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(row[c]));
-      scale_out = amax / 127.0f;
+      bool nan = false;
+      for (int64_t c = 0; c < cols; ++c) {
+        nan |= std::isnan(row[c]);
+        amax = std::max(amax, std::fabs(row[c]));
+      }
+      scale_out = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       for (int64_t c = 0; c < cols; ++c) dst[c] = scale_out > 0.0f ? ToInt8(row[c] / scale_out) : 0;
     }
     if (b.expanded_scale != nullptr) b.expanded_scale[i] = scale_out;

@@ -1,7 +1,8 @@
-"""Fuzz cases for both ops: a mostly valid configuration (docs/operators.md §1.3 / §2.3) with special values,
-ties and optional inputs/outputs, then zero to two injected faults. Whether the result is valid
-is decided afterwards by :mod:`tests.fuzz.oracle` from the concrete case, never from the
-generator's intent."""
+"""Fuzz cases for MoeGatingTopKHash, MoeReRouting and MoeRoutedExperts (the pipeline ops:
+tests/fuzz/cases_ops.py): a mostly valid configuration (docs/operators.md §1.3 / §2.3 / §3.3)
+with special values, ties and optional inputs/outputs, then zero to two injected faults. Whether
+the result is valid is decided afterwards by :mod:`tests.fuzz.oracle` from the concrete case,
+never from the generator's intent."""
 
 from __future__ import annotations
 
@@ -591,6 +592,10 @@ EXPERTS_FAULTS = [
 
 
 def gen_case(src) -> Case:
-    """One case of any op (gating half the time: it has far more to get wrong)."""
-    u = src.int(0, 11)
-    return gen_gating(src) if u < 6 else gen_rerouting(src) if u < 9 else gen_experts(src)
+    """One case of any op: gating 30 % (it has the most to get wrong), re-routing 15 %, routed
+    experts 10 %, the six pipeline ops (tests/fuzz/cases_ops.py) 45 %."""
+    from tests.fuzz.cases_ops import gen_pipeline_case
+
+    u = src.int(0, 19)
+    return gen_gating(src) if u < 6 else gen_rerouting(src) if u < 9 else gen_experts(src) if u < 11 \
+        else gen_pipeline_case(src)

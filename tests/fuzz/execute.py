@@ -11,7 +11,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from tests.fuzz import compare_ops
 from tests.fuzz.cases import EXPERTS, GATING, REROUTING_OUTPUTS, Case, type_name
+from tests.fuzz.cases_ops import PIPELINE_OPS
 from tests.fuzz.oracle import Expectation, expect
 
 OK = "ok"
@@ -31,7 +33,8 @@ FAILURES = tuple(o for o in OUTCOMES if o not in (OK, KNOWN_DEFECT))
 ELEM_TYPES = {
     "float": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
     "double": TensorProto.DOUBLE, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
-    "int32": TensorProto.INT32, "int64": TensorProto.INT64, "uint64": TensorProto.UINT64,
+    "int16": TensorProto.INT16, "int32": TensorProto.INT32, "int64": TensorProto.INT64,
+    "uint64": TensorProto.UINT64,
     "bool": TensorProto.BOOL, "float8e4m3fn": TensorProto.FLOAT8E4M3FN, "float8e5m2": TensorProto.FLOAT8E5M2,
 }
 
@@ -44,6 +47,8 @@ def _output_types(case: Case) -> dict:
         a = case.inputs.get(name) if name in case.node_inputs else None
         return ELEM_TYPES.get(type_name(a), TensorProto.FLOAT) if a is not None else ELEM_TYPES[fallback]
 
+    if case.op in PIPELINE_OPS:
+        return compare_ops.output_types(case, t)
     if case.op == GATING:
         return {"y": t("x"), "expert_idx": TensorProto.INT32, "out": TensorProto.FLOAT}
     if case.op == EXPERTS:
@@ -78,7 +83,8 @@ def build_model(case: Case):
     node.attribute.extend(protos.values())
     nodes = [node]
     types = _output_types(case)
-    graph_outputs = [helper.make_tensor_value_info(o, types[o], None) for o in case.outputs if o]
+    graph_outputs = [helper.make_tensor_value_info(o, types[o], None) if types[o] is not None
+                     else helper.make_value_info(o, onnx.TypeProto()) for o in case.outputs if o]
     if case.shape_probes:
         for o in case.outputs:
             if o:
@@ -124,6 +130,8 @@ def _reference(case: Case):
     from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
 
     given = {n: case.inputs[n] for n in case.node_inputs if n}
+    if case.op in PIPELINE_OPS:
+        return compare_ops.reference(case, given)
     if case.op == GATING:
         return moe_gating_top_k_hash.reference(**given, **case.attrs)
     if case.op == EXPERTS:
@@ -281,6 +289,7 @@ def classify(case: Case) -> dict:
         ref = _reference(case)
     except Exception as e:  # noqa: BLE001
         return result(REFERENCE_ERROR, f"reference rejects a valid case: {type(e).__name__}: {e}"[:600])
-    compare = {GATING: _compare_gating, EXPERTS: _compare_experts}.get(case.op, _compare_rerouting)
+    compare = {GATING: _compare_gating, EXPERTS: _compare_experts,
+               **{op: compare_ops.compare for op in PIPELINE_OPS}}.get(case.op, _compare_rerouting)
     problem = compare(case, got, ref) or _check_probes(got)
     return result(MISMATCH, problem) if problem else result(OK)

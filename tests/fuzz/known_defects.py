@@ -27,6 +27,7 @@ from tests.fuzz.cases import (
     REROUTING_DEFAULTS,
     Case,
 )
+from tests.fuzz.cases_ops import DEFAULTS as PIPELINE_DEFAULTS
 
 GATING_ATTRS = set(GATING_DEFAULTS) | {"k"}
 REROUTING_ATTRS = set(REROUTING_DEFAULTS)
@@ -45,7 +46,8 @@ class KnownDefect:
 
 
 def _unknown_attribute_name(c: Case) -> bool:
-    known = {GATING: GATING_ATTRS, EXPERTS: set(EXPERTS_DEFAULTS)}.get(c.op, REROUTING_ATTRS)
+    known = {GATING: GATING_ATTRS, EXPERTS: set(EXPERTS_DEFAULTS),
+             **{op: set(defaults) for op, defaults in PIPELINE_DEFAULTS.items()}}.get(c.op, REROUTING_ATTRS)
     return any(n not in known for n in c.attrs)
 
 

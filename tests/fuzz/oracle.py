@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tests.fuzz import oracle_ops
 from tests.fuzz.cases import (
     EXPERTS,
     EXPERTS_DEFAULTS,
@@ -25,6 +26,7 @@ from tests.fuzz.cases import (
     Case,
     type_name,
 )
+from tests.fuzz.cases_ops import PIPELINE_OPS
 
 MAX_K = 64
 MAX_EXPERTS = 2048
@@ -106,7 +108,10 @@ def expect(case: Case) -> Expectation:
     """The contract's verdict on ``case``."""
     f = _Faults()
     _common(case, f)
-    {GATING: _gating, EXPERTS: _experts}.get(case.op, _rerouting)(case, f)
+    if case.op in PIPELINE_OPS:
+        oracle_ops.check(case, f, _attributes)
+    else:
+        {GATING: _gating, EXPERTS: _experts}.get(case.op, _rerouting)(case, f)
     # The reference is a function of arrays and attributes: it cannot judge model-level faults.
     model_level = f.model_level or any(r.startswith("required input") for r in f.reasons)
     return Expectation(not f.reasons, f.names, f.reasons, f.attribute, f.python_level and not model_level)
