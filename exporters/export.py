@@ -224,8 +224,8 @@ def export(
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
     MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host). ``opset_version`` defaults to the target's.    ``bfloat16_in_float32`` computes the standard
-    ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
+    would still compute on the host). ``opset_version`` defaults to the target's.
+    ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
     (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
     for the CANN EP, whose bfloat16 MatMul runs natively.
 
