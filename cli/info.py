@@ -158,6 +158,17 @@ def cann_path(node: onnx.NodeProto, types: dict) -> str:
     return f"{fallback}: {why}"
 
 
+def _cann_soc_line() -> str:
+    """The Ascend SoC this process sees and whether CANN's MoE operators have kernels for it."""
+    from ascend_moe_onnx.ort_custom_ops import cann
+
+    soc = cann.soc_name()
+    if not soc:
+        return "CANN SoC: not known (no CANN runtime in this process): the SoC is taken to have the MoE kernels"
+    why = cann.soc_blocker(soc)
+    return f"CANN SoC: {soc}: " + (why if why else "CANN's MoE operators have kernels for it")
+
+
 def _shape(vi) -> str:
     t = vi.type.tensor_type
     dims = [d.dim_param or str(d.dim_value) if (d.dim_param or d.HasField("dim_value")) else "?"
@@ -181,6 +192,8 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
              f"onnxruntime {ort.__version__}, providers: {', '.join(available)}"]
     if lib_note:
         lines.append(lib_note)
+    elif CANN in available:
+        lines.append(_cann_soc_line())
     nodes = list(_nodes(model, DOMAIN))
     types = _types(model)
     lines.append(f"{len(nodes)} {DOMAIN} node(s)")

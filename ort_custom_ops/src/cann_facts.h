@@ -30,6 +30,11 @@ inline int64_t IntFact(const Facts& facts, const std::string& name, int64_t unkn
   return it == facts.end() ? unknown : std::stoll(it->second);
 }
 
+inline std::string StringFact(const Facts& facts, const std::string& name) {
+  const auto it = facts.find(name);
+  return it == facts.end() ? std::string() : it->second;
+}
+
 // The element type an ONNX type name ("float16") names; UNDEFINED for none.
 inline ONNXTensorElementDataType TypeNamed(const Facts& facts, const std::string& name) {
   const auto it = facts.find(name);

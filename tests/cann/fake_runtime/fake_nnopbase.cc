@@ -51,6 +51,14 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
     FakeAclError("aclCreateTensor: dims or strides missing, or rank > 8");
     return nullptr;
   }
+  // opbase docs/.../aclCreateTensor.md: "The address must be 32-byte aligned. Otherwise, an
+  // undefined error may occur." Always enforced.
+  if (reinterpret_cast<uintptr_t>(data) % 32 != 0) {
+    FakeAclError(("aclCreateTensor: tensorData " + std::to_string(reinterpret_cast<uintptr_t>(data)) +
+                  " is not 32-byte aligned")
+                     .c_str());
+    return nullptr;
+  }
   if (fake_cann::ElementBytes(data_type) == 0) {
     FakeAclError(("aclCreateTensor: unknown data type " + std::to_string(data_type)).c_str());
     return nullptr;
