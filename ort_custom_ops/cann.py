@@ -104,34 +104,63 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 # ---- which nodes run natively: the library's own decision (AscendMoeCannPath) ------------------
 
 
+def _library_function(name: str, nargs: int):
+    from . import get_library_path
+
+    fn = getattr(ctypes.CDLL(get_library_path()), name)
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_char_p] * nargs
+    return fn
+
+
+def soc_name() -> str:
+    """The Ascend SoC CANN reports in this process (``aclrtGetSocName``, e.g. "Ascend910B1"); ""
+    when no CANN runtime can be loaded."""
+    return _library_function("AscendMoeCannSoc", 0)().decode()
+
+
+def soc_blocker(soc: str | None = None) -> str:
+    """Why CANN's MoE operators have no kernels for ``soc`` (this process's SoC when None); ""
+    when they have (or the SoC is not known). The library's rule (docs/ascend.md, SoC table)."""
+    return _library_function("AscendMoeCannSocBlocker", 1)((soc or "").encode()).decode()
+
+
 def _library_path(op_type: str, facts: dict) -> tuple[str | None, str]:
     """(ACLNN call, "") or (None, why the fallback runs), as the library's CANN kernels decide it
     by the Ascend operators' documented limits. Facts that are None are not known (taken to fit)."""
-    import ctypes
     import json
 
-    from . import get_library_path
-
-    fn = ctypes.CDLL(get_library_path()).AscendMoeCannPath
-    fn.restype = ctypes.c_char_p
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    fn = _library_function("AscendMoeCannPath", 2)
     text = " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in facts.items() if v is not None)
     answer = json.loads(fn(op_type.encode(), text.encode()).decode())
     return answer["call"], answer["reason"]
 
 
 def gating_path(attrs: dict, *, experts: int | None = None, hash_routing: bool = False,
-                table_type: str | None = None, additional: bool = False) -> tuple[str | None, str]:
+                table_type: str | None = None, additional: bool = False,
+                soc: str | None = None) -> tuple[str | None, str]:
     """(ACLNN call, "") when a MoeGatingTopKHash node with these attributes and inputs runs natively
     on the CANN EP, else (None, why it takes the host fallback). ``attrs`` are resolved (defaults
-    filled in); unknown ``experts`` (None) is assumed to fit."""
+    filled in); unknown ``experts`` (None) is assumed to fit; ``soc`` None: this process's SoC."""
     return _library_path("MoeGatingTopKHash", {**attrs, "experts": experts, "hash_routing": hash_routing,
-                                               "table_type": table_type, "additional": additional})
+                                               "table_type": table_type, "additional": additional,
+                                               "soc": soc})
 
 
 def rerouting_path(attrs: dict, *, token_type: str | None = None, scale_type: str | None = None,
-                   scale_rank: int | None = None, hidden: int | None = None) -> tuple[str | None, str]:
+                   scale_rank: int | None = None, hidden: int | None = None,
+                   soc: str | None = None) -> tuple[str | None, str]:
     """(ACLNN call, "") when a MoeReRouting node runs natively on the CANN EP, else (None, why it
-    takes the copy fallback). Unknown types or sizes (None) are assumed to fit."""
+    takes the copy fallback). Unknown types or sizes (None) are assumed to fit; ``soc`` None: this
+    process's SoC."""
     return _library_path("MoeReRouting", {**attrs, "token_type": token_type, "scale_type": scale_type,
-                                          "scale_rank": scale_rank, "hidden": hidden})
+                                          "scale_rank": scale_rank, "hidden": hidden, "soc": soc})
+
+
+def family_path(op_type: str, facts: dict, soc: str | None = None) -> tuple[str | None, str]:
+    """(ACLNN call(s), "") when a node of the MoE op family (GroupedMatmul, MoeRoutedExperts,
+    MoeInitRoutingV3, MoeFinalizeRoutingV2, MoeTokenPermute, MoeTokenUnpermute, MoeInitRouting)
+    runs natively on the CANN EP, else (None, why it takes the host fallback). ``facts``: the
+    node's resolved attributes and what is known of its inputs (x_type, bias_type, scales_type,
+    experts, k); unknown facts (None) are assumed to fit; ``soc`` None: this process's SoC."""
+    return _library_path(op_type, {**facts, "soc": soc})

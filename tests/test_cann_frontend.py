@@ -62,11 +62,16 @@ REROUTING = dict(expert_token_num_type=1, idx_type=0)
     ({}, dict(experts=256), "aclnnMoeGatingTopK"),
     (dict(norm_type=2), dict(experts=256), "aclnnMoeGatingTopKHash"),
     ({}, dict(experts=256, hash_routing=True, table_type="int32"), "aclnnMoeGatingTopKHash"),
-    ({}, dict(experts=256, hash_routing=True, table_type="int64"), "int32 tid2eid"),
+    ({}, dict(experts=256, hash_routing=True, table_type="int64"), "aclnnMoeGatingTopKHash"),
+    (dict(norm_type=2, group_count=2, k_group=2), dict(experts=16), "only with group_count=1"),
+    ({}, dict(experts=16, soc="Ascend310P3"), "the SoC Ascend310P3 has no kernels"),
+    ({}, dict(experts=16, soc="Ascend910_9391"), "aclnnMoeGatingTopK"),
     (dict(renorm=1), {}, "renorm=1"),
     ({}, dict(additional=True), "additional_token_mask"),
     ({}, dict(experts=4096), "E <= 2048"),
-    (dict(group_count=4, k_group=2), dict(experts=8), "E / group_count > 2"),
+    (dict(group_count=4, k_group=4, group_select_mode=1), dict(experts=4), "E / group_count >= 2"),
+    (dict(group_count=4, k_group=2), dict(experts=8), "aclnnMoeGatingTopK"),
+    (dict(group_count=20, k_group=20), dict(experts=1980), "aclnnMoeGatingTopK"),
     (dict(group_count=20, k_group=4), dict(experts=1980), "align32"),
 ])
 def test_gating_path(attrs, kw, expected):
@@ -81,6 +86,7 @@ def test_gating_path(attrs, kw, expected):
     ({}, dict(token_type="int8", hidden=16384), "H < 16384"),
     (dict(expert_token_num_type=0), {}, "cumsum"),
     (dict(idx_type=1), {}, "scatter"),
+    ({}, dict(token_type="int8", soc="Ascend910A"), "the SoC Ascend910A has no kernels"),
 ])
 def test_rerouting_path(attrs, kw, expected):
     call, why = rerouting_path({**REROUTING, **attrs}, **kw)

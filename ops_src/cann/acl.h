@@ -36,10 +36,12 @@ enum AclMemcpyKind : int {
   kDeviceToDevice = 3,
 };
 
-// ACLNN status codes the kernels report by name.
+// ACLNN status codes the kernels report by name (opbase opdev/op_errno.h).
 inline constexpr AclnnStatus kAclnnParamNullptr = 161001;
 inline constexpr AclnnStatus kAclnnParamInvalid = 161002;
 inline constexpr AclnnStatus kAclnnTilingError = 561002;
+inline constexpr AclnnStatus kAclnnFindKernelError = 561003;
+inline constexpr AclnnStatus kAclnnKernelPackageNotFound = 561112;
 
 // Entry point signatures.
 using AclrtMemcpyAsyncFn = AclError (*)(void* dst, size_t dst_max, const void* src, size_t count,
@@ -47,6 +49,9 @@ using AclrtMemcpyAsyncFn = AclError (*)(void* dst, size_t dst_max, const void* s
 using AclrtMemcpyFn = AclError (*)(void* dst, size_t dst_max, const void* src, size_t count,
                                    AclMemcpyKind kind);
 using AclrtSynchronizeStreamFn = AclError (*)(AclStream stream);
+using AclrtGetSocNameFn = const char* (*)();  // acl_base_rt.h; null when it cannot tell
+using AclrtMallocHostFn = AclError (*)(void** host_ptr, size_t size);
+using AclrtFreeHostFn = AclError (*)(void* host_ptr);
 using AclGetRecentErrMsgFn = const char* (*)();
 using AclCreateTensorFn = AclTensor* (*)(const int64_t* view_dims, uint64_t view_dims_num,
                                          AclDataType data_type, const int64_t* stride, int64_t offset,

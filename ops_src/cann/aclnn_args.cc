@@ -1,8 +1,10 @@
 #include "ops_src/cann/aclnn_args.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "ops_src/cann/loader.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe::cann {
 
@@ -45,7 +47,8 @@ TransposedWeight::TransposedWeight(AclDataType type, int64_t groups, int64_t n, 
   const int64_t view[] = {groups, k, n};
   const int64_t strides[] = {n * k, 1, k};
   const int64_t storage[] = {groups, n, k};
-  tensor_ = Runtime().create_tensor(view, 3, type, strides, 0, kAclFormatNd, storage, 3, const_cast<void*>(data));
+  tensor_ =
+      Runtime().create_tensor(view, 3, type, strides, 0, kAclFormatNd, storage, 3, const_cast<void*>(data));
   if (!tensor_) throw std::runtime_error("aclCreateTensor failed (transposed weight view)");
 }
 
@@ -66,6 +69,15 @@ bool FindAclnnOp(const char* name, AclnnOp* op, std::string* why) {
   return op->prepare && op->run;
 }
 
+std::string MissingAclnnOp(const char* name) {
+  AclnnOp op;
+  std::string why;
+  return FindAclnnOp(name, &op, &why) ? std::string()
+                                      : std::string("the CANN operator library has no ") + name + ": " + why;
+}
+
+std::string ChipBlocker() { return SocBlocker(SocName()); }
+
 AclnnOp RequireAclnnOp(const char* name, const char* what) {
   AclnnOp op;
   std::string why;
@@ -73,15 +85,33 @@ AclnnOp RequireAclnnOp(const char* name, const char* what) {
   return op;
 }
 
-std::vector<unsigned char> Download(const DeviceContext& ctx, const void* device, size_t bytes) {
-  std::vector<unsigned char> host(bytes);
-  CopyAsync(ctx, host.data(), device, bytes, kDeviceToHost);
+void RunAclnnOp(const DeviceContext& ctx, const char* name,
+                const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run) {
+  const AclnnPrepared prepared = PrepareAclnn(name, prepare);
+  if (!prepared.rejected.empty()) throw AclnnRejected(prepared.rejected);
+  LaunchAclnn(ctx, name, prepared, run);
+}
+
+std::unique_ptr<HostBuffer> Download(const DeviceContext& ctx, const void* device, size_t bytes) {
+  auto host = std::make_unique<HostBuffer>(bytes);
+  CopyAsync(ctx, host->get(), device, bytes, kDeviceToHost);
   Synchronize(ctx);
   return host;
 }
 
-void Upload(const DeviceContext& ctx, void* device, const void* host, size_t bytes) {
-  CopyAsync(ctx, device, host, bytes, kHostToDevice);
+HostUploads::~HostUploads() {
+  if (held_.empty()) return;
+  try {
+    Synchronize(ctx_);
+  } catch (...) {  // the stream failed: nothing more to wait for
+  }
+}
+
+void HostUploads::Upload(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  held_.push_back(std::make_unique<HostBuffer>(bytes));
+  std::memcpy(held_.back()->get(), host, bytes);
+  CopyAsync(ctx_, device, held_.back()->get(), bytes, kHostToDevice);
 }
 
 }  // namespace ascend_moe::cann

@@ -19,7 +19,8 @@ using AclDestroyTensorListFn = AclnnStatus (*)(const AclTensorList* list);
 using AclCreateIntArrayFn = AclIntArray* (*)(const int64_t* value, uint64_t size);
 using AclDestroyIntArrayFn = AclnnStatus (*)(const AclIntArray* array);
 // acl_rt.h: aclrtMemsetAsync(devPtr, maxCount, value, count, stream).
-using AclrtMemsetAsyncFn = AclError (*)(void* dst, size_t dst_max, int32_t value, size_t count, AclStream stream);
+using AclrtMemsetAsyncFn = AclError (*)(void* dst, size_t dst_max, int32_t value, size_t count,
+                                        AclStream stream);
 
 // aclnnGroupedMatmulV4 (ops-transformer gmm/grouped_matmul/op_host/op_api/aclnn_grouped_matmul_v4.h).
 using AclnnGroupedMatmulV4GetWorkspaceSizeFn = AclnnStatus (*)(
@@ -29,8 +30,9 @@ using AclnnGroupedMatmulV4GetWorkspaceSizeFn = AclnnStatus (*)(
     const AclTensorList* per_token_scale_optional, const AclTensor* group_list_optional,
     const AclTensorList* activation_input_optional, const AclTensorList* activation_quant_scale_optional,
     const AclTensorList* activation_quant_offset_optional, int64_t split_item, int64_t group_type,
-    int64_t group_list_type, int64_t act_type, AclTensorList* out, AclTensorList* activation_feature_out_optional,
-    AclTensorList* dyn_quant_scale_out_optional, uint64_t* workspace_size, AclOpExecutor** executor);
+    int64_t group_list_type, int64_t act_type, AclTensorList* out,
+    AclTensorList* activation_feature_out_optional, AclTensorList* dyn_quant_scale_out_optional,
+    uint64_t* workspace_size, AclOpExecutor** executor);
 
 // aclnnSwiGlu (ops-nn activation/swi_glu/docs/aclnnSwiGlu.md).
 using AclnnSwiGluGetWorkspaceSizeFn = AclnnStatus (*)(const AclTensor* x, int64_t dim, const AclTensor* out,
@@ -50,20 +52,29 @@ using AclnnMoeInitRoutingV3GetWorkspaceSizeFn = AclnnStatus (*)(
 using AclnnMoeFinalizeRoutingV2GetWorkspaceSizeFn = AclnnStatus (*)(
     const AclTensor* expanded_x, const AclTensor* expanded_row_idx, const AclTensor* x1_optional,
     const AclTensor* x2_optional, const AclTensor* bias_optional, const AclTensor* scales_optional,
-    const AclTensor* expert_idx_optional, int64_t drop_pad_mode, const AclTensor* out, uint64_t* workspace_size,
-    AclOpExecutor** executor);
+    const AclTensor* expert_idx_optional, int64_t drop_pad_mode, const AclTensor* out,
+    uint64_t* workspace_size, AclOpExecutor** executor);
 
 // aclnnMoeTokenPermute (ops-transformer moe/moe_token_permute/op_host/op_api/aclnn_moe_token_permute.h).
-using AclnnMoeTokenPermuteGetWorkspaceSizeFn = AclnnStatus (*)(
-    const AclTensor* tokens, const AclTensor* indices, int64_t num_out_tokens, bool padded_mode,
-    const AclTensor* permute_tokens_out, const AclTensor* sorted_indices_out, uint64_t* workspace_size,
-    AclOpExecutor** executor);
+using AclnnMoeTokenPermuteGetWorkspaceSizeFn =
+    AclnnStatus (*)(const AclTensor* tokens, const AclTensor* indices, int64_t num_out_tokens,
+                    bool padded_mode, const AclTensor* permute_tokens_out,
+                    const AclTensor* sorted_indices_out, uint64_t* workspace_size, AclOpExecutor** executor);
 
-// aclnnMoeTokenUnpermute (ops-transformer moe/moe_token_unpermute/op_host/op_api/aclnn_moe_token_unpermute.h).
+// aclnnMoeTokenUnpermute (ops-transformer
+// moe/moe_token_unpermute/op_host/op_api/aclnn_moe_token_unpermute.h).
 using AclnnMoeTokenUnpermuteGetWorkspaceSizeFn = AclnnStatus (*)(
     const AclTensor* permuted_tokens, const AclTensor* sorted_indices, const AclTensor* probs_optional,
     bool padded_mode, const AclIntArray* restore_shape_optional, AclTensor* out, uint64_t* workspace_size,
     AclOpExecutor** executor);
+
+// aclnnMoeInitRouting: ops-transformer publishes no op_api header for it; the order is op-plugin's
+// call (op_plugin/ops/opapi/MoeInitRoutingKernelNpuOpApi.cpp: x, row_idx, expert_idx, active_num,
+// expanded_x, expanded_row_idx, expanded_expert_idx) with the two-phase tail every aclnn op has.
+using AclnnMoeInitRoutingGetWorkspaceSizeFn = AclnnStatus (*)(
+    const AclTensor* x, const AclTensor* row_idx, const AclTensor* expert_idx, int64_t active_num,
+    const AclTensor* expanded_x_out, const AclTensor* expanded_row_idx_out,
+    const AclTensor* expanded_expert_idx_out, uint64_t* workspace_size, AclOpExecutor** executor);
 
 // aclnnGroupedMatmulV4's enum values this library passes (aclnn_grouped_matmul_v4.h; op-plugin's
 // npu_grouped_matmul): one x / weight / y tensor (split_item 3), groups along M (group_type 0).

@@ -1,5 +1,7 @@
 #include "ops_src/cann/device.h"
 
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <utility>
 
@@ -13,6 +15,25 @@ DeviceBuffer::DeviceBuffer(const DeviceContext& ctx, size_t bytes) : ctx_(ctx) {
 
 DeviceBuffer::~DeviceBuffer() {
   if (data_) ctx_.release(data_);
+}
+
+HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
+  const size_t n = bytes ? bytes : 1;
+  const AclRuntime& rt = Runtime();
+  if (rt.malloc_host) {
+    CheckAcl(rt.malloc_host(&data_, n), "aclrtMallocHost");
+    pinned_ = true;
+    return;
+  }
+  data_ = std::aligned_alloc(kDeviceCopyAlign, (n + kDeviceCopyAlign - 1) / kDeviceCopyAlign * kDeviceCopyAlign);
+  if (!data_) throw std::bad_alloc();
+}
+
+HostBuffer::~HostBuffer() {
+  if (pinned_)
+    Runtime().free_host(data_);
+  else
+    std::free(data_);
 }
 
 Tensor::Tensor(AclDataType type, std::vector<int64_t> dims, const void* data) {
@@ -50,16 +71,34 @@ void Synchronize(const DeviceContext& ctx) {
   CheckAcl(Runtime().synchronize_stream(ctx.stream), "aclrtSynchronizeStream");
 }
 
-void RunAclnn(const DeviceContext& ctx, const char* name,
-              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run) {
-  uint64_t workspace_size = 0;
-  AclOpExecutor* executor = nullptr;
-  CheckAcl(prepare(&workspace_size, &executor), std::string(name) + "GetWorkspaceSize");
-  if (workspace_size > 0) {
-    DeviceBuffer workspace(ctx, workspace_size);
-    CheckAcl(run(workspace.get(), workspace_size, executor, ctx.stream), name);
+bool IsAclnnRejection(AclnnStatus status) {
+  return status == kAclnnParamInvalid || status == kAclnnTilingError || status == kAclnnFindKernelError ||
+         status == kAclnnKernelPackageNotFound;
+}
+
+AclnnPrepared PrepareAclnn(const char* name,
+                           const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare) {
+  AclnnPrepared prepared;
+  const AclnnStatus status = prepare(&prepared.workspace_size, &prepared.executor);
+  const std::string what = std::string(name) + "GetWorkspaceSize";
+  if (status != 0 && IsAclnnRejection(status)) {
+    try {
+      CheckAcl(status, what);
+    } catch (const std::runtime_error& e) {
+      prepared.rejected = e.what();
+    }
+    return prepared;
+  }
+  CheckAcl(status, what);
+  return prepared;
+}
+
+void LaunchAclnn(const DeviceContext& ctx, const char* name, const AclnnPrepared& prepared, AclnnRunFn run) {
+  if (prepared.workspace_size > 0) {
+    DeviceBuffer workspace(ctx, prepared.workspace_size);
+    CheckAcl(run(workspace.get(), prepared.workspace_size, prepared.executor, ctx.stream), name);
   } else {
-    CheckAcl(run(nullptr, 0, executor, ctx.stream), name);
+    CheckAcl(run(nullptr, 0, prepared.executor, ctx.stream), name);
   }
 }
 

@@ -2,6 +2,7 @@
 // helpers every launch uses: device buffers, aclTensor descriptors, checked copies, ACLNN calls.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,6 +35,29 @@ class DeviceBuffer {
   void* data_ = nullptr;
 };
 
+// Host memory for staging copies to and from the device: page-locked (aclrtMallocHost) where the
+// runtime provides it, else 64-byte aligned; freed on destruction. CANN's runtime documents
+// pinned host memory for aclrtMemcpyAsync (pageable memory "may cause unpredictable errors" on
+// older versions), so no asynchronous copy of the kernels touches other host memory.
+class HostBuffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer();
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void* get() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool pinned_ = false;
+};
+
 // A contiguous ND aclTensor over device memory (row-major strides, offset 0), destroyed on
 // destruction.
 class Tensor {
@@ -51,15 +75,33 @@ class Tensor {
 // Throws std::runtime_error "<what> failed with ACL/ACLNN status N: <CANN's message>" unless ok.
 void CheckAcl(int status, const std::string& what);
 
-// Queued on the stream.
+// Queued on the stream. Host memory must be a HostBuffer's (see there).
 void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 void Synchronize(const DeviceContext& ctx);
 // Synchronous, outside any stream (e.g. reading a constant once when a kernel is created).
 void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 
-// Runs an ACLNN operator's two phases: `prepare(&workspace_size, &executor)` (its
-// ...GetWorkspaceSize call), then `run` with workspace from the context on the stream.
-void RunAclnn(const DeviceContext& ctx, const char* name,
-              const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run);
+// Device-to-device copies are queued only between 64-byte aligned addresses: acl_rt.h
+// (aclrtMemcpyAsync) requires it for on-chip copies.
+inline constexpr uintptr_t kDeviceCopyAlign = 64;
+inline bool DeviceCopyAligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kDeviceCopyAlign == 0; }
+
+// Whether a phase-1 status says the operator rejects these arguments (its parameter or tiling
+// checks, or no kernel for them: 161002, 561002, 561003, 561112), the way limits that differ
+// between CANN versions show; the kernels then take their fallback instead of failing.
+bool IsAclnnRejection(AclnnStatus status);
+
+// Phase 1 of an ACLNN operator: `prepare(&workspace_size, &executor)` (its ...GetWorkspaceSize
+// call). A rejection (IsAclnnRejection) is returned in `rejected` ("<name>GetWorkspaceSize failed
+// with ACLNN status N: <CANN's message>"); any other failure throws.
+struct AclnnPrepared {
+  uint64_t workspace_size = 0;
+  AclOpExecutor* executor = nullptr;
+  std::string rejected;  // empty when accepted
+};
+AclnnPrepared PrepareAclnn(const char* name, const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare);
+// Phase 2 of an accepted call: `run` with workspace from the context, on the stream; throws on
+// failure.
+void LaunchAclnn(const DeviceContext& ctx, const char* name, const AclnnPrepared& prepared, AclnnRunFn run);
 
 }  // namespace ascend_moe::cann

@@ -20,34 +20,35 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const size_t list_bytes = a.group_list.size() * sizeof(int64_t);
   // The values were read on the host (validation); the operator reads an int64 tensor on the device.
   DeviceBuffer group_list(ctx, list_bytes);
-  Upload(ctx, group_list.get(), a.group_list.data(), list_bytes);
+  HostUploads uploads(ctx);
+  uploads.Upload(group_list.get(), a.group_list.data(), list_bytes);
   // The operator writes the grouped rows only; the contract's rows past the last group are zero.
   const int64_t covered = a.ends.empty() ? 0 : a.ends.back();
   if (covered < p.rows) {
     const size_t row_bytes = static_cast<size_t>(p.cols) * TypeBytes(p.type);
     MemsetAsync(ctx, static_cast<char*>(a.y) + covered * row_bytes, (p.rows - covered) * row_bytes, 0);
   }
-  RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(), a.group_list_type,
-                     a.y);
+  RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(),
+                     a.group_list_type, a.y);
   Synchronize(ctx);  // the host group list must outlive its upload
 }
 
 void RunOnHost(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const cpu::GroupedMatmulParams& p = a.params;
   const size_t bytes = TypeBytes(p.type);
-  const std::vector<unsigned char> x = Download(ctx, a.x, static_cast<size_t>(p.rows * p.depth) * bytes);
-  const std::vector<unsigned char> w =
-      Download(ctx, a.weight, static_cast<size_t>(p.groups * p.depth * p.cols) * bytes);
-  std::vector<unsigned char> bias;
-  if (a.has_bias) bias = Download(ctx, a.bias, static_cast<size_t>(p.groups * p.cols) * (p.bias_float32 ? 4 : bytes));
-  std::vector<unsigned char> y(static_cast<size_t>(p.rows * p.cols) * bytes);
+  const auto x = Download(ctx, a.x, static_cast<size_t>(p.rows * p.depth) * bytes);
+  const auto w = Download(ctx, a.weight, static_cast<size_t>(p.groups * p.depth * p.cols) * bytes);
+  std::unique_ptr<HostBuffer> bias;
+  if (a.has_bias)
+    bias = Download(ctx, a.bias, static_cast<size_t>(p.groups * p.cols) * (p.bias_float32 ? 4 : bytes));
+  HostBuffer y(static_cast<size_t>(p.rows * p.cols) * bytes);
   cpu::GroupedMatmulBuffers b;
-  b.x = x.data();
-  b.weight = w.data();
-  b.bias = a.has_bias ? bias.data() : nullptr;
-  b.y = y.data();
+  b.x = x->get();
+  b.weight = w->get();
+  b.bias = a.has_bias ? bias->get() : nullptr;
+  b.y = y.get();
   cpu::GroupedMatmul(p, b, a.ends.data());
-  Upload(ctx, a.y, y.data(), y.size());
+  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
   Synchronize(ctx);  // the host result must outlive its upload
 }
 
@@ -84,6 +85,7 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
 GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
   GroupedMatmulPath path;
   path.reason = GroupedMatmulNativeBlocker(a);
+  if (path.reason.empty()) path.reason = ChipBlocker();
   if (!path.reason.empty()) return path;
   AclnnOp op;
   std::string why;
@@ -118,29 +120,36 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   std::unique_ptr<Tensor> bias_t;
   std::unique_ptr<TensorList> bias_list;
   if (bias) {
-    bias_t = std::make_unique<Tensor>(p.bias_float32 ? kAclFloat : type, std::vector<int64_t>{p.groups, p.cols}, bias);
+    bias_t = std::make_unique<Tensor>(p.bias_float32 ? kAclFloat : type,
+                                      std::vector<int64_t>{p.groups, p.cols}, bias);
     bias_list = std::make_unique<TensorList>(bias_t->get());
   }
   TensorList x_list(x_t.get()), w_list(w), y_list(y_t.get());
   auto prepare = reinterpret_cast<AclnnGroupedMatmulV4GetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr, nullptr, nullptr, nullptr,
-                       nullptr, nullptr, group_list.get(), nullptr, nullptr, nullptr, kGmmSplitItemSingle,
-                       kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list.get(), nullptr, nullptr,
-                       workspace_size, executor);
+        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr, nullptr, nullptr,
+                       nullptr, nullptr, nullptr, group_list.get(), nullptr, nullptr, nullptr,
+                       kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list.get(),
+                       nullptr, nullptr, workspace_size, executor);
       },
       op.run);
 }
 
-void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a, const GroupedMatmulPath& path) {
+void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a,
+                         GroupedMatmulPath* path) {
   const cpu::GroupedMatmulParams& p = a.params;
   if (p.rows == 0 || p.cols == 0) return;  // y is empty
-  if (path.call)
-    RunNative(ctx, a);
-  else
-    RunOnHost(ctx, a);
+  if (path->call) {
+    try {
+      RunNative(ctx, a);
+      return;
+    } catch (const AclnnRejected& e) {
+      *path = GroupedMatmulPath{nullptr, e.what(), true};
+    }
+  }
+  RunOnHost(ctx, a);
 }
 
 }  // namespace ascend_moe::cann

@@ -44,14 +44,16 @@ std::vector<std::string> VendorPriority(const std::string& opp) {
   return {};
 }
 
-// dlopen once per path; the handles stay open for the process lifetime.
+// dlopen once per path; the handles stay open for the process lifetime. RTLD_LAZY as op-plugin
+// opens the operator libraries: a library whose unused functions need a symbol this process
+// lacks still serves the ones it has.
 void* Open(const std::string& path, std::string* error) {
   static std::mutex mu;
   static std::map<std::string, void*> handles;
   std::lock_guard<std::mutex> lock(mu);
   auto it = handles.find(path);
   if (it != handles.end() && it->second) return it->second;
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
     *error = e ? e : "cannot open";
@@ -84,9 +86,9 @@ std::vector<std::string> CandidateLibraries() {
     }
     globfree(&g);
   }
-  for (const char* soname : {"libopapi.so", "libnnopbase.so", "libascendcl.so"}) {
-    libs.push_back(soname);
-  }
+  for (const char* soname : {"libopapi.so"}) libs.push_back(soname);
+  for (const char* soname : kFeatureLibraries) libs.push_back(soname);
+  for (const char* soname : {"libnnopbase.so", "libascendcl.so"}) libs.push_back(soname);
   return libs;
 }
 
@@ -144,6 +146,13 @@ const AclRuntime& Runtime() {
     r.create_tensor = reinterpret_cast<AclCreateTensorFn>(require("aclCreateTensor"));
     r.destroy_tensor = reinterpret_cast<AclDestroyTensorFn>(require("aclDestroyTensor"));
     r.recent_error = reinterpret_cast<AclGetRecentErrMsgFn>(FindSymbol("aclGetRecentErrMsg"));
+    r.get_soc_name = reinterpret_cast<AclrtGetSocNameFn>(FindSymbol("aclrtGetSocName"));
+    r.malloc_host = reinterpret_cast<AclrtMallocHostFn>(FindSymbol("aclrtMallocHost"));
+    r.free_host = reinterpret_cast<AclrtFreeHostFn>(FindSymbol("aclrtFreeHost"));
+    if (!r.malloc_host || !r.free_host) {
+      r.malloc_host = nullptr;
+      r.free_host = nullptr;
+    }
     return r;
   }();
   return runtime;

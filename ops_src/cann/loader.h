@@ -14,12 +14,19 @@ namespace ascend_moe::cann {
 // (':'-separated paths or sonames).
 inline constexpr const char* kLibrariesEnv = "ASCEND_MOE_CANN_LIBRARIES";
 
+// CANN's operator libraries by area, searched after libopapi.so in op-plugin's order
+// (op_plugin/utils/op_api_common.cpp, GetOpApiFuncAddrFromFeatureLib).
+inline constexpr const char* kFeatureLibraries[] = {"libaclnn_ops_infer.so", "libaclnn_ops_train.so",
+                                                    "libaclnn_math.so",      "libaclnn_sparse.so",
+                                                    "libaclnn_fft.so",       "libaclnn_rand.so"};
+
 // The libraries searched, in order: $ASCEND_MOE_CANN_LIBRARIES if set; otherwise
 //   $ASCEND_CUSTOM_OPP_PATH/op_api/lib/libcust_opapi.so (each ':'-separated entry),
 //   $ASCEND_OPP_PATH/vendors/<v>/op_api/lib/libcust_opapi.so for each vendor v in the
 //     load_priority line of $ASCEND_OPP_PATH/vendors/config.ini,
 //   $ASCEND_HOME_PATH/lib64/libopapi*.so (sorted),
-//   libopapi.so, libnnopbase.so, libascendcl.so (the dynamic loader's search).
+//   libopapi.so, then op-plugin's last resort, CANN's per-area operator libraries
+//     (kFeatureLibraries), then libnnopbase.so, libascendcl.so (the dynamic loader's search).
 std::vector<std::string> CandidateLibraries();
 
 // Where a symbol was found (library non-empty), or every library tried and why it did not serve.
@@ -43,6 +50,9 @@ struct AclRuntime {
   AclrtMemcpyFn memcpy = nullptr;
   AclrtSynchronizeStreamFn synchronize_stream = nullptr;
   AclGetRecentErrMsgFn recent_error = nullptr;  // may be null
+  AclrtGetSocNameFn get_soc_name = nullptr;     // may be null
+  AclrtMallocHostFn malloc_host = nullptr;      // page-locked host memory; both null or both set
+  AclrtFreeHostFn free_host = nullptr;
   AclCreateTensorFn create_tensor = nullptr;
   AclDestroyTensorFn destroy_tensor = nullptr;
 };

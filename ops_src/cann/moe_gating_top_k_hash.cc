@@ -1,10 +1,12 @@
 #include "ops_src/cann/moe_gating_top_k_hash.h"
 
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
 #include "ops_src/cann/loader.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe::cann {
 
@@ -30,7 +32,8 @@ AclDataType IntAclType(cpu::GatingIntType t) {
 }
 size_t IntBytes(cpu::GatingIntType t) { return t == cpu::GatingIntType::kInt32 ? 4 : 8; }
 
-void RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const char* call) {
+// False, with `rejected` set, when phase 1 rejects the call (nothing queued then).
+bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const char* call, std::string* rejected) {
   const cpu::MoeGatingTopKHashParams& p = a.params;
   const bool hash_op = std::string(call) == kAclnnMoeGatingTopKHash;
   const std::string prepare_name = std::string(call) + "GetWorkspaceSize";
@@ -52,33 +55,40 @@ void RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
 
   std::unique_ptr<DeviceBuffer> ids_device;
   std::unique_ptr<Tensor> ids, table;
+  const size_t ids_bytes = static_cast<size_t>(R) * IntBytes(a.ids_type);
   if (a.hash) {
-    // input_ids were read on the host (validation); the operator reads them on the device.
-    const size_t bytes = static_cast<size_t>(R) * IntBytes(a.ids_type);
-    ids_device = std::make_unique<DeviceBuffer>(ctx, bytes);
-    CopyAsync(ctx, ids_device->get(), a.input_ids_host, bytes, kHostToDevice);
+    ids_device = std::make_unique<DeviceBuffer>(ctx, ids_bytes);
     ids = std::make_unique<Tensor>(IntAclType(a.ids_type), std::vector<int64_t>{R}, ids_device->get());
     table =
         std::make_unique<Tensor>(IntAclType(a.table_type), std::vector<int64_t>{a.table_rows, K}, a.tid2eid);
   }
   const double rsf = p.routed_scaling_factor, eps = p.eps;
   const bool out_flag = p.out_flag != 0;
-  RunAclnn(
-      ctx, call,
-      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        if (hash_op) {
-          return reinterpret_cast<AclnnMoeGatingTopKHashGetWorkspaceSizeFn>(prepare)(
-              x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr,
-              table ? table->get() : nullptr, K, p.k_group, p.group_count, p.group_select_mode, p.renorm,
-              p.norm_type, out_flag, rsf, eps, y.get(), expert_idx.get(), out.get(), workspace_size,
-              executor);
-        }
-        return reinterpret_cast<AclnnMoeGatingTopKGetWorkspaceSizeFn>(prepare)(
-            x.get(), bias ? bias->get() : nullptr, K, p.k_group, p.group_count, p.group_select_mode, p.renorm,
-            p.norm_type, out_flag, rsf, eps, y.get(), expert_idx.get(), out.get(), workspace_size, executor);
-      },
-      run_fn);
-  if (a.hash) Synchronize(ctx);  // the host ids must outlive their upload
+  const AclnnPrepared prepared = PrepareAclnn(call, [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+    if (hash_op) {
+      return reinterpret_cast<AclnnMoeGatingTopKHashGetWorkspaceSizeFn>(prepare)(
+          x.get(), bias ? bias->get() : nullptr, ids ? ids->get() : nullptr, table ? table->get() : nullptr, K,
+          p.k_group, p.group_count, p.group_select_mode, p.renorm, p.norm_type, out_flag, rsf, eps, y.get(),
+          expert_idx.get(), out.get(), workspace_size, executor);
+    }
+    return reinterpret_cast<AclnnMoeGatingTopKGetWorkspaceSizeFn>(prepare)(
+        x.get(), bias ? bias->get() : nullptr, K, p.k_group, p.group_count, p.group_select_mode, p.renorm,
+        p.norm_type, out_flag, rsf, eps, y.get(), expert_idx.get(), out.get(), workspace_size, executor);
+  });
+  if (!prepared.rejected.empty()) {
+    *rejected = prepared.rejected;
+    return false;
+  }
+  std::unique_ptr<HostBuffer> ids_staging;
+  if (a.hash) {
+    // input_ids were read on the host (validation); the operator reads them on the device.
+    ids_staging = std::make_unique<HostBuffer>(ids_bytes);
+    std::memcpy(ids_staging->get(), a.input_ids_host, ids_bytes);
+    CopyAsync(ctx, ids_device->get(), ids_staging->get(), ids_bytes, kHostToDevice);
+  }
+  LaunchAclnn(ctx, call, prepared, run_fn);
+  if (a.hash) Synchronize(ctx);  // the staged ids must outlive their upload
+  return true;
 }
 
 // Copies the inputs to the host, runs the CPU kernel, copies the results back.
@@ -86,47 +96,39 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
   const cpu::MoeGatingTopKHashParams& p = a.params;
   const int64_t R = p.rows, E = p.experts, K = p.k;
   const size_t fb = FloatBytes(a.x_type);
+  std::vector<std::unique_ptr<HostBuffer>> staging;
   auto download = [&](const void* device, size_t bytes) {
-    std::vector<unsigned char> host(bytes);
-    CopyAsync(ctx, host.data(), device, bytes, kDeviceToHost);
-    return host;
+    staging.push_back(std::make_unique<HostBuffer>(bytes));
+    CopyAsync(ctx, staging.back()->get(), device, bytes, kDeviceToHost);
+    return static_cast<const void*>(staging.back()->get());
   };
-  std::vector<unsigned char> x = download(a.x, R * E * fb), bias, table, extra, mask;
   cpu::MoeGatingTopKHashInputs in;
   in.x_type = a.x_type;
-  if (a.bias) bias = download(a.bias, E * fb);
-  if (a.hash) table = download(a.tid2eid, a.table_rows * K * IntBytes(a.table_type));
-  if (a.additional) {
-    extra = download(a.additional_bias, E * fb);
-    mask = download(a.mask, R);
-  }
-  Synchronize(ctx);  // the downloads (and the work that produced the inputs) are complete
-  in.x = x.data();
-  in.bias = a.bias ? bias.data() : nullptr;
+  in.x = download(a.x, R * E * fb);
+  in.bias = a.bias ? download(a.bias, E * fb) : nullptr;
   if (a.hash) {
     in.hash = true;
     in.ids_type = a.ids_type;
     in.input_ids = a.input_ids_host;
     in.table_type = a.table_type;
-    in.tid2eid = table.data();
+    in.tid2eid = download(a.tid2eid, a.table_rows * K * IntBytes(a.table_type));
     in.table_rows = a.table_rows;
   }
   if (a.additional) {
-    in.additional_bias = extra.data();
-    in.additional_token_mask = mask.data();
+    in.additional_bias = download(a.additional_bias, E * fb);
+    in.additional_token_mask = static_cast<const uint8_t*>(download(a.mask, R));
   }
-  std::vector<unsigned char> y(R * K * fb);
-  std::vector<int32_t> idx(R * K);
-  std::vector<float> out(p.out_flag ? R * E : 0);
+  Synchronize(ctx);  // the downloads (and the work that produced the inputs) are complete
+  HostBuffer y(R * K * fb), idx(R * K * sizeof(int32_t)), out(p.out_flag ? R * E * sizeof(float) : 0);
   cpu::MoeGatingTopKHashOutputs o;
-  o.y = y.data();
-  o.expert_idx = idx.data();
-  o.out = p.out_flag ? out.data() : nullptr;
+  o.y = y.get();
+  o.expert_idx = idx.as<int32_t>();
+  o.out = p.out_flag ? out.as<float>() : nullptr;
   const cpu::MoeGatingTopKHashError error = cpu::MoeGatingTopKHashRows(p, in, o, 0, R);
   if (!error.ok()) return error;
-  CopyAsync(ctx, a.y, y.data(), y.size(), kHostToDevice);
-  CopyAsync(ctx, a.expert_idx, idx.data(), idx.size() * sizeof(int32_t), kHostToDevice);
-  if (p.out_flag) CopyAsync(ctx, a.out, out.data(), out.size() * sizeof(float), kHostToDevice);
+  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
+  CopyAsync(ctx, a.expert_idx, idx.get(), idx.size(), kHostToDevice);
+  if (p.out_flag) CopyAsync(ctx, a.out, out.get(), out.size(), kHostToDevice);
   Synchronize(ctx);  // the host results must outlive their upload
   return error;
 }
@@ -136,22 +138,36 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
 std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& a, const char** call) {
   const cpu::MoeGatingTopKHashParams& p = a.params;
   *call = (a.hash || p.norm_type == 2) ? kAclnnMoeGatingTopKHash : kAclnnMoeGatingTopK;
+  std::string soc = SocBlocker(a.soc.empty() ? SocName() : a.soc);
+  if (!soc.empty()) return soc;
   if (p.renorm != 0) return "renorm=1 is an extension of this project; the Ascend kernels reject it";
   if (a.additional) {
     return "additional_bias with additional_token_mask has no Ascend kernel input";
   }
-  if (a.hash && a.table_type != cpu::GatingIntType::kInt32) {
-    return "aclnnMoeGatingTopKHash takes an int32 tid2eid, got int64";
+  // The rules below are the operators' tiling checks (CheckAttr in ops-transformer
+  // moe/moe_gating_top_k/op_host/moe_gating_top_k_tiling.cpp and cann-recipes-infer
+  // ops/ascendc/src/moe_gating_top_k_hash/op_host/moe_gating_top_k_hash_tiling.cpp); a failing
+  // one makes phase 1 return 561002. aclnnMoeGatingTopK.md states stricter limits
+  // (E / group_count > 2, the align32 rule always) than its tiling enforces.
+  if (p.norm_type == 2 && p.group_count != 1) {
+    return "aclnnMoeGatingTopKHash supports norm_type=2 (sqrt-softplus) only with group_count=1, got "
+           "group_count=" +
+           std::to_string(p.group_count);
   }
-  const int64_t E = p.experts, per_group = E / p.group_count;
+  const int64_t E = p.experts;
   if (E < 1) return {};  // not known: AscendMoeCannPath's predictions (a validated call has E >= 1)
   if (E > kMaxExperts) return "the Ascend gating kernels need E <= 2048, got " + std::to_string(E);
-  if (per_group <= 2) {
-    return "the Ascend gating kernels need E / group_count > 2, got " + std::to_string(per_group);
+  const int64_t per_group = E / p.group_count;
+  if (p.group_select_mode == 1 && per_group < 2) {
+    return "the Ascend gating kernels need E / group_count >= 2 with group_select_mode=1, got " +
+           std::to_string(per_group);
   }
+  // Only where groups are selected (not one group, not one expert per group, not all groups).
+  const bool grouped = p.group_count != 1 && p.group_count != E && p.k_group != p.group_count;
   const int64_t aligned = (per_group + 31) / 32 * 32;
-  if (aligned * p.group_count > kMaxExperts) {
-    return "the Ascend gating kernels need align32(E / group_count) * group_count <= 2048, got " +
+  if (grouped && aligned * p.group_count > kMaxExperts) {
+    return "the Ascend gating kernels need align32(E / group_count) * group_count <= 2048 when groups are "
+           "selected, got " +
            std::to_string(aligned * p.group_count);
   }
   return {};
@@ -176,11 +192,14 @@ MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
 }
 
 cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& a,
-                                            const MoeGatingPath& path) {
+                                            MoeGatingPath* path) {
   if (a.params.rows == 0) return {};
-  if (path.call) {
-    RunNative(ctx, a, path.call);
-    return {};
+  if (path->call) {
+    std::string rejected;
+    if (RunNative(ctx, a, path->call, &rejected)) return {};
+    path->call = nullptr;
+    path->reason = rejected;
+    path->rejected = true;
   }
   return RunOnHost(ctx, a);
 }

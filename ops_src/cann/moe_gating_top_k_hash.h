@@ -24,6 +24,8 @@ struct MoeGatingDeviceArgs {
   cpu::GatingIntType table_type = cpu::GatingIntType::kInt32;
   int64_t table_rows = 0;
   bool additional = false;  // additional_bias and the mask given
+  // The SoC to decide for (aclrtGetSocName's spelling); empty: this process's (SocName()).
+  std::string soc;
   // Device memory (null when absent or empty), except input_ids, which is host memory.
   const void* x = nullptr;
   const void* bias = nullptr;
@@ -41,10 +43,13 @@ struct MoeGatingDeviceArgs {
 struct MoeGatingPath {
   const char* call = nullptr;
   std::string reason;
+  bool rejected = false;  // the operator rejected the call in phase 1 (LaunchMoeGating)
 };
 
-// Why neither ACLNN operator can run this call (documented Ascend limits), or empty; `call` gets
-// the operator that fits (aclnnMoeGatingTopK or aclnnMoeGatingTopKHash).
+// Why neither ACLNN operator can run this call, or empty: the SoC (SocBlocker), then the
+// operators' inputs and tiling rules. `call` gets the operator that fits (aclnnMoeGatingTopK or
+// aclnnMoeGatingTopKHash). The one statement of these rules: the kernels, `moe-onnx info` and the
+// tests all ask it (through AscendMoeCannPath).
 std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& args, const char** call);
 
 // Chooses the path: native when the limits hold and the operator library provides the call.
@@ -58,9 +63,11 @@ template <typename RowBad>
 cpu::MoeGatingTopKHashError CheckHashRows(const MoeGatingDeviceArgs& args, RowBad&& table_row_bad);
 
 // Runs the op along `path`. A data error found by the fallback's CPU kernel is returned (nothing
-// else is written then); native calls return ok() (their ids were checked by the caller).
+// else is written then); native calls return ok() (their ids were checked by the caller). When
+// the operator rejects the call in phase 1 (IsAclnnRejection), the fallback runs instead and
+// `path` says so (call null, rejected, reason = the operator's status and message).
 cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& args,
-                                            const MoeGatingPath& path);
+                                            MoeGatingPath* path);
 
 // Token id of a row of input_ids (host memory).
 inline int64_t TokenIdAt(const MoeGatingDeviceArgs& a, int64_t row) {

@@ -17,8 +17,8 @@ struct InitRoutingV3Call {
   AclDataType x_type = kAclFloat;
   int64_t tokens = 0, k = 0, hidden = 0;  // N, K, H
   int64_t expert_num = 0, expert_start = 0, expert_end = 0;
-  int64_t tokens_num_type = 1;  // 1 counts, 2 key/value
-  int64_t row_idx_type = 0;     // 0 gather, 1 scatter
+  int64_t tokens_num_type = 1;       // 1 counts, 2 key/value
+  int64_t row_idx_type = 0;          // 0 gather, 1 scatter
   const void* x = nullptr;           // [N, H]
   const void* expert_idx = nullptr;  // [N, K] int32
   const void* scale = nullptr;       // [N] float or null

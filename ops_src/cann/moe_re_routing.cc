@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops_src/cann/loader.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe::cann {
 
@@ -22,7 +23,8 @@ AclDataType CountAclType(const cpu::MoeReRoutingParams& p) {
   return p.count_type == cpu::CountType::kInt32 ? kAclInt32 : kAclInt64;
 }
 
-void RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
+// False, with `rejected` set, when phase 1 rejects the call (nothing queued then).
+bool RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a, std::string* rejected) {
   const cpu::MoeReRoutingParams& p = a.params;
   std::string why;
   auto prepare_fn = reinterpret_cast<AclnnMoeReRoutingGetWorkspaceSizeFn>(
@@ -32,9 +34,7 @@ void RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
 
   const int64_t A = p.num_tokens, N = p.num_ranks, E = p.num_experts;
   const size_t count_bytes = static_cast<size_t>(N * E) * (CountAclType(p) == kAclInt32 ? 4 : 8);
-  // The counts were read on the host (validation); the operator reads them on the device.
   DeviceBuffer counts(ctx, count_bytes);
-  CopyAsync(ctx, counts.get(), a.counts_host, count_bytes, kHostToDevice);
   // The operator writes float scales [A] even without input scales (assumed, unverified on
   // hardware): they then go to scratch.
   DeviceBuffer scale_scratch(ctx, p.has_scales ? 1 : static_cast<size_t>(A) * 4);
@@ -49,19 +49,63 @@ void RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
   std::unique_ptr<Tensor> scales;
   if (p.has_scales) scales = std::make_unique<Tensor>(kAclFloat, std::vector<int64_t>{A}, a.scales);
 
-  RunAclnn(
-      ctx, kAclnnMoeReRouting,
-      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare_fn(tokens.get(), counts_t.get(), scales ? scales->get() : nullptr,
-                          p.expert_token_num_type, p.idx_type, permute_tokens.get(), permute_scales_t.get(),
-                          permute_idx.get(), expert_token_num.get(), workspace_size, executor);
-      },
-      run_fn);
-  Synchronize(ctx);  // the host counts must outlive their upload
+  const AclnnPrepared prepared =
+      PrepareAclnn(kAclnnMoeReRouting, [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+        return prepare_fn(tokens.get(), counts_t.get(), scales ? scales->get() : nullptr, p.expert_token_num_type,
+                          p.idx_type, permute_tokens.get(), permute_scales_t.get(), permute_idx.get(),
+                          expert_token_num.get(), workspace_size, executor);
+      });
+  if (!prepared.rejected.empty()) {
+    *rejected = prepared.rejected;
+    return false;
+  }
+  // The counts were read on the host (validation); the operator reads them on the device.
+  HostBuffer staging(count_bytes);
+  std::memcpy(staging.get(), a.counts_host, count_bytes);
+  CopyAsync(ctx, counts.get(), staging.get(), count_bytes, kHostToDevice);
+  LaunchAclnn(ctx, kAclnnMoeReRouting, prepared, run_fn);
+  Synchronize(ctx);  // the staged counts must outlive their upload
+  return true;
 }
 
-// Row copies planned on the host: one device-to-device copy per (rank, expert) block and per
-// token / scale tensor; the index and the expert totals are computed here and uploaded.
+// `rows` rows from row `from` of the input go to row `to` of the output.
+struct RowRun {
+  int64_t from, to, rows;
+};
+
+// Moves the rows of one tensor ([A, row_bytes] in, out) along `runs`: device-to-device copies
+// when every run starts at 64-byte aligned addresses on both sides (kDeviceCopyAlign), else a
+// gather on the host (the whole tensor down, rows permuted, the whole tensor up: whole tensors
+// start aligned). `staging` keeps the host buffers alive until the caller synchronises.
+void MoveRows(const DeviceContext& ctx, const void* in, void* out, int64_t num_rows, int64_t row_bytes,
+              const std::vector<RowRun>& runs, std::vector<std::unique_ptr<HostBuffer>>* staging) {
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  bool aligned = true;
+  for (const RowRun& r : runs) {
+    aligned = aligned && DeviceCopyAligned(src + r.from * row_bytes) && DeviceCopyAligned(dst + r.to * row_bytes);
+  }
+  if (aligned) {
+    for (const RowRun& r : runs) {
+      CopyAsync(ctx, dst + r.to * row_bytes, src + r.from * row_bytes, r.rows * row_bytes, kDeviceToDevice);
+    }
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(num_rows * row_bytes);
+  staging->push_back(std::make_unique<HostBuffer>(bytes));
+  const HostBuffer& down = *staging->back();
+  staging->push_back(std::make_unique<HostBuffer>(bytes));
+  const HostBuffer& up = *staging->back();
+  CopyAsync(ctx, down.get(), in, bytes, kDeviceToHost);
+  Synchronize(ctx);
+  for (const RowRun& r : runs) {
+    std::memcpy(up.as<char>() + r.to * row_bytes, down.as<char>() + r.from * row_bytes, r.rows * row_bytes);
+  }
+  CopyAsync(ctx, out, up.get(), bytes, kHostToDevice);
+}
+
+// Row moves planned on the host: contiguous (rank, expert) blocks coalesced into runs, moved by
+// MoveRows; the index and the expert totals are computed here and uploaded.
 void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
   const cpu::MoeReRoutingParams& p = a.params;
   const int64_t A = p.num_tokens, N = p.num_ranks, E = p.num_experts;
@@ -71,49 +115,53 @@ void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
     src[i] = s;
     s += CountAt(p, a.counts_host, i);
   }
-  std::vector<int32_t> idx(A);
+  const size_t total_bytes = E * (p.count_type == cpu::CountType::kInt32 ? sizeof(int32_t) : sizeof(int64_t));
+  HostBuffer idx(A * sizeof(int32_t)), totals_host(total_bytes);
   std::vector<int64_t> totals(E, 0);
+  std::vector<RowRun> runs;
   int64_t dst = 0;
   for (int64_t e = 0; e < E; ++e) {
     for (int64_t r = 0; r < N; ++r) {
       const int64_t c = CountAt(p, a.counts_host, r * E + e), from = src[r * E + e];
       if (c == 0) continue;
-      auto rows = [&](const void* in, void* out, int64_t row_bytes) {
-        CopyAsync(ctx, static_cast<char*>(out) + dst * row_bytes,
-                  static_cast<const char*>(in) + from * row_bytes, c * row_bytes, kDeviceToDevice);
-      };
-      rows(a.tokens, a.permute_tokens, p.token_row_bytes);
-      if (p.has_scales) rows(a.scales, a.permute_scales, p.scale_row_bytes);
+      if (!runs.empty() && runs.back().from + runs.back().rows == from && runs.back().to + runs.back().rows == dst) {
+        runs.back().rows += c;
+      } else {
+        runs.push_back({from, dst, c});
+      }
       for (int64_t i = 0; i < c; ++i) {
         if (p.idx_type == 0)
-          idx[dst + i] = static_cast<int32_t>(from + i);
+          idx.as<int32_t>()[dst + i] = static_cast<int32_t>(from + i);
         else
-          idx[from + i] = static_cast<int32_t>(dst + i);
+          idx.as<int32_t>()[from + i] = static_cast<int32_t>(dst + i);
       }
       dst += c;
       totals[e] += c;
     }
   }
+  std::vector<std::unique_ptr<HostBuffer>> staging;
+  MoveRows(ctx, a.tokens, a.permute_tokens, A, p.token_row_bytes, runs, &staging);
+  if (p.has_scales) MoveRows(ctx, a.scales, a.permute_scales, A, p.scale_row_bytes, runs, &staging);
   if (p.expert_token_num_type == 0) {
     for (int64_t e = 1; e < E; ++e) totals[e] += totals[e - 1];
   }
-  std::vector<int32_t> totals32;
-  const void* totals_host = totals.data();
-  size_t totals_bytes = E * sizeof(int64_t);
-  if (p.count_type == cpu::CountType::kInt32) {
-    totals32.assign(totals.begin(), totals.end());
-    totals_host = totals32.data();
-    totals_bytes = E * sizeof(int32_t);
+  for (int64_t e = 0; e < E; ++e) {
+    if (p.count_type == cpu::CountType::kInt32)
+      totals_host.as<int32_t>()[e] = static_cast<int32_t>(totals[e]);
+    else
+      totals_host.as<int64_t>()[e] = totals[e];
   }
-  CopyAsync(ctx, a.permute_idx, idx.data(), A * sizeof(int32_t), kHostToDevice);
-  CopyAsync(ctx, a.expert_token_num, totals_host, totals_bytes, kHostToDevice);
-  Synchronize(ctx);  // idx / totals are host buffers of this frame
+  CopyAsync(ctx, a.permute_idx, idx.get(), idx.size(), kHostToDevice);
+  CopyAsync(ctx, a.expert_token_num, totals_host.get(), total_bytes, kHostToDevice);
+  Synchronize(ctx);  // the staged index, totals and gathered rows must outlive their upload
 }
 
 }  // namespace
 
 std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& a) {
   const cpu::MoeReRoutingParams& p = a.params;
+  std::string soc = SocBlocker(a.soc.empty() ? SocName() : a.soc);
+  if (!soc.empty()) return soc;
   const AclDataType* native_end = std::end(kNativeTokenTypes);
   if (!a.token_type_known || std::find(kNativeTokenTypes, native_end, a.token_type) == native_end) {
     return "tokens must be float16, bfloat16 or int8 for aclnnMoeReRouting";
@@ -146,20 +194,23 @@ MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& a) {
   return path;
 }
 
-void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a,
-                        const MoeReRoutingPath& path) {
+void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a, MoeReRoutingPath* path) {
   const cpu::MoeReRoutingParams& p = a.params;
   if (p.num_tokens == 0) {  // nothing to move: only the expert totals (all zero) are written
-    std::vector<int64_t> zeros(p.num_experts, 0);
-    CopyAsync(ctx, a.expert_token_num, zeros.data(),
-              p.num_experts * (p.count_type == cpu::CountType::kInt32 ? 4 : 8), kHostToDevice);
+    HostBuffer zeros(p.num_experts * (p.count_type == cpu::CountType::kInt32 ? 4 : 8));
+    std::memset(zeros.get(), 0, zeros.size());
+    CopyAsync(ctx, a.expert_token_num, zeros.get(), zeros.size(), kHostToDevice);
     Synchronize(ctx);
     return;
   }
-  if (path.call)
-    RunNative(ctx, a);
-  else
-    RunCopies(ctx, a);
+  if (path->call) {
+    std::string rejected;
+    if (RunNative(ctx, a, &rejected)) return;
+    path->call = nullptr;
+    path->reason = rejected;
+    path->rejected = true;
+  }
+  RunCopies(ctx, a);
 }
 
 }  // namespace ascend_moe::cann

@@ -26,6 +26,8 @@ struct MoeReRoutingDeviceArgs {
   AclDataType scale_type = kAclFloat;  // when params.has_scales
   int scale_rank = 1;                  // 1: [A], 2: [A, S]
   const void* counts_host = nullptr;   // [N, E], host memory
+  // The SoC to decide for (aclrtGetSocName's spelling); empty: this process's (SocName()).
+  std::string soc;
   // Device memory; null where a tensor is empty or absent.
   const void* tokens = nullptr;
   const void* scales = nullptr;
@@ -40,17 +42,19 @@ struct MoeReRoutingDeviceArgs {
 struct MoeReRoutingPath {
   const char* call = nullptr;
   std::string reason;
+  bool rejected = false;  // the operator rejected the call in phase 1 (LaunchMoeReRouting)
 };
 
-// Why aclnnMoeReRouting cannot run this call (its documented Atlas A2/A3 limits); empty if it can.
+// Why aclnnMoeReRouting cannot run this call (the SoC, its documented Atlas A2/A3 limits); empty
+// if it can. The one statement of these rules (AscendMoeCannPath asks it too).
 std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& args);
 
 // Chooses the path: native when the limits hold and the operator library provides the call.
 MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& args);
 
 // Queues the op on ctx.stream along `path`. Returns after every host buffer it used is no longer
-// needed (fallback and count upload synchronise the stream once).
-void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& args,
-                        const MoeReRoutingPath& path);
+// needed (fallback and count upload synchronise the stream). When aclnnMoeReRouting rejects the
+// call in phase 1 (IsAclnnRejection), the copy fallback runs instead and `path` says so.
+void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& args, MoeReRoutingPath* path);
 
 }  // namespace ascend_moe::cann

@@ -6,43 +6,16 @@
 #include <sstream>
 #include <string>
 
+#include "cann_facts.h"
 #include "cann_support.h"
 #include "op_defs.gen.h"
 #include "ops_src/cann/loader.h"
 #include "ops_src/cann/moe_gating_top_k_hash.h"
 #include "ops_src/cann/moe_re_routing.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe {
 namespace {
-
-// "name=value name=value ..." -> {name: value}.
-std::map<std::string, std::string> ParseFacts(const char* text) {
-  std::map<std::string, std::string> facts;
-  std::istringstream in(text ? text : "");
-  std::string item;
-  while (in >> item) {
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) facts[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return facts;
-}
-
-int64_t IntFact(const std::map<std::string, std::string>& facts, const std::string& name, int64_t unknown) {
-  const auto it = facts.find(name);
-  return it == facts.end() ? unknown : std::stoll(it->second);
-}
-
-// The element type an ONNX type name ("float16") names; UNDEFINED for none.
-ONNXTensorElementDataType TypeNamed(const std::map<std::string, std::string>& facts,
-                                    const std::string& name) {
-  const auto it = facts.find(name);
-  if (it == facts.end()) return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  for (int t = 1; t <= ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ; ++t) {
-    const auto type = static_cast<ONNXTensorElementDataType>(t);
-    if (it->second == TypeName(type)) return type;
-  }
-  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-}
 
 // The blocker of the native gating call for these facts (E unknown: its rules are skipped).
 std::string GatingBlocker(const std::map<std::string, std::string>& f, const char** call) {
@@ -51,8 +24,11 @@ std::string GatingBlocker(const std::map<std::string, std::string>& f, const cha
   a.params.renorm = IntFact(f, "renorm", d.renorm);
   a.params.norm_type = IntFact(f, "norm_type", d.norm_type);
   a.params.group_count = IntFact(f, "group_count", d.group_count);
+  a.params.k_group = IntFact(f, "k_group", d.k_group);
+  a.params.group_select_mode = IntFact(f, "group_select_mode", d.group_select_mode);
   a.params.experts = IntFact(f, "experts", 0);
   if (a.params.group_count < 1) return "invalid node: group_count < 1";
+  a.soc = StringFact(f, "soc");
   a.hash = IntFact(f, "hash_routing", 0) != 0;
   a.additional = IntFact(f, "additional", 0) != 0;
   a.table_type = TypeNamed(f, "table_type") == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
@@ -66,6 +42,7 @@ std::string GatingBlocker(const std::map<std::string, std::string>& f, const cha
 std::string ReRoutingBlocker(const std::map<std::string, std::string>& f) {
   const defs::moe_re_routing::Attrs d;
   cann::MoeReRoutingDeviceArgs a;
+  a.soc = StringFact(f, "soc");
   a.params.expert_token_num_type = IntFact(f, "expert_token_num_type", d.expert_token_num_type);
   a.params.idx_type = IntFact(f, "idx_type", d.idx_type);
   const ONNXTensorElementDataType tokens = TypeNamed(f, "token_type");
@@ -104,13 +81,26 @@ ASCEND_MOE_EXPORT const char* AscendMoeCannLocate(const char* symbol) {
   return text.c_str();
 }
 
+// The SoC name aclrtGetSocName reports in this process ("" without a CANN runtime).
+ASCEND_MOE_EXPORT const char* AscendMoeCannSoc() { return ascend_moe::cann::SocName().c_str(); }
+
+// Why CANN's MoE operators cannot run on SoC `soc` (this process's when null or empty), or "".
+// Valid until the next call from the same thread.
+ASCEND_MOE_EXPORT const char* AscendMoeCannSocBlocker(const char* soc) {
+  thread_local std::string text;
+  text = ascend_moe::cann::SocBlocker(soc && *soc ? std::string(soc) : ascend_moe::cann::SocName());
+  return text.c_str();
+}
+
 // The path a node of `op` would take on the CANN execution provider by the documented limits of
 // the Ascend operators (whether this machine's CANN provides the call is not asked): JSON
 // {"call": "<ACLNN operator>" or null, "reason": "" or why the fallback runs}. `facts` is
 // "name=value ..." with the node's attributes (defaults when absent) and what is known of its
 // inputs: MoeGatingTopKHash experts, hash_routing (0/1), table_type, additional (0/1);
-// MoeReRouting token_type, scale_type, scale_rank, hidden. Facts left out are not known and taken
-// to fit. Valid until the next call from the same thread.
+// MoeReRouting token_type, scale_type, scale_rank, hidden; the op family's facts are listed in
+// cann_facts.h; and soc (aclrtGetSocName's name; this process's when left out, see
+// AscendMoeCannSoc). Other facts left out are not known and taken to fit. Valid until the next
+// call from the same thread.
 ASCEND_MOE_EXPORT const char* AscendMoeCannPath(const char* op, const char* facts) {
   thread_local std::string json;
   using namespace ascend_moe;
@@ -124,7 +114,7 @@ ASCEND_MOE_EXPORT const char* AscendMoeCannPath(const char* op, const char* fact
     } else if (name == defs::moe_re_routing::kName) {
       call = cann::kAclnnMoeReRouting;
       reason = ReRoutingBlocker(parsed);
-    } else {
+    } else if (!FamilyBlocker(name, parsed, &call, &reason)) {
       reason = "no CANN kernel for " + name + " (the node runs on the CPU execution provider)";
     }
   } catch (const std::exception& e) {

@@ -58,4 +58,16 @@ void NodeLog::WarnOnce(const std::string& message) {
   ORT_CXX_LOG_NOEXCEPT(logger_, ORT_LOGGING_LEVEL_WARNING, text.c_str());
 }
 
+bool NativeRejection::Get(std::string* reason) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reason_.empty()) return false;
+  *reason = reason_;
+  return true;
+}
+
+void NativeRejection::Remember(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reason_.empty()) reason_ = reason;
+}
+
 }  // namespace ascend_moe

@@ -45,4 +45,18 @@ class NodeLog {
   std::set<std::string> said_;
 };
 
+// A node's memory of its ACLNN operator rejecting a call in phase 1 (cann::IsAclnnRejection: the
+// operator's limits differ from the ones the kernels know): later calls of the node go straight
+// to the fallback. A node's attributes and its expert / hidden sizes do not change between calls.
+class NativeRejection {
+ public:
+  // Whether a rejection is remembered; its reason then.
+  bool Get(std::string* reason) const;
+  void Remember(const std::string& reason);
+
+ private:
+  mutable std::mutex mu_;
+  std::string reason_;
+};
+
 }  // namespace ascend_moe

@@ -61,7 +61,8 @@ struct GroupedMatmulCpuKernel {
     using namespace gmm;
     const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
     const cpu::GroupedMatmulParams params = ValidateGroupedMatmulShapes(in, attrs_);
-    const std::vector<int64_t> ends = GroupedMatmulEnds(in[kInGroupList], params.rows, attrs_.group_list_type);
+    const std::vector<int64_t> ends =
+        GroupedMatmulEnds(in[kInGroupList], params.rows, attrs_.group_list_type);
     cpu::GroupedMatmulBuffers b;
     b.x = in[kInX].data;
     b.weight = in[kInWeight].data;

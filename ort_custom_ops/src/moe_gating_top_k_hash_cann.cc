@@ -85,7 +85,8 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
   args.expert_idx = outs.expert_idx;
   args.out = outs.out;
 
-  const cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
+  cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
+  if (path.call && rejection_->Get(&path.reason)) path.call = nullptr;
   CannDevice device(ctx, kInX);
   if (path.call && args.hash && args.params.rows > 0) {
     // The NPU checks neither ids nor table entries (docs/operators.md §1.3): check them here, as the CPU
@@ -111,7 +112,11 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
   if (!path.call) {
     log_->WarnOnce(Str(kName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
   }
-  const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, path);
+  const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, &path);
+  if (path.rejected) {
+    rejection_->Remember(path.reason);
+    log_->WarnOnce(Str(kName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
+  }
   if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
 }
 

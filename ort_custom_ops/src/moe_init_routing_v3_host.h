@@ -3,9 +3,9 @@
 #pragma once
 
 #include <array>
-#include <functional>
 #include <vector>
 
+#include "moe_init_routing_common.h"
 #include "op_defs.gen.h"
 #include "op_utils.h"
 #include "ops_src/cpu/moe_init_routing.h"
@@ -13,8 +13,6 @@
 namespace ascend_moe {
 
 using InitRoutingV3Inputs = std::array<InputView, defs::moe_init_routing_v3::kNumIns>;
-// Writable memory for output `index` of `shape` and `type`.
-using HostOutputFn = std::function<void*(size_t index, const std::vector<int64_t>& shape, ONNXTensorElementDataType type)>;
 
 // Ranks, dims and the combinations with the attributes (the table checked presence and element
 // types; no data is read): the kernel parameters.
@@ -25,7 +23,6 @@ cpu::MoeInitRoutingParams ValidateMoeInitRoutingV3(const InputView& x, const Inp
 std::vector<int64_t> MoeInitRoutingV3CountsShape(const defs::moe_init_routing_v3::Attrs& attrs);
 // Validates and computes on host memory (inputs and outputs); rows on the session's intra-op pool.
 void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs& in,
-                             const defs::moe_init_routing_v3::Attrs& attrs,
-                             const HostOutputFn& output);
+                             const defs::moe_init_routing_v3::Attrs& attrs, const HostOutputFn& output);
 
 }  // namespace ascend_moe

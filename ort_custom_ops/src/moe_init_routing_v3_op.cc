@@ -98,8 +98,9 @@ namespace {
 
 }  // namespace
 
-cpu::MoeInitRoutingParams ValidateMoeInitRoutingV3(const InputView& x, const InputView& idx, const InputView& scale,
-                                   const InputView& offset, const Attrs& a) {
+cpu::MoeInitRoutingParams ValidateMoeInitRoutingV3(const InputView& x, const InputView& idx,
+                                                   const InputView& scale, const InputView& offset,
+                                                   const Attrs& a) {
   if (x.shape.size() != 2) FailInput("x", Str("must be 2-D [N, H], got shape ", ShapeStr(x.shape)));
   const int64_t n = x.shape[0], h = x.shape[1];
   if (h < 1) FailInput("x", Str("must have H >= 1, got shape ", ShapeStr(x.shape)));
@@ -217,17 +218,17 @@ constexpr int64_t kChunkBytes = int64_t{1 << 20};
 }  // namespace
 
 void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs& in, const Attrs& attrs,
-                           const HostOutputFn& output) {
+                             const HostOutputFn& output) {
   const InputView &x = in[d::kInX], &idx = in[d::kInExpertIdx];
   const InputView &scale = in[d::kInScale], &offset = in[d::kInOffset];
   const cpu::MoeInitRoutingParams p = ValidateMoeInitRoutingV3(x, idx, scale, offset, attrs);
   cpu::MoeInitRoutingPlan plan;
   const int64_t bad = plan.Build(p, idx.data);
   if (bad >= 0) {
-    const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad]
-                                  : static_cast<const int32_t*>(idx.data)[bad];
-    FailInput("expert_idx", Str("must hold expert ids in [0, expert_num) = [0, ", p.expert_num, "), got ",
-                                v, " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
+    const int64_t v =
+        p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad] : static_cast<const int32_t*>(idx.data)[bad];
+    FailInput("expert_idx", Str("must hold expert ids in [0, expert_num) = [0, ", p.expert_num, "), got ", v,
+                                " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
   }
   const int64_t rows = plan.out_rows();
   std::vector<int64_t> x_shape{rows, p.cols};
@@ -240,8 +241,9 @@ void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs&
       output(d::kOutExpandedX, x_shape, p.quant_mode == -1 ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8);
   plan.WriteRowIdx(static_cast<int32_t*>(
       output(d::kOutExpandedRowIdx, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-  plan.WriteCounts(static_cast<int64_t*>(
-      output(d::kOutExpertTokensCountOrCumsum, MoeInitRoutingV3CountsShape(attrs), ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
+  plan.WriteCounts(
+      static_cast<int64_t*>(output(d::kOutExpertTokensCountOrCumsum, MoeInitRoutingV3CountsShape(attrs),
+                                   ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
   b.expanded_scale =
       static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
   ParallelForRange(ctx, rows, plan.RowsPerChunk(kChunkBytes),
@@ -259,7 +261,8 @@ struct CpuKernel {
     // presence and element types checked against the generated table
     ComputeMoeInitRoutingV3(ctx, GetInputViews(ctx, kOp, d::kInputs), attrs_,
                             [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                              return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type, /*required=*/true);
+                              return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
+                                                      /*required=*/true);
                             });
   }
 

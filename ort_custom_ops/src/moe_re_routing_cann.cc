@@ -41,10 +41,15 @@ void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
       output(kOutPermuteTokenIdx, {args.params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
   args.expert_token_num = output(kOutExpertTokenNum, {args.params.num_experts}, counts.type);
 
-  const cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
+  cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
+  if (path.call && rejection_->Get(&path.reason)) path.call = nullptr;
   if (!path.call) log_->WarnOnce(Str(kName, " runs on the CANN copy fallback: ", path.reason));
   CannDevice device(ctx, kInTokens);
-  cann::LaunchMoeReRouting(device.context(), args, path);
+  cann::LaunchMoeReRouting(device.context(), args, &path);
+  if (path.rejected) {
+    rejection_->Remember(path.reason);
+    log_->WarnOnce(Str(kName, " runs on the CANN copy fallback: ", path.reason));
+  }
 }
 
 }  // namespace ascend_moe

@@ -23,10 +23,15 @@ void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
   args.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
   args.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
   args.down = static_cast<const float*>(in[kInDownWeights].data);
-  const cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
+  cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
+  if (path.native && rejection_->Get(&path.reason)) path.native = false;
   if (!path.native) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
   CannDevice device(ctx, kInX);
-  cann::LaunchMoeRoutedExperts(device.context(), args, path);
+  cann::LaunchMoeRoutedExperts(device.context(), args, &path);
+  if (path.rejected) {
+    rejection_->Remember(path.reason);
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
+  }
 }
 
 }  // namespace ascend_moe

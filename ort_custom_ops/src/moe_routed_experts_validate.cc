@@ -10,7 +10,8 @@ namespace {
 
 }  // namespace
 
-cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsInputs& in, const experts::Attrs& attrs) {
+cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsInputs& in,
+                                                           const experts::Attrs& attrs) {
   using namespace experts;
   const InputView &x = in[kInX], &idx = in[kInExpertIdx], &w = in[kInRoutingWeights];
   const InputView &gu = in[kInGateUpWeights], &down = in[kInDownWeights];
@@ -46,7 +47,8 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
   return p;
 }
 
-[[noreturn]] void FailExpertIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx, int64_t bad_pair) {
+[[noreturn]] void FailExpertIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx,
+                                  int64_t bad_pair) {
   const int64_t value = p.index64 ? static_cast<const int64_t*>(expert_idx)[bad_pair]
                                   : static_cast<const int32_t*>(expert_idx)[bad_pair];
   FailInput(experts::kInExpertIdx, Str("must be in [0, E) = [0, ", p.experts, "), got ", value, " at [",

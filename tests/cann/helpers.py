@@ -49,8 +49,24 @@ def fake_runtime() -> ctypes.CDLL:
 
 
 def calls(name: str) -> int:
-    """How often the fake runtime saw ``name`` (e.g. "aclnnMoeReRouting") so far."""
+    """How often the fake runtime saw ``name`` (e.g. "aclnnMoeReRouting", or its phase 1
+    "aclnnMoeReRoutingGetWorkspaceSize") so far."""
     return fake_runtime().FakeAclCallCount(name.encode())
+
+
+def moe_kernels_on_this_soc() -> bool:
+    """Whether the library finds kernels of CANN's MoE operators for the SoC this process runs on
+    (the fake's $FAKE_ACL_SOC_NAME): the tests expect native calls only then."""
+    from ascend_moe_onnx.ort_custom_ops.cann import soc_blocker
+
+    return CANN_AVAILABLE and not soc_blocker()
+
+
+def fresh_session(data: bytes, log_severity: int = 3) -> ort.InferenceSession:
+    """A new CANN session (new kernel instances: nothing remembered from earlier runs)."""
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = log_severity
+    return ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
 
 
 def model(nodes, inputs: dict, outputs, initializers=()) -> bytes:

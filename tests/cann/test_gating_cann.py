@@ -11,10 +11,22 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import gating_path
-from tests.cann.helpers import assert_bits_equal, calls, error_text, model, placement, run, session, skip_without_cann
+from tests.cann.helpers import (
+    assert_bits_equal,
+    calls,
+    error_text,
+    fresh_session,
+    model,
+    moe_kernels_on_this_soc,
+    placement,
+    run,
+    session,
+    skip_without_cann,
+)
 from tests.gating_cases import BIAS_MODES, CONFIGS, NP_DTYPES, make_inputs
 
 skip_without_cann()
+NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
 
 INPUTS = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 DEFAULTS = dict(k_group=1, group_count=1, group_select_mode=0, renorm=0, norm_type=0, out_flag=0,
@@ -66,8 +78,8 @@ def test_bit_identical_to_cpu(config, bias_mode, hash_ids, dtype):
     feeds = make_inputs(rng, attrs, bias_mode, hash_ids, dtype, lead=(3, 5))
     _, call = compare(feeds, attrs)
     assert call == expected_call(feeds, attrs)
-    if bias_mode != "additional" and attrs.get("renorm", 0) == 0 and hash_ids != "int32/int64":
-        assert call is not None  # these combinations are native on Ascend
+    if bias_mode != "additional" and attrs.get("renorm", 0) == 0:
+        assert (call is not None) == NATIVE_SOC  # these combinations are native on Ascend 910B/93/950
 
 
 def test_placed_on_cann(tmp_path):
@@ -76,18 +88,40 @@ def test_placed_on_cann(tmp_path):
     assert placement(data, feeds, tmp_path) == {"MoeGatingTopKHash": {"CANNExecutionProvider"}}
 
 
-# (E, group_count, k_group, k, native expected)
-LIMITS = [(2048, 1, 1, 8, True), (2048, 8, 4, 8, True), (4, 2, 2, 2, False), (6, 2, 2, 2, True),
-          (1980, 20, 4, 8, False), (2040, 8, 4, 8, True), (3, 1, 1, 2, True), (2, 1, 1, 2, False)]
+# (E, group_count, k_group, group_select_mode, k, native expected), by the operators' tiling
+# (CheckAttr): E <= 2048; E / group_count >= 1, >= 2 with group_select_mode 1;
+# align32(E / group_count) * group_count <= 2048 only where groups are selected.
+LIMITS = [(2048, 1, 1, 0, 8, True), (2048, 8, 4, 0, 8, True),
+          (4, 2, 2, 0, 2, True), (4, 2, 1, 0, 2, True), (4, 4, 2, 0, 2, True), (4, 4, 4, 1, 2, False),
+          (8, 4, 2, 1, 2, True), (1980, 20, 4, 0, 8, False), (1980, 20, 20, 0, 8, True),
+          (2040, 8, 4, 0, 8, True), (3, 1, 1, 0, 2, True), (2, 1, 1, 0, 2, True)]
 
 
-@pytest.mark.parametrize("experts,group_count,k_group,k,native", LIMITS)
-def test_ascend_limits_choose_native_or_fallback(experts, group_count, k_group, k, native):
-    attrs = dict(k=k, k_group=k_group, group_count=group_count, norm_type=1)
+@pytest.mark.parametrize("experts,group_count,k_group,mode,k,native", LIMITS)
+def test_ascend_limits_choose_native_or_fallback(experts, group_count, k_group, mode, k, native):
+    attrs = dict(k=k, k_group=k_group, group_count=group_count, group_select_mode=mode, norm_type=1)
     feeds = {"x": np.random.default_rng(experts).standard_normal((5, experts)).astype(np.float32)}
+    before = calls("aclnnMoeGatingTopKGetWorkspaceSize")
     _, call = compare(feeds, attrs)
-    assert (call == "aclnnMoeGatingTopK") == native
+    assert (call == "aclnnMoeGatingTopK") == (native and NATIVE_SOC)
     assert expected_call(feeds, attrs) == call
+    # a fallback chosen by the rules never asks the operator (the fake's tiling agrees)
+    assert (calls("aclnnMoeGatingTopKGetWorkspaceSize") > before) == (native and NATIVE_SOC)
+
+
+@pytest.mark.parametrize("k_group,group_count", [(1, 2), (2, 2), (4, 8)])
+def test_sqrt_softplus_with_groups_falls_back_without_asking(k_group, group_count):
+    """The hash operator's tiling rejects norm_type 2 unless group_count == 1: never sent to it."""
+    attrs = dict(k=2, k_group=k_group, group_count=group_count, norm_type=2)
+    feeds = {"x": np.random.default_rng(7).standard_normal((5, 16)).astype(np.float32)}
+    before = calls("aclnnMoeGatingTopKHashGetWorkspaceSize")
+    _, call = compare(feeds, attrs)
+    assert call is None and calls("aclnnMoeGatingTopKHashGetWorkspaceSize") == before
+    _, why = gating_path({**DEFAULTS, **attrs}, experts=16, soc="Ascend910B1")
+    assert why == f"aclnnMoeGatingTopKHash supports norm_type=2 (sqrt-softplus) only with group_count=1, got " \
+                  f"group_count={group_count}"
+    assert gating_path({**DEFAULTS, **attrs, "group_count": 1, "k_group": 1}, experts=16,
+                       soc="Ascend910B1") == ("aclnnMoeGatingTopKHash", "")
 
 
 def test_zero_tokens():
@@ -104,9 +138,10 @@ def hash_feeds(ids, table_dtype=np.int32, experts=8):
 
 
 @pytest.mark.parametrize("constant_table", [False, True])
-def test_constant_and_input_table_native(constant_table):
-    _, call = compare(hash_feeds([0, 3, 9, 2]), dict(k=2, norm_type=2), constant_table)
-    assert call == "aclnnMoeGatingTopKHash"
+@pytest.mark.parametrize("table_dtype", [np.int32, np.int64])
+def test_constant_and_input_table_native(constant_table, table_dtype):
+    _, call = compare(hash_feeds([0, 3, 9, 2], table_dtype), dict(k=2, norm_type=2), constant_table)
+    assert call == ("aclnnMoeGatingTopKHash" if NATIVE_SOC else None)
 
 
 @pytest.mark.parametrize("constant_table", [False, True])
@@ -141,13 +176,13 @@ def test_out_of_range_entry_in_an_unused_row_is_fine():
     feeds = hash_feeds([0, 1])
     feeds["tid2eid"][7, 0] = -1
     _, call = compare(feeds, dict(k=2, norm_type=1), constant_table=True)
-    assert call == "aclnnMoeGatingTopKHash"
+    assert call == ("aclnnMoeGatingTopKHash" if NATIVE_SOC else None)
 
 
 def test_rank_3_input():
     feeds = make_inputs(np.random.default_rng(2), CONFIGS["softmax"], "bias", None, "float16", lead=(2, 3, 4))
     (y, idx, _), call = compare(feeds, CONFIGS["softmax"])
-    assert call == "aclnnMoeGatingTopK" and y.shape == (2, 3, 4, 4)
+    assert call == ("aclnnMoeGatingTopK" if NATIVE_SOC else None) and y.shape == (2, 3, 4, 4)
 
 
 def test_fallback_logged_once_with_reason(capfd):
@@ -165,4 +200,54 @@ def test_fallback_logged_once_with_reason(capfd):
     for _ in range(3):
         run(s, feeds)
     err = capfd.readouterr().err
-    assert err.count("MoeGatingTopKHash runs on the CANN host fallback (CPU kernel): renorm=1") == 1, err
+    _, why = gating_path({**DEFAULTS, **attrs}, experts=feeds["x"].shape[-1])
+    assert why.startswith("renorm=1" if NATIVE_SOC else "the SoC Ascend310P3 has no kernels")
+    assert err.count(f"MoeGatingTopKHash runs on the CANN host fallback (CPU kernel): {why}") == 1, err
+
+
+SOC_TABLE = [("Ascend910B1", True), ("Ascend910B4", True), ("Ascend910B2C", True), ("Ascend910_9391", True),
+             ("Ascend910_9599", True), ("Ascend950PR_9579", True), ("Ascend910B", False), ("Ascend910A", False),
+             ("Ascend910ProB", False), ("Ascend310P3", False), ("Ascend310B1", False)]
+
+
+@pytest.mark.parametrize("soc,native", SOC_TABLE)
+def test_soc_decides(soc, native):
+    attrs = {**DEFAULTS, "k": 2, "norm_type": 1}
+    call, why = gating_path(attrs, experts=16, soc=soc)
+    assert (call == "aclnnMoeGatingTopK") == native
+    assert why == ("" if native else f"the SoC {soc} has no kernels of CANN's MoE operators (they are built for "
+                   "ascend910b, ascend910_93 and the 950 only)")
+
+
+@pytest.mark.parametrize("status", [561002, 161002, 561003])
+def test_phase1_rejection_falls_back_once_per_node(monkeypatch, capfd, status):
+    """A CANN whose limits differ rejects the call in phase 1: the node falls back, remembers it
+    (phase 1 is not asked again) and says why once."""
+    if not NATIVE_SOC:
+        pytest.skip("no native calls on this SoC")
+    attrs = dict(k=2, norm_type=1)
+    feeds = {"x": np.random.default_rng(8).standard_normal((5, 16)).astype(np.float32)}
+    data = gating_model(feeds, attrs)
+    monkeypatch.setenv("FAKE_ACLNN_REJECT", f"aclnnMoeGatingTopK={status}")
+    s = fresh_session(data, log_severity=2)
+    capfd.readouterr()
+    before = {c: calls(c) for c in ("aclnnMoeGatingTopKGetWorkspaceSize", "aclnnMoeGatingTopK")}
+    ref = run(session(data, "cpu"), feeds)
+    for _ in range(3):
+        assert_bits_equal(run(s, feeds), ref)
+    assert calls("aclnnMoeGatingTopKGetWorkspaceSize") == before["aclnnMoeGatingTopKGetWorkspaceSize"] + 1
+    assert calls("aclnnMoeGatingTopK") == before["aclnnMoeGatingTopK"]
+    err = capfd.readouterr().err
+    said = f"MoeGatingTopKHash runs on the CANN host fallback (CPU kernel): aclnnMoeGatingTopKGetWorkspaceSize " \
+           f"failed with ACL/ACLNN status {status}: fake CANN: aclnnMoeGatingTopKGetWorkspaceSize: rejected by " \
+           f"FAKE_ACLNN_REJECT"
+    assert err.count(said) == 1, err
+
+
+def test_other_phase1_failures_still_fail(monkeypatch):
+    if not NATIVE_SOC:
+        pytest.skip("no native calls on this SoC")
+    feeds = {"x": np.random.default_rng(9).standard_normal((5, 16)).astype(np.float32)}
+    monkeypatch.setenv("FAKE_ACLNN_REJECT", "aclnnMoeGatingTopK=361001")
+    got = error_text(fresh_session(gating_model(feeds, dict(k=2, norm_type=1))), feeds)
+    assert "aclnnMoeGatingTopKGetWorkspaceSize failed with ACL/ACLNN status 361001" in got

@@ -1,6 +1,7 @@
 """The CANN kernels' loader searches the CANN libraries in op-plugin's order, on fake directory
 layouts: the custom operator path, the vendors' load_priority, $ASCEND_HOME_PATH/lib64, then the
-sonames; an override replaces the order; a miss lists every library tried."""
+sonames, CANN's per-area libaclnn_*.so last; opens them RTLD_LAZY; an override replaces the order;
+a miss lists every library tried."""
 
 from __future__ import annotations
 
@@ -72,12 +73,32 @@ def test_home_lib64_before_sonames(runtime, tmp_path):
     assert locate("aclCreateTensor") == "found in libopapi.so"  # through its dependency libnnopbase.so
 
 
+FEATURE_LIBRARIES = ("libaclnn_ops_infer.so", "libaclnn_ops_train.so", "libaclnn_math.so", "libaclnn_sparse.so",
+                     "libaclnn_fft.so", "libaclnn_rand.so")  # op-plugin's GetOpApiFuncAddrFromFeatureLib
+
+
 def test_miss_lists_every_library_tried(tmp_path):
     got = locate("aclnnMoeGatingTopKHash", ASCEND_CUSTOM_OPP_PATH=str(tmp_path / "none"))
     assert got.startswith("not found; tried: ")
-    for part in (f"{tmp_path}/none/op_api/lib/libcust_opapi.so (", "libopapi.so (no aclnnMoeGatingTopKHash)",
-                 "libnnopbase.so (no aclnnMoeGatingTopKHash)", "libascendcl.so (no aclnnMoeGatingTopKHash)"):
-        assert part in got
+    parts = (f"{tmp_path}/none/op_api/lib/libcust_opapi.so (", "libopapi.so (no aclnnMoeGatingTopKHash)",
+             *(f"{lib} (" for lib in FEATURE_LIBRARIES), "libnnopbase.so (no aclnnMoeGatingTopKHash)",
+             "libascendcl.so (no aclnnMoeGatingTopKHash)")
+    positions = [got.index(part) for part in parts]
+    assert positions == sorted(positions)  # in this order
+
+
+def test_feature_libraries_last_resort(runtime, tmp_path):
+    """A symbol libopapi.so lacks is taken from CANN's per-area operator libraries, in op-plugin's order."""
+    install(runtime / "libcust_opapi.so", tmp_path / "libaclnn_math.so")
+    install(runtime / "libcust_opapi.so", tmp_path / "libaclnn_rand.so")
+    got = locate("aclnnMoeGatingTopKHash", LD_LIBRARY_PATH=f"{tmp_path}:{runtime}")
+    assert got == "found in libaclnn_math.so"
+
+
+def test_libraries_open_lazily(runtime, tmp_path):
+    """A library with an unresolved function still serves its other symbols (RTLD_LAZY, as op-plugin)."""
+    install(runtime / "loader-probe/liblazy_probe.so", tmp_path / "libaclnn_ops_infer.so")
+    assert locate("aclnnLazyProbe", LD_LIBRARY_PATH=f"{tmp_path}:{runtime}") == "found in libaclnn_ops_infer.so"
 
 
 def test_override_replaces_the_order(runtime, tmp_path):

@@ -14,9 +14,21 @@ import pytest
 from onnx import helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import rerouting_path
-from tests.cann.helpers import assert_bits_equal, calls, error_text, model, placement, run, session, skip_without_cann
+from tests.cann.helpers import (
+    assert_bits_equal,
+    calls,
+    error_text,
+    fresh_session,
+    model,
+    moe_kernels_on_this_soc,
+    placement,
+    run,
+    session,
+    skip_without_cann,
+)
 
 skip_without_cann()
+NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
 
 TOKEN_TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int8": np.int8,
                "uint8": np.uint8, "float8e4m3fn": ml_dtypes.float8_e4m3fn, "float8e5m2": ml_dtypes.float8_e5m2}
@@ -65,7 +77,7 @@ def test_worked_example_runs_natively_on_cann(tmp_path):
     data = rerouting_model(tokens, feeds["counts"])
     assert placement(data, feeds, tmp_path) == {"MoeReRouting": {"CANNExecutionProvider"}}
     (pt, ps, pi, en), native = compare(feeds)
-    assert native
+    assert native == NATIVE_SOC
     assert pi.tolist() == [0, 3, 4, 5, 1, 2] and en.tolist() == [3, 1, 2] and ps.shape == (0,)
     assert (pt == tokens[pi]).all()
 
@@ -79,7 +91,7 @@ CASES += [("float8e4m3fn", np.int64, ("bfloat16", 2), dict(expert_token_num_type
 
 
 def native_expected(token_type, scales, attrs) -> bool:
-    return (token_type in ("float16", "bfloat16", "int8") and (scales is None or scales == ("float", 1))
+    return NATIVE_SOC and (token_type in ("float16", "bfloat16", "int8") and (scales is None or scales == ("float", 1))
             and attrs.get("expert_token_num_type", 1) == 1 and attrs.get("idx_type", 0) == 0)
 
 
@@ -103,7 +115,7 @@ def test_large_hidden_falls_back_to_copies():
     feeds = random_case(rng, np.float16, h=16384, a=5)
     assert compare(feeds)[1] is False
     feeds = random_case(rng, np.float16, h=16383, a=5)
-    assert compare(feeds)[1] is True
+    assert compare(feeds)[1] is NATIVE_SOC
 
 
 @pytest.mark.parametrize("token_type", ["float16", "float"])
@@ -129,7 +141,9 @@ def test_fallback_logged_once_with_reason(capfd):
         run(s, feeds)
     err = capfd.readouterr().err
     assert err.count("MoeReRouting runs on the CANN copy fallback") == 1, err
-    assert "tokens must be float16, bfloat16 or int8 for aclnnMoeReRouting" in err
+    _, why = rerouting_path({"expert_token_num_type": 1, "idx_type": 1}, token_type="float", hidden=16)
+    assert why.startswith("tokens must be float16" if NATIVE_SOC else "the SoC Ascend310P3 has no kernels")
+    assert f"MoeReRouting runs on the CANN copy fallback: {why}" in err
 
 
 BAD_COUNTS = [
@@ -147,3 +161,42 @@ def test_bad_counts_same_message_as_cpu(counts, count_type, token_type):
     got = error_text(session(data, "cann"), feeds)
     assert got == error_text(session(data, "cpu"), feeds)
     assert got.startswith("MoeReRouting: input 'expert_token_num_per_rank' must")
+
+
+# Copy-fallback cases whose rows start at offsets that are not multiples of 64 bytes: float16 rows
+# of 32 bytes, [A] / [A, 3] scales of 4 / 12 bytes; one rank (one contiguous run) and several.
+UNALIGNED = [(np.float16, 1, ("float", 1), dict(idx_type=1)), (np.float16, 3, ("float", 2), {}),
+             (np.float32, 3, ("bfloat16", 1), dict(expert_token_num_type=0)), (np.int8, 2, None, dict(idx_type=1))]
+
+
+@pytest.mark.parametrize("token_type,ranks,scales,attrs", UNALIGNED)
+def test_copy_fallback_within_strict_alignment_and_pinned_memory(monkeypatch, token_type, ranks, scales, attrs):
+    """Device-to-device copies at 64-byte aligned addresses only (acl_rt.h, aclrtMemcpyAsync) and
+    asynchronous copies from aclrtMallocHost memory only: the fake refuses anything else."""
+    monkeypatch.setenv("FAKE_ACL_D2D_ALIGN", "64")
+    monkeypatch.setenv("FAKE_ACL_PINNED_ONLY", "1")
+    rng = np.random.default_rng(11)
+    sc = None if scales is None else (SCALE_TYPES[scales[0]], scales[1])
+    for _ in range(2):
+        feeds = random_case(rng, token_type, np.int32, sc, n=ranks, e=5)
+        _, native = compare(feeds, **attrs)
+        assert not native
+
+
+@pytest.mark.parametrize("status", [561002, 161002])
+def test_phase1_rejection_falls_back_once_per_node(monkeypatch, capfd, status):
+    if not NATIVE_SOC:
+        pytest.skip("no native calls on this SoC")
+    feeds = random_case(np.random.default_rng(12), np.float16)
+    data = rerouting_model(feeds["tokens"], feeds["counts"])
+    monkeypatch.setenv("FAKE_ACLNN_REJECT", f"aclnnMoeReRouting={status}")
+    s = fresh_session(data, log_severity=2)
+    capfd.readouterr()
+    before = {c: calls(c) for c in ("aclnnMoeReRoutingGetWorkspaceSize", "aclnnMoeReRouting")}
+    for _ in range(3):
+        assert_bits_equal(run(s, feeds), run(session(data, "cpu"), feeds))
+    assert calls("aclnnMoeReRoutingGetWorkspaceSize") == before["aclnnMoeReRoutingGetWorkspaceSize"] + 1
+    assert calls("aclnnMoeReRouting") == before["aclnnMoeReRouting"]
+    err = capfd.readouterr().err
+    assert err.count(f"MoeReRouting runs on the CANN copy fallback: aclnnMoeReRoutingGetWorkspaceSize failed with "
+                     f"ACL/ACLNN status {status}") == 1, err

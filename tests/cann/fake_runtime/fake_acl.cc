@@ -2,6 +2,7 @@
 // (onnxruntime-cann 1.24.4) imports, plus the entry points the ascend.moe kernels use. Memory,
 // streams, events and copies have checked behaviour; CANN's single operators are served by
 // fake_aclop.cc; offline models (graph mode) are refused.
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -24,6 +25,8 @@ constexpr aclError kSuccess = 0;
 constexpr aclError kInvalidParam = 100000;  // ACL_ERROR_INVALID_PARAM
 constexpr aclError kBadAlloc = 207001;      // ACL_ERROR_RT_MEMORY_ALLOCATION
 constexpr aclError kNotSupported = 100024;  // refused: no CANN operators in the fake
+constexpr aclError kAddrUnaligned = 107008;  // ACL_ERROR_RT_ADDR_UNALIGNED (rt_error_codes.h)
+constexpr aclError kInvalidMemoryType = 107016;  // ACL_ERROR_RT_INVALID_MEMORY_TYPE
 
 bool Tracing() {
   static const bool on = [] {
@@ -56,6 +59,20 @@ std::map<uintptr_t, Block>& Blocks() {
 std::set<const void*>& Streams() {
   static auto* s = new std::set<const void*>;
   return *s;
+}
+// aclrtMallocHost blocks: base -> size.
+std::map<uintptr_t, size_t>& PinnedBlocks() {
+  static auto* m = new std::map<uintptr_t, size_t>;
+  return *m;
+}
+bool Pinned(const void* p, size_t n) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& m = PinnedBlocks();
+  auto it = m.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == m.begin()) return false;
+  --it;
+  const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+  return q >= it->first && q + n <= it->first + it->second;
 }
 std::map<std::string, int>& Calls() {
   static auto* c = new std::map<std::string, int>;
@@ -90,8 +107,16 @@ const char* KindName(int kind) {
   return kind >= 0 && kind < 4 ? names[kind] : "unknown kind";
 }
 
+// Whether `code` (a return address) lies in ONNX Runtime's CANN provider library: its data
+// transfer copies graph inputs asynchronously from pageable memory (measured), which
+// FAKE_ACL_PINNED_ONLY leaves to it; every other caller (the kernels under test) is checked.
+bool CalledFromOrtCannProvider(const void* code) {
+  Dl_info info{};
+  return dladdr(code, &info) && info.dli_fname && std::strstr(info.dli_fname, "onnxruntime_providers_cann");
+}
+
 aclError Copy(const char* who, void* dst, size_t dst_max, const void* src, size_t n, int kind,
-              const void* stream, bool async) {
+              const void* stream, bool async, bool pageable_allowed = false) {
   FakeAclCountCall(who);
   Trace("%s(dst=%p, src=%p, %zu bytes, %s, stream=%p)", who, dst, src, n, KindName(kind), stream);
   char msg[256];
@@ -139,22 +164,46 @@ aclError Copy(const char* who, void* dst, size_t dst_max, const void* src, size_
     return kInvalidParam;
   }
   if (!async) {
+    // A synchronous copy runs after the work queued on every stream (FAKE_ACL_ASYNC).
+    const aclError queued = fake_cann::Drain(nullptr, /*all=*/true);
+    if (queued != kSuccess) return queued;
     std::memmove(d, s, n);
     return kSuccess;
   }
-  return fake_cann::Enqueue(stream, [d, s, n] {
-    std::memmove(d, s, n);
-    return 0;
-  });
+  // FAKE_ACL_D2D_ALIGN=64: acl_rt.h (aclrtMemcpyAsync) requires 64-byte aligned source and
+  // destination for on-chip device-to-device copies.
+  const long align = fake_cann::Switch("FAKE_ACL_D2D_ALIGN");
+  if (kind == 3 && align > 0 &&
+      (reinterpret_cast<uintptr_t>(dst) % align || reinterpret_cast<uintptr_t>(src) % align)) {
+    std::snprintf(msg, sizeof msg, "%s (device-to-device): dst %p / src %p not %ld-byte aligned", who, dst,
+                  src, align);
+    FakeAclError(msg);
+    return kAddrUnaligned;
+  }
+  // FAKE_ACL_PINNED_ONLY=1: older CANN requires aclrtMallocHost memory for asynchronous
+  // host<->device copies (pageable memory "may cause unpredictable errors").
+  const void* host = kind == 1 ? src : kind == 2 ? dst : nullptr;
+  if (host && !pageable_allowed && fake_cann::Switch("FAKE_ACL_PINNED_ONLY") && !Pinned(host, n)) {
+    std::snprintf(msg, sizeof msg, "%s (%s): host %p + %zu bytes is not aclrtMallocHost memory", who,
+                  KindName(kind), host, n);
+    FakeAclError(msg);
+    return kInvalidMemoryType;
+  }
+  return fake_cann::Enqueue(
+      stream,
+      [d, s, n] {
+        std::memmove(d, s, n);
+        return 0;
+      },
+      fake_cann::HostRange{host, host ? n : 0});
 }
 
-struct Handle { int tag; };
+struct Handle {
+  int tag;
+  const void* stream = nullptr;  // events: the stream of the last aclrtRecordEvent
+};
 
 }  // namespace
-
-namespace fake_cann {
-int Enqueue(const void*, std::function<int()> work) { return work(); }
-}  // namespace fake_cann
 
 extern "C" {
 
@@ -196,10 +245,10 @@ const char* aclGetRecentErrMsg() {
 aclError aclrtSetDevice(int32_t id) { Trace("aclrtSetDevice(%d)", id); return id == 0 ? kSuccess : kInvalidParam; }
 aclError aclrtGetDevice(int32_t* id) { *id = 0; return kSuccess; }
 aclError aclrtGetDeviceCount(uint32_t* count) { *count = 1; return kSuccess; }
-const char* aclrtGetSocName() { return "Ascend910B1"; }
-aclError aclrtSynchronizeDevice() { return kSuccess; }
+const char* aclrtGetSocName() { return fake_cann::SocName(); }
+aclError aclrtSynchronizeDevice() { return fake_cann::Drain(nullptr, /*all=*/true); }
 
-// ---- streams and events: work runs at once, so they only need identities ----
+// ---- streams and events: work runs in fake_cann::Enqueue (fake_stream.cc) ----
 aclError aclrtCreateStream(void** stream) {
   *stream = new Handle{1};
   std::lock_guard<std::mutex> lock(g_mu);
@@ -207,6 +256,7 @@ aclError aclrtCreateStream(void** stream) {
   return kSuccess;
 }
 aclError aclrtDestroyStream(void* stream) {
+  fake_cann::Drain(stream);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (!Streams().erase(stream)) return kInvalidParam;
@@ -220,13 +270,17 @@ aclError aclrtSynchronizeStream(void* stream) {
     FakeAclError("aclrtSynchronizeStream: not a live stream");
     return kInvalidParam;
   }
-  return kSuccess;
+  return fake_cann::Drain(stream);
 }
 aclError aclrtCreateEvent(void** event) { *event = new Handle{2}; return kSuccess; }
 aclError aclrtDestroyEvent(void* event) { delete static_cast<Handle*>(event); return kSuccess; }
-aclError aclrtRecordEvent(void*, void*) { return kSuccess; }
-aclError aclrtStreamWaitEvent(void*, void*) { return kSuccess; }
-aclError aclrtSynchronizeEvent(void*) { return kSuccess; }
+aclError aclrtRecordEvent(void* event, void* stream) {
+  static_cast<Handle*>(event)->stream = stream;
+  return kSuccess;
+}
+// Waiting runs the event's stream now: at least as ordered as the real runtime.
+aclError aclrtStreamWaitEvent(void*, void* event) { return fake_cann::Drain(static_cast<Handle*>(event)->stream); }
+aclError aclrtSynchronizeEvent(void* event) { return fake_cann::Drain(static_cast<Handle*>(event)->stream); }
 
 // ---- memory ----
 aclError aclrtMalloc(void** p, size_t size, int policy) {
@@ -270,24 +324,54 @@ aclError aclrtFree(void* p) {
   munmap(p, b.mapped);
   return kSuccess;
 }
-aclError aclrtMallocHost(void** p, size_t size) { *p = std::malloc(size ? size : 1); return kSuccess; }
-aclError aclrtFreeHost(void* p) { std::free(p); return kSuccess; }
+// Page-locked host memory: tracked (FAKE_ACL_PINNED_ONLY), filled with 0xA5 so that a result read
+// before its download ran shows.
+aclError aclrtMallocHost(void** p, size_t size) {
+  *p = std::aligned_alloc(64, ((size ? size : 1) + 63) / 64 * 64);
+  if (!*p) return kBadAlloc;
+  std::memset(*p, 0xA5, size);
+  std::lock_guard<std::mutex> lock(g_mu);
+  PinnedBlocks()[reinterpret_cast<uintptr_t>(*p)] = size;
+  return kSuccess;
+}
+aclError aclrtFreeHost(void* p) {
+  size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = PinnedBlocks().find(reinterpret_cast<uintptr_t>(p));
+    if (it == PinnedBlocks().end()) {
+      FakeAclError("aclrtFreeHost: not an aclrtMallocHost block");
+      return kInvalidParam;
+    }
+    size = it->second;
+    PinnedBlocks().erase(it);
+  }
+  char why[160];
+  std::snprintf(why, sizeof why, "aclrtFreeHost(%p): freed while queued", p);
+  fake_cann::FailTasksUsing(p, size, why);
+  std::free(p);
+  return kSuccess;
+}
 aclError aclrtMemcpy(void* dst, size_t dst_max, const void* src, size_t n, int kind) {
   return Copy("aclrtMemcpy", dst, dst_max, src, n, kind, nullptr, false);
 }
 aclError aclrtMemcpyAsync(void* dst, size_t dst_max, const void* src, size_t n, int kind,
                           void* stream) {
-  return Copy("aclrtMemcpyAsync", dst, dst_max, src, n, kind, stream, true);
+  return Copy("aclrtMemcpyAsync", dst, dst_max, src, n, kind, stream, true,
+              CalledFromOrtCannProvider(__builtin_return_address(0)));
 }
-aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void*) {
+aclError aclrtMemsetAsync(void* p, size_t max, int32_t value, size_t n, void* stream) {
   if (n == 0) return kSuccess;
-  void* d = Access(p, n < max ? n : max);
+  const size_t bytes = n < max ? n : max;
+  void* d = Access(p, bytes);
   if (!d) {
     FakeAclError("aclrtMemsetAsync: not device memory");
     return kInvalidParam;
   }
-  std::memset(d, value, n < max ? n : max);
-  return kSuccess;
+  return fake_cann::Enqueue(stream, [d, value, bytes] {
+    std::memset(d, value, bytes);
+    return 0;
+  });
 }
 
 // ---- single-op descriptors, attributes and aclopCompileAndExecute: fake_aclop.cc ----

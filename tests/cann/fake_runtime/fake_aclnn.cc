@@ -1,6 +1,8 @@
 #include "fake_aclnn.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -15,6 +17,9 @@ struct Executor {
   std::vector<const void*> tensors;
   std::function<int()> run;
 };
+
+// The tensors of the executor running on this thread (launch-time copies).
+thread_local const std::map<const void*, Tensor>* t_launched = nullptr;
 
 std::mutex g_mu;
 std::set<Executor*>& Executors() {
@@ -32,7 +37,30 @@ std::string DimsText(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-const Tensor* T(const void* t) { return static_cast<const Tensor*>(t); }
+const Tensor* T(const void* t) {
+  if (t_launched) {
+    const auto it = t_launched->find(t);
+    if (it != t_launched->end()) return &it->second;
+  }
+  return static_cast<const Tensor*>(t);
+}
+
+ArgCheck::ArgCheck(const char* op) : op_(op) {
+  FakeAclCountCall(op);
+  const char* reject = std::getenv("FAKE_ACLNN_REJECT");
+  const std::string self = std::string(op);
+  if (reject && *reject) {
+    const std::string r = reject;
+    const size_t eq = r.find('=');
+    if (eq != std::string::npos && r.substr(0, eq) + "GetWorkspaceSize" == self) {
+      Fail(std::atoi(r.c_str() + eq + 1), "rejected by FAKE_ACLNN_REJECT (a CANN whose limits differ)");
+    }
+  }
+}
+
+void ArgCheck::RequireMoeKernels() {
+  if (!SocHasMoeKernels()) Fail(kFindKernelError, std::string("no kernel for SoC ") + SocName());
+}
 
 void* Data(const void* t) {
   const Tensor* x = T(t);
@@ -134,10 +162,17 @@ int RunExecutor(const char* op, void* workspace, uint64_t workspace_size, void* 
   if (e->workspace && !FakeAclDeviceAccess(workspace, e->workspace)) {
     return fail("workspace is not device memory of the size asked for");
   }
+  auto launched = std::make_shared<std::map<const void*, Tensor>>();
   for (const void* t : e->tensors) {
     if (t && !FakeAclnnIsTensor(t)) return fail("a tensor was destroyed before the launch");
+    if (t) launched->emplace(t, *T(t));
   }
-  return Enqueue(stream, std::move(e->run));
+  return Enqueue(stream, [launched, run = std::move(e->run)] {
+    t_launched = launched.get();
+    const int status = run();
+    t_launched = nullptr;
+    return status;
+  });
 }
 
 }  // namespace fake_cann

@@ -17,12 +17,16 @@ namespace fake_cann {
 // (stderr + aclGetRecentErrMsg) as "<op>: <message>".
 class ArgCheck {
  public:
-  explicit ArgCheck(const char* op) : op_(op) {}
+  // Counts the call (FakeAclCallCount(op)); FAKE_ACLNN_REJECT="<operator>=<status>" makes every
+  // phase 1 of that operator fail with that status, as a CANN whose limits differ would.
+  explicit ArgCheck(const char* op);
   // A tensor argument: null is 161001 when required; otherwise it must be a live ND contiguous
   // tensor of one of `dtypes`, of exactly `dims` (-1 = any size), whose data lies in device memory.
   bool Check(const char* name, const void* t, bool required, std::initializer_list<int> dtypes,
              std::vector<int64_t> dims);
   void Fail(int status, const std::string& message);
+  // The MoE operators have kernels for some SoCs only (fake_cann::SocHasMoeKernels): 561003.
+  void RequireMoeKernels();
   bool ok() const { return status_ == kOk; }
   int status() const { return status_; }
 
@@ -31,7 +35,9 @@ class ArgCheck {
   int status_ = kOk;
 };
 
-// The fake's readable address of a tensor's data (checked by ArgCheck).
+// The fake's readable address of a tensor's data (checked by ArgCheck), and the tensor itself.
+// While an executor runs, its tensors are the copies taken at launch: ACLNN lets the caller
+// destroy its aclTensors once phase 2 has returned, before the stream ran the kernel.
 void* Data(const void* t);
 const Tensor* T(const void* t);
 

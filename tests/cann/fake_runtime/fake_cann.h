@@ -23,6 +23,8 @@ void FakeAclError(const char* message);
 int FakeAclLiveBlocks();
 int FakeAclCallCount(const char* name);
 void FakeAclCountCall(const char* name);
+// Tasks queued and not yet run on `stream` (all streams when null); see fake_cann::Enqueue.
+int FakeAclPendingTasks(const void* stream);
 }
 
 namespace fake_cann {
@@ -39,14 +41,42 @@ struct Tensor {
 };
 inline constexpr uint32_t kTensorMagic = 0x7e450a11;
 
-enum Status : int { kOk = 0, kParamNullptr = 161001, kParamInvalid = 161002, kTilingError = 561002 };
+// ACLNN status codes (opbase include/nnopbase/opdev/op_errno.h).
+enum Status : int {
+  kOk = 0,
+  kParamNullptr = 161001,
+  kParamInvalid = 161002,
+  kTilingError = 561002,
+  kFindKernelError = 561003,
+};
 enum DataType : int { kFloat = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3, kUint8 = 4, kInt64 = 9,
                       kBool = 12, kBFloat16 = 27 };
 
 // Puts work (a kernel or an asynchronous copy) on `stream`; returns its status, or kOk when it
 // runs later. Every operator and async copy of the fake goes through here, so the stream's
-// ordering rules live in one place.
-int Enqueue(const void* stream, std::function<int()> work);
+// ordering rules live in one place (fake_stream.cc). With FAKE_ACL_ASYNC=1 work is queued and
+// runs, in order, at aclrtSynchronizeStream / aclrtSynchronizeEvent of an event recorded after it
+// / aclrtSynchronizeDevice / aclrtStreamWaitEvent on it / aclrtDestroyStream, or at a synchronous
+// aclrtMemcpy (all streams); the first error of a queued task is returned by that call.
+// Otherwise work runs at once. `host` (may be empty) is the host memory the work reads or writes
+// (aclrtFreeHost of it while queued fails the stream: a freed staging buffer).
+struct HostRange {
+  const void* begin = nullptr;
+  size_t bytes = 0;
+};
+int Enqueue(const void* stream, std::function<int()> work, HostRange host = {});
+// Runs the queued work of `stream`; of every stream when `all`.
+int Drain(const void* stream, bool all = false);
+// Fails the queued tasks that use host memory [p, p + bytes) (it is being freed); returns how many.
+int FailTasksUsing(const void* p, size_t bytes, const char* why);
+
+// A strict switch of the environment, read at each use (tests set them in-process): its value as
+// an integer, 0 when unset.
+long Switch(const char* name);
+// The SoC name aclrtGetSocName reports: $FAKE_ACL_SOC_NAME, default "Ascend910B1".
+const char* SocName();
+// Whether CANN's MoE operators have kernels for that SoC (ascend910b*, ascend910_93*, the 950).
+bool SocHasMoeKernels();
 
 size_t ElementBytes(int dtype);
 std::string TypeName(int dtype);

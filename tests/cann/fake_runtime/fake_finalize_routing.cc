@@ -15,7 +15,9 @@ namespace cpu = ascend_moe::cpu;
 namespace {
 
 cpu::RowType Row(int dtype) {
-  return dtype == kFloat ? cpu::RowType::kFloat32 : dtype == kFloat16 ? cpu::RowType::kFloat16 : cpu::RowType::kBFloat16;
+  return dtype == kFloat     ? cpu::RowType::kFloat32
+         : dtype == kFloat16 ? cpu::RowType::kFloat16
+                             : cpu::RowType::kBFloat16;
 }
 
 }  // namespace
@@ -27,8 +29,10 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
                                               const void* expert_idx, int64_t drop_pad_mode, const void* out,
                                               uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeFinalizeRoutingV2GetWorkspaceSize");
+  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
-  if (drop_pad_mode < 0 || drop_pad_mode > 3) c.Fail(kTilingError, "the value of drop_pad_mode should be [0,3].");
+  if (drop_pad_mode < 0 || drop_pad_mode > 3)
+    c.Fail(kTilingError, "the value of drop_pad_mode should be [0,3].");
   if (!c.ok()) return c.status();
   const bool drop_pad = drop_pad_mode == 1 || drop_pad_mode == 3;
   c.Check("expandedX", expanded_x, true, {kFloat16, kFloat, kBFloat16},
@@ -39,8 +43,8 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
   const int64_t nk = T(row_idx)->dims[0];
   const int64_t h = T(expanded_x)->dims.back();
   // moe_finalize_routing_v2_def.cpp: scales share expanded_x's type, or are float with bfloat16.
-  c.Check("scalesOptional", scales, false, xt == kBFloat16 ? std::initializer_list<int>{kBFloat16, kFloat}
-                                                            : std::initializer_list<int>{xt},
+  c.Check("scalesOptional", scales, false,
+          xt == kBFloat16 ? std::initializer_list<int>{kBFloat16, kFloat} : std::initializer_list<int>{xt},
           {-1, -1});
   if (!c.ok()) return c.status();
   const int64_t k = scales ? T(scales)->dims[1] : 1;
@@ -49,7 +53,8 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
     return c.status();
   }
   const int64_t n = nk / k;
-  if (scales && T(scales)->dims[0] != n) c.Fail(kTilingError, "the dim 0 of scales should be " + std::to_string(n));
+  if (scales && T(scales)->dims[0] != n)
+    c.Fail(kTilingError, "the dim 0 of scales should be " + std::to_string(n));
   c.Check("x1Optional", x1, false, {xt}, {n, h});
   c.Check("x2Optional", x2, false, {xt}, {n, h});
   if (bias && !expert_idx) c.Fail(kTilingError, "the expert_idx must exist when bias exist.");
@@ -82,8 +87,9 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
     const int32_t* idx = static_cast<const int32_t*>(Data(row_idx));
     for (int64_t i = 0; i < n * k; ++i) {
       if ((idx[i] < 0 && !(drop_pad && idx[i] == -1)) || idx[i] >= rows) {
-        FakeAclError(("aclnnMoeFinalizeRoutingV2: expandedRowIdx[" + std::to_string(i) + "] = " +
-                      std::to_string(idx[i]) + " is outside expandedX: the NPU would read out of bounds (status 561002)")
+        FakeAclError(("aclnnMoeFinalizeRoutingV2: expandedRowIdx[" + std::to_string(i) +
+                      "] = " + std::to_string(idx[i]) +
+                      " is outside expandedX: the NPU would read out of bounds (status 561002)")
                          .c_str());
         return static_cast<int>(kTilingError);
       }
@@ -92,7 +98,8 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
       const int32_t* ids = static_cast<const int32_t*>(Data(expert_idx));
       for (int64_t i = 0; i < n * k; ++i) {
         if (ids[i] < 0 || ids[i] >= e) {
-          FakeAclError("aclnnMoeFinalizeRoutingV2: an expert id is outside bias: out of bounds (status 561002)");
+          FakeAclError(
+              "aclnnMoeFinalizeRoutingV2: an expert id is outside bias: out of bounds (status 561002)");
           return static_cast<int>(kTilingError);
         }
       }
@@ -109,8 +116,9 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
     cpu::WeightedGatherRows(p, b, 0, n);
     return static_cast<int>(kOk);
   };
-  return MakeExecutor("aclnnMoeFinalizeRoutingV2", 0, {expanded_x, row_idx, x1, x2, bias, scales, expert_idx, out},
-                      run, workspace_size, executor);
+  return MakeExecutor("aclnnMoeFinalizeRoutingV2", 0,
+                      {expanded_x, row_idx, x1, x2, bias, scales, expert_idx, out}, run, workspace_size,
+                      executor);
 }
 
 int aclnnMoeFinalizeRoutingV2(void* workspace, uint64_t workspace_size, void* executor, void* stream) {

@@ -21,30 +21,52 @@ int PrepareGating(const GatingCall& g, bool hash_op, uint64_t* workspace_size, v
     c.Fail(kParamInvalid, "inputIdsOptional and tid2eidOptional go together");
   }
   c.Check("inputIdsOptional", g.input_ids, false, {kInt32, kInt64}, {R});
-  c.Check("tid2eidOptional", g.tid2eid, false, {kInt32}, {-1, g.k});
+  // The hash operator's tiling takes an int32 or int64 table (GetShapeAttrsInfo, tiling keys 3-6).
+  c.Check("tid2eidOptional", g.tid2eid, false, {kInt32, kInt64}, {-1, g.k});
   c.Check("yOut", g.y, true, {xt}, {R, g.k});
   c.Check("expertIdxOut", g.expert_idx, true, {kInt32}, {R, g.k});
   c.Check("outOut", g.out, true, {kFloat}, {R, E});
+  c.RequireMoeKernels();
   if (!c.ok()) return c.status();
-  if (g.group_count < 1 || E % g.group_count != 0) {
-    c.Fail(kParamInvalid, "groupCount must divide E");
-    return c.status();
-  }
+  // The tiling's checks, in its order, each a 561002 with its message: CheckInputShape and
+  // CheckAttr of ops-transformer moe/moe_gating_top_k/op_host/moe_gating_top_k_tiling.cpp and of
+  // cann-recipes-infer ops/ascendc/src/moe_gating_top_k_hash/op_host/moe_gating_top_k_hash_tiling.cpp
+  // (aclnnMoeGatingTopK.md lists k / kGroup range errors as ACLNN_ERR_INNER_TILING_ERROR).
+  const std::string gc = std::to_string(g.group_count), kg = std::to_string(g.k_group);
+  auto tiling = [&](bool bad, const std::string& message) {
+    if (bad) c.Fail(kTilingError, message);
+  };
+  tiling(g.k > E, "k is: " + std::to_string(g.k) + ", expert num is: " + std::to_string(E) +
+                      ", k cannot be greater than expert num.");
+  tiling(E > 2048, "expert count is: " + std::to_string(E) + ", but should not greater than 2048.");
+  tiling(g.k <= 0, "k is: " + std::to_string(g.k) + ", but should be greater than 0.");
+  tiling(g.k_group <= 0, "k_group is: " + kg + ", but should be greater than 0.");
+  tiling(g.k_group > g.group_count, "k_group is: " + kg + ", but should not greater than " + gc + ".");
+  tiling(g.group_count <= 0, "group_count is: " + gc + ", but should be greater than 0.");
+  const bool norm_ok = g.norm_type == 0 || g.norm_type == 1 || (hash_op && g.norm_type == 2);
+  tiling(!norm_ok, "norm type is: " + std::to_string(g.norm_type) + ", but currently only support 0, 1" +
+                       (hash_op ? " and 2." : "."));
+  tiling(hash_op && g.norm_type == 2 && g.group_count != 1,
+         "norm type softplus only supported when groupCount equals 1, but got " + gc + ".");
+  tiling(g.group_select_mode != 0 && g.group_select_mode != 1,
+         "group select mode is: " + std::to_string(g.group_select_mode) + ", but currently only support 1 and 0.");
+  tiling(g.renorm != 0, "renorm is: " + std::to_string(g.renorm) + ", but currently only support 0.");
+  if (!c.ok()) return c.status();
+  tiling(E % g.group_count != 0,
+         "Expert count : " + std::to_string(E) + " is not divisible by k_group: " + gc);
+  if (!c.ok()) return c.status();
   const int64_t per_group = E / g.group_count;
-  if (g.k_group < 1 || g.k_group > g.group_count) c.Fail(kParamInvalid, "kGroup out of [1, groupCount]");
-  if (g.k < 1 || g.k > per_group * g.k_group) c.Fail(kParamInvalid, "k out of [1, E / groupCount * kGroup]");
-  if (g.group_select_mode != 0 && g.group_select_mode != 1) c.Fail(kParamInvalid, "groupSelectMode must be 0 or 1");
-  if (g.renorm != 0) c.Fail(kParamInvalid, "renorm must be 0");
-  if (!(g.norm_type == 0 || g.norm_type == 1 || (hash_op && g.norm_type == 2))) {
-    c.Fail(kParamInvalid, "normType " + std::to_string(g.norm_type) + " is not supported");
-  }
+  tiling(per_group < 1, "group expert count is: " + std::to_string(per_group) + ", but should be greater than 1.");
+  tiling(g.group_select_mode == 1 && per_group < 2,
+         "group expert count is: " + std::to_string(per_group) +
+             ", if group select mode is: 1, group expert count should be greater than 1.");
+  tiling(g.k > g.k_group * per_group,
+         "k is: " + std::to_string(g.k) + ", but should be smaller than " + std::to_string(g.k_group * per_group) + ".");
+  const int64_t aligned = (per_group + 31) / 32 * 32 * g.group_count;
+  tiling(g.group_count != 1 && g.group_count != E && g.k_group != g.group_count && aligned > 2048,
+         "group count * group expert count align is: " + std::to_string(aligned) + ", but should not greater than 2048.");
   if (g.tid2eid && g.group_count > 1 && g.k_group < g.group_count) {
     c.Fail(kParamInvalid, "hash routing with group selection");
-  }
-  if (E > 2048) c.Fail(kTilingError, "E must be <= 2048");
-  if (per_group <= 2) c.Fail(kTilingError, "E / groupCount must be > 2");
-  if ((per_group + 31) / 32 * 32 * g.group_count > 2048) {
-    c.Fail(kTilingError, "align32(E / groupCount) * groupCount must be <= 2048");
   }
   if (!c.ok()) return c.status();
 
@@ -72,7 +94,7 @@ int PrepareGating(const GatingCall& g, bool hash_op, uint64_t* workspace_size, v
       in.hash = true;
       in.ids_type = T(call.input_ids)->dtype == kInt32 ? GatingIntType::kInt32 : GatingIntType::kInt64;
       in.input_ids = Data(call.input_ids);
-      in.table_type = GatingIntType::kInt32;
+      in.table_type = T(call.tid2eid)->dtype == kInt32 ? GatingIntType::kInt32 : GatingIntType::kInt64;
       in.tid2eid = Data(call.tid2eid);
       in.table_rows = T(call.tid2eid)->dims[0];
     }

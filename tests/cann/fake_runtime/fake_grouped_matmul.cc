@@ -78,12 +78,15 @@ bool CheckWeight(ArgCheck& c, const void* w, int dtype, int64_t k, bool* transpo
 
 extern "C" {
 
-int aclnnGroupedMatmulV4GetWorkspaceSize(
-    const void* x, const void* weight, const void* bias, const void* scale, const void* offset,
-    const void* antiquant_scale, const void* antiquant_offset, const void* per_token_scale, const void* group_list,
-    const void* activation_input, const void* activation_quant_scale, const void* activation_quant_offset,
-    int64_t split_item, int64_t group_type, int64_t group_list_type, int64_t act_type, void* out,
-    void* activation_feature_out, void* dyn_quant_scale_out, uint64_t* workspace_size, void** executor) {
+int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, const void* bias,
+                                         const void* scale, const void* offset, const void* antiquant_scale,
+                                         const void* antiquant_offset, const void* per_token_scale,
+                                         const void* group_list, const void* activation_input,
+                                         const void* activation_quant_scale,
+                                         const void* activation_quant_offset, int64_t split_item,
+                                         int64_t group_type, int64_t group_list_type, int64_t act_type,
+                                         void* out, void* activation_feature_out, void* dyn_quant_scale_out,
+                                         uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnGroupedMatmulV4GetWorkspaceSize");
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   const void* xt = OneTensor(c, "x", x, true);
@@ -134,7 +137,8 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(
   // CheckNonQuantMatmulDataType: bias is float for bfloat16 x, x's type otherwise.
   c.Check("bias[0]", bt, false, {xd == kBFloat16 ? kFloat : xd}, {e, n});
   // CheckGroupListCommonTensor.
-  if (c.ok() && !group_list) c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
+  if (c.ok() && !group_list)
+    c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
   c.Check("groupListOptional", group_list, true, {kInt64}, {-1});
   if (!c.ok()) return c.status();
   const int64_t groups = T(group_list)->dims[0];
@@ -152,8 +156,9 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(
   p.depth = k;
   p.cols = n;
   p.groups = e;
-  p.type = xd == kFloat16 ? ascend_moe::cpu::GmmType::kFloat16
-                          : xd == kBFloat16 ? ascend_moe::cpu::GmmType::kBFloat16 : ascend_moe::cpu::GmmType::kFloat32;
+  p.type = xd == kFloat16    ? ascend_moe::cpu::GmmType::kFloat16
+           : xd == kBFloat16 ? ascend_moe::cpu::GmmType::kBFloat16
+                             : ascend_moe::cpu::GmmType::kFloat32;
   p.bias_float32 = bt && T(bt)->dtype == kFloat;
   p.transpose_weight = transposed;
   auto run = [=]() {
@@ -164,8 +169,8 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(
       const int64_t v = values[i];
       const int64_t end = group_list_type == 1 ? total + v : v;
       if (v < 0 || end < total || end > m) {
-        FakeAclError(("aclnnGroupedMatmulV4: group list value " + std::to_string(v) + " at [" + std::to_string(i) +
-                      "] leaves [0, M = " + std::to_string(m) +
+        FakeAclError(("aclnnGroupedMatmulV4: group list value " + std::to_string(v) + " at [" +
+                      std::to_string(i) + "] leaves [0, M = " + std::to_string(m) +
                       "] or decreases: the NPU would read and write out of bounds (status 561002)")
                          .c_str());
         return static_cast<int>(kTilingError);

@@ -23,17 +23,20 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
                                           int64_t expert_num, int64_t drop_pad_mode, int64_t tokens_num_type,
                                           bool tokens_num_flag, int64_t quant_mode, const void* range,
                                           int64_t row_idx_type, const void* expanded_x, const void* row_idx,
-                                          const void* counts, const void* expanded_scale, uint64_t* workspace_size,
-                                          void** executor) {
+                                          const void* counts, const void* expanded_scale,
+                                          uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeInitRoutingV3GetWorkspaceSize");
+  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   c.Check("x", x, true, {kFloat16, kBFloat16, kFloat, kInt8}, {-1, -1});
   c.Check("expertIdx", expert_idx, true, {kInt32}, {-1, -1});
   if (!c.ok()) return c.status();
   const int xt = T(x)->dtype;
   const int64_t n = T(x)->dims[0], h = T(x)->dims[1], k = T(expert_idx)->dims[1];
-  if (T(expert_idx)->dims[0] != n) c.Fail(kParamInvalid, "expertIdx must be [NUM_ROWS, K] with NUM_ROWS = x.shape[0]");
-  if (quant_mode != -1) c.Fail(kParamInvalid, "the fake models quantMode -1 only, got " + std::to_string(quant_mode));
+  if (T(expert_idx)->dims[0] != n)
+    c.Fail(kParamInvalid, "expertIdx must be [NUM_ROWS, K] with NUM_ROWS = x.shape[0]");
+  if (quant_mode != -1)
+    c.Fail(kParamInvalid, "the fake models quantMode -1 only, got " + std::to_string(quant_mode));
   c.Check("scaleOptional", scale, false, {kFloat}, {n});
   if (offset) c.Fail(kParamInvalid, "offsetOptional must be absent without static quantisation");
   int64_t start = 0, end = expert_num;
@@ -53,13 +56,15 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
   if (active_num != pairs) c.Fail(kTilingError, "activeNum must equal NUM_ROWS*K = " + std::to_string(pairs));
   if (expert_capacity < 0) c.Fail(kTilingError, "expertCapacity must be >= 0");
   if (drop_pad_mode != 0) c.Fail(kTilingError, "dropPadMode supports 0 (dropless) only");
-  if (tokens_num_type != 1 && tokens_num_type != 2) c.Fail(kTilingError, "expertTokensNumType supports 1 and 2 only");
+  if (tokens_num_type != 1 && tokens_num_type != 2)
+    c.Fail(kTilingError, "expertTokensNumType supports 1 and 2 only");
   if (!tokens_num_flag) c.Fail(kTilingError, "expertTokensNumFlag supports true only");
   const int64_t max_experts = tokens_num_type == 2 ? 5120 : 10240;
   if (expert_num < 0 || expert_num > max_experts) {
     c.Fail(kTilingError, "expertNum must be in [0, " + std::to_string(max_experts) + "]");
   }
-  if (!(start >= 0 && start < end && end <= expert_num)) c.Fail(kTilingError, "activeExpertRange must be 0 <= start < end <= expertNum");
+  if (!(start >= 0 && start < end && end <= expert_num))
+    c.Fail(kTilingError, "activeExpertRange must be 0 <= start < end <= expertNum");
   if (row_idx_type != 0 && row_idx_type != 1) c.Fail(kTilingError, "rowIdxType must be 0 or 1");
   if (!c.ok()) return c.status();
   c.Check("expandedXOut", expanded_x, true, {xt}, {pairs, h});
@@ -75,9 +80,10 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
   p.num_tokens = n;
   p.top_k = k;
   p.cols = h;
-  p.x_type = xt == kFloat ? cpu::RowType::kFloat
-                          : xt == kFloat16 ? cpu::RowType::kFloat16
-                                           : xt == kBFloat16 ? cpu::RowType::kBFloat16 : cpu::RowType::kInt8;
+  p.x_type = xt == kFloat      ? cpu::RowType::kFloat
+             : xt == kFloat16  ? cpu::RowType::kFloat16
+             : xt == kBFloat16 ? cpu::RowType::kBFloat16
+                               : cpu::RowType::kInt8;
   p.idx_int64 = false;
   p.expert_num = expert_num;
   p.expert_start = start;
@@ -118,8 +124,8 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
     return static_cast<int>(kOk);
   };
   return MakeExecutor("aclnnMoeInitRoutingV3", 1024 + 16 * static_cast<uint64_t>(pairs),
-                      {x, expert_idx, scale, expanded_x, row_idx, counts, expanded_scale}, run, workspace_size,
-                      executor);
+                      {x, expert_idx, scale, expanded_x, row_idx, counts, expanded_scale}, run,
+                      workspace_size, executor);
 }
 
 int aclnnMoeInitRoutingV3(void* workspace, uint64_t workspace_size, void* executor, void* stream) {

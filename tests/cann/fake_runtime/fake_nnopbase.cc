@@ -51,6 +51,14 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
     FakeAclError("aclCreateTensor: dims or strides missing, or rank > 8");
     return nullptr;
   }
+  // opbase docs/.../aclCreateTensor.md: "The address must be 32-byte aligned. Otherwise, an
+  // undefined error may occur." Always enforced.
+  if (reinterpret_cast<uintptr_t>(data) % 32 != 0) {
+    FakeAclError(("aclCreateTensor: tensorData " + std::to_string(reinterpret_cast<uintptr_t>(data)) +
+                  " is not 32-byte aligned")
+                     .c_str());
+    return nullptr;
+  }
   if (fake_cann::ElementBytes(data_type) == 0) {
     FakeAclError(("aclCreateTensor: unknown data type " + std::to_string(data_type)).c_str());
     return nullptr;
@@ -73,8 +81,10 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
   // transposed weight: view [E, K, N], strides [N*K, 1, K] over storage [E, N, K]); its elements
   // then span exactly the storage.
   const std::vector<int64_t> storage(storage_dims, storage_dims + storage_dims_num);
-  if (storage_dims_num != view_dims_num || (storage_dims_num && storage != t->dims && !IsPermutedView(*t, storage))) {
-    FakeAclError("aclCreateTensor: storage dims differ from the view dims and the view is no permutation of them");
+  if (storage_dims_num != view_dims_num ||
+      (storage_dims_num && storage != t->dims && !IsPermutedView(*t, storage))) {
+    FakeAclError(
+        "aclCreateTensor: storage dims differ from the view dims and the view is no permutation of them");
     delete t;
     return nullptr;
   }

@@ -24,7 +24,8 @@ void Store(void* p, int dtype, int64_t i, float v) {
     static_cast<float*>(p)[i] = v;
     return;
   }
-  static_cast<uint16_t*>(p)[i] = dtype == kFloat16 ? ascend_moe::cpu::FloatToFp16(v) : ascend_moe::cpu::FloatToBf16(v);
+  static_cast<uint16_t*>(p)[i] =
+      dtype == kFloat16 ? ascend_moe::cpu::FloatToFp16(v) : ascend_moe::cpu::FloatToBf16(v);
 }
 
 }  // namespace
