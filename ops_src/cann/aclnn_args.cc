@@ -1,8 +1,10 @@
 #include "ops_src/cann/aclnn_args.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "ops_src/cann/loader.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe::cann {
 
@@ -74,6 +76,8 @@ std::string MissingAclnnOp(const char* name) {
                                       : std::string("the CANN operator library has no ") + name + ": " + why;
 }
 
+std::string ChipBlocker() { return SocBlocker(SocName()); }
+
 AclnnOp RequireAclnnOp(const char* name, const char* what) {
   AclnnOp op;
   std::string why;
@@ -81,15 +85,33 @@ AclnnOp RequireAclnnOp(const char* name, const char* what) {
   return op;
 }
 
-std::vector<unsigned char> Download(const DeviceContext& ctx, const void* device, size_t bytes) {
-  std::vector<unsigned char> host(bytes);
-  CopyAsync(ctx, host.data(), device, bytes, kDeviceToHost);
+void RunAclnnOp(const DeviceContext& ctx, const char* name,
+                const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run) {
+  const AclnnPrepared prepared = PrepareAclnn(name, prepare);
+  if (!prepared.rejected.empty()) throw AclnnRejected(prepared.rejected);
+  LaunchAclnn(ctx, name, prepared, run);
+}
+
+std::unique_ptr<HostBuffer> Download(const DeviceContext& ctx, const void* device, size_t bytes) {
+  auto host = std::make_unique<HostBuffer>(bytes);
+  CopyAsync(ctx, host->get(), device, bytes, kDeviceToHost);
   Synchronize(ctx);
   return host;
 }
 
-void Upload(const DeviceContext& ctx, void* device, const void* host, size_t bytes) {
-  CopyAsync(ctx, device, host, bytes, kHostToDevice);
+HostUploads::~HostUploads() {
+  if (held_.empty()) return;
+  try {
+    Synchronize(ctx_);
+  } catch (...) {  // the stream failed: nothing more to wait for
+  }
+}
+
+void HostUploads::Upload(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  held_.push_back(std::make_unique<HostBuffer>(bytes));
+  std::memcpy(held_.back()->get(), host, bytes);
+  CopyAsync(ctx_, device, held_.back()->get(), bytes, kHostToDevice);
 }
 
 }  // namespace ascend_moe::cann

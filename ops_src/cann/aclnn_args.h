@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -66,13 +68,40 @@ bool FindAclnnOp(const char* name, AclnnOp* op, std::string* why);
 // "" when the operator library provides both entry points, else "the CANN operator library has
 // no <name>: <the libraries tried>".
 std::string MissingAclnnOp(const char* name);
+// Why CANN's MoE operators cannot run on this process's chip (soc.h), or "".
+std::string ChipBlocker();
 // Both entry points; throws std::runtime_error "<what>: ..." when one is missing.
 AclnnOp RequireAclnnOp(const char* name, const char* what);
 
-// Host staging of the fallbacks: device bytes copied to a new host buffer (the stream is
-// synchronised before returning), and host bytes copied to the device (the caller synchronises
-// before the host buffer dies).
-std::vector<unsigned char> Download(const DeviceContext& ctx, const void* device, size_t bytes);
-void Upload(const DeviceContext& ctx, void* device, const void* host, size_t bytes);
+// Phase 1 rejected the call (a parameter or tiling code, IsAclnnRejection): the kernels take
+// their fallback for the node from then on. what(): "<name>GetWorkspaceSize failed with ...".
+class AclnnRejected : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Both phases of an ACLNN operator (PrepareAclnn, LaunchAclnn); throws AclnnRejected when phase 1
+// rejects the call (nothing is queued then), std::runtime_error on any other failure.
+void RunAclnnOp(const DeviceContext& ctx, const char* name,
+                const std::function<AclnnStatus(uint64_t*, AclOpExecutor**)>& prepare, AclnnRunFn run);
+
+// Device bytes copied to a new staging buffer (HostBuffer); the stream is synchronised before
+// returning.
+std::unique_ptr<HostBuffer> Download(const DeviceContext& ctx, const void* device, size_t bytes);
+
+// Host bytes copied to the device through staging buffers (HostBuffer) that live until the
+// stream is synchronised: by the caller, or by the destructor (also when an exception leaves).
+class HostUploads {
+ public:
+  explicit HostUploads(const DeviceContext& ctx) : ctx_(ctx) {}
+  ~HostUploads();
+  HostUploads(const HostUploads&) = delete;
+  HostUploads& operator=(const HostUploads&) = delete;
+  void Upload(void* device, const void* host, size_t bytes);
+
+ private:
+  const DeviceContext& ctx_;
+  std::vector<std::unique_ptr<HostBuffer>> held_;
+};
 
 }  // namespace ascend_moe::cann

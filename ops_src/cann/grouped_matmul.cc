@@ -20,7 +20,8 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const size_t list_bytes = a.group_list.size() * sizeof(int64_t);
   // The values were read on the host (validation); the operator reads an int64 tensor on the device.
   DeviceBuffer group_list(ctx, list_bytes);
-  Upload(ctx, group_list.get(), a.group_list.data(), list_bytes);
+  HostUploads uploads(ctx);
+  uploads.Upload(group_list.get(), a.group_list.data(), list_bytes);
   // The operator writes the grouped rows only; the contract's rows past the last group are zero.
   const int64_t covered = a.ends.empty() ? 0 : a.ends.back();
   if (covered < p.rows) {
@@ -35,20 +36,19 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
 void RunOnHost(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const cpu::GroupedMatmulParams& p = a.params;
   const size_t bytes = TypeBytes(p.type);
-  const std::vector<unsigned char> x = Download(ctx, a.x, static_cast<size_t>(p.rows * p.depth) * bytes);
-  const std::vector<unsigned char> w =
-      Download(ctx, a.weight, static_cast<size_t>(p.groups * p.depth * p.cols) * bytes);
-  std::vector<unsigned char> bias;
+  const auto x = Download(ctx, a.x, static_cast<size_t>(p.rows * p.depth) * bytes);
+  const auto w = Download(ctx, a.weight, static_cast<size_t>(p.groups * p.depth * p.cols) * bytes);
+  std::unique_ptr<HostBuffer> bias;
   if (a.has_bias)
     bias = Download(ctx, a.bias, static_cast<size_t>(p.groups * p.cols) * (p.bias_float32 ? 4 : bytes));
-  std::vector<unsigned char> y(static_cast<size_t>(p.rows * p.cols) * bytes);
+  HostBuffer y(static_cast<size_t>(p.rows * p.cols) * bytes);
   cpu::GroupedMatmulBuffers b;
-  b.x = x.data();
-  b.weight = w.data();
-  b.bias = a.has_bias ? bias.data() : nullptr;
-  b.y = y.data();
+  b.x = x->get();
+  b.weight = w->get();
+  b.bias = a.has_bias ? bias->get() : nullptr;
+  b.y = y.get();
   cpu::GroupedMatmul(p, b, a.ends.data());
-  Upload(ctx, a.y, y.data(), y.size());
+  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
   Synchronize(ctx);  // the host result must outlive its upload
 }
 
@@ -85,6 +85,7 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
 GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
   GroupedMatmulPath path;
   path.reason = GroupedMatmulNativeBlocker(a);
+  if (path.reason.empty()) path.reason = ChipBlocker();
   if (!path.reason.empty()) return path;
   AclnnOp op;
   std::string why;
@@ -125,7 +126,7 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   }
   TensorList x_list(x_t.get()), w_list(w), y_list(y_t.get());
   auto prepare = reinterpret_cast<AclnnGroupedMatmulV4GetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr, nullptr, nullptr,
@@ -137,13 +138,18 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
 }
 
 void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a,
-                         const GroupedMatmulPath& path) {
+                         GroupedMatmulPath* path) {
   const cpu::GroupedMatmulParams& p = a.params;
   if (p.rows == 0 || p.cols == 0) return;  // y is empty
-  if (path.call)
-    RunNative(ctx, a);
-  else
-    RunOnHost(ctx, a);
+  if (path->call) {
+    try {
+      RunNative(ctx, a);
+      return;
+    } catch (const AclnnRejected& e) {
+      *path = GroupedMatmulPath{nullptr, e.what(), true};
+    }
+  }
+  RunOnHost(ctx, a);
 }
 
 }  // namespace ascend_moe::cann

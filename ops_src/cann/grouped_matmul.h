@@ -34,6 +34,7 @@ struct GroupedMatmulDeviceArgs {
 struct GroupedMatmulPath {
   const char* call = nullptr;  // null: host fallback for `reason`
   std::string reason;
+  bool rejected = false;  // the operator rejected the call in phase 1 (LaunchGroupedMatmul)
 };
 
 AclDataType GmmAclType(cpu::GmmType type);
@@ -45,9 +46,9 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& args);
 GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& args);
 
 // Queues the op on ctx.stream along `path`; returns once every host buffer it used is no
-// longer needed.
+// longer needed. When phase 1 rejects the native call, runs the fallback and says so in `path`.
 void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& args,
-                         const GroupedMatmulPath& path);
+                         GroupedMatmulPath* path);
 
 // One native call over device memory: y[rows of group e] = x[rows] @ W[e] (no bias), the group
 // list already on the device (int64 [E], `group_list_type`). Rows past the last group are left

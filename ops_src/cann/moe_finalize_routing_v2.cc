@@ -26,7 +26,7 @@ void RunMoeFinalizeRoutingV2(const DeviceContext& ctx, const FinalizeRoutingV2Ca
   auto expert_idx = make(kAclInt32, {c.tokens, c.k}, c.expert_idx);
   auto get = [](const std::unique_ptr<Tensor>& t) -> const AclTensor* { return t ? t->get() : nullptr; };
   auto prepare = reinterpret_cast<AclnnMoeFinalizeRoutingV2GetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnMoeFinalizeRoutingV2,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(expanded_x.get(), index.get(), get(x1), get(x2), get(bias), get(scales),
@@ -52,11 +52,12 @@ void LaunchMoeFinalizeRoutingV2(const DeviceContext& ctx, FinalizeRoutingV2Call 
                                 const int32_t* expert_idx_host) {
   const size_t slots = static_cast<size_t>(c.tokens * c.k) * sizeof(int32_t);
   DeviceBuffer index(ctx, slots);
-  Upload(ctx, index.get(), index_host, slots);
+  HostUploads uploads(ctx);
+  uploads.Upload(index.get(), index_host, slots);
   std::unique_ptr<DeviceBuffer> experts;
   if (expert_idx_host) {
     experts = std::make_unique<DeviceBuffer>(ctx, slots);
-    Upload(ctx, experts->get(), expert_idx_host, slots);
+    uploads.Upload(experts->get(), expert_idx_host, slots);
   }
   c.index = index.get();
   c.expert_idx = experts ? experts->get() : nullptr;

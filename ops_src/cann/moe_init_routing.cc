@@ -15,8 +15,9 @@ void LaunchMoeInitRouting(const DeviceContext& ctx, const MoeInitRoutingDeviceAr
   const int64_t pairs = a.tokens * a.k;
   const size_t bytes = static_cast<size_t>(pairs) * sizeof(int32_t);
   DeviceBuffer row_idx(ctx, bytes), expert_idx(ctx, bytes);
-  Upload(ctx, row_idx.get(), a.row_idx_host, bytes);
-  Upload(ctx, expert_idx.get(), a.expert_idx_host, bytes);
+  HostUploads uploads(ctx);
+  uploads.Upload(row_idx.get(), a.row_idx_host, bytes);
+  uploads.Upload(expert_idx.get(), a.expert_idx_host, bytes);
   Tensor x(a.x_type, {a.tokens, a.hidden}, a.x);
   Tensor row(kAclInt32, {a.tokens, a.k}, row_idx.get());
   Tensor experts(kAclInt32, {a.tokens, a.k}, expert_idx.get());
@@ -26,7 +27,7 @@ void LaunchMoeInitRouting(const DeviceContext& ctx, const MoeInitRoutingDeviceAr
   // op-plugin passes active_num clipped to N.
   const int64_t active = a.active_num < a.tokens ? a.active_num : a.tokens;
   auto prepare = reinterpret_cast<AclnnMoeInitRoutingGetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnMoeInitRouting,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(x.get(), row.get(), experts.get(), active, expanded_x.get(), expanded_row.get(),

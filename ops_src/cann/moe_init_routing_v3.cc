@@ -26,7 +26,7 @@ void RunMoeInitRoutingV3(const DeviceContext& ctx, const InitRoutingV3Call& c) {
   if (c.scale) scale = std::make_unique<Tensor>(kAclFloat, std::vector<int64_t>{c.tokens}, c.scale);
   IntArray range({c.expert_start, c.expert_end});
   auto prepare = reinterpret_cast<AclnnMoeInitRoutingV3GetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnMoeInitRoutingV3,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         // activeNum must equal N*K and expertCapacity is unused (aclnnMoeInitRoutingV3.md, 约束说明).
@@ -56,7 +56,8 @@ void LaunchMoeInitRoutingV3(const DeviceContext& ctx, const MoeInitRoutingV3Devi
   const size_t row_bytes = static_cast<size_t>(a.hidden) * AclElementBytes(a.x_type);
   const size_t id_bytes = static_cast<size_t>(pairs) * sizeof(int32_t);
   DeviceBuffer ids(ctx, id_bytes);
-  Upload(ctx, ids.get(), a.expert_idx_host, id_bytes);
+  HostUploads uploads(ctx);
+  uploads.Upload(ids.get(), a.expert_idx_host, id_bytes);
   // The operator writes N*K rows; with fewer (active_num) it writes to scratch, copied after.
   const bool cut = a.rows < pairs;
   std::unique_ptr<DeviceBuffer> x_scratch, scale_scratch;
@@ -101,8 +102,8 @@ void LaunchMoeInitRoutingV3(const DeviceContext& ctx, const MoeInitRoutingV3Devi
                 0xFF);
   }
   if (a.tokens_num_type == 0) {
-    Upload(ctx, a.counts, a.counts_host,
-           static_cast<size_t>(a.expert_end - a.expert_start) * sizeof(int64_t));
+    uploads.Upload(a.counts, a.counts_host,
+                   static_cast<size_t>(a.expert_end - a.expert_start) * sizeof(int64_t));
   }
   Synchronize(ctx);  // the host ids and counts must outlive their upload
 }

@@ -20,7 +20,7 @@ void RunSwiGlu(const DeviceContext& ctx, int64_t rows, const float* x, float* ou
   Tensor x_t(kAclFloat, {rows, 2}, x);
   Tensor out_t(kAclFloat, {rows, 1}, out);
   auto prepare = reinterpret_cast<AclnnSwiGluGetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnSwiGlu,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(x_t.get(), -1, out_t.get(), workspace_size, executor);
@@ -43,7 +43,8 @@ void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   DeviceBuffer counts(ctx, p.experts * sizeof(int64_t)), scale(ctx, pairs * f);
   DeviceBuffer gate_up(ctx, pairs * 2 * p.inter * f), act(ctx, pairs * p.inter * f);
   DeviceBuffer down(ctx, pairs * p.hidden * f);
-  Upload(ctx, ids_d.get(), ids.data(), ids.size() * sizeof(int32_t));
+  HostUploads uploads(ctx);
+  uploads.Upload(ids_d.get(), ids.data(), ids.size() * sizeof(int32_t));
 
   InitRoutingV3Call init;
   init.x_type = kAclFloat;
@@ -96,38 +97,35 @@ void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
 void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   const cpu::MoeRoutedExpertsParams& p = a.params;
   const size_t f = sizeof(float);
-  const std::vector<unsigned char> x = Download(ctx, a.x, p.tokens * p.hidden * f);
-  const std::vector<unsigned char> w = Download(ctx, a.routing_weights, p.tokens * p.k * f);
   const bool q = p.quant_bits != 0;
-  const std::vector<unsigned char> gu =
-      q ? Download(ctx, a.gate_up_q, a.gate_up_q_bytes) : Download(ctx, a.gate_up, p.experts * 2 * p.inter * p.hidden * f);
-  const std::vector<unsigned char> dn =
-      q ? Download(ctx, a.down_q, a.down_q_bytes) : Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
-  const std::vector<unsigned char> gus = q ? Download(ctx, a.gate_up_scales, a.gate_up_scales_bytes)
-                                           : std::vector<unsigned char>();
-  const std::vector<unsigned char> dns =
-      q ? Download(ctx, a.down_scales, a.down_scales_bytes) : std::vector<unsigned char>();
-  std::vector<float> y(static_cast<size_t>(p.tokens * p.hidden));
+  const auto x = Download(ctx, a.x, p.tokens * p.hidden * f);
+  const auto w = Download(ctx, a.routing_weights, p.tokens * p.k * f);
+  const auto gu = q ? Download(ctx, a.gate_up_q, a.gate_up_q_bytes)
+                    : Download(ctx, a.gate_up, p.experts * 2 * p.inter * p.hidden * f);
+  const auto dn = q ? Download(ctx, a.down_q, a.down_q_bytes) : Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
+  const auto gus = q ? Download(ctx, a.gate_up_scales, a.gate_up_scales_bytes) : nullptr;
+  const auto dns = q ? Download(ctx, a.down_scales, a.down_scales_bytes) : nullptr;
+  HostBuffer y(static_cast<size_t>(p.tokens * p.hidden) * f);
   cpu::MoeRoutedExpertsPlan plan;
   int64_t bad_pair = -1;
   plan.Build(p, a.expert_idx_host, &bad_pair);  // validated by the caller
   cpu::MoeRoutedExpertsBuffers b;
-  b.x = reinterpret_cast<const float*>(x.data());
+  b.x = x->as<const float>();
   b.expert_idx = a.expert_idx_host;
-  b.routing_weights = reinterpret_cast<const float*>(w.data());
+  b.routing_weights = w->as<const float>();
   if (q) {
-    b.gate_up_q = reinterpret_cast<const int8_t*>(gu.data());
-    b.down_q = reinterpret_cast<const int8_t*>(dn.data());
-    b.gate_up_scales = reinterpret_cast<const float*>(gus.data());
-    b.down_scales = reinterpret_cast<const float*>(dns.data());
+    b.gate_up_q = gu->as<const int8_t>();
+    b.down_q = dn->as<const int8_t>();
+    b.gate_up_scales = gus->as<const float>();
+    b.down_scales = dns->as<const float>();
   } else {
-    b.gate_up = reinterpret_cast<const float*>(gu.data());
-    b.down = reinterpret_cast<const float*>(dn.data());
+    b.gate_up = gu->as<const float>();
+    b.down = dn->as<const float>();
   }
-  b.y = y.data();
+  b.y = y.as<float>();
   plan.UpItems(b, 0, plan.num_up_items());
   plan.DownColumns(b, 0, p.hidden);
-  Upload(ctx, a.y, y.data(), y.size() * f);
+  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
   Synchronize(ctx);  // the host result must outlive its upload
 }
 
@@ -150,6 +148,7 @@ std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) 
 MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
   MoeRoutedExpertsPath path;
   path.reason = MoeRoutedExpertsNativeBlocker(p);
+  if (path.reason.empty()) path.reason = ChipBlocker();
   if (!path.reason.empty()) return path;
   for (const char* name :
        {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
@@ -165,17 +164,22 @@ MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParam
 }
 
 void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a,
-                            const MoeRoutedExpertsPath& path) {
+                            MoeRoutedExpertsPath* path) {
   const cpu::MoeRoutedExpertsParams& p = a.params;
   if (p.tokens == 0 || p.hidden == 0) return;  // y is empty
   if (p.k == 0) {                              // no slot: y is zero
     MemsetAsync(ctx, a.y, static_cast<size_t>(p.tokens * p.hidden) * sizeof(float), 0);
     return;
   }
-  if (path.native)
-    RunNative(ctx, a);
-  else
-    RunOnHost(ctx, a);
+  if (path->native) {
+    try {
+      RunNative(ctx, a);
+      return;
+    } catch (const AclnnRejected& e) {
+      *path = MoeRoutedExpertsPath{false, e.what(), true};
+    }
+  }
+  RunOnHost(ctx, a);
 }
 
 }  // namespace ascend_moe::cann

@@ -38,6 +38,7 @@ struct MoeRoutedExpertsDeviceArgs {
 struct MoeRoutedExpertsPath {
   bool native = false;  // false: host fallback for `reason`
   std::string reason;
+  bool rejected = false;  // an operator of the chain rejected its call in phase 1
 };
 
 // Why the operator chain cannot run this call; empty if it can.
@@ -47,7 +48,9 @@ MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParam
 
 // Queues the op on ctx.stream along `path`; returns once every host buffer it used is no
 // longer needed.
+// When an operator of the chain rejects its call in phase 1, runs the fallback (which computes y
+// from the inputs again) and says so in `path`.
 void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& args,
-                            const MoeRoutedExpertsPath& path);
+                            MoeRoutedExpertsPath* path);
 
 }  // namespace ascend_moe::cann

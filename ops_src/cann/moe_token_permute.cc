@@ -22,7 +22,8 @@ void LaunchMoeTokenPermute(const DeviceContext& ctx, const MoeTokenPermuteDevice
   const AclDataType id_type = a.indices_int64 ? kAclInt64 : kAclInt32;
   const size_t id_bytes = static_cast<size_t>(pairs) * AclElementBytes(id_type);
   DeviceBuffer ids(ctx, id_bytes);
-  Upload(ctx, ids.get(), a.indices_host, id_bytes);
+  HostUploads uploads(ctx);
+  uploads.Upload(ids.get(), a.indices_host, id_bytes);
   Tensor tokens(a.token_type, {a.tokens, a.hidden}, a.x);
   Tensor indices(id_type,
                  a.indices_rank == 1 ? std::vector<int64_t>{a.tokens} : std::vector<int64_t>{a.tokens, a.k},
@@ -30,7 +31,7 @@ void LaunchMoeTokenPermute(const DeviceContext& ctx, const MoeTokenPermuteDevice
   Tensor permuted(a.token_type, {a.rows, a.hidden}, a.permuted);
   Tensor sorted(kAclInt32, {pairs}, a.sorted_indices);
   auto prepare = reinterpret_cast<AclnnMoeTokenPermuteGetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnMoeTokenPermute,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         // numOutTokens: the rows of permuteTokensOut (op-plugin passes the resolved count).

@@ -18,13 +18,14 @@ void LaunchMoeTokenUnpermute(const DeviceContext& ctx, const MoeTokenUnpermuteDe
   const AclnnOp op = RequireAclnnOp(kAclnnMoeTokenUnpermute, "MoeTokenUnpermute");
   const int64_t slots = a.tokens * a.k;
   DeviceBuffer index(ctx, slots * sizeof(int32_t));
-  Upload(ctx, index.get(), a.index_host, slots * sizeof(int32_t));
+  HostUploads uploads(ctx);
+  uploads.Upload(index.get(), a.index_host, slots * sizeof(int32_t));
   std::unique_ptr<DeviceBuffer> probs;
   std::unique_ptr<Tensor> probs_t;
   if (a.probs_host) {
     const size_t bytes = static_cast<size_t>(slots) * AclElementBytes(a.probs_type);
     probs = std::make_unique<DeviceBuffer>(ctx, bytes);
-    Upload(ctx, probs->get(), a.probs_host, bytes);
+    uploads.Upload(probs->get(), a.probs_host, bytes);
     probs_t = std::make_unique<Tensor>(a.probs_type, std::vector<int64_t>{a.tokens, a.k}, probs->get());
   }
   Tensor permuted(a.token_type, {a.rows, a.hidden}, a.permuted);
@@ -32,7 +33,7 @@ void LaunchMoeTokenUnpermute(const DeviceContext& ctx, const MoeTokenUnpermuteDe
   Tensor out(a.token_type, {a.tokens, a.hidden}, a.out);
   IntArray restore_shape({1});  // op-plugin's default restore_shape
   auto prepare = reinterpret_cast<AclnnMoeTokenUnpermuteGetWorkspaceSizeFn>(op.prepare);
-  RunAclnn(
+  RunAclnnOp(
       ctx, kAclnnMoeTokenUnpermute,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(permuted.get(), sorted.get(), probs_t ? probs_t->get() : nullptr,

@@ -12,6 +12,7 @@
 #include "ops_src/cann/moe_routed_experts.h"
 #include "ops_src/cann/moe_token_permute.h"
 #include "ops_src/cann/moe_token_unpermute.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe {
 
@@ -59,6 +60,8 @@ std::string FinalizeFacts(const Facts& f) {
 }  // namespace
 
 bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std::string* reason) {
+  const std::string soc = StringFact(f, "soc");
+  const std::string chip = cann::SocBlocker(soc.empty() ? cann::SocName() : soc);
   if (op == defs::grouped_matmul::kName) {
     *call = cann::kAclnnGroupedMatmulV4;
     *reason = GroupedMatmulFacts(f);
@@ -97,6 +100,7 @@ bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std
   } else {
     return false;
   }
+  if (reason->empty()) *reason = chip;
   return true;
 }
 

@@ -31,9 +31,9 @@ size_t ElementBytes(ONNXTensorElementDataType type) {
 InputView CannHostStage::Host(const InputView& view, bool in_host_memory) {
   if (!view.present || in_host_memory || view.size == 0) return view;
   const size_t bytes = static_cast<size_t>(view.size) * ElementBytes(view.type);
-  inputs_.push_back(std::make_unique<std::vector<unsigned char>>(cann::Download(device_, view.data, bytes)));
+  inputs_.push_back(cann::Download(device_, view.data, bytes));
   InputView host = view;
-  host.data = inputs_.back()->data();
+  host.data = inputs_.back()->get();
   return host;
 }
 
@@ -41,13 +41,13 @@ void* CannHostStage::Output(const char* op, const ParamSpec* specs, size_t index
                             const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
   void* device = GetCheckedOutput(ctx_, op, specs, index, shape, type, /*required=*/true);
   const size_t bytes = static_cast<size_t>(NumElements(shape)) * ElementBytes(type);
-  outputs_.push_back(Mirror{device, bytes, std::vector<unsigned char>(bytes ? bytes : 1)});
-  return outputs_.back().host.data();
+  outputs_.push_back(Mirror{device, bytes, std::make_unique<cann::HostBuffer>(bytes ? bytes : 1)});
+  return outputs_.back().host->get();
 }
 
 void CannHostStage::Finish() {
   for (const Mirror& m : outputs_) {
-    if (m.bytes) cann::Upload(device_, m.device, m.host.data(), m.bytes);
+    if (m.bytes) cann::CopyAsync(device_, m.device, m.host->get(), m.bytes, cann::kHostToDevice);
   }
   cann::Synchronize(device_);
 }

@@ -33,11 +33,11 @@ class CannHostStage {
   struct Mirror {
     void* device;
     size_t bytes;
-    std::vector<unsigned char> host;
+    std::unique_ptr<cann::HostBuffer> host;
   };
   Ort::KernelContext& ctx_;
   const cann::DeviceContext& device_;
-  std::vector<std::unique_ptr<std::vector<unsigned char>>> inputs_;
+  std::vector<std::unique_ptr<cann::HostBuffer>> inputs_;
   std::vector<Mirror> outputs_;
 };
 

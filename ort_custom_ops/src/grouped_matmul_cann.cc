@@ -32,10 +32,15 @@ void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
   args.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {args.params.rows, args.params.cols}, in[kInX].type,
                             /*required=*/true);
   if (args.params.rows == 0 || args.params.cols == 0) return;
-  const cann::GroupedMatmulPath path = cann::ChooseGroupedMatmulPath(args);
+  cann::GroupedMatmulPath path = cann::ChooseGroupedMatmulPath(args);
+  if (path.call && rejection_->Get(&path.reason)) path.call = nullptr;
   if (!path.call) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
   CannDevice device(ctx, kInX);
-  cann::LaunchGroupedMatmul(device.context(), args, path);
+  cann::LaunchGroupedMatmul(device.context(), args, &path);
+  if (path.rejected) {
+    rejection_->Remember(path.reason);
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
+  }
 }
 
 }  // namespace ascend_moe

@@ -23,6 +23,7 @@ class GroupedMatmulCannKernel {
  private:
   gmm::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

@@ -42,13 +42,14 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
   std::string blocker = cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present);
   if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeFinalizeRoutingV2);
+  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) rejection_->Get(&blocker);
   if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
     GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
     return;
   }
   CannDevice device(ctx, kInExpandedX);
-  if (!blocker.empty()) {
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+  auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
     FinalizeRoutingV2Inputs host = in;
     for (size_t i = 0; i < host.size(); ++i)
@@ -58,22 +59,32 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
     b.out = stage.Output(kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type);
     cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
     stage.Finish();
+  };
+  if (!blocker.empty()) {
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    run_on_host();
     return;
   }
-  const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
-  std::vector<int32_t> experts;
-  if (in[kInBias].present) experts = Int32Copy(in[kInExpertIdx]);
-  const InputView& x = in[kInExpandedX];
-  c.rows = x.shape[0];
-  c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
-  c.expanded_x = x.data;
-  c.x1 = in[kInX1].present ? in[kInX1].data : nullptr;
-  c.x2 = in[kInX2].present ? in[kInX2].data : nullptr;
-  c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
-  c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
-  c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
-  cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
-                                   experts.empty() ? nullptr : experts.data());
+  try {
+    const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
+    std::vector<int32_t> experts;
+    if (in[kInBias].present) experts = Int32Copy(in[kInExpertIdx]);
+    const InputView& x = in[kInExpandedX];
+    c.rows = x.shape[0];
+    c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
+    c.expanded_x = x.data;
+    c.x1 = in[kInX1].present ? in[kInX1].data : nullptr;
+    c.x2 = in[kInX2].present ? in[kInX2].data : nullptr;
+    c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
+    c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
+    c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
+    cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
+                                     experts.empty() ? nullptr : experts.data());
+  } catch (const cann::AclnnRejected& e) {
+    rejection_->Remember(e.what());
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
+    run_on_host();
+  }
 }
 
 }  // namespace ascend_moe

@@ -25,6 +25,7 @@ class MoeFinalizeRoutingV2CannKernel {
  private:
   defs::moe_finalize_routing_v2::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

@@ -29,9 +29,10 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   a.rows = p.num_out_rows;
   std::string blocker = cann::MoeInitRoutingNativeBlocker(a);
   if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeInitRouting);
+  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) rejection_->Get(&blocker);
   CannDevice device(ctx, kInX);
-  if (!blocker.empty()) {  // the host computation validates the ids and row_idx itself
-    if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+  auto run_on_host = [&]() {  // the host computation validates the ids and row_idx itself
     CannHostStage stage(ctx, device.context());
     InitRoutingInputs host = in;
     for (size_t i = 0; i < host.size(); ++i) host[i] = stage.Host(in[i], i == kInRowIdx || i == kInExpertIdx);
@@ -40,20 +41,30 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
                             return stage.Output(kName, kOutputs, i, shape, type);
                           });
     stage.Finish();
+  };
+  if (!blocker.empty()) {
+    if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    run_on_host();
     return;
   }
-  CheckMoeInitRoutingIndices(in, p);
-  const int64_t pairs = p.num_tokens * p.top_k;
-  a.row_idx_host = static_cast<const int32_t*>(in[kInRowIdx].data);
-  a.expert_idx_host = static_cast<const int32_t*>(in[kInExpertIdx].data);
-  a.x = in[kInX].data;
-  a.expanded_x =
-      GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedX, {a.rows, a.hidden}, in[kInX].type, true);
-  a.expanded_row_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedRowIdx, {pairs},
-                                        ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-  a.expanded_expert_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedExpertIdx, {pairs},
-                                           ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-  cann::LaunchMoeInitRouting(device.context(), a);
+  try {
+    CheckMoeInitRoutingIndices(in, p);
+    const int64_t pairs = p.num_tokens * p.top_k;
+    a.row_idx_host = static_cast<const int32_t*>(in[kInRowIdx].data);
+    a.expert_idx_host = static_cast<const int32_t*>(in[kInExpertIdx].data);
+    a.x = in[kInX].data;
+    a.expanded_x =
+        GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedX, {a.rows, a.hidden}, in[kInX].type, true);
+    a.expanded_row_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedRowIdx, {pairs},
+                                          ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+    a.expanded_expert_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedExpertIdx, {pairs},
+                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+    cann::LaunchMoeInitRouting(device.context(), a);
+  } catch (const cann::AclnnRejected& e) {
+    rejection_->Remember(e.what());
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
+    run_on_host();
+  }
 }
 
 }  // namespace ascend_moe

@@ -24,6 +24,7 @@ class MoeInitRoutingCannKernel {
  private:
   defs::moe_init_routing::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

@@ -24,6 +24,7 @@ class MoeInitRoutingV3CannKernel {
  private:
   defs::moe_init_routing_v3::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

@@ -35,10 +35,15 @@ void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
     args.gate_up_scales_bytes = bytes(kInGateUpScales, sizeof(float));
     args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
   }
-  const cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
+  cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
+  if (path.native && rejection_->Get(&path.reason)) path.native = false;
   if (!path.native) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
   CannDevice device(ctx, kInX);
-  cann::LaunchMoeRoutedExperts(device.context(), args, path);
+  cann::LaunchMoeRoutedExperts(device.context(), args, &path);
+  if (path.rejected) {
+    rejection_->Remember(path.reason);
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
+  }
 }
 
 }  // namespace ascend_moe

@@ -24,6 +24,7 @@ class MoeRoutedExpertsCannKernel {
  private:
   experts::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

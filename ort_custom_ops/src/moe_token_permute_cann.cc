@@ -31,12 +31,13 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.indices_int64 = p.idx_int64;
   std::string blocker = cann::MoeTokenPermuteNativeBlocker(a);
   if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeTokenPermute);
+  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) rejection_->Get(&blocker);
   CannDevice device(ctx, kInTokens);
   // The ids are checked on the host in either case (the fallback's CPU code checks them itself).
   cpu::MoeInitRoutingPlan plan;
   const int64_t bad = blocker.empty() ? plan.Build(p, idx.data) : -1;
-  if (!blocker.empty() || bad >= 0) {  // a bad id: the CPU code reports it
-    if (bad < 0 && p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+  auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
     TokenPermuteInputs host = in;
     for (size_t i = 0; i < host.size(); ++i) host[i] = stage.Host(in[i], i == kInIndices);
@@ -45,15 +46,25 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
                              return stage.Output(kName, kOutputs, i, shape, type);
                            });
     stage.Finish();
+  };
+  if (!blocker.empty() || bad >= 0) {  // a bad id: the CPU code reports it
+    if (bad < 0 && p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    run_on_host();
     return;
   }
-  a.indices_host = idx.data;
-  a.x = tokens.data;
-  a.permuted =
-      GetCheckedOutput(ctx, kName, kOutputs, kOutPermutedTokens, {a.rows, a.hidden}, tokens.type, true);
-  a.sorted_indices = GetCheckedOutput(ctx, kName, kOutputs, kOutSortedIndices, {a.tokens * a.k},
-                                      ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-  cann::LaunchMoeTokenPermute(device.context(), a);
+  try {
+    a.indices_host = idx.data;
+    a.x = tokens.data;
+    a.permuted =
+        GetCheckedOutput(ctx, kName, kOutputs, kOutPermutedTokens, {a.rows, a.hidden}, tokens.type, true);
+    a.sorted_indices = GetCheckedOutput(ctx, kName, kOutputs, kOutSortedIndices, {a.tokens * a.k},
+                                        ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+    cann::LaunchMoeTokenPermute(device.context(), a);
+  } catch (const cann::AclnnRejected& e) {
+    rejection_->Remember(e.what());
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
+    run_on_host();
+  }
 }
 
 }  // namespace ascend_moe

@@ -24,6 +24,7 @@ class MoeTokenPermuteCannKernel {
  private:
   defs::moe_token_permute::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

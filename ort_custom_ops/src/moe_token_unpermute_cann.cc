@@ -31,9 +31,10 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.rows = tokens.shape[0];
   std::string blocker = cann::MoeTokenUnpermuteNativeBlocker(a);
   if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeTokenUnpermute);
+  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) rejection_->Get(&blocker);
   CannDevice device(ctx, kInPermutedTokens);
-  if (!blocker.empty()) {
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+  auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
     TokenUnpermuteInputs host = in;
     host[kInPermutedTokens] = stage.Host(tokens, false);
@@ -42,19 +43,29 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
     b.out = stage.Output(kName, kOutputs, kOutUnpermutedTokens, {p.num_out_rows, p.hidden}, tokens.type);
     cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
     stage.Finish();
+  };
+  if (!blocker.empty()) {
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    run_on_host();
     return;
   }
-  std::vector<int32_t> index(static_cast<size_t>(idx.size));
-  for (int64_t i = 0; i < idx.size; ++i) {
-    index[i] = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
-                   ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
-                   : static_cast<const int32_t*>(idx.data)[i];
+  try {
+    std::vector<int32_t> index(static_cast<size_t>(idx.size));
+    for (int64_t i = 0; i < idx.size; ++i) {
+      index[i] = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                     ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
+                     : static_cast<const int32_t*>(idx.data)[i];
+    }
+    a.index_host = index.data();
+    a.probs_host = probs.present ? probs.data : nullptr;
+    a.permuted = tokens.data;
+    a.out = out;
+    cann::LaunchMoeTokenUnpermute(device.context(), a);
+  } catch (const cann::AclnnRejected& e) {
+    rejection_->Remember(e.what());
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
+    run_on_host();
   }
-  a.index_host = index.data();
-  a.probs_host = probs.present ? probs.data : nullptr;
-  a.permuted = tokens.data;
-  a.out = out;
-  cann::LaunchMoeTokenUnpermute(device.context(), a);
 }
 
 }  // namespace ascend_moe

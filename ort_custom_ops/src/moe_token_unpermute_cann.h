@@ -25,6 +25,7 @@ class MoeTokenUnpermuteCannKernel {
  private:
   defs::moe_token_unpermute::Attrs attrs_;
   std::unique_ptr<NodeLog> log_;
+  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
 };
 
 }  // namespace ascend_moe

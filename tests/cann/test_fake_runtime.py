@@ -165,7 +165,7 @@ def gating_status(*, experts=16, k=2, k_group=1, group_count=1, mode=0, norm_typ
     hash_args = [None, None] if hash_op else []
     status = fn(ts[0], None, *hash_args, k, k_group, group_count, mode, 0, norm_type, False, 1.0, 1e-20, *ts[1:],
                 ctypes.byref(ws), ctypes.byref(ex))
-    message = acl.aclGetRecentErrMsg().decode()
+    message = (acl.aclGetRecentErrMsg() or b"").decode()  # null when there is none, as CANN
     if status == 0:  # run the executor (it is single-use) on a stream
         stream = P()
         assert acl.aclrtCreateStream(ctypes.byref(stream)) == 0

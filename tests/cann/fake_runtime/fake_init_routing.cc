@@ -26,6 +26,7 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
                                           const void* counts, const void* expanded_scale,
                                           uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeInitRoutingV3GetWorkspaceSize");
+  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   c.Check("x", x, true, {kFloat16, kBFloat16, kFloat, kInt8}, {-1, -1});
   c.Check("expertIdx", expert_idx, true, {kInt32}, {-1, -1});

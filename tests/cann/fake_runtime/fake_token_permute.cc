@@ -19,6 +19,7 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
                                          bool padded_mode, const void* permuted, const void* sorted,
                                          uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeTokenPermuteGetWorkspaceSize");
+  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   if (padded_mode) c.Fail(kParamInvalid, "Currently only support padded_mode is false");
   c.Check("tokens", tokens, true, {kBFloat16, kFloat16, kFloat, kInt8}, {-1, -1});
