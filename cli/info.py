@@ -99,6 +99,27 @@ def _types(model: onnx.ModelProto) -> dict:
     return {k: ("float" if v[0] == "float32" else v[0], v[1]) for k, v in out.items()}
 
 
+def _family_facts(op_type: str, typ, present: list) -> dict:
+    """What AscendMoeCannPath reads of the MoE op family's inputs (ort_custom_ops/src/cann_facts.h)."""
+    def dim(i, axis):
+        dims = typ(i)[1]
+        return dims[axis] if dims and len(dims) > abs(axis) and isinstance(dims[axis], int) else None
+
+    if op_type == "GroupedMatmul":
+        return {"x_type": typ(0)[0], "bias_type": typ(3)[0] if present[3] else None, "experts": dim(1, 0)}
+    if op_type == "MoeRoutedExperts":
+        return {"experts": dim(3, 0)}
+    if op_type == "MoeFinalizeRoutingV2":
+        return {"x_type": typ(0)[0], "scales_type": typ(5)[0] if present[5] else None,
+                "k": dim(5, 1) if present[5] else 1, "experts": dim(4, 0) if present[4] else None}
+    if op_type == "MoeTokenPermute":
+        dims = typ(1)[1]
+        return {"k": (dim(1, 1) if len(dims) == 2 else 1) if dims else None}
+    if op_type == "MoeTokenUnpermute":
+        return {"k": dim(2, 1) if present[2] else 1}
+    return {}
+
+
 def cann_path(node: onnx.NodeProto, types: dict) -> str:
     """How the node runs on the CANN EP: natively through which ACLNN call, or the fallback and why."""
     from ascend_moe_onnx.onnx_schemas import SCHEMAS
@@ -122,11 +143,14 @@ def cann_path(node: onnx.NodeProto, types: dict) -> str:
                                         scale_rank=len(scales[1]) if present[2] and scales[1] else None,
                                         hidden=hidden)
         fallback = "device-to-device copy fallback"
-    else:
+    elif node.op_type == "MoeGatingTopKHash":
         x = typ(0)
         experts = x[1][-1] if x[1] else None
         call, why = cann.gating_path(attrs, experts=experts, hash_routing=present[3],
                                      table_type=typ(3)[0], additional=present[4] and present[5])
+        fallback = "host fallback (CPU kernel, with copies)"
+    else:
+        call, why = cann.family_path(node.op_type, {**attrs, **_family_facts(node.op_type, typ, present)})
         fallback = "host fallback (CPU kernel, with copies)"
     if call:
         where = " (the cann-recipes-infer custom operator package)" if call == "aclnnMoeGatingTopKHash" else ""

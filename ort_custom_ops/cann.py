@@ -155,3 +155,12 @@ def rerouting_path(attrs: dict, *, token_type: str | None = None, scale_type: st
     process's SoC."""
     return _library_path("MoeReRouting", {**attrs, "token_type": token_type, "scale_type": scale_type,
                                           "scale_rank": scale_rank, "hidden": hidden, "soc": soc})
+
+
+def family_path(op_type: str, facts: dict) -> tuple[str | None, str]:
+    """(ACLNN call(s), "") when a node of the MoE op family (GroupedMatmul, MoeRoutedExperts,
+    MoeInitRoutingV3, MoeFinalizeRoutingV2, MoeTokenPermute, MoeTokenUnpermute, MoeInitRouting)
+    runs natively on the CANN EP, else (None, why it takes the host fallback). ``facts``: the
+    node's resolved attributes and what is known of its inputs (x_type, bias_type, scales_type,
+    experts, k); unknown facts (None) are assumed to fit."""
+    return _library_path(op_type, facts)

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "cann_facts.h"
 #include "cann_support.h"
 #include "op_defs.gen.h"
 #include "ops_src/cann/loader.h"
@@ -16,38 +17,9 @@
 namespace ascend_moe {
 namespace {
 
-// "name=value name=value ..." -> {name: value}.
-std::map<std::string, std::string> ParseFacts(const char* text) {
-  std::map<std::string, std::string> facts;
-  std::istringstream in(text ? text : "");
-  std::string item;
-  while (in >> item) {
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) facts[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return facts;
-}
-
-int64_t IntFact(const std::map<std::string, std::string>& facts, const std::string& name, int64_t unknown) {
-  const auto it = facts.find(name);
-  return it == facts.end() ? unknown : std::stoll(it->second);
-}
-
-std::string StringFact(const std::map<std::string, std::string>& facts, const std::string& name) {
+std::string StringFact(const Facts& facts, const std::string& name) {
   const auto it = facts.find(name);
   return it == facts.end() ? std::string() : it->second;
-}
-
-// The element type an ONNX type name ("float16") names; UNDEFINED for none.
-ONNXTensorElementDataType TypeNamed(const std::map<std::string, std::string>& facts,
-                                    const std::string& name) {
-  const auto it = facts.find(name);
-  if (it == facts.end()) return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  for (int t = 1; t <= ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ; ++t) {
-    const auto type = static_cast<ONNXTensorElementDataType>(t);
-    if (it->second == TypeName(type)) return type;
-  }
-  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }
 
 // The blocker of the native gating call for these facts (E unknown: its rules are skipped).
@@ -130,9 +102,10 @@ ASCEND_MOE_EXPORT const char* AscendMoeCannSocBlocker(const char* soc) {
 // {"call": "<ACLNN operator>" or null, "reason": "" or why the fallback runs}. `facts` is
 // "name=value ..." with the node's attributes (defaults when absent) and what is known of its
 // inputs: MoeGatingTopKHash experts, hash_routing (0/1), table_type, additional (0/1);
-// MoeReRouting token_type, scale_type, scale_rank, hidden; and soc (aclrtGetSocName's name; this
-// process's when left out, see AscendMoeCannSoc). Other facts left out are not known and taken to
-// fit. Valid until the next call from the same thread.
+// MoeReRouting token_type, scale_type, scale_rank, hidden; the op family's facts are listed in
+// cann_facts.h; and soc (aclrtGetSocName's name; this process's when left out, see
+// AscendMoeCannSoc). Other facts left out are not known and taken to fit. Valid until the next call
+// from the same thread.
 ASCEND_MOE_EXPORT const char* AscendMoeCannPath(const char* op, const char* facts) {
   thread_local std::string json;
   using namespace ascend_moe;
@@ -146,7 +119,7 @@ ASCEND_MOE_EXPORT const char* AscendMoeCannPath(const char* op, const char* fact
     } else if (name == defs::moe_re_routing::kName) {
       call = cann::kAclnnMoeReRouting;
       reason = ReRoutingBlocker(parsed);
-    } else {
+    } else if (!FamilyBlocker(name, parsed, &call, &reason)) {
       reason = "no CANN kernel for " + name + " (the node runs on the CPU execution provider)";
     }
   } catch (const std::exception& e) {

@@ -1,17 +1,16 @@
 // ascend.moe::MoeFinalizeRoutingV2 for ONNX Runtime (docs/operators.md §5): what the generated
 // definition (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the shape and
-// index validation (docs/operators.md §5.3; the messages of onnx_schemas.moe_finalize_routing_v2)
-// and the CPU kernel, ops_src/cpu's weighted gather over the output rows.
-// CPU execution provider only: on a session with another provider ORT places the node on the CPU.
+// index validation (docs/operators.md §8.3; the messages of onnx_schemas.moe_finalize_routing_v2;
+// shared with the CANN kernel, moe_finalize_routing_v2_cann) and the CPU kernel, ops_src/cpu's
+// weighted gather over the output rows.
 #include <limits>
 
+#include "moe_finalize_routing_v2_cann.h"
+#include "moe_finalize_routing_v2_host.h"
 #include "op_base.h"
-#include "op_defs.gen.h"
 #include "weighted_gather_ort.h"
 
 namespace ascend_moe {
-
-namespace finalize = defs::moe_finalize_routing_v2;
 
 // y is [N, H] of expanded_x's type: N = scales.shape[0], or expanded_row_idx.shape[0] without
 // scales; H = expanded_x.shape[-1]. Unknown parts stay unknown (a bad rank fails at run time).
@@ -43,8 +42,6 @@ std::string finalize::CheckAttrs(const Attrs& a) {
 
 namespace {
 
-using Inputs = std::array<InputView, finalize::kNumIns>;
-
 [[noreturn]] void FailInput(finalize::In input, const std::string& what_and_value) {
   Fail(Str(finalize::kName, ": input '", finalize::kInputs[input].name, "' ", what_and_value));
 }
@@ -56,9 +53,10 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
 
 std::string DimsStr(int64_t a, int64_t b) { return Str("[", a, ", ", b, "]"); }
 
-// Ranks and dims (the table checked presence and element types), then the index values; returns
-// the kernel parameters and fills the buffers' inputs.
-cpu::WeightedGatherParams Validate(const Inputs& in, int64_t mode, cpu::WeightedGatherBuffers* buffers) {
+}  // namespace
+
+cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2Inputs& in, int64_t mode,
+                                                       cpu::WeightedGatherBuffers* buffers) {
   using namespace finalize;
   const InputView &x = in[kInExpandedX], &idx = in[kInExpandedRowIdx], &scales = in[kInScales];
   const InputView &bias = in[kInBias], &experts = in[kInExpertIdx];
@@ -156,6 +154,8 @@ cpu::WeightedGatherParams Validate(const Inputs& in, int64_t mode, cpu::Weighted
   return p;
 }
 
+namespace {
+
 struct MoeFinalizeRoutingV2CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
@@ -163,9 +163,9 @@ struct MoeFinalizeRoutingV2CpuKernel {
 
   void Compute(Ort::KernelContext& ctx) {
     using namespace finalize;
-    const Inputs in = GetInputViews(ctx, kName, kInputs);
+    const FinalizeRoutingV2Inputs in = GetInputViews(ctx, kName, kInputs);
     cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = Validate(in, attrs_.drop_pad_mode, &buffers);
+    const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(in, attrs_.drop_pad_mode, &buffers);
     buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
                                    in[kInExpandedX].type, /*required=*/true);
     RunWeightedGather(ctx, params, buffers);
@@ -179,7 +179,8 @@ struct MoeFinalizeRoutingV2CpuKernel {
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
   static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

@@ -1,11 +1,19 @@
 // What the three init-routing ops (MoeInitRoutingV3, MoeTokenPermute, MoeInitRouting) share in
-// their ORT glue: the kernel's row type of an ONNX element type.
+// their ORT glue: the kernel's row type of an ONNX element type, and where a host computation
+// writes its outputs (the CPU kernel: ORT's outputs; the CANN host fallback: host mirrors).
 #pragma once
+
+#include <functional>
+#include <vector>
 
 #include "op_utils.h"
 #include "ops_src/cpu/moe_init_routing.h"
 
 namespace ascend_moe {
+
+// Writable host memory for output `index` of `shape` and `type`.
+using HostOutputFn =
+    std::function<void*(size_t index, const std::vector<int64_t>& shape, ONNXTensorElementDataType type)>;
 
 // The row type of x / tokens (the tables allow float, float16, bfloat16 and int8 only).
 inline cpu::RowType RowTypeOf(ONNXTensorElementDataType t) {

@@ -1,13 +1,13 @@
 // ascend.moe::MoeInitRouting for ONNX Runtime (docs/operators.md): what the generated definition
 // (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the input validation (the
 // messages of onnx_schemas.moe_init_routing) and the CPU kernel (ops_src/cpu/moe_init_routing's
-// sort and row copy). CPU execution provider only.
+// sort and row copy; ComputeMoeInitRouting is also the CANN kernel's host fallback).
 #include <algorithm>
 #include <string>
 
+#include "moe_init_routing_cann.h"
+#include "moe_init_routing_host.h"
 #include "op_base.h"
-#include "op_defs.gen.h"
-#include "moe_init_routing_common.h"
 
 namespace ascend_moe {
 
@@ -47,14 +47,14 @@ namespace {
 
 constexpr int64_t kMaxPairs = limits::moe_init_routing::kMaxPairs;
 constexpr int64_t kChunkBytes = int64_t{1 << 20};
-using Inputs = std::array<InputView, d::kNumIns>;
 
 [[noreturn]] void FailInput(d::In input, const std::string& rest) {
   Fail(Str(d::kName, ": input '", d::kInputs[input].name, "' ", rest));
 }
 
-// Ranks and dims (the table checked presence and element types): the kernel parameters.
-cpu::MoeInitRoutingParams Validate(const Inputs& in, const d::Attrs& a) {
+}  // namespace
+
+cpu::MoeInitRoutingParams ValidateMoeInitRouting(const InitRoutingInputs& in, const d::Attrs& a) {
   using namespace d;
   const InputView &x = in[kInX], &row = in[kInRowIdx], &e = in[kInExpertIdx];
   if (x.shape.size() != 2) FailInput(kInX, Str("must be 2-D [N, H], got shape ", ShapeStr(x.shape)));
@@ -82,44 +82,59 @@ cpu::MoeInitRoutingParams Validate(const Inputs& in, const d::Attrs& a) {
   return p;
 }
 
+void CheckMoeInitRoutingIndices(const InitRoutingInputs& in, const cpu::MoeInitRoutingParams& p) {
+  using namespace d;
+  const auto* expert_idx = static_cast<const int32_t*>(in[kInExpertIdx].data);
+  const auto* row_idx = static_cast<const int32_t*>(in[kInRowIdx].data);
+  const int64_t pairs = p.num_tokens * p.top_k;
+  // expert ids first, as the reference checks them
+  for (int64_t i = 0; i < pairs; ++i) {
+    if (expert_idx[i] < 0 || expert_idx[i] >= limits::moe_init_routing::kMaxExpertId) {
+      FailInput(kInExpertIdx, Str("must hold expert ids in [0, ", limits::moe_init_routing::kMaxExpertId,
+                                  "), got ", expert_idx[i], " at [", i / p.top_k, ", ", i % p.top_k, "]"));
+    }
+  }
+  const int64_t bad = cpu::FirstBadRowIdx(row_idx, pairs);
+  if (bad >= 0) {
+    FailInput(kInRowIdx, Str("must be a permutation of [0, N*K) = [0, ", pairs, "), got ", row_idx[bad],
+                             " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
+  }
+}
+
+void ComputeMoeInitRouting(Ort::KernelContext& ctx, const InitRoutingInputs& in, const d::Attrs& attrs,
+                           const HostOutputFn& output) {
+  using namespace d;
+  const cpu::MoeInitRoutingParams p = ValidateMoeInitRouting(in, attrs);
+  const auto* expert_idx = static_cast<const int32_t*>(in[kInExpertIdx].data);
+  const auto* row_idx = static_cast<const int32_t*>(in[kInRowIdx].data);
+  const int64_t pairs = p.num_tokens * p.top_k;
+  CheckMoeInitRoutingIndices(in, p);
+  cpu::MoeInitRoutingPlan plan;
+  if (plan.Build(p, expert_idx, row_idx) >= 0) Fail(Str(kName, ": internal error: expert ids rejected"));
+  cpu::MoeInitRoutingBuffers b;
+  b.x = in[kInX].data;
+  b.expanded_x = output(kOutExpandedX, {plan.out_rows(), p.cols}, in[kInX].type);
+  plan.WriteRowIdx(
+      static_cast<int32_t*>(output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
+  plan.WriteSortedExperts(expert_idx, static_cast<int32_t*>(output(kOutExpandedExpertIdx, {pairs},
+                                                                   ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
+  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
+                   [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+}
+
+namespace {
+
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
   explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
 
   void Compute(Ort::KernelContext& ctx) {
-    using namespace d;
-    const Inputs in = GetInputViews(ctx, kName, kInputs);
-    const cpu::MoeInitRoutingParams p = Validate(in, attrs_);
-    const auto* expert_idx = static_cast<const int32_t*>(in[kInExpertIdx].data);
-    const auto* row_idx = static_cast<const int32_t*>(in[kInRowIdx].data);
-    const int64_t pairs = p.num_tokens * p.top_k;
-    // expert ids first, as the reference checks them
-    for (int64_t i = 0; i < pairs; ++i) {
-      if (expert_idx[i] < 0 || expert_idx[i] >= limits::moe_init_routing::kMaxExpertId) {
-        FailInput(kInExpertIdx, Str("must hold expert ids in [0, ", limits::moe_init_routing::kMaxExpertId,
-                                    "), got ", expert_idx[i], " at [", i / p.top_k, ", ", i % p.top_k, "]"));
-      }
-    }
-    const int64_t bad = cpu::FirstBadRowIdx(row_idx, pairs);
-    if (bad >= 0) {
-      FailInput(kInRowIdx, Str("must be a permutation of [0, N*K) = [0, ", pairs, "), got ", row_idx[bad],
-                               " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
-    }
-    cpu::MoeInitRoutingPlan plan;
-    if (plan.Build(p, expert_idx, row_idx) >= 0) Fail(Str(kName, ": internal error: expert ids rejected"));
-    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-      return GetCheckedOutput(ctx, kName, kOutputs, i, shape, type, /*required=*/true);
-    };
-    cpu::MoeInitRoutingBuffers b;
-    b.x = in[kInX].data;
-    b.expanded_x = output(kOutExpandedX, {plan.out_rows(), p.cols}, in[kInX].type);
-    plan.WriteRowIdx(
-        static_cast<int32_t*>(output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-    plan.WriteSortedExperts(expert_idx, static_cast<int32_t*>(output(kOutExpandedExpertIdx, {pairs},
-                                                                     ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-    ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+    ComputeMoeInitRouting(ctx, GetInputViews(ctx, d::kName, d::kInputs), attrs_,
+                          [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+                            return GetCheckedOutput(ctx, d::kName, d::kOutputs, i, shape, type,
+                                                    /*required=*/true);
+                          });
   }
 
  private:
@@ -130,7 +145,8 @@ struct CpuKernel {
 
 std::vector<const OrtCustomOp*> MoeInitRoutingOps() {
   static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<d::Def, MoeInitRoutingCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

@@ -1,25 +1,27 @@
 // ascend.moe::MoeInitRoutingV3 for ONNX Runtime (docs/operators.md): what the generated definition
 // (op_defs.gen.h) leaves to the op: shape inference, the attribute rules, the input validation (the
 // messages of onnx_schemas.moe_init_routing_v3) and the CPU kernel, which sorts on the calling
-// thread and writes the rows on the intra-op pool. CPU execution provider only.
+// thread and writes the rows on the intra-op pool (ComputeMoeInitRoutingV3: also the CANN
+// kernel's host fallback).
 #include <algorithm>
 #include <iterator>
 #include <string>
 #include <utility>
 
-#include "op_base.h"
-#include "op_defs.gen.h"
 #include "moe_init_routing_common.h"
+#include "moe_init_routing_v3_cann.h"
+#include "moe_init_routing_v3_host.h"
+#include "op_base.h"
 
 namespace ascend_moe {
 
 namespace d = defs::moe_init_routing_v3;
+using Attrs = d::Attrs;
 
 namespace {
 
 constexpr const char* kOp = d::kName;
 constexpr int64_t kMaxPairs = limits::moe_init_routing_v3::kMaxPairs;
-using Attrs = d::Attrs;
 
 int64_t ResolvedEnd(const Attrs& a) { return a.active_expert_end == -1 ? a.expert_num : a.active_expert_end; }
 
@@ -94,10 +96,11 @@ namespace {
   Fail(Str(kOp, ": input '", name, "' ", rest));
 }
 
-// Ranks, dims and the combinations with the attributes (the table checked presence and element
-// types; no data is read): the kernel parameters.
-cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, const InputView& scale,
-                                   const InputView& offset, const Attrs& a) {
+}  // namespace
+
+cpu::MoeInitRoutingParams ValidateMoeInitRoutingV3(const InputView& x, const InputView& idx,
+                                                   const InputView& scale, const InputView& offset,
+                                                   const Attrs& a) {
   if (x.shape.size() != 2) FailInput("x", Str("must be 2-D [N, H], got shape ", ShapeStr(x.shape)));
   const int64_t n = x.shape[0], h = x.shape[1];
   if (h < 1) FailInput("x", Str("must have H >= 1, got shape ", ShapeStr(x.shape)));
@@ -156,12 +159,10 @@ cpu::MoeInitRoutingParams Validate(const InputView& x, const InputView& idx, con
   return p;
 }
 
-std::vector<int64_t> CountsShape(const Attrs& a) {
+std::vector<int64_t> MoeInitRoutingV3CountsShape(const Attrs& a) {
   if (a.expert_tokens_num_type == 2) return {a.expert_num, 2};
   return {ResolvedEnd(a) - a.active_expert_start};
 }
-
-}  // namespace
 
 OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
@@ -205,7 +206,7 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   if (OrtStatusPtr s = out(d::kOutExpandedX, x_type, x_dims)) return s;
   if (OrtStatusPtr s = out(d::kOutExpandedRowIdx, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs})) return s;
   std::vector<InferDim> c_dims;
-  for (int64_t v : CountsShape(a)) c_dims.push_back(InferDim{error.empty() ? v : -1, {}});
+  for (int64_t v : MoeInitRoutingV3CountsShape(a)) c_dims.push_back(InferDim{error.empty() ? v : -1, {}});
   if (OrtStatusPtr s = out(d::kOutExpertTokensCountOrCumsum, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, c_dims))
     return s;
   if (OrtStatusPtr s = out(d::kOutExpandedScale, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, scale_dims)) return s;
@@ -213,8 +214,43 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 }
 
 namespace {
-
 constexpr int64_t kChunkBytes = int64_t{1 << 20};
+}  // namespace
+
+void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs& in, const Attrs& attrs,
+                             const HostOutputFn& output) {
+  const InputView &x = in[d::kInX], &idx = in[d::kInExpertIdx];
+  const InputView &scale = in[d::kInScale], &offset = in[d::kInOffset];
+  const cpu::MoeInitRoutingParams p = ValidateMoeInitRoutingV3(x, idx, scale, offset, attrs);
+  cpu::MoeInitRoutingPlan plan;
+  const int64_t bad = plan.Build(p, idx.data);
+  if (bad >= 0) {
+    const int64_t v =
+        p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad] : static_cast<const int32_t*>(idx.data)[bad];
+    FailInput("expert_idx", Str("must hold expert ids in [0, expert_num) = [0, ", p.expert_num, "), got ", v,
+                                " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
+  }
+  const int64_t rows = plan.out_rows();
+  std::vector<int64_t> x_shape{rows, p.cols};
+  if (p.drop_pad_mode == 1) x_shape = {p.expert_num, p.expert_capacity, p.cols};
+  cpu::MoeInitRoutingBuffers b;
+  b.x = x.data;
+  b.scale = scale.present ? static_cast<const float*>(scale.data) : nullptr;
+  b.offset = offset.present ? static_cast<const float*>(offset.data) : nullptr;
+  b.expanded_x =
+      output(d::kOutExpandedX, x_shape, p.quant_mode == -1 ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8);
+  plan.WriteRowIdx(static_cast<int32_t*>(
+      output(d::kOutExpandedRowIdx, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
+  plan.WriteCounts(
+      static_cast<int64_t*>(output(d::kOutExpertTokensCountOrCumsum, MoeInitRoutingV3CountsShape(attrs),
+                                   ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
+  b.expanded_scale =
+      static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
+  ParallelForRange(ctx, rows, plan.RowsPerChunk(kChunkBytes),
+                   [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+}
+
+namespace {
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
@@ -223,38 +259,11 @@ struct CpuKernel {
 
   void Compute(Ort::KernelContext& ctx) {
     // presence and element types checked against the generated table
-    const auto in = GetInputViews(ctx, kOp, d::kInputs);
-    const InputView &x = in[d::kInX], &idx = in[d::kInExpertIdx];
-    const InputView &scale = in[d::kInScale], &offset = in[d::kInOffset];
-    const cpu::MoeInitRoutingParams p = Validate(x, idx, scale, offset, attrs_);
-    cpu::MoeInitRoutingPlan plan;
-    const int64_t bad = plan.Build(p, idx.data);
-    if (bad >= 0) {
-      const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad]
-                                    : static_cast<const int32_t*>(idx.data)[bad];
-      FailInput("expert_idx", Str("must hold expert ids in [0, expert_num) = [0, ", p.expert_num, "), got ",
-                                  v, " at [", bad / p.top_k, ", ", bad % p.top_k, "]"));
-    }
-    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-      return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type, /*required=*/true);
-    };
-    const int64_t rows = plan.out_rows();
-    std::vector<int64_t> x_shape{rows, p.cols};
-    if (p.drop_pad_mode == 1) x_shape = {p.expert_num, p.expert_capacity, p.cols};
-    cpu::MoeInitRoutingBuffers b;
-    b.x = x.data;
-    b.scale = scale.present ? static_cast<const float*>(scale.data) : nullptr;
-    b.offset = offset.present ? static_cast<const float*>(offset.data) : nullptr;
-    b.expanded_x =
-        output(d::kOutExpandedX, x_shape, p.quant_mode == -1 ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8);
-    plan.WriteRowIdx(static_cast<int32_t*>(
-        output(d::kOutExpandedRowIdx, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-    plan.WriteCounts(static_cast<int64_t*>(
-        output(d::kOutExpertTokensCountOrCumsum, CountsShape(attrs_), ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
-    b.expanded_scale =
-        static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
-    ParallelForRange(ctx, rows, plan.RowsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+    ComputeMoeInitRoutingV3(ctx, GetInputViews(ctx, kOp, d::kInputs), attrs_,
+                            [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+                              return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
+                                                      /*required=*/true);
+                            });
   }
 
  private:
@@ -277,7 +286,8 @@ struct Def : d::Def {
 
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {
   static const AscendMoeOp<Def, CpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<Def, MoeInitRoutingV3CannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

@@ -1,20 +1,19 @@
 // ascend.moe::MoeRoutedExperts for ONNX Runtime (docs/operators.md §3): what the generated
-// definition (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the shape
-// validation (docs/operators.md §3.3; the messages of onnx_schemas.moe_routed_experts) and the CPU
-// kernel, which runs ops_src/cpu's two phases on the session's intra-op pool.
-// CPU execution provider only: on a session with another provider ORT places the node on the CPU.
+// definition (op_defs.gen.h) leaves to the op: shape inference, the attribute rule and the CPU
+// kernel, which runs ops_src/cpu's two phases on the session's intra-op pool. The validation
+// (docs/operators.md §3.3) is moe_routed_experts_validate's, shared with the CANN kernel
+// (moe_routed_experts_cann).
 #include <cmath>
 #include <cstdint>
 #include <new>
 #include <stdexcept>
 
+#include "moe_routed_experts_cann.h"
+#include "moe_routed_experts_validate.h"
 #include "op_base.h"
-#include "op_defs.gen.h"
 #include "ops_src/cpu/moe_routed_experts.h"
 
 namespace ascend_moe {
-
-namespace experts = defs::moe_routed_experts;
 
 // y is float [T, H] like x (symbolic dims kept); [?, ?] when x's rank is unknown (a rank other
 // than 2 fails at run time with the validation's message).
@@ -35,69 +34,6 @@ std::string experts::CheckAttrs(const Attrs& a) {
 }
 
 namespace {
-
-using Inputs = std::array<InputView, experts::kNumIns>;
-
-[[noreturn]] void FailInput(experts::In input, const std::string& what_and_value) {
-  Fail(Str(experts::kName, ": input '", experts::kInputs[input].name, "' ", what_and_value));
-}
-
-// Ranks and dims of the inputs (the table checked presence and element types; no data is read):
-// the kernel parameters.
-cpu::MoeRoutedExpertsParams ValidateShapes(const Inputs& in, const experts::Attrs& attrs) {
-  using namespace experts;
-  const InputView &x = in[kInX], &idx = in[kInExpertIdx], &w = in[kInRoutingWeights];
-  const InputView &gu = in[kInGateUpWeights], &down = in[kInDownWeights];
-  if (x.shape.size() != 2) FailInput(kInX, Str("must be 2-D [T, H], got shape ", ShapeStr(x.shape)));
-  const int64_t t = x.shape[0], h = x.shape[1];
-  if (idx.shape.size() != 2 || idx.shape[0] != t) {
-    FailInput(kInExpertIdx,
-              Str("must be 2-D [T, k] with T = ", t, " (x.shape[0]), got shape ", ShapeStr(idx.shape)));
-  }
-  const int64_t k = idx.shape[1];
-  if (w.shape != std::vector<int64_t>{t, k}) {
-    FailInput(kInRoutingWeights,
-              Str("must have the shape of expert_idx [", t, ", ", k, "], got shape ", ShapeStr(w.shape)));
-  }
-  if (gu.shape.size() != 3 || gu.shape[0] < 1 || gu.shape[1] < 2 || gu.shape[1] % 2 != 0 ||
-      gu.shape[2] != h) {
-    FailInput(kInGateUpWeights, Str("must be 3-D [E, 2I, H] with E >= 1, an even 2I >= 2 and H = ", h,
-                                    " (x.shape[1]), got shape ", ShapeStr(gu.shape)));
-  }
-  const int64_t e = gu.shape[0], i = gu.shape[1] / 2;
-  if (down.shape != std::vector<int64_t>{e, h, i}) {
-    FailInput(kInDownWeights, Str("must be [E, H, I] = [", e, ", ", h, ", ", i,
-                                  "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
-  }
-  cpu::MoeRoutedExpertsParams p;
-  p.tokens = t;
-  p.hidden = h;
-  p.k = k;
-  p.experts = e;
-  p.inter = i;
-  p.index64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
-  p.swiglu_limit = attrs.swiglu_limit;
-  return p;
-}
-
-// Fails with the message for the out-of-range index of pair `bad_pair` (t * k + j).
-[[noreturn]] void FailIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx, int64_t bad_pair) {
-  const int64_t value = p.index64 ? static_cast<const int64_t*>(expert_idx)[bad_pair]
-                                  : static_cast<const int32_t*>(expert_idx)[bad_pair];
-  FailInput(experts::kInExpertIdx, Str("must be in [0, E) = [0, ", p.experts, "), got ", value, " at [",
-                                       bad_pair / p.k, ", ", bad_pair % p.k, "]"));
-}
-
-// The first pair (t * k + j) whose index is outside [0, E), or -1; reads expert_idx, allocates nothing.
-int64_t FirstBadIndex(const cpu::MoeRoutedExpertsParams& p, const void* expert_idx) {
-  const int64_t pairs = p.tokens * p.k;  // the elements of expert_idx
-  for (int64_t i = 0; i < pairs; ++i) {
-    const int64_t e =
-        p.index64 ? static_cast<const int64_t*>(expert_idx)[i] : static_cast<const int32_t*>(expert_idx)[i];
-    if (e < 0 || e >= p.experts) return i;
-  }
-  return -1;
-}
 
 // Fails, naming the inputs that set them, when the kernel's scratch (T*k*I floats of activations
 // plus per-pair and per-expert bookkeeping) overflows or `allocation_failed`: checked before
@@ -130,14 +66,14 @@ struct MoeRoutedExpertsCpuKernel {
 
   void Compute(Ort::KernelContext& ctx) {
     using namespace experts;
-    const Inputs in = GetInputViews(ctx, kName, kInputs);
-    const cpu::MoeRoutedExpertsParams params = ValidateShapes(in, attrs_);
+    const RoutedExpertsInputs in = GetInputViews(ctx, kName, kInputs);
+    const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(in, attrs_);
     const void* idx = in[kInExpertIdx].data;
     if (params.tokens == 0 || params.hidden == 0) {
       // y is empty: nothing to compute, and the weights may declare any E and I (they hold no
       // element when H = 0), so no buffer is sized from them; the indices are still checked.
-      const int64_t bad = FirstBadIndex(params, idx);
-      if (bad >= 0) FailIndex(params, idx, bad);
+      const int64_t bad = FirstBadExpertIndex(params, idx);
+      if (bad >= 0) FailExpertIndex(params, idx, bad);
       GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                        ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true);
       return;
@@ -153,7 +89,7 @@ struct MoeRoutedExpertsCpuKernel {
     } catch (const std::length_error&) {
       CheckScratch(params, /*allocation_failed=*/true);
     }
-    if (!built) FailIndex(params, idx, bad_pair);
+    if (!built) FailExpertIndex(params, idx, bad_pair);
     cpu::MoeRoutedExpertsBuffers b;
     b.x = static_cast<const float*>(in[kInX].data);
     b.expert_idx = in[kInExpertIdx].data;
@@ -176,7 +112,8 @@ struct MoeRoutedExpertsCpuKernel {
 
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps() {
   static const AscendMoeOp<experts::Def, MoeRoutedExpertsCpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<experts::Def, MoeRoutedExpertsCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

@@ -1,14 +1,14 @@
 // ascend.moe::MoeTokenPermute for ONNX Runtime (docs/operators.md): what the generated definition
 // (op_defs.gen.h) leaves to the op: shape inference, the attribute rule, the input validation (the
 // messages of onnx_schemas.moe_token_permute) and the CPU kernel (ops_src/cpu/moe_init_routing's sort
-// and row copy). CPU execution provider only.
+// and row copy; ComputeMoeTokenPermute is also the CANN kernel's host fallback).
 #include <algorithm>
 #include <iterator>
 #include <string>
 
+#include "moe_token_permute_cann.h"
+#include "moe_token_permute_host.h"
 #include "op_base.h"
-#include "op_defs.gen.h"
-#include "moe_init_routing_common.h"
 
 namespace ascend_moe {
 
@@ -37,7 +37,10 @@ int64_t OutRows(int64_t pairs, int64_t num_out_tokens) {
   Fail(Str(kOp, ": input '", name, "' ", rest));
 }
 
-cpu::MoeInitRoutingParams Validate(const InputView& tokens, const InputView& idx, const Attrs& a) {
+}  // namespace
+
+cpu::MoeInitRoutingParams ValidateMoeTokenPermute(const InputView& tokens, const InputView& idx,
+                                                  const Attrs& a) {
   if (tokens.shape.size() != 2)
     FailInput("tokens", Str("must be 2-D [N, H], got shape ", ShapeStr(tokens.shape)));
   const int64_t n = tokens.shape[0], h = tokens.shape[1];
@@ -66,8 +69,6 @@ cpu::MoeInitRoutingParams Validate(const InputView& tokens, const InputView& idx
   return p;
 }
 
-}  // namespace
-
 OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   Attrs a;
@@ -94,8 +95,31 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 }
 
 namespace {
-
 constexpr int64_t kChunkBytes = int64_t{1 << 20};
+}  // namespace
+
+void ComputeMoeTokenPermute(Ort::KernelContext& ctx, const TokenPermuteInputs& in, const Attrs& attrs,
+                            const HostOutputFn& output) {
+  const InputView &tokens = in[d::kInTokens], &idx = in[d::kInIndices];
+  const cpu::MoeInitRoutingParams p = ValidateMoeTokenPermute(tokens, idx, attrs);
+  cpu::MoeInitRoutingPlan plan;
+  const int64_t bad = plan.Build(p, idx.data);
+  if (bad >= 0) {
+    const int64_t v =
+        p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad] : static_cast<const int32_t*>(idx.data)[bad];
+    FailInput("indices", Str("must hold expert ids in [0, 2147483647), got ", v, " at [", bad / p.top_k, ", ",
+                             bad % p.top_k, "]"));
+  }
+  cpu::MoeInitRoutingBuffers b;
+  b.x = tokens.data;
+  b.expanded_x = output(d::kOutPermutedTokens, {plan.out_rows(), p.cols}, tokens.type);
+  plan.WriteRowIdx(static_cast<int32_t*>(
+      output(d::kOutSortedIndices, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
+  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
+                   [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+}
+
+namespace {
 
 struct CpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
@@ -104,27 +128,11 @@ struct CpuKernel {
 
   void Compute(Ort::KernelContext& ctx) {
     // presence and element types checked against the generated table
-    const auto in = GetInputViews(ctx, kOp, d::kInputs);
-    const InputView &tokens = in[d::kInTokens], &idx = in[d::kInIndices];
-    const cpu::MoeInitRoutingParams p = Validate(tokens, idx, attrs_);
-    cpu::MoeInitRoutingPlan plan;
-    const int64_t bad = plan.Build(p, idx.data);
-    if (bad >= 0) {
-      const int64_t v = p.idx_int64 ? static_cast<const int64_t*>(idx.data)[bad]
-                                    : static_cast<const int32_t*>(idx.data)[bad];
-      FailInput("indices", Str("must hold expert ids in [0, 2147483647), got ", v, " at [", bad / p.top_k,
-                               ", ", bad % p.top_k, "]"));
-    }
-    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-      return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type, /*required=*/true);
-    };
-    cpu::MoeInitRoutingBuffers b;
-    b.x = tokens.data;
-    b.expanded_x = output(d::kOutPermutedTokens, {plan.out_rows(), p.cols}, tokens.type);
-    plan.WriteRowIdx(static_cast<int32_t*>(
-        output(d::kOutSortedIndices, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-    ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+    ComputeMoeTokenPermute(ctx, GetInputViews(ctx, kOp, d::kInputs), attrs_,
+                           [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+                             return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
+                                                     /*required=*/true);
+                           });
   }
 
  private:
@@ -135,7 +143,8 @@ struct CpuKernel {
 
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {
   static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<d::Def, MoeTokenPermuteCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

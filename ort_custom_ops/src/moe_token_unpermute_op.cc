@@ -1,16 +1,15 @@
 // ascend.moe::MoeTokenUnpermute for ONNX Runtime (docs/operators.md §6): shape inference, the
 // attribute rule, the shape and index validation (docs/operators.md §6.3; the messages of
 // onnx_schemas.moe_token_unpermute) and the CPU kernel, MoeFinalizeRoutingV2's weighted gather with
-// token-major indices. CPU execution provider only.
+// token-major indices (the validation is shared with the CANN kernel, moe_token_unpermute_cann).
 #include <algorithm>
 
+#include "moe_token_unpermute_cann.h"
+#include "moe_token_unpermute_host.h"
 #include "op_base.h"
-#include "op_defs.gen.h"
 #include "weighted_gather_ort.h"
 
 namespace ascend_moe {
-
-namespace unpermute = defs::moe_token_unpermute;
 
 // unpermuted_tokens is [N, H] of permuted_tokens' type: N = probs.shape[0], or
 // sorted_indices.shape[0] without probs; H = permuted_tokens.shape[-1].
@@ -40,13 +39,14 @@ std::string unpermute::CheckAttrs(const Attrs& a) {
 
 namespace {
 
-using Inputs = std::array<InputView, unpermute::kNumIns>;
-
 [[noreturn]] void FailInput(unpermute::In input, const std::string& what_and_value) {
   Fail(Str(unpermute::kName, ": input '", unpermute::kInputs[input].name, "' ", what_and_value));
 }
 
-cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers* buffers) {
+}  // namespace
+
+cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& in,
+                                                    cpu::WeightedGatherBuffers* buffers) {
   using namespace unpermute;
   const InputView &tokens = in[kInPermutedTokens], &idx = in[kInSortedIndices], &probs = in[kInProbs];
   if (tokens.shape.size() != 2) {
@@ -95,6 +95,8 @@ cpu::WeightedGatherParams Validate(const Inputs& in, cpu::WeightedGatherBuffers*
   return p;
 }
 
+namespace {
+
 struct MoeTokenUnpermuteCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
@@ -102,9 +104,9 @@ struct MoeTokenUnpermuteCpuKernel {
 
   void Compute(Ort::KernelContext& ctx) {
     using namespace unpermute;
-    const Inputs in = GetInputViews(ctx, kName, kInputs);
+    const TokenUnpermuteInputs in = GetInputViews(ctx, kName, kInputs);
     cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = Validate(in, &buffers);
+    const cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(in, &buffers);
     buffers.out =
         GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
                          in[kInPermutedTokens].type, /*required=*/true);
@@ -119,7 +121,8 @@ struct MoeTokenUnpermuteCpuKernel {
 
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
   static const AscendMoeOp<unpermute::Def, MoeTokenUnpermuteCpuKernel> cpu_op;
-  return {&cpu_op};
+  static const AscendMoeOp<unpermute::Def, MoeTokenUnpermuteCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
 }
 
 }  // namespace ascend_moe

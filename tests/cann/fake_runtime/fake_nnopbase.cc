@@ -13,6 +13,22 @@ std::set<const void*>& Live() {
   static auto* s = new std::set<const void*>;
   return *s;
 }
+// Whether `t` views `storage` (row-major) with its axes permuted: each view axis is a storage
+// axis of the same size, strided as that axis.
+bool IsPermutedView(const fake_cann::Tensor& t, const std::vector<int64_t>& storage) {
+  std::vector<int64_t> storage_strides(storage.size(), 1);
+  for (size_t i = storage.size(); i-- > 1;) storage_strides[i - 1] = storage_strides[i] * storage[i];
+  std::vector<bool> used(storage.size(), false);
+  for (size_t v = 0; v < t.dims.size(); ++v) {
+    bool found = false;
+    for (size_t s = 0; s < storage.size() && !found; ++s) {
+      if (!used[s] && storage[s] == t.dims[v] && storage_strides[s] == t.strides[v]) used[s] = found = true;
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -61,9 +77,14 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
       return nullptr;
     }
   }
+  // A view differs from its storage only as a permutation of it with matching strides (e.g. a
+  // transposed weight: view [E, K, N], strides [N*K, 1, K] over storage [E, N, K]); its elements
+  // then span exactly the storage.
+  const std::vector<int64_t> storage(storage_dims, storage_dims + storage_dims_num);
   if (storage_dims_num != view_dims_num ||
-      (storage_dims_num && std::vector<int64_t>(storage_dims, storage_dims + storage_dims_num) != t->dims)) {
-    FakeAclError("aclCreateTensor: storage dims differ from the view dims of a contiguous tensor");
+      (storage_dims_num && storage != t->dims && !IsPermutedView(*t, storage))) {
+    FakeAclError(
+        "aclCreateTensor: storage dims differ from the view dims and the view is no permutation of them");
     delete t;
     return nullptr;
   }

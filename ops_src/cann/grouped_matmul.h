@@ -1,0 +1,59 @@
+// GroupedMatmul on an Ascend NPU (docs/operators.md §4): aclnnGroupedMatmulV4 where its limits
+// allow, otherwise the host fallback (inputs copied to the host, the CPU kernel, y copied back).
+// Plain C++ over device pointers, the caller's stream and workspace callback; knows nothing of
+// ONNX Runtime. Also the building block of MoeRoutedExperts' chain.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops_src/cann/acl.h"
+#include "ops_src/cann/device.h"
+#include "ops_src/cpu/grouped_matmul.h"
+
+namespace ascend_moe::cann {
+
+inline constexpr const char* kAclnnGroupedMatmulV4 = "aclnnGroupedMatmulV4";
+// aclnnGroupedMatmulV4 takes a group-list tensor of at most 1024 entries
+// (aclnn_grouped_matmul.cpp, MAX_GROUP_LIST_SIZE_TENSOR).
+inline constexpr int64_t kGmmMaxGroups = 1024;
+
+struct GroupedMatmulDeviceArgs {
+  cpu::GroupedMatmulParams params;  // validated
+  int64_t group_list_type = 0;      // 0 cumulative ends, 1 rows per group
+  std::vector<int64_t> group_list;  // the E values as given (host), widened to int64
+  std::vector<int64_t> ends;        // the E validated group ends (host)
+  bool has_bias = false;
+  // Device memory; null where a tensor is empty or absent.
+  const void* x = nullptr;       // [M, K]
+  const void* weight = nullptr;  // [E, K, N], or [E, N, K] with params.transpose_weight
+  const void* bias = nullptr;    // [E, N]
+  void* y = nullptr;             // [M, N]
+};
+
+struct GroupedMatmulPath {
+  const char* call = nullptr;  // null: host fallback for `reason`
+  std::string reason;
+};
+
+AclDataType GmmAclType(cpu::GmmType type);
+
+// Why aclnnGroupedMatmulV4 cannot run this call (its limits, from ops-transformer's
+// aclnn_grouped_matmul.cpp); empty if it can.
+std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& args);
+// Native when the limits hold and the operator library provides the call.
+GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& args);
+
+// Queues the op on ctx.stream along `path`; returns once every host buffer it used is no
+// longer needed.
+void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& args,
+                         const GroupedMatmulPath& path);
+
+// One native call over device memory: y[rows of group e] = x[rows] @ W[e] (no bias), the group
+// list already on the device (int64 [E], `group_list_type`). Rows past the last group are left
+// as they are. Used by MoeRoutedExperts' chain.
+void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams& params, const void* x,
+                        const void* weight, const void* bias, const void* group_list_device,
+                        int64_t group_list_type, void* y);
+
+}  // namespace ascend_moe::cann

@@ -1,0 +1,163 @@
+#include "ops_src/cann/moe_routed_experts.h"
+
+#include <vector>
+
+#include "ops_src/cann/aclnn_args.h"
+#include "ops_src/cann/aclnn_moe.h"
+#include "ops_src/cann/grouped_matmul.h"
+#include "ops_src/cann/moe_finalize_routing_v2.h"
+#include "ops_src/cann/moe_init_routing_v3.h"
+
+namespace ascend_moe::cann {
+
+namespace {
+
+inline constexpr const char* kAclnnSwiGlu = "aclnnSwiGlu";
+
+// out [rows, 1] = silu(x[:, 0]) * x[:, 1] for x [rows, 2]: the interleaved (gate, up) pairs.
+void RunSwiGlu(const DeviceContext& ctx, int64_t rows, const float* x, float* out) {
+  const AclnnOp op = RequireAclnnOp(kAclnnSwiGlu, "MoeRoutedExperts");
+  Tensor x_t(kAclFloat, {rows, 2}, x);
+  Tensor out_t(kAclFloat, {rows, 1}, out);
+  auto prepare = reinterpret_cast<AclnnSwiGluGetWorkspaceSizeFn>(op.prepare);
+  RunAclnn(
+      ctx, kAclnnSwiGlu,
+      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+        return prepare(x_t.get(), -1, out_t.get(), workspace_size, executor);
+      },
+      op.run);
+}
+
+void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
+  const cpu::MoeRoutedExpertsParams& p = a.params;
+  const int64_t pairs = p.tokens * p.k;
+  // The ids were read on the host (validation); the chain reads int32 ids on the device.
+  std::vector<int32_t> ids(static_cast<size_t>(pairs));
+  for (int64_t i = 0; i < pairs; ++i) {
+    ids[i] = p.index64 ? static_cast<int32_t>(static_cast<const int64_t*>(a.expert_idx_host)[i])
+                       : static_cast<const int32_t*>(a.expert_idx_host)[i];
+  }
+  const size_t f = sizeof(float);
+  DeviceBuffer ids_d(ctx, ids.size() * sizeof(int32_t));
+  DeviceBuffer expanded_x(ctx, pairs * p.hidden * f), row_idx(ctx, pairs * sizeof(int32_t));
+  DeviceBuffer counts(ctx, p.experts * sizeof(int64_t)), scale(ctx, pairs * f);
+  DeviceBuffer gate_up(ctx, pairs * 2 * p.inter * f), act(ctx, pairs * p.inter * f);
+  DeviceBuffer down(ctx, pairs * p.hidden * f);
+  Upload(ctx, ids_d.get(), ids.data(), ids.size() * sizeof(int32_t));
+
+  InitRoutingV3Call init;
+  init.x_type = kAclFloat;
+  init.tokens = p.tokens;
+  init.k = p.k;
+  init.hidden = p.hidden;
+  init.expert_num = p.experts;
+  init.expert_start = 0;
+  init.expert_end = p.experts;
+  init.tokens_num_type = 1;  // counts: the grouped matmuls' group list (group_list_type 1)
+  init.row_idx_type = 0;     // gather index: finalize's token-major expanded_row_idx
+  init.x = a.x;
+  init.expert_idx = ids_d.get();
+  init.expanded_x = expanded_x.get();
+  init.expanded_row_idx = row_idx.get();
+  init.counts = counts.get();
+  init.expanded_scale = scale.get();
+  RunMoeInitRoutingV3(ctx, init);
+
+  cpu::GroupedMatmulParams up;
+  up.rows = pairs;
+  up.depth = p.hidden;
+  up.cols = 2 * p.inter;
+  up.groups = p.experts;
+  up.type = cpu::GmmType::kFloat32;
+  up.transpose_weight = true;  // gate_up_weights [E, 2I, H] = [E, N, K]
+  RunGroupedMatmulV4(ctx, up, expanded_x.get(), a.gate_up, nullptr, counts.get(), 1, gate_up.get());
+  RunSwiGlu(ctx, pairs * p.inter, static_cast<const float*>(gate_up.get()), static_cast<float*>(act.get()));
+  cpu::GroupedMatmulParams dn = up;
+  dn.depth = p.inter;
+  dn.cols = p.hidden;  // down_weights [E, H, I] = [E, N, K]
+  RunGroupedMatmulV4(ctx, dn, act.get(), a.down, nullptr, counts.get(), 1, down.get());
+
+  FinalizeRoutingV2Call fin;
+  fin.type = kAclFloat;
+  fin.rows = pairs;
+  fin.tokens = p.tokens;
+  fin.k = p.k;
+  fin.hidden = p.hidden;
+  fin.drop_pad_mode = 2;  // token-major index, as init routing V3's gather index
+  fin.index = row_idx.get();
+  fin.expanded_x = down.get();
+  fin.scales = a.routing_weights;
+  fin.scales_type = kAclFloat;
+  fin.y = a.y;
+  RunMoeFinalizeRoutingV2(ctx, fin);
+  Synchronize(ctx);  // the host ids must outlive their upload
+}
+
+void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
+  const cpu::MoeRoutedExpertsParams& p = a.params;
+  const size_t f = sizeof(float);
+  const std::vector<unsigned char> x = Download(ctx, a.x, p.tokens * p.hidden * f);
+  const std::vector<unsigned char> w = Download(ctx, a.routing_weights, p.tokens * p.k * f);
+  const std::vector<unsigned char> gu = Download(ctx, a.gate_up, p.experts * 2 * p.inter * p.hidden * f);
+  const std::vector<unsigned char> dn = Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
+  std::vector<float> y(static_cast<size_t>(p.tokens * p.hidden));
+  cpu::MoeRoutedExpertsPlan plan;
+  int64_t bad_pair = -1;
+  plan.Build(p, a.expert_idx_host, &bad_pair);  // validated by the caller
+  cpu::MoeRoutedExpertsBuffers b;
+  b.x = reinterpret_cast<const float*>(x.data());
+  b.expert_idx = a.expert_idx_host;
+  b.routing_weights = reinterpret_cast<const float*>(w.data());
+  b.gate_up = reinterpret_cast<const float*>(gu.data());
+  b.down = reinterpret_cast<const float*>(dn.data());
+  b.y = y.data();
+  plan.UpItems(b, 0, plan.num_up_items());
+  plan.DownColumns(b, 0, p.hidden);
+  Upload(ctx, a.y, y.data(), y.size() * f);
+  Synchronize(ctx);  // the host result must outlive its upload
+}
+
+}  // namespace
+
+std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) {
+  if (p.swiglu_limit > 0.f) {
+    return "swiglu_limit > 0 (the clamp) has no CANN operator (aclnnSwiGlu does not clamp)";
+  }
+  if (p.experts > kGmmMaxGroups) {
+    return "aclnnGroupedMatmulV4 takes at most 1024 groups, got E = " + std::to_string(p.experts);
+  }
+  return {};
+}
+
+MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
+  MoeRoutedExpertsPath path;
+  path.reason = MoeRoutedExpertsNativeBlocker(p);
+  if (!path.reason.empty()) return path;
+  for (const char* name :
+       {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
+    AclnnOp op;
+    std::string why;
+    if (!FindAclnnOp(name, &op, &why)) {
+      path.reason = std::string("the CANN operator library has no ") + name + ": " + why;
+      return path;
+    }
+  }
+  path.native = true;
+  return path;
+}
+
+void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a,
+                            const MoeRoutedExpertsPath& path) {
+  const cpu::MoeRoutedExpertsParams& p = a.params;
+  if (p.tokens == 0 || p.hidden == 0) return;  // y is empty
+  if (p.k == 0) {                              // no slot: y is zero
+    MemsetAsync(ctx, a.y, static_cast<size_t>(p.tokens * p.hidden) * sizeof(float), 0);
+    return;
+  }
+  if (path.native)
+    RunNative(ctx, a);
+  else
+    RunOnHost(ctx, a);
+}
+
+}  // namespace ascend_moe::cann

@@ -1,0 +1,46 @@
+// MoeRoutedExperts on an Ascend NPU (docs/operators.md §3) as a chain of CANN operators over
+// device scratch from the caller's workspace callback:
+//   aclnnMoeInitRoutingV3 (pairs sorted by expert, rows gathered, rows per expert)
+//   -> aclnnGroupedMatmulV4 (gate/up: [P, H] x W[e]^T -> [P, 2I], interleaved g, u)
+//   -> aclnnSwiGlu (the [P, 2I] result read as [P*I, 2]: dim -1 splits each (g, u) pair)
+//   -> aclnnGroupedMatmulV4 (down: [P, I] -> [P, H])
+//   -> aclnnMoeFinalizeRoutingV2 (drop_pad_mode 2: token-major index, routing weights as scales).
+// Otherwise (swiglu_limit > 0, E > 1024, an operator missing) the host fallback: inputs copied
+// to the host, the CPU kernel, y copied back. Knows nothing of ONNX Runtime.
+#pragma once
+
+#include <string>
+
+#include "ops_src/cann/acl.h"
+#include "ops_src/cann/device.h"
+#include "ops_src/cpu/moe_routed_experts.h"
+
+namespace ascend_moe::cann {
+
+struct MoeRoutedExpertsDeviceArgs {
+  cpu::MoeRoutedExpertsParams params;     // validated
+  const void* expert_idx_host = nullptr;  // [T, k] int32 / int64, validated (every id in [0, E))
+  // Device memory; null where a tensor is empty.
+  const float* x = nullptr;                // [T, H]
+  const float* routing_weights = nullptr;  // [T, k]
+  const float* gate_up = nullptr;          // [E, 2I, H]
+  const float* down = nullptr;             // [E, H, I]
+  float* y = nullptr;                      // [T, H]
+};
+
+struct MoeRoutedExpertsPath {
+  bool native = false;  // false: host fallback for `reason`
+  std::string reason;
+};
+
+// Why the operator chain cannot run this call; empty if it can.
+std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& params);
+// Native when the limits hold and the operator libraries provide all four operators.
+MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& params);
+
+// Queues the op on ctx.stream along `path`; returns once every host buffer it used is no
+// longer needed.
+void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& args,
+                            const MoeRoutedExpertsPath& path);
+
+}  // namespace ascend_moe::cann

@@ -1,0 +1,103 @@
+// The CANN path predictions of the MoE op family (AscendMoeCannPath, `moe-onnx info`): the same
+// blocker functions the kernels call, fed with what is known of a node. Unknown facts fit.
+#include <string>
+
+#include "cann_facts.h"
+#include "cann_support.h"
+#include "op_defs.gen.h"
+#include "ops_src/cann/grouped_matmul.h"
+#include "ops_src/cann/moe_finalize_routing_v2.h"
+#include "ops_src/cann/moe_init_routing.h"
+#include "ops_src/cann/moe_init_routing_v3.h"
+#include "ops_src/cann/moe_routed_experts.h"
+#include "ops_src/cann/moe_token_permute.h"
+#include "ops_src/cann/moe_token_unpermute.h"
+
+namespace ascend_moe {
+
+namespace {
+
+cpu::GmmType GmmTypeOf(ONNXTensorElementDataType t) {
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) return cpu::GmmType::kFloat16;
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16) return cpu::GmmType::kBFloat16;
+  return cpu::GmmType::kFloat32;
+}
+
+std::string GroupedMatmulFacts(const Facts& f) {
+  cann::GroupedMatmulDeviceArgs a;
+  a.params.type = GmmTypeOf(TypeNamed(f, "x_type"));
+  a.params.groups = IntFact(f, "experts", 1);
+  a.params.depth = 1;
+  const ONNXTensorElementDataType bias = TypeNamed(f, "bias_type");
+  a.has_bias = bias != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  a.params.bias_float32 = bias == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  return cann::GroupedMatmulNativeBlocker(a);
+}
+
+std::string InitRoutingV3Facts(const Facts& f) {
+  const defs::moe_init_routing_v3::Attrs d;
+  cann::MoeInitRoutingV3DeviceArgs a;
+  a.quant_mode = IntFact(f, "quant_mode", d.quant_mode);
+  a.drop_pad_mode = IntFact(f, "drop_pad_mode", d.drop_pad_mode);
+  a.expert_num = IntFact(f, "expert_num", d.expert_num);
+  a.tokens_num_type = IntFact(f, "expert_tokens_num_type", d.expert_tokens_num_type);
+  a.tokens = 1;  // a node is judged for calls with tokens
+  return cann::MoeInitRoutingV3NativeBlocker(a);
+}
+
+std::string FinalizeFacts(const Facts& f) {
+  cann::FinalizeRoutingV2Call c;
+  const ONNXTensorElementDataType x = TypeNamed(f, "x_type"), scales = TypeNamed(f, "scales_type");
+  AclTypeOf(x == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : x, &c.type);
+  c.scales_type = c.type;
+  if (scales != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) AclTypeOf(scales, &c.scales_type);
+  c.k = IntFact(f, "k", 1);
+  c.experts = IntFact(f, "experts", 0);
+  return cann::MoeFinalizeRoutingV2NativeBlocker(c, scales != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+}
+
+}  // namespace
+
+bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std::string* reason) {
+  if (op == defs::grouped_matmul::kName) {
+    *call = cann::kAclnnGroupedMatmulV4;
+    *reason = GroupedMatmulFacts(f);
+  } else if (op == defs::moe_routed_experts::kName) {
+    cpu::MoeRoutedExpertsParams p;
+    p.swiglu_limit = std::stof(f.count("swiglu_limit") ? f.at("swiglu_limit") : "0");
+    p.experts = IntFact(f, "experts", 1);
+    *call =
+        "aclnnMoeInitRoutingV3 + aclnnGroupedMatmulV4 + aclnnSwiGlu + aclnnGroupedMatmulV4 + "
+        "aclnnMoeFinalizeRoutingV2";
+    *reason = cann::MoeRoutedExpertsNativeBlocker(p);
+  } else if (op == defs::moe_init_routing_v3::kName) {
+    *call = cann::kAclnnMoeInitRoutingV3;
+    *reason = InitRoutingV3Facts(f);
+  } else if (op == defs::moe_finalize_routing_v2::kName) {
+    *call = cann::kAclnnMoeFinalizeRoutingV2;
+    *reason = FinalizeFacts(f);
+  } else if (op == defs::moe_token_permute::kName) {
+    cann::MoeTokenPermuteDeviceArgs a;
+    a.tokens = a.rows = 1;
+    a.k = IntFact(f, "k", 1);
+    *call = cann::kAclnnMoeTokenPermute;
+    *reason = cann::MoeTokenPermuteNativeBlocker(a);
+  } else if (op == defs::moe_token_unpermute::kName) {
+    cann::MoeTokenUnpermuteDeviceArgs a;
+    a.rows = 1;
+    a.k = IntFact(f, "k", 1);
+    *call = cann::kAclnnMoeTokenUnpermute;
+    *reason = cann::MoeTokenUnpermuteNativeBlocker(a);
+  } else if (op == defs::moe_init_routing::kName) {
+    cann::MoeInitRoutingDeviceArgs a;
+    a.tokens = 1;
+    a.rows = IntFact(f, "active_num", 1);
+    *call = cann::kAclnnMoeInitRouting;
+    *reason = cann::MoeInitRoutingNativeBlocker(a);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ascend_moe

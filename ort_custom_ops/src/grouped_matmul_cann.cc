@@ -1,0 +1,41 @@
+#include "grouped_matmul_cann.h"
+
+#include "ops_src/cann/grouped_matmul.h"
+
+namespace ascend_moe {
+
+GroupedMatmulCannKernel::GroupedMatmulCannKernel(const OrtKernelInfo* info)
+    : attrs_(gmm::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
+  const std::vector<GraphTensor> in = KernelInputs(info, gmm::kNumIns);
+  const std::string error = CheckGroupedMatmulBiasType(in[gmm::kInX].type, in[gmm::kInBias].type);
+  if (!error.empty()) Fail(error);
+}
+
+void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
+  using namespace gmm;
+  const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
+  const InputView& g = in[kInGroupList];  // host memory
+  cann::GroupedMatmulDeviceArgs args;
+  args.params = ValidateGroupedMatmulShapes(in, attrs_);
+  args.ends = GroupedMatmulEnds(g, args.params.rows, attrs_.group_list_type);
+  args.group_list_type = attrs_.group_list_type;
+  args.group_list.resize(static_cast<size_t>(g.size));
+  for (int64_t i = 0; i < g.size; ++i) {
+    args.group_list[i] = g.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                             ? static_cast<const int64_t*>(g.data)[i]
+                             : static_cast<const int32_t*>(g.data)[i];
+  }
+  args.has_bias = in[kInBias].present;
+  args.x = in[kInX].data;
+  args.weight = in[kInWeight].data;
+  args.bias = args.has_bias ? in[kInBias].data : nullptr;
+  args.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {args.params.rows, args.params.cols}, in[kInX].type,
+                            /*required=*/true);
+  if (args.params.rows == 0 || args.params.cols == 0) return;
+  const cann::GroupedMatmulPath path = cann::ChooseGroupedMatmulPath(args);
+  if (!path.call) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
+  CannDevice device(ctx, kInX);
+  cann::LaunchGroupedMatmul(device.context(), args, path);
+}
+
+}  // namespace ascend_moe

@@ -1,0 +1,79 @@
+#include "moe_finalize_routing_v2_cann.h"
+
+#include <vector>
+
+#include "cann_host_stage.h"
+#include "moe_finalize_routing_v2_host.h"
+#include "ops_src/cann/aclnn_args.h"
+#include "ops_src/cann/moe_finalize_routing_v2.h"
+
+namespace ascend_moe {
+
+namespace {
+
+std::vector<int32_t> Int32Copy(const InputView& v) {
+  std::vector<int32_t> out(static_cast<size_t>(v.size));
+  for (int64_t i = 0; i < v.size; ++i) {
+    out[i] = v.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                 ? static_cast<int32_t>(static_cast<const int64_t*>(v.data)[i])
+                 : static_cast<const int32_t*>(v.data)[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+MoeFinalizeRoutingV2CannKernel::MoeFinalizeRoutingV2CannKernel(const OrtKernelInfo* info)
+    : attrs_(finalize::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+
+void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
+  using namespace finalize;
+  const FinalizeRoutingV2Inputs in = GetInputViews(ctx, kName, kInputs);
+  cpu::WeightedGatherBuffers device_buffers;
+  const cpu::WeightedGatherParams p = ValidateMoeFinalizeRoutingV2(in, attrs_.drop_pad_mode, &device_buffers);
+  const ONNXTensorElementDataType type = in[kInExpandedX].type;
+  cann::FinalizeRoutingV2Call c;
+  AclTypeOf(type, &c.type);
+  if (in[kInScales].present) AclTypeOf(in[kInScales].type, &c.scales_type);
+  c.tokens = p.num_out_rows;
+  c.k = p.k;
+  c.hidden = p.hidden;
+  c.drop_pad_mode = attrs_.drop_pad_mode;
+  c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
+  std::string blocker = cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeFinalizeRoutingV2);
+  if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
+    GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
+    return;
+  }
+  CannDevice device(ctx, kInExpandedX);
+  if (!blocker.empty()) {
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    CannHostStage stage(ctx, device.context());
+    FinalizeRoutingV2Inputs host = in;
+    for (size_t i = 0; i < host.size(); ++i)
+      host[i] = stage.Host(in[i], i == kInExpandedRowIdx || i == kInExpertIdx);
+    cpu::WeightedGatherBuffers b;
+    const cpu::WeightedGatherParams hp = ValidateMoeFinalizeRoutingV2(host, attrs_.drop_pad_mode, &b);
+    b.out = stage.Output(kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type);
+    cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
+    stage.Finish();
+    return;
+  }
+  const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
+  std::vector<int32_t> experts;
+  if (in[kInBias].present) experts = Int32Copy(in[kInExpertIdx]);
+  const InputView& x = in[kInExpandedX];
+  c.rows = x.shape[0];
+  c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
+  c.expanded_x = x.data;
+  c.x1 = in[kInX1].present ? in[kInX1].data : nullptr;
+  c.x2 = in[kInX2].present ? in[kInX2].data : nullptr;
+  c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
+  c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
+  c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
+  cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
+                                   experts.empty() ? nullptr : experts.data());
+}
+
+}  // namespace ascend_moe

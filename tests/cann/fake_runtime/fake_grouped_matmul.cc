@@ -1,0 +1,200 @@
+// Fake aclnnGroupedMatmulV4 (libopapi.so): the argument checks of ops-transformer's
+// gmm/grouped_matmul/op_host/op_api/aclnn_grouped_matmul.cpp for the case this library uses
+// (one x, one weight, one y: split_item 2/3, group_type 0, a group-list tensor, no quantisation,
+// no activation), with its status codes; the computation is the project's CPU kernel. Like the
+// NPU kernel it writes only the rows of the groups (the rows after the last group keep what they
+// held), and the group list values, which the operator reads on the device unchecked, must be
+// valid or the run fails (the NPU would read and write out of bounds).
+#include <string>
+#include <vector>
+
+#include "fake_aclnn.h"
+#include "fake_lists.h"
+#include "ops_src/cpu/grouped_matmul.h"
+
+using namespace fake_cann;
+
+namespace {
+
+constexpr int64_t kMaxGroupListTensor = 1024;  // MAX_GROUP_LIST_SIZE_TENSOR
+
+const TensorList* L(const void* p) { return static_cast<const TensorList*>(p); }
+
+// A list argument: null is 161001 when required; it must be live and (in this fake) hold one tensor.
+const void* OneTensor(ArgCheck& c, const char* name, const void* list, bool required) {
+  if (!c.ok()) return nullptr;
+  if (!list) {
+    if (required) c.Fail(kParamNullptr, std::string(name) + " must not be nullptr.");
+    return nullptr;
+  }
+  if (!FakeAclnnIsTensorList(list)) {
+    c.Fail(kParamInvalid, std::string("argument '") + name + "' is not a live aclTensorList");
+    return nullptr;
+  }
+  if (L(list)->tensors.empty()) {
+    c.Fail(kParamInvalid, std::string(name) + " must not be empty tensorlist.");
+    return nullptr;
+  }
+  if (L(list)->tensors.size() != 1) {
+    c.Fail(kParamInvalid, std::string(name) + ": the fake models single-tensor lists only");
+    return nullptr;
+  }
+  return L(list)->tensors[0];
+}
+
+// The weight: [E, K, N] contiguous, or the transposed view of [E, N, K] storage (the operator's
+// IsTransposeLastTwoDims). Sets *transposed.
+bool CheckWeight(ArgCheck& c, const void* w, int dtype, int64_t k, bool* transposed) {
+  if (!c.ok()) return false;
+  if (!FakeAclnnIsTensor(w)) {
+    c.Fail(kParamInvalid, "weight[0] is not a live aclTensor");
+    return false;
+  }
+  const Tensor* t = T(w);
+  if (t->dtype != dtype) {
+    c.Fail(kParamInvalid, "GMM: weight dtype does not match with required dtype[" + TypeName(dtype) + "].");
+    return false;
+  }
+  if (t->dims.size() != 3 || t->format != 2 || t->offset != 0) {
+    c.Fail(kParamInvalid, "Dim num or format of tensor in tensor list weight is invalid.");
+    return false;
+  }
+  const int64_t e = t->dims[0], kk = t->dims[1], n = t->dims[2];
+  const std::vector<int64_t> plain{kk * n, n, 1}, trans{kk * n, 1, kk};
+  *transposed = t->strides == trans && t->strides != plain;
+  if (t->strides != plain && t->strides != trans) {
+    c.Fail(kParamInvalid, "weight must be contiguous or the transpose of its last two axes");
+    return false;
+  }
+  if (kk != k) {
+    c.Fail(kParamInvalid, "k dim value of x and weight is not matched.");
+    return false;
+  }
+  if (e * kk * n > 0 && !Data(w)) c.Fail(kParamInvalid, "weight data is not inside one device allocation");
+  return c.ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, const void* bias,
+                                         const void* scale, const void* offset, const void* antiquant_scale,
+                                         const void* antiquant_offset, const void* per_token_scale,
+                                         const void* group_list, const void* activation_input,
+                                         const void* activation_quant_scale,
+                                         const void* activation_quant_offset, int64_t split_item,
+                                         int64_t group_type, int64_t group_list_type, int64_t act_type,
+                                         void* out, void* activation_feature_out, void* dyn_quant_scale_out,
+                                         uint64_t* workspace_size, void** executor) {
+  ArgCheck c("aclnnGroupedMatmulV4GetWorkspaceSize");
+  if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
+  const void* xt = OneTensor(c, "x", x, true);
+  const void* wt = OneTensor(c, "weight", weight, true);
+  const void* yt = OneTensor(c, "y", out, true);
+  if (!c.ok()) return c.status();
+  // PreCheckGroupType / CheckCommonParam.
+  if ((split_item == 2 || split_item == 3) && group_type == -1) {
+    c.Fail(kParamInvalid, "When splitItem is 2/3, groupType can not be -1.");
+  } else if (split_item != 2 && split_item != 3) {
+    c.Fail(kParamInvalid, "When y is not separated, splitItem should be 2/3, but current splitItem is " +
+                              std::to_string(split_item) + ".");
+  } else if (group_type != 0) {
+    c.Fail(kParamInvalid, "the fake models groupType 0 (split M) only, got " + std::to_string(group_type));
+  }
+  if (group_list_type != 0 && group_list_type != 1) {
+    c.Fail(kParamInvalid, group_list_type == 2 ? "the fake does not model groupListType 2 (sparse)"
+                                               : "groupListType shoule be 0 or 1.");
+  }
+  if (act_type != 0) c.Fail(kParamInvalid, "non quant case dose not support activation.");
+  for (const void* q : {scale, offset, per_token_scale}) {
+    if (q) c.Fail(kParamInvalid, "Detected nonquant, but quant inputs is not empty!");
+  }
+  for (const void* q : {antiquant_scale, antiquant_offset}) {
+    if (q) c.Fail(kParamInvalid, "Detected nonquant, but antiquant inputs is not empty!");
+  }
+  if (activation_input || activation_quant_scale || activation_quant_offset || activation_feature_out ||
+      dyn_quant_scale_out) {
+    c.Fail(kParamInvalid, "activation inputs / outputs are for quantised activation only");
+  }
+  if (!c.ok()) return c.status();
+  if (!FakeAclnnIsTensor(xt)) c.Fail(kParamInvalid, "x[0] is not a live aclTensor");
+  if (!c.ok()) return c.status();
+  const int xd = T(xt)->dtype;
+  if (xd != kFloat && xd != kFloat16 && xd != kBFloat16) {
+    c.Fail(kParamInvalid, "GMM: there is no matching xDtype and weightDtype pattern. case with x dtype " +
+                              TypeName(xd) + " is not supported.");
+    return c.status();
+  }
+  c.Check("x[0]", xt, true, {xd}, {-1, -1});
+  if (!c.ok()) return c.status();
+  const int64_t m = T(xt)->dims[0], k = T(xt)->dims[1];
+  bool transposed = false;
+  if (!CheckWeight(c, wt, xd, k, &transposed)) return c.status();
+  const int64_t e = T(wt)->dims[0], n = T(wt)->dims[2];
+  c.Check("y[0]", yt, true, {xd}, {m, n});
+  const void* bt = OneTensor(c, "biasOptional", bias, false);
+  // CheckNonQuantMatmulDataType: bias is float for bfloat16 x, x's type otherwise.
+  c.Check("bias[0]", bt, false, {xd == kBFloat16 ? kFloat : xd}, {e, n});
+  // CheckGroupListCommonTensor.
+  if (c.ok() && !group_list)
+    c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
+  c.Check("groupListOptional", group_list, true, {kInt64}, {-1});
+  if (!c.ok()) return c.status();
+  const int64_t groups = T(group_list)->dims[0];
+  if (groups > kMaxGroupListTensor) {
+    c.Fail(kParamInvalid, "When groupList type is tenosr, size of groupList " + std::to_string(groups) +
+                              " should be less than or equal to 1024.");
+  } else if (!((groups == e && e > 1) || e == 1)) {
+    c.Fail(kParamInvalid, "When groupList is not null, size of groupList(tensor) " + std::to_string(groups) +
+                              " should be equal to weight dim 0 " + std::to_string(e) + " with groupType 0.");
+  }
+  if (!c.ok()) return c.status();
+
+  ascend_moe::cpu::GroupedMatmulParams p;
+  p.rows = m;
+  p.depth = k;
+  p.cols = n;
+  p.groups = e;
+  p.type = xd == kFloat16    ? ascend_moe::cpu::GmmType::kFloat16
+           : xd == kBFloat16 ? ascend_moe::cpu::GmmType::kBFloat16
+                             : ascend_moe::cpu::GmmType::kFloat32;
+  p.bias_float32 = bt && T(bt)->dtype == kFloat;
+  p.transpose_weight = transposed;
+  auto run = [=]() {
+    const int64_t* values = static_cast<const int64_t*>(Data(group_list));
+    std::vector<int64_t> ends(static_cast<size_t>(e));
+    int64_t total = 0;
+    for (int64_t i = 0; i < e; ++i) {
+      const int64_t v = values[i];
+      const int64_t end = group_list_type == 1 ? total + v : v;
+      if (v < 0 || end < total || end > m) {
+        FakeAclError(("aclnnGroupedMatmulV4: group list value " + std::to_string(v) + " at [" +
+                      std::to_string(i) + "] leaves [0, M = " + std::to_string(m) +
+                      "] or decreases: the NPU would read and write out of bounds (status 561002)")
+                         .c_str());
+        return static_cast<int>(kTilingError);
+      }
+      ends[static_cast<size_t>(i)] = total = end;
+    }
+    // Only the grouped rows [0, total) are written: the CPU kernel over that prefix.
+    ascend_moe::cpu::GroupedMatmulParams q = p;
+    q.rows = total;
+    if (q.rows == 0) return static_cast<int>(kOk);
+    ascend_moe::cpu::GroupedMatmulBuffers b;
+    b.x = Data(xt);
+    b.weight = Data(wt);
+    b.bias = bt ? Data(bt) : nullptr;
+    b.y = Data(yt);
+    ascend_moe::cpu::GroupedMatmul(q, b, ends.data());
+    return static_cast<int>(kOk);
+  };
+  return MakeExecutor("aclnnGroupedMatmulV4", 16 * 1024 * 1024, {xt, wt, bt, yt, group_list}, run,
+                      workspace_size, executor);
+}
+
+int aclnnGroupedMatmulV4(void* workspace, uint64_t workspace_size, void* executor, void* stream) {
+  return RunExecutor("aclnnGroupedMatmulV4", workspace, workspace_size, executor, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,89 @@
+// Fake libnnopbase.so, continued: aclCreateTensorList / aclDestroyTensorList and
+// aclCreateIntArray / aclDestroyIntArray (aclnn/acl_meta.h). Lists and arrays are tracked like
+// tensors: destroying one twice, or passing a destroyed one to an operator, fails loudly. A list
+// refers to its tensors and does not own them (destroying the list leaves them alive).
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "fake_cann.h"
+#include "fake_lists.h"
+
+extern "C" int FakeAclnnIsTensor(const void* t);
+
+namespace {
+std::mutex g_mu;
+std::set<const void*>& Live() {
+  static auto* s = new std::set<const void*>;
+  return *s;
+}
+void Track(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Live().insert(p);
+}
+bool Untrack(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return Live().erase(p) == 1;
+}
+bool IsLive(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return Live().count(p) == 1;
+}
+}  // namespace
+
+extern "C" {
+
+int FakeAclnnIsTensorList(const void* p) {
+  return p && IsLive(p) && static_cast<const fake_cann::TensorList*>(p)->magic == fake_cann::kTensorListMagic;
+}
+int FakeAclnnIsIntArray(const void* p) {
+  return p && IsLive(p) && static_cast<const fake_cann::IntArray*>(p)->magic == fake_cann::kIntArrayMagic;
+}
+
+void* aclCreateTensorList(const void* const* value, uint64_t size) {
+  if (size && !value) {
+    FakeAclError("aclCreateTensorList: value is null");
+    return nullptr;
+  }
+  auto* list = new fake_cann::TensorList{fake_cann::kTensorListMagic, {}};
+  for (uint64_t i = 0; i < size; ++i) {
+    if (!FakeAclnnIsTensor(value[i])) {
+      FakeAclError(("aclCreateTensorList: item " + std::to_string(i) + " is not a live aclTensor").c_str());
+      delete list;
+      return nullptr;
+    }
+    list->tensors.push_back(value[i]);
+  }
+  Track(list);
+  return list;
+}
+
+int aclDestroyTensorList(const void* list) {
+  if (!Untrack(list)) {
+    FakeAclError("aclDestroyTensorList: not a live tensor list (destroyed twice?)");
+    return fake_cann::kParamInvalid;
+  }
+  delete static_cast<const fake_cann::TensorList*>(list);
+  return fake_cann::kOk;
+}
+
+void* aclCreateIntArray(const int64_t* value, uint64_t size) {
+  if (size && !value) {
+    FakeAclError("aclCreateIntArray: value is null");
+    return nullptr;
+  }
+  auto* array = new fake_cann::IntArray{fake_cann::kIntArrayMagic, std::vector<int64_t>(value, value + size)};
+  Track(array);
+  return array;
+}
+
+int aclDestroyIntArray(const void* array) {
+  if (!Untrack(array)) {
+    FakeAclError("aclDestroyIntArray: not a live int array (destroyed twice?)");
+    return fake_cann::kParamInvalid;
+  }
+  delete static_cast<const fake_cann::IntArray*>(array);
+  return fake_cann::kOk;
+}
+
+}  // extern "C"

@@ -1,0 +1,137 @@
+"""GroupedMatmul on the real onnxruntime-cann EP against the fake CANN runtime: the node is placed on
+CANN, its output is bit-identical to the CPU EP's (the fake computes with the CPU kernel, so this
+checks the argument mapping: tensor lists, the transposed-weight view, the int64 group list, the
+zeroed rows past the last group), aclnnGroupedMatmulV4 runs where its limits allow (host fallback
+elsewhere, logged once with the reason), and bad group lists fail with the CPU's message."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import helper
+
+from tests.cann.helpers import assert_bits_equal, calls, error_text, model, placement, run, session, skip_without_cann
+
+skip_without_cann()
+
+TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+GMM = "aclnnGroupedMatmulV4"
+
+
+def gmm_model(x, w, g, bias=None, **attrs) -> bytes:
+    inputs = {"x": (x.dtype, ["M", x.shape[1]]), "w": (w.dtype, list(w.shape)), "g": (g.dtype, list(g.shape))}
+    if bias is not None:
+        inputs["b"] = (bias.dtype, list(bias.shape))
+    node = helper.make_node("GroupedMatmul", list(inputs), ["y"], domain="ascend.moe", **attrs)
+    return model([node], inputs, ["y"])
+
+
+def case(rng, dtype, m=12, k=16, n=8, e=3, transpose=0, group_list_type=0, gtype=np.int64, bias=None, rows=None):
+    """Feeds with `rows` grouped rows (default m) split at random over the e groups."""
+    rows = m if rows is None else rows
+    cuts = np.sort(rng.integers(0, rows + 1, e - 1))
+    ends = np.append(cuts, rows)
+    g = ends if group_list_type == 0 else np.diff(np.concatenate([[0], ends]))
+    feeds = {"x": rng.standard_normal((m, k)).astype(np.float32).astype(dtype),
+             "w": rng.standard_normal((e, n, k) if transpose else (e, k, n)).astype(np.float32).astype(dtype),
+             "g": g.astype(gtype)}
+    if bias is not None:
+        feeds["b"] = rng.standard_normal((e, n)).astype(np.float32).astype(bias)
+    return feeds
+
+
+def compare(feeds, **attrs):
+    """Run on CANN and CPU (bit-equal); returns (y, whether aclnnGroupedMatmulV4 ran)."""
+    data = gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds.get("b"), **attrs)
+    before = calls(GMM)
+    got = run(session(data, "cann"), feeds)
+    native = calls(GMM) > before
+    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    return got[0], native
+
+
+def test_placed_on_cann_and_native(tmp_path):
+    feeds = case(np.random.default_rng(0), np.float16)
+    data = gmm_model(feeds["x"], feeds["w"], feeds["g"])
+    assert placement(data, feeds, tmp_path) == {"GroupedMatmul": {"CANNExecutionProvider"}}
+    assert compare(feeds)[1]
+
+
+# (x type, bias type or None) -> native: aclnnGroupedMatmulV4 takes a float bias with bfloat16 x and
+# a bias of x's type otherwise (aclnn_grouped_matmul.cpp, CheckNonQuantMatmulDataType).
+BIAS_CASES = [(t, None, True) for t in TYPES] + [
+    ("float", "float", True), ("float16", "float16", True), ("bfloat16", "float", True),
+    ("float16", "float", False), ("bfloat16", "bfloat16", False)]
+
+
+@pytest.mark.parametrize("transpose", [0, 1])
+@pytest.mark.parametrize("group_list_type", [0, 1])
+@pytest.mark.parametrize("x_type,bias_type,native", BIAS_CASES, ids=[f"{a}-{b}" for a, b, _ in BIAS_CASES])
+def test_bit_identical_to_cpu_native_where_allowed(x_type, bias_type, native, transpose, group_list_type):
+    rng = np.random.default_rng(transpose + 2 * group_list_type + len(x_type))
+    for gtype in (np.int64, np.int32):
+        feeds = case(rng, TYPES[x_type], transpose=transpose, group_list_type=group_list_type, gtype=gtype,
+                     bias=bias_type and TYPES[bias_type])
+        _, ran = compare(feeds, transpose_weight=transpose, group_list_type=group_list_type)
+        assert ran == native
+
+
+def test_rows_past_the_last_group_are_zero_on_the_native_path():
+    rng = np.random.default_rng(1)
+    full = case(rng, np.float32, m=32, rows=32)
+    short = dict(full, g=np.array([3, 5, 9], np.int64))
+    data = gmm_model(full["x"], full["w"], full["g"])
+    s = session(data, "cann")
+    for _ in range(2):
+        run(s, full)  # the arena's output block holds non-zero rows now
+        (y,) = run(s, short)
+        assert not y[9:].any()
+        assert_bits_equal([y], run(session(data, "cpu"), short))
+
+
+def test_empty_groups_and_zero_rows():
+    rng = np.random.default_rng(2)
+    feeds = case(rng, np.float16)
+    feeds["g"] = np.array([0, 0, 12], np.int64)
+    assert compare(feeds)[1]
+    feeds = case(rng, np.float16, m=0, rows=0)
+    y, _ = compare(feeds)
+    assert y.shape == (0, 8)
+
+
+def test_more_than_1024_groups_fall_back():
+    rng = np.random.default_rng(3)
+    assert compare(case(rng, np.float32, m=8, k=4, n=4, e=1025))[1] is False
+    assert compare(case(rng, np.float32, m=8, k=4, n=4, e=1024))[1] is True
+
+
+def test_fallback_logged_once_with_reason(capfd):
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    feeds = case(np.random.default_rng(4), np.float16, bias=np.float32)
+    data = gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds["b"])
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 2
+    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    capfd.readouterr()
+    for _ in range(3):
+        run(s, feeds)
+    err = capfd.readouterr().err
+    assert err.count("GroupedMatmul runs on the host fallback") == 1, err
+    assert "aclnnGroupedMatmulV4 takes a float16 bias with float16 x, got float" in err
+
+
+BAD = [(0, [5, 3, 12]), (0, [3, 5, 13]), (1, [4, -1, 9]), (1, [4, 4, 5])]
+
+
+@pytest.mark.parametrize("group_list_type,values", BAD, ids=["decreasing", "past-m", "negative", "sum"])
+def test_bad_group_list_same_message_as_cpu(group_list_type, values):
+    feeds = case(np.random.default_rng(5), np.float16, group_list_type=group_list_type)
+    feeds["g"] = np.array(values, np.int64)
+    data = gmm_model(feeds["x"], feeds["w"], feeds["g"], group_list_type=group_list_type)
+    got = error_text(session(data, "cann"), feeds)
+    assert got == error_text(session(data, "cpu"), feeds)
+    assert got.startswith("GroupedMatmul: input 'group_list'")

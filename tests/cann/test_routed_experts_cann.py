@@ -1,0 +1,126 @@
+"""MoeRoutedExperts on the real onnxruntime-cann EP against the fake CANN runtime: the node is placed
+on CANN and runs as the chain aclnnMoeInitRoutingV3 -> aclnnGroupedMatmulV4 -> aclnnSwiGlu ->
+aclnnGroupedMatmulV4 -> aclnnMoeFinalizeRoutingV2 where the operators' limits allow (host
+fallback elsewhere, logged once with the reason), equal to the CPU EP within the stated tolerance
+(the chain sums in another order: docs/ascend.md), and bad expert ids fail with the CPU's message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tests.cann.helpers import assert_bits_equal, calls, error_text, model, placement, run, session, skip_without_cann
+
+skip_without_cann()
+
+CHAIN = ["aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2"]
+# The chain and the CPU kernel both sum in float32, in other orders (grouped matmul k order, the
+# slots in slot order rather than experts in ascending order): |cann - cpu| <= RTOL * max|y| + ATOL.
+RTOL, ATOL = 2e-6, 1e-6
+
+
+def experts_model(feeds, **attrs) -> bytes:
+    names = ["x", "idx", "w", "gu", "down"]
+    inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
+              for n in names}
+    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
+    return model([node], inputs, ["y"])
+
+
+def case(rng, t=7, h=32, k=3, e=5, i=8, itype=np.int64):
+    return {"x": rng.standard_normal((t, h)).astype(np.float32),
+            "idx": rng.integers(0, e, (t, k)).astype(itype),
+            "w": rng.random((t, k)).astype(np.float32),
+            "gu": (rng.standard_normal((e, 2 * i, h)) / np.sqrt(h)).astype(np.float32),
+            "down": (rng.standard_normal((e, h, i)) / np.sqrt(i)).astype(np.float32)}
+
+
+def chain_calls() -> list:
+    return [calls(op) for op in CHAIN]
+
+
+def compare(feeds, **attrs):
+    """Run on CANN and CPU; returns (y, the chain's call counts during the CANN run)."""
+    data = experts_model(feeds, **attrs)
+    before = chain_calls()
+    (got,) = run(session(data, "cann"), feeds)
+    ran = [a - b for a, b in zip(chain_calls(), before)]
+    (ref,) = run(session(data, "cpu"), feeds)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    bound = RTOL * float(np.abs(ref).max(initial=0.0)) + ATOL
+    assert float(np.abs(got - ref).max(initial=0.0)) <= bound
+    return got, ran
+
+
+def test_placed_on_cann_as_the_operator_chain(tmp_path):
+    feeds = case(np.random.default_rng(0))
+    assert placement(experts_model(feeds), feeds, tmp_path) == {"MoeRoutedExperts": {"CANNExecutionProvider"}}
+    _, ran = compare(feeds)
+    assert ran == [1, 2, 1, 1]
+
+
+@pytest.mark.parametrize("tokens", [1, 16, 256])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_equal_to_cpu_within_tolerance(tokens, itype):
+    rng = np.random.default_rng(tokens)
+    _, ran = compare(case(rng, t=tokens, e=8, k=2, itype=itype))
+    assert ran == [1, 2, 1, 1]
+
+
+def test_repeated_experts_and_unused_experts():
+    feeds = case(np.random.default_rng(1), e=6)
+    feeds["idx"][:] = 4
+    feeds["idx"][0, 1] = 4  # hash routing may name an expert twice: each slot counts
+    _, ran = compare(feeds)
+    assert ran == [1, 2, 1, 1]
+
+
+def test_swiglu_limit_falls_back_to_the_host_bit_identical():
+    feeds = case(np.random.default_rng(2))
+    data = experts_model(feeds, swiglu_limit=0.5)
+    before = chain_calls()
+    got = run(session(data, "cann"), feeds)
+    assert chain_calls() == before
+    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+
+
+def test_more_than_1024_experts_fall_back():
+    feeds = case(np.random.default_rng(3), t=4, h=4, i=2, e=1025)
+    assert compare(feeds)[1] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("shape", [(0, 8, 2), (3, 0, 2), (3, 8, 0)], ids=["T0", "H0", "k0"])
+def test_empty_shapes(shape):
+    t, h, k = shape
+    feeds = case(np.random.default_rng(4), t=t, h=h, k=k)
+    got, _ = compare(feeds)
+    assert got.shape == (t, h) and not got.any()
+
+
+def test_fallback_logged_once_with_reason(capfd):
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    feeds = case(np.random.default_rng(5))
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 2
+    s = ort.InferenceSession(experts_model(feeds, swiglu_limit=1.0), so,
+                             providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    capfd.readouterr()
+    for _ in range(3):
+        run(s, feeds)
+    err = capfd.readouterr().err
+    assert err.count("MoeRoutedExperts runs on the host fallback") == 1, err
+    assert "swiglu_limit > 0 (the clamp) has no CANN operator" in err
+
+
+@pytest.mark.parametrize("bad", [5, -1])
+def test_bad_expert_id_same_message_as_cpu(bad):
+    feeds = case(np.random.default_rng(6))
+    feeds["idx"][2, 1] = bad
+    data = experts_model(feeds)
+    got = error_text(session(data, "cann"), feeds)
+    assert got == error_text(session(data, "cpu"), feeds)
+    assert got.startswith("MoeRoutedExperts: input 'expert_idx' must be in [0, E)")
