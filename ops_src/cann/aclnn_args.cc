@@ -1,5 +1,6 @@
 #include "ops_src/cann/aclnn_args.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "ops_src/cann/loader.h"
@@ -82,14 +83,16 @@ AclnnOp RequireAclnnOp(const char* name, const char* what) {
 }
 
 std::vector<unsigned char> Download(const DeviceContext& ctx, const void* device, size_t bytes) {
-  std::vector<unsigned char> host(bytes);
-  CopyAsync(ctx, host.data(), device, bytes, kDeviceToHost);
+  HostBuffer staging(bytes);  // asynchronous copies go through page-locked memory (device.h)
+  CopyAsync(ctx, staging.get(), device, bytes, kDeviceToHost);
   Synchronize(ctx);
+  std::vector<unsigned char> host(bytes);
+  if (bytes) std::memcpy(host.data(), staging.get(), bytes);
   return host;
 }
 
 void Upload(const DeviceContext& ctx, void* device, const void* host, size_t bytes) {
-  CopyAsync(ctx, device, host, bytes, kHostToDevice);
+  UploadStaged(ctx, device, host, bytes);
 }
 
 }  // namespace ascend_moe::cann

@@ -69,9 +69,10 @@ std::string MissingAclnnOp(const char* name);
 // Both entry points; throws std::runtime_error "<what>: ..." when one is missing.
 AclnnOp RequireAclnnOp(const char* name, const char* what);
 
-// Host staging of the fallbacks: device bytes copied to a new host buffer (the stream is
-// synchronised before returning), and host bytes copied to the device (the caller synchronises
-// before the host buffer dies).
+// Host staging of the fallbacks, through page-locked memory (HostBuffer): device bytes copied to a
+// new host buffer (the stream is synchronised before returning), and host bytes copied to the
+// device (UploadStaged: the caller's buffer may die at once; the caller synchronises before the
+// context ends).
 std::vector<unsigned char> Download(const DeviceContext& ctx, const void* device, size_t bytes);
 void Upload(const DeviceContext& ctx, void* device, const void* host, size_t bytes);
 
