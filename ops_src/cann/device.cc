@@ -1,6 +1,7 @@
 #include "ops_src/cann/device.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <utility>
@@ -70,6 +71,15 @@ void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind) {
 
 void Synchronize(const DeviceContext& ctx) {
   CheckAcl(Runtime().synchronize_stream(ctx.stream), "aclrtSynchronizeStream");
+  if (ctx.staged) ctx.staged->clear();
+}
+
+void UploadStaged(const DeviceContext& ctx, void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  auto staging = std::make_unique<HostBuffer>(bytes);
+  std::memcpy(staging->get(), host, bytes);
+  CopyAsync(ctx, device, staging->get(), bytes, kHostToDevice);
+  ctx.staged->push_back(std::move(staging));
 }
 
 bool IsAclnnRejection(AclnnStatus status) {

@@ -5,35 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ops_src/cann/acl.h"
 
 namespace ascend_moe::cann {
-
-// The caller's device: the stream work is queued on, and the workspace callback that hands out
-// device memory (e.g. ONNX Runtime's CANN arena). Memory handed back with `release` may be reused
-// by later work on the same stream only (stream-ordered), so no synchronisation is needed.
-struct DeviceContext {
-  AclStream stream = nullptr;
-  std::function<void*(size_t bytes)> allocate;  // bytes > 0; never returns null (throws instead)
-  std::function<void(void* p)> release;
-};
-
-// Device scratch memory from the context, released on destruction.
-class DeviceBuffer {
- public:
-  DeviceBuffer(const DeviceContext& ctx, size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return data_; }
-
- private:
-  const DeviceContext& ctx_;
-  void* data_ = nullptr;
-};
 
 // Host memory for staging copies to and from the device: page-locked (aclrtMallocHost) where the
 // runtime provides it, else 64-byte aligned; freed on destruction. CANN's runtime documents
@@ -58,6 +36,32 @@ class HostBuffer {
   bool pinned_ = false;
 };
 
+// The caller's device: the stream work is queued on, and the workspace callback that hands out
+// device memory (e.g. ONNX Runtime's CANN arena). Memory handed back with `release` may be reused
+// by later work on the same stream only (stream-ordered), so no synchronisation is needed.
+struct DeviceContext {
+  AclStream stream = nullptr;
+  std::function<void*(size_t bytes)> allocate;  // bytes > 0; never returns null (throws instead)
+  std::function<void(void* p)> release;
+  // Host staging of the uploads queued since the last Synchronize(ctx) (UploadStaged), freed by it.
+  std::shared_ptr<std::vector<std::unique_ptr<HostBuffer>>> staged =
+      std::make_shared<std::vector<std::unique_ptr<HostBuffer>>>();
+};
+
+// Device scratch memory from the context, released on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const DeviceContext& ctx, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  const DeviceContext& ctx_;
+  void* data_ = nullptr;
+};
+
 // A contiguous ND aclTensor over device memory (row-major strides, offset 0), destroyed on
 // destruction.
 class Tensor {
@@ -78,6 +82,9 @@ void CheckAcl(int status, const std::string& what);
 // Queued on the stream. Host memory must be a HostBuffer's (see there).
 void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 void Synchronize(const DeviceContext& ctx);
+// Queues an upload of `bytes` host bytes from any host memory: they are copied into a HostBuffer
+// of the context, which lives until the next Synchronize(ctx).
+void UploadStaged(const DeviceContext& ctx, void* device, const void* host, size_t bytes);
 // Synchronous, outside any stream (e.g. reading a constant once when a kernel is created).
 void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 
