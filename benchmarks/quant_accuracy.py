@@ -21,7 +21,7 @@ import torch
 
 from . import model as model_suite
 
-SCHEMES = (("int8", 0), ("int8", 128), ("int4", 0), ("int4", 128), ("int4", 64), ("int4", 32))
+SCHEMES = (("int8", 0), ("int4", 0), ("int4", 128), ("int4", 64), ("int4", 32))
 
 
 def _topk(block, h: torch.Tensor) -> torch.Tensor:
@@ -75,10 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--size", default="full", choices=("tiny", "full"))
     args = p.parse_args(argv)
-    rows = []
-    for name in args.blocks.split(","):
-        rows += measure(name, args.size, args.tokens)
-    print(format_rows(rows, args.tokens))
+    for i, name in enumerate(args.blocks.split(",")):
+        table = format_rows(measure(name, args.size, args.tokens), args.tokens)
+        print(table if i == 0 else table.split("\n", 2)[2], flush=True)
     return 0
 
 
