@@ -1,6 +1,6 @@
 """Command line of the benchmarks: ``python -m ascend_moe_onnx.benchmarks`` and ``moe-onnx bench``.
 
-Modes: the full sweep (default, < 15 min on 2 cores), ``--quick`` (a representative subset, a
+Modes: the full sweep (default, ~15 min on 2 cores), ``--quick`` (a representative subset, a
 few minutes) and ``--smoke`` (tiny sizes, seconds: checks the harness and its outputs; the
 numbers mean nothing). Results go to ``./benchmark-results/<mode>.{md,json}`` (or ``--out DIR``) and
 ``<mode>_gating.png``.

@@ -6,7 +6,7 @@
     moe-onnx export PRESET --ep-ranks N [--quant int8] -o DIR   (expert parallel: docs/expert-parallel.md)
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
     moe-onnx info model.onnx
-    moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model]   (docs/benchmarks.md)
+    moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model,ascend_layer]   (docs/benchmarks.md)
 
 Subcommands live in ``SUBCOMMANDS`` (name -> (help, add_arguments, run)); a new one (e.g. ``bench``)
 is one more entry. Exit codes: 0 success, 1 verification failure, 2 usage or input error (one line

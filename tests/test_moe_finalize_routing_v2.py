@@ -149,6 +149,18 @@ def test_large_output_takes_the_streaming_stores():
     _ulp_equal(got, unp.reference(**inputs)[0])
 
 
+@pytest.mark.parametrize("dtype,hidden", [(BF16, 8200), (np.dtype(np.float32), 4100)], ids=["bfloat16", "float32"])
+def test_streaming_stores_on_rows_off_64_byte_boundaries(dtype, hidden):
+    """Rows whose bytes are no multiple of 64 start off the cache-line grid (16, 32, 48 bytes in):
+    each row's head up to its first 64-byte boundary is written the ordinary way, the rest with
+    non-temporal stores, and the tail past the last whole 16 columns through the padded path."""
+    rng = np.random.default_rng(46)
+    rows = (32 << 20) // (hidden * dtype.itemsize) + 3  # an output past the streaming threshold
+    inputs = unpermute_inputs(rng, N=rows, K=2, H=hidden, dtype=dtype)
+    got, _ = _kernel_and_body(UNPERMUTE, inputs, {}, body=False)
+    _ulp_equal(got, unp.reference(**inputs)[0])
+
+
 def test_zero_tokens_and_unused_experts():
     rng = np.random.default_rng(40)
     for mode in range(4):

@@ -6,6 +6,7 @@
 // last float32 bit before the final rounding).
 #include "ops_src/cpu/moe_finalize_routing_v2.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
