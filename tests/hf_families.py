@@ -130,7 +130,7 @@ NO_EXPORT = {"longcat_flash": "LongcatFlashExperts (zero-computation experts) ha
 # in seconds and matches HF eager in ONNX Runtime (tests/test_hf_families.py); WHOLE_MODEL_NOT: why
 # the others are left to --layers.
 WHOLE_MODEL = ("olmoe", "gpt_oss", "dbrx", "granitemoe", "minimax_m2", "ernie4_5_moe", "hunyuan_v1_moe", "jamba",
-               "dots1", "phimoe", "jetmoe")
+               "dots1", "phimoe", "jetmoe", "mixtral", "qwen2_moe", "qwen3_moe")
 DEFAULT_RUN = ("qwen3_next", "gpt_oss", "olmoe", "minimax_m2", "ernie4_5_moe", "phimoe")
 
 
