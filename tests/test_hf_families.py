@@ -107,11 +107,22 @@ def test_cli_says_in_one_line_when_torch_onnx_cannot_export_the_model(tmp_path, 
 # modelling's float32 modules stay float32): their MoE layers export and run in ONNX Runtime with
 # the library within the project's bfloat16 tolerance of HF eager. (A bfloat16 whole model does
 # not run on ORT's CPU provider: HF's attention has no bfloat16 kernels there.)
-BF16_CASES = ("qwen3_next", "gpt_oss", "olmoe", "minimax_m2", "ernie4_5_moe", "qwen3_5_moe", "dots1", "phimoe")
+BF16_CASES = ("olmoe", "minimax_m2")
+# bfloat16 MoE layers whose graph ORT's CPU provider cannot run (it has no bfloat16 Gemm / MatMul:
+# only layers whose every matmul is inside the library's ops run there), and why
+_BF16_LINEAR = "a bfloat16 Linear outside the library's ops (Gemm / MatMul: no bfloat16 kernel on ORT's CPU provider)"
+BF16_NOT_ON_CPU = {"qwen3_next": f"the shared expert and its gate: {_BF16_LINEAR}",
+                   "qwen3_5_moe": f"the shared expert and its gate: {_BF16_LINEAR}",
+                   "ernie4_5_moe": f"the shared experts: {_BF16_LINEAR}",
+                   "dots1": f"the shared experts: {_BF16_LINEAR}",
+                   "phimoe": f"the unfused layer's HF router: {_BF16_LINEAR}"}
+# bfloat16 MoE layers that do not export: the exported graph fails ONNX shape inference
+BF16_NO_EXPORT = {"gpt_oss": "TopK on bfloat16 (its router's logits), which the ONNX TopK schema of the opset "
+                             "used does not type"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in F.DEFAULT_RUN else pytest.mark.all_families)
-                                  for c in BF16_CASES])
+                                  for c in (*BF16_CASES, *BF16_NOT_ON_CPU, *BF16_NO_EXPORT)])
 def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
     import onnxruntime as ort
 
@@ -125,7 +136,16 @@ def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
     blocks = hf_export.moe_blocks(model)
     names = {id(m): n for n, m in model.named_modules()}
     hf_blocks = dict(eager.named_modules())  # the same blocks, unpatched
+    if case in BF16_NO_EXPORT:  # the day it exports this fails and says so
+        with pytest.raises(Exception, match="TopK"):
+            hf_export.export_model(model, layers=(0, max(blocks)))
+        return
     proto, wrapper = hf_export.export_model(model, layers=(0, max(blocks)))
+    if case in BF16_NOT_ON_CPU:  # exports; the day ORT gains the kernel this fails and says so
+        with pytest.raises(Exception, match="NOT_IMPLEMENTED"):
+            ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                 providers=["CPUExecutionProvider"])
+        return
     session = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
                                    providers=["CPUExecutionProvider"])
     x = torch.randn(13, model.config.get_text_config().hidden_size,
@@ -134,3 +154,20 @@ def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
         refs = tuple(_block_out(hf_blocks[names[id(blocks[i])]], x) for i in wrapper.layer_ids)
     for i, got, ref in zip(wrapper.layer_ids, run_ort(session, wrapper, (x,), refs), refs):
         assert _rel(got.astype(np.float32), ref.float()) <= verify.TOLERANCES["bfloat16"], f"{case} layer {i}"
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in F.DEFAULT_RUN else pytest.mark.all_families)
+                                  for c in F.WHOLE_MODEL])
+def test_whole_model_in_ort_matches_hf(case):
+    """The whole tiny model (prefill: input_ids -> logits) exports and matches HF eager in ONNX
+    Runtime, with the library and through the function bodies."""
+    model = F.model(case)
+    ids = torch.randint(0, model.config.get_text_config().vocab_size, (2, 7),
+                        generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = F.logits(model, ids).numpy()
+    proto, _ = hf_export.export_model(model)
+    for name, session in sessions(proto.SerializeToString()).items():
+        assert not isinstance(session, str), session
+        (got,) = session.run(None, {"input_ids": ids.numpy()})
+        assert _rel(got, ref) <= 1e-4, f"{case} {name}"

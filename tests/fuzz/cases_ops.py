@@ -238,7 +238,9 @@ def _v3_attr_value(src, c, rng):
         ("expert_num", 0), ("expert_num", -1), ("drop_pad_mode", 2), ("expert_tokens_num_type", 3),
         ("expert_tokens_num_flag", 2), ("quant_mode", 2), ("quant_mode", -2), ("row_idx_type", 2),
         ("active_num", -2), ("active_expert_start", -1), ("active_expert_start", E), ("active_expert_end", E + 1),
-        ("active_expert_end", 0), ("expert_capacity", 0), ("expert_capacity", 2**31 - 1)])
+        ("active_expert_end", 0), ("expert_capacity", 0), ("expert_capacity", "past")])
+    if value == "past":  # one past the int32 row limit: never a valid (if huge) [E, C, H] output
+        value = (2**31 - 1) // max(E, 1) + 1
     c.attrs[name] = value
 
 
