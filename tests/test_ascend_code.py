@@ -182,6 +182,10 @@ PATHS = {
         lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(gmm_quant_mode="w8a8int8"), path="tp"),
         _deepseek_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, FINALIZE], load=_load_deepseek_w8a8,
         tol=W8A8_TOL, ort_tol=W8A8_ORT_TOL),
+    "recipes_deepseek_decode_w8a8": Path(
+        lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(gmm_quant_mode="w8a8int8"), path="dispatch_combine"),
+        _deepseek_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, FINALIZE], load=_load_deepseek_w8a8,
+        tol=W8A8_TOL, ort_tol=W8A8_ORT_TOL),
     "vllm_ascend_a2_w8a8": Path(
         lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A2"), _vllm_w8a8_reference,
         [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8, tol=W8A8_TOL,

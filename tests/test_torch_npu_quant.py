@@ -116,6 +116,20 @@ def test_init_routing_quant_mode_1_rows_are_dynamic_quant_of_the_smoothed_rows()
     assert kv.tolist() == [[0, 2], [1, 2], [2, 3], [3, 3]]
 
 
+def test_one_rank_dispatch_quant_mode_2_is_init_routing_quant_mode_1():
+    g = torch.Generator().manual_seed(9)
+    x, smooth = torch.randn(5, 16, generator=g), torch.rand(4, 16, generator=g) + 0.5
+    idx = torch.tensor([[0, 2], [1, 3], [2, 0], [3, 3], [1, 2]], dtype=torch.int32)
+    expand_x, dynamic_scales, *_ = tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 1, 0, 4, scales=smooth,
+                                                                     quant_mode=2)
+    ex, _, _, scale = tn.npu_moe_init_routing_v2(x, idx, scale=smooth, active_num=10, expert_num=4,
+                                                 expert_tokens_num_type=1, active_expert_range=[0, 4],
+                                                 quant_mode=1)
+    assert expand_x.dtype == torch.int8 and torch.equal(expand_x, ex) and torch.equal(dynamic_scales, scale)
+    with pytest.raises(NotImplementedError, match="argument 'quant_mode'"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 1, 0, 4, quant_mode=1)
+
+
 @pytest.mark.parametrize("activate_left, swiglu_mode", [(True, 0), (False, 0), (True, 1), (True, 2), (False, 2)])
 def test_dequant_swiglu_quant_is_the_documented_formula(activate_left, swiglu_mode):
     g = torch.Generator().manual_seed(4)

@@ -8,8 +8,9 @@ the shared expert as ``skip1``, drop_pad_mode 2), ``moe_infer_dispatch_combine``
 dispatch_v2 → FusedMoEGMM → combine_v2 + shared expert) and ``forward_expert`` (the EP receiving
 rank: npu_moe_re_routing → FusedMoEGMM → un-sort). Weights are stored as after the recipe's
 ``process_weights_after_loading`` (transposed to ``[in, out]``). With ``gmm_quant_mode="w8a8int8"``
-the routed experts are the recipe's w8a8 int8 method (recipes_w8a8): init routing quantises the
-rows (``quant_mode=1`` with ``smooth_scale_1``, key-value expert counts) and the experts run int8.
+the routed experts are the recipe's w8a8 int8 method (recipes_w8a8): init routing (TP path) or
+dispatch (decode path, ``quant_mode=2``) quantises the rows with ``smooth_scale_1`` and the experts
+run int8.
 """
 
 from __future__ import annotations
@@ -117,9 +118,6 @@ class DeepseekV3MoE(nn.Module):
         if config.gmm_quant_mode not in ("w16a16", "w8a8int8"):
             raise ValueError(f"DeepseekV3MoE: gmm_quant_mode must be 'w16a16' or 'w8a8int8', got "
                              f"{config.gmm_quant_mode!r}")
-        if "a8" in self.gmm_quant_mode and path != "tp":
-            raise ValueError("DeepseekV3MoE: the w8a8 experts are built on the 'tp' path only (the decode path "
-                             "quantises in dispatch, quant_mode 2, which the stand-in does not export)")
         experts = W8A8Int8MoEGMM if "a8" in self.gmm_quant_mode else FusedMoEGMM
         self.experts = experts(config.n_routed_experts, config.hidden_size, config.moe_intermediate_size, dtype)
         self.gate = ReplicatedLinear(config.hidden_size, config.n_routed_experts, torch.float32, read_data)
@@ -148,7 +146,9 @@ class DeepseekV3MoE(nn.Module):
         mc2_group_name = "moe_ep_group_mc2"
         self.dispatch_kwargs = {
             "x_active_mask": None, "expert_shard_type": 0, "shared_expert_rank_num": self.shared_expert_rank_num,
-            "moe_expert_num": self.n_routed_experts, "global_bs": 0, "scales": None, "quant_mode": 0,
+            "moe_expert_num": self.n_routed_experts, "global_bs": 0,
+            "scales": self.experts.smooth_scale_1 if "a8" in self.gmm_quant_mode else None,
+            "quant_mode": 2 if "a8" in self.gmm_quant_mode else 0,
             "group_ep": mc2_group_name, "ep_world_size": self.moe_ep_size, "ep_rank_id": 0,
             "group_tp": mc2_group_name, "tp_world_size": self.moe_tp_size, "tp_rank_id": 0,
             "comm_alg": "fullmesh_v2",
@@ -208,7 +208,10 @@ class DeepseekV3MoE(nn.Module):
         self.set_mc2_kwargs()
         output = torch_npu.npu_moe_distribute_dispatch_v2(x=x, expert_ids=topk_ids, **self.dispatch_kwargs)
         expand_x, dynamic_scale, expand_idx, expert_token_num, ep_recv_counts, tp_recv_counts = output[:6]
-        hidden_states_ordered_by_experts = self.experts(x=expand_x, expert_tokens=expert_token_num, group_list_type=1)
+        gmm_args = {"x": expand_x, "expert_tokens": expert_token_num, "group_list_type": 1}
+        if "a8" in self.gmm_quant_mode:
+            gmm_args.update({"pertoken_scale": dynamic_scale})
+        hidden_states_ordered_by_experts = self.experts(**gmm_args)
         combine_args = {
             "expand_x": hidden_states_ordered_by_experts,
             "expert_ids": topk_ids,
