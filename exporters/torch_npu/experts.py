@@ -10,6 +10,10 @@ from ._args import group_list_tensor, require, require_none, single_tensor, stac
 _HALF = (torch.float16, torch.bfloat16)
 
 
+# output_dtype (a torch dtype) -> GroupedMatmul's output_dtype attribute (ONNX element types)
+_OUTPUT_DTYPES = {torch.float32: 1, torch.float16: 10, torch.bfloat16: 16, torch.int32: 6}
+
+
 def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None,
                        antiquant_offset=None, per_token_scale=None, group_list=None, activation_input=None,
                        activation_quant_scale=None, activation_quant_offset=None, split_item=0, group_type=None,
@@ -20,11 +24,13 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     One ``x`` ``[M, K]``; ``weight`` ``[W]`` (``[E, K, N]``) or E ``[K, N]`` tensors; ``group_list``
     per-expert counts (``group_list_type=1``) or their cumsum (0), a tensor or a list of ints;
     ``group_type=0``; ``split_item`` 2 or 3 (one output tensor). Rows past the last group are 0.
-    Quantised arguments and other split / group modes raise.
+    Quantized: int8 / int4-in-int32 weights with ``antiquant_scale`` (and ``antiquant_offset``),
+    or int8 x and weights with ``scale``, ``per_token_scale`` and ``output_dtype`` (W8A8), each a
+    list of one tensor (docs/operators.md §4). ``tuning_config`` is a tiling hint (ignored).
+    Other split / group modes and the reserved arguments raise.
     """
     fn = "npu_grouped_matmul"
-    require_none(fn, scale=scale, offset=offset, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
-                 per_token_scale=per_token_scale, activation_input=activation_input,
+    require_none(fn, offset=offset, activation_input=activation_input,
                  activation_quant_scale=activation_quant_scale, activation_quant_offset=activation_quant_offset,
                  x_dtype=x_dtype, weight_dtype=weight_dtype, scale_dtype=scale_dtype,
                  per_token_scale_dtype=per_token_scale_dtype)
@@ -40,15 +46,26 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     x = single_tensor(fn, "x", x)
     require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", x)
     w = stacked_weight(fn, weight)
-    require(w.shape[1] == x.shape[1], fn, "weight", lambda: f"must have K = {x.shape[1]} rows per expert", w)
-    require(w.dtype == x.dtype, fn, "weight", lambda: f"must have x's dtype {x.dtype}", w)
+    quantized = w.dtype in (torch.int8, torch.int32)
+    k_rows = w.shape[1] * (8 if w.dtype == torch.int32 and _ops.transposed_view(w) else 1)
+    require(k_rows == x.shape[1], fn, "weight", lambda: f"must have K = {x.shape[1]} rows per expert", w)
+    require(w.dtype == x.dtype or quantized, fn, "weight", lambda: f"must have x's dtype {x.dtype}, or be int8 "
+            "or int32 (int4 packed 8 per word)", w)
     b = stacked_bias(fn, bias, w.shape[0])
-    if output_dtype is not None and output_dtype != x.dtype:
-        unsupported(fn, "output_dtype", output_dtype, "an unquantised grouped matmul returns x's dtype")
+    extra = {name: None if t is None else single_tensor(fn, name, t) for name, t in
+             (("scale", scale), ("antiquant_scale", antiquant_scale), ("antiquant_offset", antiquant_offset),
+              ("per_token_scale", per_token_scale))}
+    if output_dtype is None or (output_dtype == x.dtype and x.dtype != torch.int8):
+        out = 0
+    elif output_dtype in _OUTPUT_DTYPES:
+        out = _OUTPUT_DTYPES[output_dtype]
+    else:
+        unsupported(fn, "output_dtype", output_dtype, "y is float32, float16, bfloat16 or int32 here "
+                    "(int8 y with int64 scales is not supported)")
     counts = group_list_tensor(fn, group_list, x.device)
     require(counts.shape[0] == w.shape[0], fn, "group_list", lambda: f"must have one entry per expert ({w.shape[0]})",
             counts)
-    return [_ops.grouped_matmul(x, w, b, counts, group_list_type)]
+    return [_ops.grouped_matmul(x, w, b, counts, group_list_type, output_dtype=out, **extra)]
 
 
 def npu_swiglu(x, dim=-1):
