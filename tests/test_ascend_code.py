@@ -111,7 +111,7 @@ class Path:
 
 
 # w8a8 (docs/ascend-code.md): eager against the dense reference on the dequantised weights differs by
-# the activations' int8 rounding, per token, twice per expert (measured <= 1.3e-2); ONNX Runtime
+# the activations' int8 rounding, per token, twice per expert (measured <= 1.7e-2); ONNX Runtime
 # against eager by float32 ulps (measured <= 2.2e-7) and, where a value before rounding lies within
 # ulps of a rounding boundary, by one int8 step of one intermediate value.
 W8A8_TOL, W8A8_ORT_TOL = 3e-2, 1e-3

@@ -79,7 +79,7 @@ def test_unused_groups_weights_are_not_read():
         (y,) = run_feeds(session(node_model(OP, inputs, attrs, ranks=True), threads=2), inputs)
         assert np.isfinite(y).all()
         assert not y[5:].any()
-        (expected,) = spec.reference(*[inputs[n] for n in spec.INPUT_NAMES], **attrs)
+        (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
         np.testing.assert_allclose(y[:5], expected[:5], rtol=1e-5, atol=1e-5)
 
 
@@ -93,10 +93,10 @@ def test_rows_past_the_last_group_are_zero_in_every_layer():
     rng = np.random.default_rng(33)
     inputs = make_inputs(rng, [1, 2], 8, 6, rows=6, bias="x", group_list_type=0)
     model = node_model(OP, inputs, {}, ranks=True)
-    outs = {"reference": spec.reference(*[inputs[n] for n in spec.INPUT_NAMES])[0],
+    outs = {"reference": spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES])[0],
             "kernel": run_feeds(session(model), inputs)[0],
             "body": run_feeds(session(attach_functions(model), library=False), inputs)[0],
-            "torch": torch.ops.ascend_moe.grouped_matmul(*[torch.from_numpy(inputs[n]) for n in spec.INPUT_NAMES]
+            "torch": torch.ops.ascend_moe.grouped_matmul(*[torch.from_numpy(inputs[n]) for n in spec.INPUT_NAMES[:4]]
                                                           ).numpy()}
     for name, y in outs.items():
         assert y.shape == (6, 6) and not y[3:].any() and y[:3].all(), name
@@ -119,9 +119,9 @@ class _ExpertMlp:
 
             def forward(self, x, group_list):
                 gmm = torch.ops.ascend_moe.grouped_matmul
-                h = gmm(x, self.w13, group_list, None, 1, 1)
+                h = gmm(x, self.w13, group_list, group_list_type=1, transpose_weight=1)
                 gate, up = h.chunk(2, dim=-1)
-                return gmm(torch.nn.functional.silu(gate) * up, self.w2, group_list, None, 1, 1)
+                return gmm(torch.nn.functional.silu(gate) * up, self.w2, group_list, group_list_type=1, transpose_weight=1)
 
         return Mlp().eval()
 
@@ -154,3 +154,66 @@ def test_export_runs_with_and_without_the_library(dynamo, tmp_path):
         np.testing.assert_allclose(with_lib, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(without, want, rtol=1e-5, atol=1e-5)
         assert not want[int(c.sum()):].any()
+
+
+class _QuantMlp:
+    """The Ascend w8a8 / antiquant expert calls through the torch_npu stand-in: W8A8 (int8 rows,
+    per-token scales, weights [E, N, K] used transposed, int32 sums then bfloat16 y) and W4A16
+    (bfloat16 rows, int4 weights in int32 words [E, N, K/8] used transposed, per-group scales)."""
+
+    @staticmethod
+    def module(E=3, H=32, N=16, G=2):
+        import torch
+
+        from ascend_moe_onnx.exporters import torch_npu as tn
+        from ascend_moe_onnx.onnx_schemas.grouped_matmul import pack_int4
+
+        class Mlp(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                g = torch.Generator().manual_seed(7)
+                self.w8 = torch.randint(-128, 128, (E, N, H), generator=g, dtype=torch.int8)
+                self.scale = torch.rand(E, N, generator=g) * 1e-3
+                w4 = torch.randint(-8, 8, (E, N, H), generator=g, dtype=torch.int8).numpy()
+                self.w4 = torch.from_numpy(pack_int4(w4))
+                self.a_scale = (torch.rand(E, G, N, generator=g) * 0.1).to(torch.bfloat16)
+                self.a_offset = torch.randn(E, G, N, generator=g).to(torch.bfloat16)
+
+            def forward(self, xq, pts, xb, counts):
+                sums = tn.npu_grouped_matmul([xq], [self.w8.transpose(1, 2)], group_list=counts, split_item=3,
+                                             group_type=0, group_list_type=1, output_dtype=torch.int32)[0]
+                y8 = tn.npu_grouped_matmul([xq], [self.w8.transpose(1, 2)], scale=[self.scale],
+                                           per_token_scale=[pts], group_list=counts, split_item=3, group_type=0,
+                                           group_list_type=1, output_dtype=torch.bfloat16)[0]
+                y4 = tn.npu_grouped_matmul([xb], [self.w4.transpose(1, 2)], antiquant_scale=[self.a_scale],
+                                           antiquant_offset=[self.a_offset], group_list=counts, split_item=3,
+                                           group_type=0, group_list_type=1)[0]
+                return sums, y8, y4
+
+        return Mlp().eval()
+
+
+def test_quantized_calls_export_and_run_with_and_without_the_library():
+    import torch
+
+    from ascend_moe_onnx import exporters
+    from tests.rerouting_cases import run_feeds, session, to_numpy
+
+    model = _QuantMlp.module()
+    g = torch.Generator().manual_seed(3)
+    rows = torch.export.Dim("rows")
+    M = 7
+    args = (torch.randint(-128, 128, (M, 32), generator=g, dtype=torch.int8), torch.rand(M, generator=g) * 0.01,
+            torch.randn(M, 32, generator=g).to(torch.bfloat16), torch.tensor([3, 0, 2]))
+    onx = exporters.export(model, args, dynamic_shapes=({0: rows}, {0: rows}, {0: rows}, None))
+    nodes = [n for n in onx.graph.node if n.op_type == spec.OP_TYPE]
+    assert len(nodes) == 3 and not [n for n in onx.graph.node if n.op_type == "Transpose"]
+    expected = [to_numpy(t) for t in model(*args)]
+    assert not expected[0][5:].any() and expected[0].dtype == np.int32
+    feeds = dict(zip([i.name for i in onx.graph.input], [to_numpy(a) for a in args]))
+    with_lib = run_feeds(session(onx), feeds)
+    without = run_feeds(session(onx, library=False), feeds)
+    for got in (with_lib, without):
+        np.testing.assert_array_equal(got[0], expected[0])
+        for g_, e in zip(got[1:], expected[1:]):
+            np.testing.assert_allclose(g_.astype(np.float32), e.astype(np.float32), rtol=1.6e-2, atol=1e-2)

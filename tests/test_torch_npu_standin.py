@@ -111,6 +111,7 @@ def test_grouped_matmul_argument_forms_agree():
 @pytest.mark.parametrize("kwargs, arg", [
     (dict(split_item=0), "split_item"), (dict(group_type=None), "group_type"),
     (dict(group_list_type=3), "group_list_type"), (dict(per_token_scale=[torch.ones(T)]), "per_token_scale"),
+    (dict(offset=[torch.ones(3, 5)]), "offset"),
     (dict(act_type=1), "act_type"), (dict(group_list=torch.tensor([7])), "group_list"),
 ])
 def test_grouped_matmul_refuses_with_the_argument_named(kwargs, arg):

@@ -45,46 +45,24 @@ def init_routing(x, row_idx, expert_idx, active_num):
     return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
 
 
-def _transposed_view(weight) -> bool:
+def transposed_view(weight) -> bool:
     """Whether ``weight`` [E, K, N] is a transposed view of a contiguous [E, N, K] tensor
     (torch_npu's is_weight_trans test), e.g. vllm-ascend's ``w1.transpose(1, 2)``."""
     return (not weight.is_contiguous() and weight.stride(-2) == 1 and weight.stride(-1) == weight.shape[-2])
 
 
-def grouped_matmul(x, weight, bias, group_list, group_list_type):
+def grouped_matmul(x, weight, bias, group_list, group_list_type, scale=None, antiquant_scale=None,
+                   antiquant_offset=None, per_token_scale=None, output_dtype=0):
     """GroupedMatmul (torch.ops.ascend_moe.grouped_matmul): rows of x grouped by expert (counts or
-    cumsum) times weight[e] (+ bias[e]); rows past the last group are 0. A transposed view of an
-    [E, N, K] weight is passed as that storage (no Transpose in the graph)."""
-    if _transposed_view(weight):
-        return torch.ops.ascend_moe.grouped_matmul(x, weight.transpose(1, 2), group_list, bias, group_list_type, 1)
-    return torch.ops.ascend_moe.grouped_matmul(x, weight, group_list, bias, group_list_type, 0)
-
-
-def grouped_matmul_quant(x, weight, scale, per_token_scale, bias, group_list, group_list_type, output_dtype):
-    """The w8a8 grouped matmul: int8 rows of x grouped by expert times int8 weight[e], accumulated in
-    int32 (+ int32 bias[e]); output_dtype int32 returns the sums, a float type dequantises them:
-    ``acc · scale[e, n] · per_token_scale[r]`` in float32, rounded once. Rows past the last group are 0."""
-    counts = group_list.to(torch.int64)
-    if group_list_type == 0:
-        counts = torch.cat([counts[:1], counts[1:] - counts[:-1]])
-    ends = counts.cumsum(0)
-    rows = torch.arange(x.shape[0], dtype=torch.int64, device=x.device)
-    expert = (rows[:, None] >= ends[None, :]).to(torch.int64).sum(1)
-    valid = expert < weight.shape[0]
-    e = expert.clamp(max=weight.shape[0] - 1)
-    # float64 holds every int8 x int8 sum exactly for K < 2**38
-    acc = torch.bmm(x.double()[:, None, :], weight[e].double())[:, 0, :]
-    if bias is not None:
-        acc = acc + bias[e].double()
-    acc = torch.where(valid[:, None], acc, torch.zeros_like(acc))
-    if output_dtype == torch.int32:
-        return acc.to(torch.int32)
-    y = acc.float()
-    if scale is not None:
-        y = y * scale.float()[e]
-    if per_token_scale is not None:
-        y = y * per_token_scale.float().reshape(-1, 1)
-    return y.to(output_dtype)
+    cumsum) times weight[e] (+ bias[e]), dequantized as the quantized inputs say; rows past the
+    last group are 0. A transposed view of an [E, N, K] weight is passed as that storage (no
+    Transpose in the graph)."""
+    quant = dict(scale=scale, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
+                 per_token_scale=per_token_scale, group_list_type=group_list_type, output_dtype=output_dtype)
+    if transposed_view(weight):
+        return torch.ops.ascend_moe.grouped_matmul(x, weight.transpose(1, 2), group_list, bias, transpose_weight=1,
+                                                   **quant)
+    return torch.ops.ascend_moe.grouped_matmul(x, weight, group_list, bias, **quant)
 
 
 def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row,

@@ -206,7 +206,7 @@ def npu_grouped_matmul_swiglu_quant(x, weight, group_list, weight_scale, x_scale
     require(weight.dtype == torch.int8 and weight.dim() == 3, fn, "weight", "must be int8 [E, K, N]", weight)
     require(group_list.dim() == 1 and group_list.shape[0] == weight.shape[0], fn, "group_list",
             lambda: f"must be the cumsum of the rows per expert, [{weight.shape[0]}]", group_list)
-    acc = _ops.grouped_matmul_quant(x, weight, None, None, None, group_list, 0, torch.int32)
+    acc = _ops.grouped_matmul(x, weight, None, group_list, 0, output_dtype=6)  # int32 sums
     counts = _group_ends_to_counts(group_list)
     y, scale = npu_dequant_swiglu_quant(acc, weight_scale=weight_scale, activation_scale=x_scale,
                                         group_index=counts, activate_left=True, quant_mode=1)

@@ -30,6 +30,7 @@ inline constexpr float kSwigluLimit = 0.0f;
 
 namespace grouped_matmul {
 inline constexpr int64_t kGroupListType = 0;
+inline constexpr int64_t kOutputDtype = 0;
 inline constexpr int64_t kTransposeWeight = 0;
 }  // namespace grouped_matmul
 
