@@ -17,11 +17,14 @@ from torch import nn
 
 
 def quantize_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A checkpoint's int8 weight and scale from float ``w`` [E, out, in]: per output channel,
-    symmetric, ``scale = max|w| / 127``, ``q = round_half_even(w / scale)`` (a zero channel: scale 1)."""
+    """A checkpoint's int8 weight and float32 scale from float ``w`` [E, out, in]: per output channel,
+    symmetric, ``scale = max|w| / 127`` (float32), ``q = round_half_even(w / scale)`` (float64);
+    an all-zero channel gets scale 0 and q 0 (docs/quantization.md's rounding)."""
+    w = w.float()
     scale = w.abs().amax(dim=-1) / 127.0
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    return (w / scale[..., None]).round().clamp(-128, 127).to(torch.int8), scale
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale)).double()
+    q = torch.where(scale[..., None] > 0, w.double() / safe[..., None], torch.zeros_like(w, dtype=torch.float64))
+    return q.round().clamp(-127, 127).to(torch.int8), scale
 
 
 class W8A8Int8MoEGMM(nn.Module):
