@@ -106,6 +106,9 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
   float* out = scratch.data();
   float* temp = out + rows * width;
   const int64_t G = p_.antiquant_groups, step = K / G;
+  // int4 tiles sum x times the nibbles read unsigned (w + 8): the 8 joins the offset
+  const bool int4 = p_.weight == GmmWeight::kInt4;
+  const bool xsums = int4 || b.antiquant_offset != nullptr;
   std::vector<float> scale(static_cast<size_t>(width)), offset(static_cast<size_t>(width));
   for (int64_t g = 0; g < G; ++g) {
     const int64_t k0 = g * step, k1 = k0 + step;
@@ -113,12 +116,12 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
     const int64_t at = (e * G + g) * N + item.n0;
     for (int64_t c = 0; c < width; ++c) {
       scale[c] = GmmReadAt(b.antiquant_scale, p_.antiquant_type, at + c);
-      offset[c] =
-          b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p_.antiquant_type, at + c);
+      offset[c] = (b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p_.antiquant_type, at + c)) -
+                  (int4 ? 8.f : 0.f);
     }
     for (int64_t r = 0; r < rows; ++r) {
       float xsum = 0.f;
-      if (b.antiquant_offset != nullptr) {
+      if (xsums) {
         for (int64_t k = k0; k < k1; ++k) xsum += X[r][k];
       }
       float* o = out + r * width;
