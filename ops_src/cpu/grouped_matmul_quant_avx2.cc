@@ -35,6 +35,7 @@ inline V CvtI8(const int8_t* p) {
 }
 // kLanes bytes -> 2 kLanes int4 values + 8 (two's complement nibble ^ 8, 0..15) in column order
 // (even column in the low nibble)
+constexpr bool kInt4EvenOdd = false;
 inline void CvtU4(const uint8_t* p, V* lo, V* hi) {
   const __m128i b = _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(-0x78));
   const __m128i m = _mm_set1_epi8(0x0F);
@@ -57,7 +58,9 @@ inline void StoreI(int32_t* p, VI v) { _mm256_storeu_si256(reinterpret_cast<__m2
 // acc + the pair products of a and b summed per int32 lane
 inline VI MaddAdd(VI acc, VI a, VI b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 // 2 kLanes int8 as int16 (kLanes int32 lanes)
-inline VI CvtI8x2(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline VI CvtI8x2(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 inline int32_t SumI(VI v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));

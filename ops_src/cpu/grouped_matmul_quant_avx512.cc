@@ -28,14 +28,15 @@ inline float Sum(V v) { return _mm512_reduce_add_ps(v); }
 inline V CvtI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-// kLanes bytes -> 2 kLanes int4 values + 8 (two's complement nibble ^ 8, 0..15) in column order
-// (even column in the low nibble)
+// kLanes bytes -> 2 kLanes int4 values + 8 (offset binary, 0..15): the even columns' in `lo`,
+// the odd columns' in `hi` (kInt4EvenOdd), through a 16-entry table (vpermps reads the low 4
+// bits of each index lane: no masking).
+constexpr bool kInt4EvenOdd = true;
 inline void CvtU4(const uint8_t* p, V* lo, V* hi) {
-  const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(-0x78));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  const __m128i l = _mm_and_si128(b, m), h = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-  *lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, h)));
-  *hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(l, h)));
+  const V table = _mm512_setr_ps(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm512_permutexvar_ps(d, table);
+  *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), table);
 }
 // 2 kLanes columns of weight rows k and k+1 as int16 pairs (w[k][c], w[k+1][c]) in two vectors
 // of kLanes int32 lanes: lane i of `lo` is column (i / 4) * 8 + i % 4, of `hi` that plus 4.
