@@ -13,12 +13,12 @@ import pytest
 
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 from tests.cpu_isa import call_on_isa, cpu_isa_paths
-from tests.grouped_matmul_cases import make_inputs
+from tests.grouped_matmul_cases import make_inputs, make_quant_inputs
 from tests.op_table import OPS, node_model
 
 pytest.importorskip("onnxruntime")
 OP = next(op for op in OPS if op.name == spec.OP_TYPE)
-RTOL = {"float": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+RTOL = {"float": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2, "int32": 0}
 
 
 def cases():
@@ -39,6 +39,32 @@ def cases():
     for dtype, t, K, N in (("float", 0, 1024, 1100), ("bfloat16", 0, 2100, 1100), ("float16", 1, 1500, 1500)):
         inputs = make_inputs(rng, [3, 0, 2], K, N, dtype, rows=6, transpose_weight=t, bias="float")
         out.append((inputs, dict(group_list_type=1, transpose_weight=t), dtype))
+    out += quant_cases(rng)
+    return out
+
+
+def quant_cases(rng):
+    """Quantized (inputs, attributes, y's type): vector tails in columns (N not a multiple of 32)
+    and in k (K not a multiple of 4), 1 to 6 rows per group, per-channel and per-group scales,
+    both layouts, and groups split by columns (weights past the kernel's 4 MiB item)."""
+    out = []
+    for t in (0, 1):
+        for weight, K, N, groups in (("int8", 37, 40, 1), ("int8", 96, 72, 3), ("int4", 64, 40, 2),
+                                     ("int4", 48, 72, 1)):
+            for dtype in ("float", "bfloat16"):
+                inputs = make_quant_inputs(rng, [1, 0, 6, 2], K, N, weight, dtype, rows=11, transpose_weight=t,
+                                           groups=groups, offset=groups == 1, bias="float")
+                out.append((inputs, dict(group_list_type=1, transpose_weight=t), dtype))
+        for K, N, bias, y in ((37, 40, "int32", 16), (130, 72, None, 6), (64, 33, "int32", 1)):
+            inputs = make_quant_inputs(rng, [2, 5, 0, 1], K, N, dtype="int8", rows=9, transpose_weight=t, bias=bias)
+            if y == 6:
+                del inputs["scale"], inputs["per_token_scale"]
+            out.append((inputs, dict(group_list_type=1, transpose_weight=t, output_dtype=y),
+                        {16: "bfloat16", 6: "int32", 1: "float"}[y]))
+    for weight, t in (("int8", 0), ("int4", 0), ("int8", 1)):
+        inputs = make_quant_inputs(rng, [2, 0, 1], 1100, 4096 if weight == "int8" else 8000, weight, "float",
+                                   transpose_weight=t, groups=10 if weight == "int4" else 1)
+        out.append((inputs, dict(group_list_type=1, transpose_weight=t), "float"))
     return out
 
 
@@ -50,7 +76,8 @@ def isa_outputs() -> dict:
     for i, (inputs, attrs, _) in enumerate(cases()):
         model = node_model(OP, inputs, attrs, ranks=True)
         for threads in (1, 2):
-            out[f"{i}_{threads}"] = run_feeds(session(model, threads=threads), inputs)[0].astype(np.float32)
+            y = run_feeds(session(model, threads=threads), inputs)[0]
+            out[f"{i}_{threads}"] = y if y.dtype == np.int32 else y.astype(np.float32)
     return out
 
 
@@ -59,8 +86,8 @@ def test_every_isa_path_matches_the_reference(isa):
     got = call_on_isa(isa, "tests.test_grouped_matmul:isa_outputs")
     for i, (inputs, attrs, dtype) in enumerate(cases()):
         (expected,) = spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
-        np.testing.assert_allclose(got[f"{i}_1"], expected.astype(np.float32), rtol=RTOL[dtype], atol=RTOL[dtype],
-                                   err_msg=f"{isa} case {i}")
+        want = expected if expected.dtype == np.int32 else expected.astype(np.float32)
+        np.testing.assert_allclose(got[f"{i}_1"], want, rtol=RTOL[dtype], atol=RTOL[dtype], err_msg=f"{isa} case {i}")
         np.testing.assert_array_equal(got[f"{i}_1"], got[f"{i}_2"], err_msg=f"{isa} case {i}: threads")
 
 

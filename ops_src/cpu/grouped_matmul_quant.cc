@@ -2,9 +2,10 @@
 // antiquant (float x, int8 / int4 weights) and W8A8 (int8 x and weights, int32 sums).
 //
 // A work item is one group's row block (up to 64 rows) times a range of output columns over the
-// whole depth, so every weight byte of a used group is read once per row block, in place, and
-// no partial sums are needed. The tiles (grouped_matmul_quant_tiles.inc) are compiled three
-// times on x86-64 with GCC: portable C++, AVX2 + FMA and AVX-512, chosen at run time.
+// whole depth (all columns for [E, K, N] weights: contiguous rows), so every weight byte of a
+// used group is read once per row block, in place, and no partial sums are needed. The tiles
+// (grouped_matmul_quant_tiles.inc) are compiled three times on x86-64 with GCC: portable C++, AVX2 + FMA and
+// AVX-512, chosen at run time.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -30,7 +31,9 @@ void GroupedMatmulPlan::BuildQuantItems() {
   const int64_t K = p_.depth, N = p_.cols;
   const int64_t bytes = K * N * MilliBytes(p_.weight) / 1000;  // of one group
   int64_t width = N;
-  if (bytes > kItemBytes) {  // column ranges of about kItemBytes, multiples of 64 columns
+  // [E, K, N] weights: whole rows (a column range would read short strided runs, which DRAM
+  // serves slower); [E, N, K]: column ranges of about kItemBytes (whole weight rows each)
+  if (p_.transpose_weight && bytes > kItemBytes) {
     width =
         std::max<int64_t>(64, kItemBytes * 1000 / std::max<int64_t>(1, K * MilliBytes(p_.weight)) / 64 * 64);
   }
@@ -106,6 +109,9 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
   float* out = scratch.data();
   float* temp = out + rows * width;
   const int64_t G = p_.antiquant_groups, step = K / G;
+  // int4 tiles sum x times the nibbles read unsigned (w + 8): the 8 joins the offset
+  const bool int4 = p_.weight == GmmWeight::kInt4;
+  const bool xsums = int4 || b.antiquant_offset != nullptr;
   std::vector<float> scale(static_cast<size_t>(width)), offset(static_cast<size_t>(width));
   for (int64_t g = 0; g < G; ++g) {
     const int64_t k0 = g * step, k1 = k0 + step;
@@ -114,11 +120,12 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
     for (int64_t c = 0; c < width; ++c) {
       scale[c] = GmmReadAt(b.antiquant_scale, p_.antiquant_type, at + c);
       offset[c] =
-          b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p_.antiquant_type, at + c);
+          (b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p_.antiquant_type, at + c)) -
+          (int4 ? 8.f : 0.f);
     }
     for (int64_t r = 0; r < rows; ++r) {
       float xsum = 0.f;
-      if (b.antiquant_offset != nullptr) {
+      if (xsums) {
         for (int64_t k = k0; k < k1; ++k) xsum += X[r][k];
       }
       float* o = out + r * width;
