@@ -93,7 +93,6 @@ def group_list_tensor(fn: str, group_list, device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
-
 def key_value_counts(fn: str, arg: str, kv: torch.Tensor, groups: int) -> torch.Tensor:
     """int64 counts [groups] from (group, count) rows [n, 2] (init routing's expert_tokens_num_type=2:
     the non-empty experts first, then (0, 0) rows)."""
