@@ -276,6 +276,29 @@ def test_legacy_export_runs_in_onnx_runtime(name):
             assert rel_err(torch.from_numpy(np.asarray(got)), expected) <= TOL
 
 
+def test_recipes_w8a8_experts_clamped_swiglu():
+    """The recipe's ``swiglu_limit`` (swiglu_mode 1: gate / up interleaved, both clamped) against the
+    dense computation on the dequantised weights."""
+    from ascend_moe_onnx.models.ascend_code.recipes_w8a8 import W8A8Int8MoEGMM
+
+    e, h, i, limit = 3, 16, 8, 0.5
+    w13, w2, g = _float_experts(e, h, i, 13)
+    experts = W8A8Int8MoEGMM(e, h, i, torch.float32).load_float_experts(w13, w2)
+    x, counts = torch.randn(9, h, generator=g), torch.tensor([4, 0, 5])
+    with torch.no_grad():
+        got = experts(x, counts, group_list_type=1, swiglu_limit=limit)
+    d13, d2 = _dequantised(experts.w13_weight, experts.w13_weight_scale), _dequantised(experts.w2_weight,
+                                                                                      experts.w2_weight_scale.float())
+    rows = []
+    for r, ex in enumerate([0] * 4 + [2] * 5):
+        v = x[r:r + 1].double() @ d13[ex]
+        gate, up = v[:, 0::2].clamp(max=limit), v[:, 1::2].clamp(-limit, limit)
+        rows.append((gate * torch.sigmoid(gate) * up) @ d2[ex])
+    assert rel_err(got, torch.cat(rows)) <= W8A8_TOL
+    with torch.no_grad():
+        assert rel_err(experts(x, counts, group_list_type=1), got) > W8A8_TOL  # the clamp is in effect
+
+
 # Paths whose own code has no bfloat16 MatMul (ONNX Runtime's CPU provider has none; the recipes'
 # DeepSeek shared expert multiplies bfloat16 matrices outside the MoE ops).
 BF16_PATHS = {

@@ -74,7 +74,8 @@ class W8A8Int8MoEGMM(nn.Module):
             self.smooth_scale_2.copy_(s2)
         return self
 
-    def forward(self, x, expert_tokens, group_list_type: int = 0, pertoken_scale=None, final_output_dtype=None):
+    def forward(self, x, expert_tokens, group_list_type: int = 0, pertoken_scale=None, final_output_dtype=None,
+                **kwargs):
         final_output_dtype = final_output_dtype or self.dtype
         hidden_size = x.size(-1)
         if pertoken_scale is None:
@@ -85,9 +86,14 @@ class W8A8Int8MoEGMM(nn.Module):
         mm1_mm3 = torch_npu.npu_grouped_matmul(
             [x], [self.w13_weight], group_list=expert_tokens, split_item=3, output_dtype=torch.int32,
             group_type=0, group_list_type=group_list_type, tuning_config=[0])[0]
+        # the recipe's clamped SwiGLU (GPT-OSS-like models): gate / up interleaved in w13's columns
+        swiglu_limit = kwargs.get("swiglu_limit", None)
+        swiglu_limit_args = {}
+        if swiglu_limit:
+            swiglu_limit_args.update({"swiglu_mode": 1, "clamp_limit": swiglu_limit, "glu_alpha": 1, "glu_bias": 0})
         intermediate_h, pertoken_scale = torch_npu.npu_dequant_swiglu_quant(
             mm1_mm3, weight_scale=self.w13_weight_scale, quant_scale=self.smooth_scale_2, group_index=expert_tokens,
-            activate_left=True, quant_mode=1, activation_scale=pertoken_scale)
+            activate_left=True, quant_mode=1, activation_scale=pertoken_scale, **swiglu_limit_args)
         return torch_npu.npu_grouped_matmul(
             [intermediate_h], [self.w2_weight], bias=None, scale=[self.w2_weight_scale],
             per_token_scale=[pertoken_scale], group_list=expert_tokens, split_item=3,
