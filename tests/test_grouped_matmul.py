@@ -45,8 +45,9 @@ def cases():
 
 def quant_cases(rng):
     """Quantized (inputs, attributes, y's type): vector tails in columns (N not a multiple of 32)
-    and in k (K not a multiple of 4), 1 to 6 rows per group, per-channel and per-group scales,
-    both layouts, and groups split by columns (weights past the kernel's 4 MiB item)."""
+    and in k (K not a multiple of 4), 1 to 9 rows per group, per-channel and per-group scales,
+    both layouts, k blocks shared by several row tiles, and groups split by columns (weights past
+    the kernel's 4 MiB item)."""
     out = []
     for t in (0, 1):
         for weight, K, N, groups in (("int8", 37, 40, 1), ("int8", 96, 72, 3), ("int4", 64, 40, 2),
@@ -61,6 +62,12 @@ def quant_cases(rng):
                 del inputs["scale"], inputs["per_token_scale"]
             out.append((inputs, dict(group_list_type=1, transpose_weight=t, output_dtype=y),
                         {16: "bfloat16", 6: "int32", 1: "float"}[y]))
+    # more rows than one register tile and wide rows: k in blocks reused from L2 by the row tiles
+    for weight, K in (("int8", 300), ("int4", 600)):
+        inputs = make_quant_inputs(rng, [9, 1], K, 2048, weight, "float", groups=2 if weight == "int4" else 1)
+        out.append((inputs, dict(group_list_type=1), "float"))
+    inputs = make_quant_inputs(rng, [7, 2], 301, 2056, dtype="int8", bias="int32")
+    out.append((inputs, dict(group_list_type=1, output_dtype=1), "float"))
     for weight, t in (("int8", 0), ("int4", 0), ("int8", 1)):
         inputs = make_quant_inputs(rng, [2, 0, 1], 1100, 4096 if weight == "int8" else 8000, weight, "float",
                                    transpose_weight=t, groups=10 if weight == "int4" else 1)

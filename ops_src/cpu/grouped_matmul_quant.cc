@@ -18,12 +18,46 @@ namespace ascend_moe::cpu {
 
 namespace {
 
-constexpr int64_t kRowBlock = 64;                 // rows of one group per item
-constexpr int64_t kRowTile = 4;                   // rows per pass over the weights
-constexpr int64_t kItemBytes = int64_t{4 << 20};  // weight bytes per item (columns are split above it)
+constexpr int64_t kRowBlock = 64;                   // rows of one group per item
+constexpr int64_t kRowTile = 4;                     // rows per pass over the weights
+constexpr int64_t kItemBytes = int64_t{4 << 20};    // weight bytes per item (columns are split above it)
+constexpr int64_t kTileBytes = int64_t{256 << 10};  // weight rows each row tile uses while they are in L2
 
 // Weight bytes per 1000 elements: the int4 words hold two per byte.
 int64_t MilliBytes(GmmWeight w) { return w == GmmWeight::kInt4 ? 500 : 1000; }
+
+// Rows of k per pass of every row tile ([E, K, N] weights): one pass when one row tile holds all
+// rows, else blocks of about kTileBytes (a multiple of 8 rows), so that each block is read from
+// DRAM once and reused from L2 by the next row tiles.
+int64_t KBlock(const GroupedMatmulParams& p, int64_t rows) {
+  if (rows <= kRowTile) return p.depth;
+  return std::max<int64_t>(8,
+                           kTileBytes * 1000 / std::max<int64_t>(1, p.cols * MilliBytes(p.weight)) / 8 * 8);
+}
+
+// fn(r, tt, ka, kb, out) for every row tile [r, r + tt) and k block [ka, kb) of [k0, k1): the first
+// block writes the row tile's sums straight into acc (the tiles need zeros there), later ones into
+// a zeroed `part` that is then added (a tile's accumulators may hold its own lane order until it
+// returns).
+template <class T, class Fn>
+void OverRowTilesAndKBlocks(int64_t rows, int64_t k0, int64_t k1, int64_t kblock, int64_t width, T* acc,
+                            Fn fn) {
+  std::vector<T> part;
+  for (int64_t ka = k0; ka < k1; ka += kblock) {
+    const int64_t kb = std::min(k1, ka + kblock);
+    for (int64_t r = 0; r < rows; r += kRowTile) {
+      const int tt = static_cast<int>(std::min(kRowTile, rows - r));
+      T* out = acc + r * width;
+      if (ka == k0) {
+        fn(r, tt, ka, kb, out);
+        continue;
+      }
+      part.assign(static_cast<size_t>(tt * width), T{0});
+      fn(r, tt, ka, kb, part.data());
+      for (int64_t i = 0; i < tt * width; ++i) out[i] += part[i];
+    }
+  }
+}
 
 }  // namespace
 
@@ -66,14 +100,14 @@ void AntiquantSums(CpuIsa isa, const GroupedMatmulParams& p, const void* w, int6
     }
     return;
   }
-  for (int64_t r = 0; r < rows; r += kRowTile) {
-    const int tt = static_cast<int>(std::min(kRowTile, rows - r));
-    if (int4) {
-      GmmqKN4(isa, tt, w4 + n0 / 2, N / 2, k0, k1, X + r, temp + r * width, width, width);
-    } else {
-      GmmqKN8(isa, tt, w8 + n0, N, k0, k1, X + r, temp + r * width, width, width);
-    }
-  }
+  OverRowTilesAndKBlocks(rows, k0, k1, KBlock(p, rows), width, temp,
+                         [&](int64_t r, int tt, int64_t ka, int64_t kb, float* out) {
+                           if (int4) {
+                             GmmqKN4(isa, tt, w4 + n0 / 2, N / 2, ka, kb, X + r, out, width, width);
+                           } else {
+                             GmmqKN8(isa, tt, w8 + n0, N, ka, kb, X + r, out, width, width);
+                           }
+                         });
 }
 
 }  // namespace
@@ -93,10 +127,10 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
     if (p_.transpose_weight) {
       GmmqNKInt(isa_, w8, K, item.n0, item.n1, X.data(), rows, acc.data(), width);
     } else {
-      for (int64_t r = 0; r < rows; r += kRowTile) {
-        const int tt = static_cast<int>(std::min(kRowTile, rows - r));
-        GmmqKNInt(isa_, tt, w8 + item.n0, N, 0, K, X.data() + r, acc.data() + r * width, width, width);
-      }
+      OverRowTilesAndKBlocks(rows, int64_t{0}, K, KBlock(p_, rows), width, acc.data(),
+                             [&](int64_t r, int tt, int64_t ka, int64_t kb, int32_t* out) {
+                               GmmqKNInt(isa_, tt, w8 + item.n0, N, ka, kb, X.data() + r, out, width, width);
+                             });
     }
     WriteQuantRows(b, seg, item.r0, rows, item.n0, width, acc.data());
     return;
