@@ -86,6 +86,9 @@ class OpInfo:
     # Bad cases (by id) that the op's function body cannot see: they run as strict xfails there
     # (docs/operators.md lists what each body checks). Same meaning as ``BadCase.body=False``.
     body_blind: frozenset = frozenset()
+    # Inputs and attributes with every input present, for the wrong-type test, where no valid
+    # call has them all (None: the first sample).
+    every_input: Callable[[], tuple] | None = field(repr=False, default=None)
 
 
 def _gating_torch(inputs: dict, attrs: dict):
@@ -111,15 +114,21 @@ def _grouped_matmul_torch(inputs: dict, attrs: dict):
     import torch
 
     from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+    from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 
-    return (torch.ops.ascend_moe.grouped_matmul(inputs["x"], inputs["weight"], inputs["group_list"],
-                                                inputs.get("bias"), **attrs),)
+    return (torch.ops.ascend_moe.grouped_matmul(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs),)
 
 
 def _grouped_matmul_cases():
     from tests.grouped_matmul_cases import bad_cases
 
     return bad_cases()
+
+
+def _grouped_matmul_every_input():
+    from tests.grouped_matmul_cases import every_input
+
+    return every_input()
 
 
 def _grouped_matmul_samples():
@@ -394,9 +403,16 @@ OPS = [
     # float16 / bfloat16 samples: the kernels round a float32 sum, the reference a float64 one
     OpInfo("GroupedMatmul", grouped_matmul, _grouped_matmul_cases, _grouped_matmul_torch, _grouped_matmul_samples,
            rtol=8e-3, atol=1e-3,
+           every_input=_grouped_matmul_every_input,
            body_blind=frozenset({"bias-type", "count-negative", "count-overflow", "count-total",
                                  "cumsum-decreasing", "cumsum-negative", "cumsum-past-rows", "group-list-length",
-                                 "group-list-dtype", "weight-type", "x-rank", "x-type"})),
+                                 "group-list-dtype", "weight-type", "x-rank", "x-type",
+                                 # element types, and shapes the body broadcasts or never reads
+                                 "antiquant-int4-odd-group", "antiquant-offset-shape", "antiquant-offset-type",
+                                 "antiquant-scale-absent", "antiquant-scale-type", "antiquant-with-float-weight",
+                                 "offset-present", "output-dtype-float-x", "scale-with-float-x", "w8a8-bias-type",
+                                 "w8a8-int32-with-scale", "w8a8-output-dtype-absent", "w8a8-scale-absent",
+                                 "w8a8-weight-int4"})),
     OpInfo("MoeInitRoutingV3", moe_init_routing_v3, _init_routing_cases, _init_routing_torch, _init_routing_samples,
            body_blind=frozenset({"expert_id_high", "expert_id_negative", "idx_rows", "idx_type", "offset_absent",
                                  "quant_int8", "scale_smooth", "scale_tokens", "static_scale", "x_h", "x_type"})),

@@ -98,6 +98,9 @@ def test_grouped_matmul_argument_forms_agree():
         tn.npu_grouped_matmul(x=[x], weight=list(w), group_list=[2, 2, 7], group_type=0, split_item=2),
         tn.npu_grouped_matmul([x], [w.transpose(1, 2).contiguous().transpose(1, 2)], group_list=counts,
                               group_type=0, group_list_type=1, split_item=2),
+        # key-value rows (init routing's expert_tokens_num_type=2): non-empty experts, then (0, 0)
+        tn.npu_grouped_matmul([x], [w], group_list=torch.tensor([[0, 2], [2, 5], [0, 0]]), group_type=0,
+                              group_list_type=2, split_item=3),
     ]
     for (y,) in forms:
         torch.testing.assert_close(y, ref)
@@ -107,7 +110,8 @@ def test_grouped_matmul_argument_forms_agree():
 
 @pytest.mark.parametrize("kwargs, arg", [
     (dict(split_item=0), "split_item"), (dict(group_type=None), "group_type"),
-    (dict(group_list_type=2), "group_list_type"), (dict(per_token_scale=[torch.ones(T)]), "per_token_scale"),
+    (dict(group_list_type=3), "group_list_type"), (dict(per_token_scale=[torch.ones(T)]), "per_token_scale"),
+    (dict(offset=[torch.ones(3, 5)]), "offset"),
     (dict(act_type=1), "act_type"), (dict(group_list=torch.tensor([7])), "group_list"),
 ])
 def test_grouped_matmul_refuses_with_the_argument_named(kwargs, arg):

@@ -92,3 +92,11 @@ def group_list_tensor(fn: str, group_list, device) -> torch.Tensor:
     require(all(isinstance(v, int) for v in values), fn, "group_list", "must be a tensor or a list of ints", values)
     return torch.tensor(values, dtype=torch.int64, device=device)
 
+
+def key_value_counts(fn: str, arg: str, kv: torch.Tensor, groups: int) -> torch.Tensor:
+    """int64 counts [groups] from (group, count) rows [n, 2] (init routing's expert_tokens_num_type=2:
+    the non-empty experts first, then (0, 0) rows)."""
+    require(kv.dim() == 2 and kv.shape[1] == 2, fn, arg, "must be (expert, count) rows [n, 2] in key-value mode", kv)
+    kv = kv.to(torch.int64)
+    zeros = torch.zeros(groups, dtype=torch.int64, device=kv.device)
+    return zeros.scatter_add(0, kv[:, 0].clamp(0, groups - 1), kv[:, 1])

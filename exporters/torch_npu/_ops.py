@@ -45,19 +45,24 @@ def init_routing(x, row_idx, expert_idx, active_num):
     return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
 
 
-def _transposed_view(weight) -> bool:
+def transposed_view(weight) -> bool:
     """Whether ``weight`` [E, K, N] is a transposed view of a contiguous [E, N, K] tensor
     (torch_npu's is_weight_trans test), e.g. vllm-ascend's ``w1.transpose(1, 2)``."""
     return (not weight.is_contiguous() and weight.stride(-2) == 1 and weight.stride(-1) == weight.shape[-2])
 
 
-def grouped_matmul(x, weight, bias, group_list, group_list_type):
+def grouped_matmul(x, weight, bias, group_list, group_list_type, scale=None, antiquant_scale=None,
+                   antiquant_offset=None, per_token_scale=None, output_dtype=0):
     """GroupedMatmul (torch.ops.ascend_moe.grouped_matmul): rows of x grouped by expert (counts or
-    cumsum) times weight[e] (+ bias[e]); rows past the last group are 0. A transposed view of an
-    [E, N, K] weight is passed as that storage (no Transpose in the graph)."""
-    if _transposed_view(weight):
-        return torch.ops.ascend_moe.grouped_matmul(x, weight.transpose(1, 2), group_list, bias, group_list_type, 1)
-    return torch.ops.ascend_moe.grouped_matmul(x, weight, group_list, bias, group_list_type, 0)
+    cumsum) times weight[e] (+ bias[e]), dequantized as the quantized inputs say; rows past the
+    last group are 0. A transposed view of an [E, N, K] weight is passed as that storage (no
+    Transpose in the graph)."""
+    quant = dict(scale=scale, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
+                 per_token_scale=per_token_scale, group_list_type=group_list_type, output_dtype=output_dtype)
+    if transposed_view(weight):
+        return torch.ops.ascend_moe.grouped_matmul(x, weight.transpose(1, 2), group_list, bias, transpose_weight=1,
+                                                   **quant)
+    return torch.ops.ascend_moe.grouped_matmul(x, weight, group_list, bias, **quant)
 
 
 def finalize_routing(rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row,

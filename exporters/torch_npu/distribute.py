@@ -35,34 +35,45 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
                                    zero_expert_num=0, copy_expert_num=0, const_expert_num=0, y_dtype=None,
                                    x_dtype=None, scales_dtype=None):
     """torch_npu.npu_moe_distribute_dispatch_v2 on one rank: ``(expand_x [BS·K, H], dynamic_scales
-    (None), assist_info_for_combine, expert_token_nums int64 [E], ep_recv_counts int32 [E],
+    (None; ``quant_mode=2``: float32 [BS·K]), assist_info_for_combine, expert_token_nums int64 [E], ep_recv_counts int32 [E],
     tp_recv_counts int32 [1], expand_scales (None))``.
 
     ``expand_x`` holds the (token, slot) rows sorted by expert (stable); ``assist_info_for_combine``
     is, per pair, its row there (pass it to npu_moe_distribute_combine_v2 unchanged, as torch_npu
-    asks); ``ep_recv_counts`` is the cumsum of the counts.
+    asks); ``ep_recv_counts`` is the cumsum of the counts. ``quant_mode=2``: the rows are int8,
+    quantised per row after multiplying by the expert's row of ``scales`` [E, H] when given.
     """
     fn = "npu_moe_distribute_dispatch_v2"
     _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
               zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
-    if quant_mode != 0:
-        unsupported(fn, "quant_mode", quant_mode, "dynamic quantisation has no ONNX operator here; use 0")
-    for name, value in (("scales", scales), ("x_active_mask", x_active_mask), ("expert_scales", expert_scales),
+    if quant_mode not in (0, 2):
+        unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
+    if scales is not None and quant_mode != 2:
+        unsupported(fn, "scales", scales, "smoothing scales go with quant_mode=2; int32 (int4-packed) tokens "
+                    "have no ONNX meaning here")
+    for name, value in (("x_active_mask", x_active_mask), ("expert_scales", expert_scales),
                         ("elastic_info", elastic_info), ("y_dtype", y_dtype), ("x_dtype", x_dtype),
                         ("scales_dtype", scales_dtype)):
         if value is not None:
-            unsupported(fn, name, value, "pass None (unquantised dispatch of every token)")
+            unsupported(fn, name, value, "pass None (dispatch of every token)")
     require(expert_token_nums_type in (0, 1), fn, "expert_token_nums_type", "must be 0 (cumsum) or 1 (count)",
             expert_token_nums_type)
     require(expert_ids.dim() == 2 and expert_ids.shape[0] == x.shape[0], fn, "expert_ids",
             lambda: f"must be [{x.shape[0]}, k]", expert_ids)
     rows, k = expert_ids.shape
-    expand_x, row_of_pair, counts, _ = _ops.init_routing_v2(
-        x, expert_ids, None, None, rows * k, -1, moe_expert_num, 0, 1, True, -1, [0, moe_expert_num], 0)
+    if scales is not None:
+        require(scales.dim() == 2 and scales.shape[0] == moe_expert_num and scales.shape[1] == x.shape[1], fn,
+                "scales", lambda: f"must be [moe_expert_num, H] = [{moe_expert_num}, {x.shape[1]}]", scales)
+    # quant_mode 2 on one rank: each (token, expert) row times the expert's smoothing row, then
+    # per-row dynamic int8 (init routing's quant_mode 1)
+    expand_x, row_of_pair, counts, dynamic_scales = _ops.init_routing_v2(
+        x, expert_ids, scales, None, rows * k, -1, moe_expert_num, 0, 1, True, 1 if quant_mode == 2 else -1,
+        [0, moe_expert_num], 0)
     ep_recv_counts = counts.cumsum(0).to(torch.int32)
     expert_token_nums = counts if expert_token_nums_type == 1 else counts.cumsum(0)
     tp_recv_counts = torch.zeros(1, dtype=torch.int32, device=x.device)
-    return expand_x, None, row_of_pair, expert_token_nums, ep_recv_counts, tp_recv_counts, None
+    return (expand_x, dynamic_scales if quant_mode == 2 else None, row_of_pair, expert_token_nums, ep_recv_counts,
+            tp_recv_counts, None)
 
 
 def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales,

@@ -5,9 +5,22 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from ._args import group_list_tensor, require, require_none, single_tensor, stacked_bias, stacked_weight, unsupported
+from ._args import (
+    group_list_tensor,
+    key_value_counts,
+    require,
+    require_none,
+    single_tensor,
+    stacked_bias,
+    stacked_weight,
+    unsupported,
+)
 
 _HALF = (torch.float16, torch.bfloat16)
+
+
+# output_dtype (a torch dtype) -> GroupedMatmul's output_dtype attribute (ONNX element types)
+_OUTPUT_DTYPES = {torch.float32: 1, torch.float16: 10, torch.bfloat16: 16, torch.int32: 6}
 
 
 def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None,
@@ -18,13 +31,17 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     """torch_npu.npu_grouped_matmul as MoE layers call it: ``[y]`` with ``y[r] = x[r] @ W[e(r)] (+ b[e(r)])``.
 
     One ``x`` ``[M, K]``; ``weight`` ``[W]`` (``[E, K, N]``) or E ``[K, N]`` tensors; ``group_list``
-    per-expert counts (``group_list_type=1``) or their cumsum (0), a tensor or a list of ints;
-    ``group_type=0``; ``split_item`` 2 or 3 (one output tensor). Rows past the last group are 0.
-    Quantised arguments and other split / group modes raise.
+    per-expert counts (``group_list_type=1``), their cumsum (0) or (expert, count) rows (2), a
+    tensor or a list of ints; ``group_type=0``; ``split_item`` 2 or 3 (one output tensor). Rows past
+    the last group are 0. Quantized: int8 / int4-in-int32 weights with ``antiquant_scale`` (and
+    ``antiquant_offset``), or w8a8: int8 ``x`` and ``weight`` accumulated in int32 (+ int32
+    ``bias``), ``output_dtype=torch.int32`` for the sums or a float ``output_dtype`` dequantised by
+    ``scale`` ``[[E, N]]`` and ``per_token_scale`` ``[[M]]`` (each a list of one tensor;
+    docs/operators.md §4). ``tuning_config`` is a tiling hint (ignored). Other split / group modes
+    and the reserved arguments raise.
     """
     fn = "npu_grouped_matmul"
-    require_none(fn, scale=scale, offset=offset, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
-                 per_token_scale=per_token_scale, activation_input=activation_input,
+    require_none(fn, offset=offset, activation_input=activation_input,
                  activation_quant_scale=activation_quant_scale, activation_quant_offset=activation_quant_offset,
                  x_dtype=x_dtype, weight_dtype=weight_dtype, scale_dtype=scale_dtype,
                  per_token_scale_dtype=per_token_scale_dtype)
@@ -33,22 +50,63 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
                     "other groupings have no ONNX operator here")
     if split_item not in (2, 3):
         unsupported(fn, "split_item", split_item, "MoE layers take one output tensor (split_item 2 or 3)")
-    if group_list_type not in (0, 1):
-        unsupported(fn, "group_list_type", group_list_type, "use 0 (cumsum) or 1 (counts)")
+    if group_list_type not in (0, 1, 2):
+        unsupported(fn, "group_list_type", group_list_type, "use 0 (cumsum), 1 (counts) or 2 (key-value)")
     if act_type != 0:
         unsupported(fn, "act_type", act_type, "apply the activation after the call (e.g. npu_swiglu)")
     x = single_tensor(fn, "x", x)
     require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", x)
     w = stacked_weight(fn, weight)
-    require(w.shape[1] == x.shape[1], fn, "weight", lambda: f"must have K = {x.shape[1]} rows per expert", w)
-    require(w.dtype == x.dtype, fn, "weight", lambda: f"must have x's dtype {x.dtype}", w)
+    quantized = w.dtype in (torch.int8, torch.int32)
+    k_rows = w.shape[1] * (8 if w.dtype == torch.int32 and _ops.transposed_view(w) else 1)
+    require(k_rows == x.shape[1], fn, "weight", lambda: f"must have K = {x.shape[1]} rows per expert", w)
+    require(w.dtype == x.dtype or quantized, fn, "weight", lambda: f"must have x's dtype {x.dtype}, or be int8 "
+            "or int32 (int4 packed 8 per word)", w)
     b = stacked_bias(fn, bias, w.shape[0])
-    if output_dtype is not None and output_dtype != x.dtype:
-        unsupported(fn, "output_dtype", output_dtype, "an unquantised grouped matmul returns x's dtype")
-    counts = group_list_tensor(fn, group_list, x.device)
+    extra = {name: None if t is None else single_tensor(fn, name, t) for name, t in
+             (("scale", scale), ("antiquant_scale", antiquant_scale), ("antiquant_offset", antiquant_offset),
+              ("per_token_scale", per_token_scale))}
+    if x.dtype == torch.int8:
+        for name in ("antiquant_scale", "antiquant_offset"):
+            if extra[name] is not None:
+                unsupported(fn, name, extra[name], "int8 x (w8a8) is dequantised by scale and per_token_scale")
+        _check_w8a8(fn, x, w, b, extra["scale"], extra["per_token_scale"], output_dtype)
+    else:
+        require_none(fn, scale=scale, per_token_scale=per_token_scale)
+    if output_dtype is None or (output_dtype == x.dtype and x.dtype != torch.int8):
+        out = 0
+    elif output_dtype in _OUTPUT_DTYPES:
+        out = _OUTPUT_DTYPES[output_dtype]
+    else:
+        unsupported(fn, "output_dtype", output_dtype, "y is float32, float16, bfloat16 or int32 here "
+                    "(int8 y with int64 scales is not supported)")
+    if group_list_type == 2:
+        require(isinstance(group_list, torch.Tensor), fn, "group_list", "must be a tensor [n, 2] in key-value mode",
+                group_list)
+        counts, group_list_type = key_value_counts(fn, "group_list", group_list, w.shape[0]), 1
+    else:
+        counts = group_list_tensor(fn, group_list, x.device)
     require(counts.shape[0] == w.shape[0], fn, "group_list", lambda: f"must have one entry per expert ({w.shape[0]})",
             counts)
-    return [_ops.grouped_matmul(x, w, b, counts, group_list_type)]
+    return [_ops.grouped_matmul(x, w, b, counts, group_list_type, output_dtype=out, **extra)]
+
+
+def _check_w8a8(fn, x, w, b, s, t, output_dtype) -> None:
+    """The w8a8 (int8 x) arguments, named as torch_npu names them."""
+    require(w.dtype == torch.int8, fn, "weight", "must be int8 when x is int8 (w8a8)", w)
+    if output_dtype not in _OUTPUT_DTYPES:
+        unsupported(fn, "output_dtype", output_dtype, "w8a8 exports with int32 (the sums) or a float type "
+                    "(dequantised); int8 requantisation has no ONNX operator here")
+    experts, n = w.shape[0], w.shape[2]
+    require(b is None or b.dtype == torch.int32, fn, "bias", "must be int32 when x is int8", b)
+    if output_dtype == torch.int32:
+        require(s is None and t is None, fn, "scale", "must be None with output_dtype int32 (no dequantisation)",
+                s if s is not None else t)
+    else:
+        require(s is not None, fn, "scale", lambda: f"is required to dequantise to {output_dtype}", None)
+    require(s is None or tuple(s.shape) == (experts, n), fn, "scale", lambda: f"must be [[{experts}, {n}]]", s)
+    require(t is None or (t.dim() == 1 and t.shape[0] == x.shape[0]), fn, "per_token_scale",
+            lambda: f"must be [[{x.shape[0]}]] (one per row of x)", t)
 
 
 def npu_swiglu(x, dim=-1):

@@ -1,5 +1,5 @@
 """cann-recipes-infer's DeepSeek-V3 MoE layer as its ``modeling_deepseek.py`` (class DeepseekV3MoE)
-and ``module/fuse_moe_gmm.py`` write it, reduced to one device and unquantised weights.
+and ``module/fuse_moe_gmm.py`` write it, reduced to one device.
 
 The call sequences and arguments are the recipe's: ``_forward_gate`` (npu_moe_gating_top_k,
 sigmoid, grouped top-2-sum selection), the shared expert (gate_up matmul, npu_swiglu, down
@@ -7,7 +7,10 @@ matmul), ``moe_infer_tp`` (npu_moe_init_routing_v2 → FusedMoEGMM → npu_moe_f
 the shared expert as ``skip1``, drop_pad_mode 2), ``moe_infer_dispatch_combine`` (MC2
 dispatch_v2 → FusedMoEGMM → combine_v2 + shared expert) and ``forward_expert`` (the EP receiving
 rank: npu_moe_re_routing → FusedMoEGMM → un-sort). Weights are stored as after the recipe's
-``process_weights_after_loading`` (transposed to ``[in, out]``).
+``process_weights_after_loading`` (transposed to ``[in, out]``). With ``gmm_quant_mode="w8a8int8"``
+the routed experts are the recipe's w8a8 int8 method (recipes_w8a8): init routing (TP path) or
+dispatch (decode path, ``quant_mode=2``) quantises the rows with ``smooth_scale_1`` and the experts
+run int8.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch_npu
 from torch import nn
+
+from .recipes_w8a8 import W8A8Int8MoEGMM
 
 
 @dataclass
@@ -31,6 +36,8 @@ class DeepseekMoeConfig:
     topk_group: int = 2
     routed_scaling_factor: float = 2.5
     n_shared_experts: int = 1
+    # config.quant_config.gmm_quant_mode: "w16a16" (float experts) or "w8a8int8" (recipes_w8a8)
+    gmm_quant_mode: str = "w16a16"
 
 
 class ReplicatedLinear(nn.Module):
@@ -107,7 +114,12 @@ class DeepseekV3MoE(nn.Module):
         self.n_shared_experts = config.n_shared_experts
         self.shared_expert_rank_num = 0
         self.moe_ep_size = self.moe_tp_size = 1
-        self.experts = FusedMoEGMM(config.n_routed_experts, config.hidden_size, config.moe_intermediate_size, dtype)
+        self.gmm_quant_mode = config.gmm_quant_mode
+        if config.gmm_quant_mode not in ("w16a16", "w8a8int8"):
+            raise ValueError(f"DeepseekV3MoE: gmm_quant_mode must be 'w16a16' or 'w8a8int8', got "
+                             f"{config.gmm_quant_mode!r}")
+        experts = W8A8Int8MoEGMM if "a8" in self.gmm_quant_mode else FusedMoEGMM
+        self.experts = experts(config.n_routed_experts, config.hidden_size, config.moe_intermediate_size, dtype)
         self.gate = ReplicatedLinear(config.hidden_size, config.n_routed_experts, torch.float32, read_data)
         self.gate.e_score_correction_bias = nn.Parameter(torch.empty(config.n_routed_experts), requires_grad=False)
         self.shared_experts = DeepseekV3SharedExpert(config, dtype, read_data)
@@ -134,7 +146,9 @@ class DeepseekV3MoE(nn.Module):
         mc2_group_name = "moe_ep_group_mc2"
         self.dispatch_kwargs = {
             "x_active_mask": None, "expert_shard_type": 0, "shared_expert_rank_num": self.shared_expert_rank_num,
-            "moe_expert_num": self.n_routed_experts, "global_bs": 0, "scales": None, "quant_mode": 0,
+            "moe_expert_num": self.n_routed_experts, "global_bs": 0,
+            "scales": self.experts.smooth_scale_1 if "a8" in self.gmm_quant_mode else None,
+            "quant_mode": 2 if "a8" in self.gmm_quant_mode else 0,
             "group_ep": mc2_group_name, "ep_world_size": self.moe_ep_size, "ep_rank_id": 0,
             "group_tp": mc2_group_name, "tp_world_size": self.moe_tp_size, "tp_rank_id": 0,
             "comm_alg": "fullmesh_v2",
@@ -165,10 +179,21 @@ class DeepseekV3MoE(nn.Module):
             "active_expert_range": [0, self.num_experts],
             "quant_mode": -1
         }
+        if "a8" in self.gmm_quant_mode:
+            routing_args.update({
+                "scale": self.experts.smooth_scale_1,
+                "expert_tokens_num_type": 2,
+                "quant_mode": 1,
+                "row_idx_type": 0,
+                "drop_pad_mode": 0
+            })
         expanded_x, expanded_row_idx, tokens_per_expert, dynamic_scale = torch_npu.npu_moe_init_routing_v2(
             x, **routing_args
         )
-        hidden_states_ordered_by_experts = self.experts(expanded_x, tokens_per_expert, group_list_type=1)
+        moe_args = {"group_list_type": 1}
+        if "a8" in self.gmm_quant_mode:
+            moe_args.update({"group_list_type": 2, "pertoken_scale": dynamic_scale})
+        hidden_states_ordered_by_experts = self.experts(expanded_x, tokens_per_expert, **moe_args)
         hidden_states = torch_npu.npu_moe_finalize_routing(
             hidden_states_ordered_by_experts,
             skip1=hidden_states_share, skip2=None,
@@ -183,7 +208,10 @@ class DeepseekV3MoE(nn.Module):
         self.set_mc2_kwargs()
         output = torch_npu.npu_moe_distribute_dispatch_v2(x=x, expert_ids=topk_ids, **self.dispatch_kwargs)
         expand_x, dynamic_scale, expand_idx, expert_token_num, ep_recv_counts, tp_recv_counts = output[:6]
-        hidden_states_ordered_by_experts = self.experts(x=expand_x, expert_tokens=expert_token_num, group_list_type=1)
+        gmm_args = {"x": expand_x, "expert_tokens": expert_token_num, "group_list_type": 1}
+        if "a8" in self.gmm_quant_mode:
+            gmm_args.update({"pertoken_scale": dynamic_scale})
+        hidden_states_ordered_by_experts = self.experts(**gmm_args)
         combine_args = {
             "expand_x": hidden_states_ordered_by_experts,
             "expert_ids": topk_ids,

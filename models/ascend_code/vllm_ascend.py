@@ -158,3 +158,80 @@ class AscendFusedMoE(nn.Module):
             hidden_states, topk_ids)
         expert_out = self.unquant_apply_mlp(sorted_states, group_list, group_list_type)
         return self.token_combine(expert_out, expanded_row_idx, topk_weights, restore_shape)
+
+
+class AscendW8A8FusedMoE(AscendFusedMoE):
+    """The same layer with vllm-ascend's w8a8 dynamic method (``quantization/methods/w8a8_dynamic.py``,
+    MLP ``moe_mlp.quant_apply_mlp`` on the all-gather path: no MC2, no fused gmm-swiglu).
+
+    Parameters as after ``process_weights_after_loading``: ``w13_weight`` int8 [E, H, 2I] and
+    ``w2_weight`` int8 [E, I, H] (transposed, contiguous), ``w13_weight_scale_fp32`` float32 [E, 2I],
+    ``w2_weight_scale`` [E, H] in the model's dtype. ``dispatch_with_quant``: init routing quantises
+    the rows (``quant_mode=1``); otherwise the MLP calls ``npu_dynamic_quant`` first.
+    """
+
+    def __init__(self, config: VllmMoeConfig, dtype=torch.float32, device: str = "A2",
+                 dispatch_with_quant: bool = True):
+        super().__init__(config, dtype, device)
+        e, h, i = config.num_experts, config.hidden_size, config.intermediate_size
+        self.dispatch_with_quant = dispatch_with_quant
+        frozen = lambda t: nn.Parameter(t, requires_grad=False)  # noqa: E731
+        self.w13_weight = frozen(torch.zeros(e, h, 2 * i, dtype=torch.int8))
+        self.w2_weight = frozen(torch.zeros(e, i, h, dtype=torch.int8))
+        self.w13_weight_scale_fp32 = frozen(torch.ones(e, 2 * i, dtype=torch.float32))
+        self.w2_weight_scale = frozen(torch.ones(e, h, dtype=dtype))
+
+    def load_float_experts(self, w13: torch.Tensor, w2: torch.Tensor) -> AscendW8A8FusedMoE:
+        """Quantise float experts in the checkpoint's layout (``w13`` [E, 2I, H], ``w2`` [E, H, I]) per
+        output channel, symmetric (``recipes_w8a8.quantize_per_channel``), and load them as vllm-ascend does."""
+        from .recipes_w8a8 import quantize_per_channel
+
+        with torch.no_grad():
+            q13, s13 = quantize_per_channel(w13.float())
+            q2, s2 = quantize_per_channel(w2.float())
+            self.w13_weight.copy_(q13.transpose(1, 2).contiguous())
+            self.w2_weight.copy_(q2.transpose(1, 2).contiguous())
+            self.w13_weight_scale_fp32.copy_(s13)
+            self.w2_weight_scale.copy_(s2.to(self.w2_weight_scale.dtype))
+        return self
+
+    def token_dispatch(self, hidden_states, topk_ids):
+        restore_shape = hidden_states.shape
+        num_tokens = hidden_states.shape[:-1].numel()
+        sorted_hidden_states, expanded_row_idx, expert_tokens, dynamic_scale = self.ops.npu_moe_init_routing(
+            hidden_states, topk_ids, scale=None, active_num=num_tokens * self.top_k,
+            expert_num=self.num_experts_local, expert_tokens_num_type=1, expert_tokens_num_flag=True,
+            active_expert_range=[0, self.num_experts_local], quant_mode=1 if self.dispatch_with_quant else -1,
+        )
+        expert_tokens = expert_tokens.to(torch.int64)
+        dynamic_scale = dynamic_scale if self.dispatch_with_quant else None
+        return sorted_hidden_states, expert_tokens, 1, expanded_row_idx, restore_shape, dynamic_scale
+
+    def quant_apply_mlp(self, hidden_states, w1, w1_scale, w2, w2_scale, group_list, group_list_type=1,
+                        dynamic_scale=None):
+        if dynamic_scale is None:
+            hidden_states, pertoken_scale = torch_npu.npu_dynamic_quant(hidden_states)
+        else:
+            pertoken_scale = dynamic_scale
+        _output_dtype = w2_scale[0].dtype if isinstance(w2_scale, list) else w2_scale.dtype
+        scale = [w1_scale[0].to(w2_scale[0].dtype)] if isinstance(w1_scale, list) else [w1_scale]
+        hidden_states = torch_npu.npu_grouped_matmul(
+            x=[hidden_states], weight=w1 if isinstance(w1, list) else [w1], scale=scale, bias=None,
+            per_token_scale=[pertoken_scale], split_item=2, group_type=0, group_list=group_list,
+            group_list_type=group_list_type, output_dtype=_output_dtype)[0]
+        hidden_states = torch_npu.npu_swiglu(hidden_states)
+        hidden_states, swiglu_out_scale = torch_npu.npu_dynamic_quant(hidden_states)
+        return torch_npu.npu_grouped_matmul(
+            x=[hidden_states], weight=w2, scale=w2_scale, bias=None, per_token_scale=[swiglu_out_scale],
+            split_item=2, group_list_type=group_list_type, group_type=0, group_list=group_list,
+            output_dtype=w2_scale[0].dtype if isinstance(w2_scale, list) else w2_scale.dtype)[0]
+
+    def forward(self, hidden_states):
+        router_logits = self.gate(hidden_states.to(torch.float32))
+        topk_weights, topk_ids = self._compute_routing(router_logits)
+        sorted_states, group_list, group_list_type, expanded_row_idx, restore_shape, dynamic_scale = \
+            self.token_dispatch(hidden_states, topk_ids)
+        expert_out = self.quant_apply_mlp(sorted_states, [self.w13_weight], [self.w13_weight_scale_fp32],
+                                          [self.w2_weight], [self.w2_weight_scale], group_list, group_list_type,
+                                          dynamic_scale=dynamic_scale)
+        return self.token_combine(expert_out, expanded_row_idx, topk_weights, restore_shape)

@@ -32,6 +32,7 @@ inline constexpr int64_t kWeightBits = 8;
 
 namespace grouped_matmul {
 inline constexpr int64_t kGroupListType = 0;
+inline constexpr int64_t kOutputDtype = 0;
 inline constexpr int64_t kTransposeWeight = 0;
 }  // namespace grouped_matmul
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops_src/cpu/half.h"
+#include "ops_src/cpu/isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ASCEND_MOE_GMM_X86 1
@@ -74,32 +75,36 @@ constexpr int64_t kItemBytes = int64_t{4 << 20};    // default weight bytes per 
 // A group's k range is split only while its partial sums stay below this share of its weights.
 constexpr int64_t kPartialShare = 16;
 
-GmmIsa BestIsa() {
+// The path: ActiveCpuIsa(), lowered to the baseline where the CPU lacks F16C (the AVX2 and
+// AVX-512 tiles widen float16 with it).
+CpuIsa GmmIsa() {
+  static const bool f16c = [] {
 #if ASCEND_MOE_GMM_X86
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
-    return GmmIsa::kBaseline;
-  }
-  return __builtin_cpu_supports("avx512f") ? GmmIsa::kAvx512 : GmmIsa::kAvx2;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") != 0;
 #else
-  return GmmIsa::kBaseline;
+    return false;
 #endif
+  }();
+  const CpuIsa isa = ActiveCpuIsa();
+  return f16c ? isa : CpuIsa::kBaseline;
 }
 
-// The best path, or a lower one named by ASCEND_MOE_CPU_ISA ("baseline", "avx2"; read once).
-GmmIsa ChooseIsa() {
-  const GmmIsa best = BestIsa();
-  const char* isa = std::getenv("ASCEND_MOE_CPU_ISA");
-  GmmIsa wanted = best;
-  if (isa != nullptr && std::strcmp(isa, "baseline") == 0) wanted = GmmIsa::kBaseline;
-  if (isa != nullptr && std::strcmp(isa, "avx2") == 0) wanted = GmmIsa::kAvx2;
-  return static_cast<int>(wanted) < static_cast<int>(best) ? wanted : best;
+int64_t ElementBytes(GmmType t) {
+  switch (t) {
+    case GmmType::kFloat16:
+    case GmmType::kBFloat16:
+      return 2;
+    case GmmType::kInt8:
+      return 1;
+    default:
+      return 4;
+  }
 }
 
-int64_t ElementBytes(GmmType t) { return t == GmmType::kFloat32 ? 4 : 2; }
+}  // namespace
 
-// One element of a buffer of type t, widened.
-float ReadAt(const void* p, GmmType t, int64_t i) {
+float GmmReadAt(const void* p, GmmType t, int64_t i) {
   switch (t) {
     case GmmType::kFloat16:
       return Fp16ToFloat(static_cast<const uint16_t*>(p)[i]);
@@ -110,7 +115,7 @@ float ReadAt(const void* p, GmmType t, int64_t i) {
   }
 }
 
-void WriteAt(void* p, GmmType t, int64_t i, float v) {
+void GmmWriteAt(void* p, GmmType t, int64_t i, float v) {
   switch (t) {
     case GmmType::kFloat16:
       static_cast<uint16_t*>(p)[i] = FloatToFp16(v);
@@ -123,21 +128,23 @@ void WriteAt(void* p, GmmType t, int64_t i, float v) {
   }
 }
 
+namespace {
+
 // acc[r * width + c] (zeroed here) = the products of rows X[0..rows) with the item's weights:
 // depth range [k0, k1) and columns [n0, n1) ([E, K, N] layout: ldw = N), or rows [n0, n1) of w
 // over the whole depth ([E, N, K] layout).
 template <class W>
-void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N, int64_t k0, int64_t k1,
+void BlockProducts(CpuIsa isa, bool transposed, const W* w, int64_t K, int64_t N, int64_t k0, int64_t k1,
                    int64_t n0, int64_t n1, const float* const* X, int64_t rows, float* acc) {
   const int64_t width = n1 - n0;
   std::fill(acc, acc + rows * width, 0.f);
   if (transposed) {
     switch (isa) {
 #if ASCEND_MOE_GMM_X86
-      case GmmIsa::kAvx512:
+      case CpuIsa::kAvx512:
         gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, width);
         return;
-      case GmmIsa::kAvx2:
+      case CpuIsa::kAvx2:
         gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, width);
         return;
 #endif
@@ -162,10 +169,10 @@ void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N
       const bool prefetch = r == 0;  // the first pass over a tile reads it from DRAM
       switch (isa) {
 #if ASCEND_MOE_GMM_X86
-        case GmmIsa::kAvx512:
+        case CpuIsa::kAvx512:
           gmm_avx512::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
           break;
-        case GmmIsa::kAvx2:
+        case CpuIsa::kAvx2:
           gmm_avx2::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
           break;
 #endif
@@ -178,32 +185,15 @@ void BlockProducts(GmmIsa isa, bool transposed, const W* w, int64_t K, int64_t N
 
 }  // namespace
 
-GmmIsa GroupedMatmulIsa() {
-  static const GmmIsa isa = ChooseIsa();
-  return isa;
-}
-
-const char* GmmIsaName(GmmIsa isa) {
-  switch (isa) {
-    case GmmIsa::kAvx512:
-      return "avx512";
-    case GmmIsa::kAvx2:
-      return "avx2";
-    default:
-      return "baseline";
-  }
-}
-
-bool GroupedMatmulPlan::UseIsa(GmmIsa isa) {
-  static const GmmIsa best = BestIsa();
-  if (static_cast<int>(isa) > static_cast<int>(best)) return false;
+bool GroupedMatmulPlan::UseIsa(CpuIsa isa) {
+  if (!CpuRuns(isa)) return false;
   isa_ = isa;
   return true;
 }
 
 void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* ends, int64_t item_bytes) {
   p_ = params;
-  isa_ = GroupedMatmulIsa();
+  isa_ = GmmIsa();
   if (item_bytes <= 0) item_bytes = kItemBytes;
   const int64_t K = params.depth, N = params.cols, elem = ElementBytes(params.type);
   segments_.clear();
@@ -215,6 +205,11 @@ void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* 
     begin = std::max(begin, ends[e]);
   }
   covered_rows_ = begin;
+  if (params.weight != GmmWeight::kSame) {
+    BuildQuantItems();
+    partial_.reset();
+    return;
+  }
   const int64_t weight_bytes = K * N * elem;  // of one group
   int64_t partial = 0;
   for (int64_t s = 0; s < active_groups(); ++s) {
@@ -249,16 +244,24 @@ void GroupedMatmulPlan::Build(const GroupedMatmulParams& params, const int64_t* 
 }
 
 int64_t GroupedMatmulPlan::weight_bytes_read() const {
-  return active_groups() * p_.depth * p_.cols * ElementBytes(p_.type);
+  const int64_t elements = active_groups() * p_.depth * p_.cols;
+  switch (p_.weight) {
+    case GmmWeight::kInt8:
+      return elements;
+    case GmmWeight::kInt4:
+      return elements / 2;
+    default:
+      return elements * ElementBytes(p_.type);
+  }
 }
 
 void GroupedMatmulPlan::Prepare(const GroupedMatmulBuffers& b) {
   const int64_t K = p_.depth, N = p_.cols;
-  if (p_.type != GmmType::kFloat32) {
+  if (p_.type == GmmType::kFloat16 || p_.type == GmmType::kBFloat16) {
     x32_.resize(static_cast<size_t>(covered_rows_ * K));
-    for (int64_t i = 0; i < covered_rows_ * K; ++i) x32_[i] = ReadAt(b.x, p_.type, i);
+    for (int64_t i = 0; i < covered_rows_ * K; ++i) x32_[i] = GmmReadAt(b.x, p_.type, i);
   }
-  const int64_t bytes = ElementBytes(p_.type);
+  const int64_t bytes = ElementBytes(p_.out_type);
   std::memset(static_cast<char*>(b.y) + covered_rows_ * N * bytes, 0,
               static_cast<size_t>((p_.rows - covered_rows_) * N * bytes));
 }
@@ -271,8 +274,8 @@ void GroupedMatmulPlan::WriteRows(const GroupedMatmulBuffers& b, const Segment& 
     const float* a = acc + r * width;
     const int64_t y0 = (r0 + r) * N + n0;
     for (int64_t c = 0; c < width; ++c) {
-      const float bias = b.bias == nullptr ? 0.f : ReadAt(b.bias, bias_type, seg.group * N + n0 + c);
-      WriteAt(b.y, p_.type, y0 + c, a[c] + bias);
+      const float bias = b.bias == nullptr ? 0.f : GmmReadAt(b.bias, bias_type, seg.group * N + n0 + c);
+      GmmWriteAt(b.y, p_.out_type, y0 + c, a[c] + bias);
     }
   }
 }
@@ -284,6 +287,10 @@ void GroupedMatmulPlan::RunItems(const GroupedMatmulBuffers& b, int64_t begin, i
   std::vector<const float*> rows;
   for (int64_t it = begin; it < end; ++it) {
     const Item& item = items_[static_cast<size_t>(it)];
+    if (p_.weight != GmmWeight::kSame) {
+      RunQuantItem(b, item, scratch);
+      continue;
+    }
     const Segment& seg = segments_[static_cast<size_t>(item.segment)];
     const int64_t width = item.n1 - item.n0;
     const int64_t wofs = seg.group * K * N;

@@ -9,7 +9,15 @@
 // rows are split by rows instead and tile k so that each weight tile is reused from L2. With
 // weight [E, N, K] an item is a range of weight rows (output columns), dot products as 4 streams.
 // The split depends on the shapes only, never on the thread count, so neither do the results.
-// AVX-512 / AVX2+FMA+F16C / baseline paths chosen at run time. Knows nothing of ONNX Runtime.
+// AVX-512 / AVX2+FMA+F16C / baseline paths chosen at run time (ActiveCpuIsa()). Knows nothing of
+// ONNX Runtime.
+//
+// Quantized weights (docs/operators.md §4.2): int8, or int4 packed 8 per int32 word (torch_npu's
+// layout: element 8j+i in bits [4i, 4i+4) of word j), read in place and widened in registers.
+// Antiquant (float x): per antiquant group of k rows, sums of x * w (signed ints) are folded
+// into the output as scale * (sum + offset * sum of x). W8A8 (int8 x): exact int32 sums, then
+// (sum + bias) * scale[n] * per_token_scale[r]. Quantized calls split work by output columns
+// (whole k range per item, no partial sums).
 #pragma once
 
 #include <cstdint>
@@ -17,34 +25,44 @@
 #include <vector>
 
 #include "attr_defaults.gen.h"
+#include "ops_src/cpu/isa.h"
 
 namespace ascend_moe::cpu {
 
-// Element type of x, weight and y; bias is this type or float32.
-enum class GmmType : int { kFloat32, kFloat16, kBFloat16 };
-enum class GmmIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+// Element types of x, weight, y, bias and the scales.
+enum class GmmType : int { kFloat32, kFloat16, kBFloat16, kInt8, kInt32 };
+// What the weights hold: x's float type, int8, or int4 in int32 words.
+enum class GmmWeight : int { kSame, kInt8, kInt4 };
 
 struct GroupedMatmulParams {
-  int64_t rows = 0;    // M
-  int64_t depth = 0;   // K
-  int64_t cols = 0;    // N
-  int64_t groups = 0;  // E
-  GmmType type = GmmType::kFloat32;
-  bool bias_float32 = false;  // bias is float32 (else of `type`); ignored without bias
+  int64_t rows = 0;                  // M
+  int64_t depth = 0;                 // K
+  int64_t cols = 0;                  // N
+  int64_t groups = 0;                // E
+  GmmType type = GmmType::kFloat32;  // x's type
+  bool bias_float32 = false;  // bias is float32 (else of `type`; int32 for int8 x); ignored without bias
   bool transpose_weight = attr_defaults::grouped_matmul::kTransposeWeight != 0;  // weight [E, N, K]
+  GmmWeight weight = GmmWeight::kSame;
+  GmmType out_type = GmmType::kFloat32;        // y's type (x's, or output_dtype's for int8 x)
+  int64_t antiquant_groups = 1;                // G of antiquant_scale [E, G, N] (1: [E, N])
+  GmmType antiquant_type = GmmType::kFloat32;  // of antiquant_scale / antiquant_offset (x's type)
+  GmmType scale_type = GmmType::kFloat32;      // of scale (float32 or bfloat16)
 };
 
 struct GroupedMatmulBuffers {
-  const void* x = nullptr;       // [M, K]
-  const void* weight = nullptr;  // [E, K, N], or [E, N, K] with transpose_weight
-  const void* bias = nullptr;    // [E, N] or null
-  void* y = nullptr;             // [M, N]
+  const void* x = nullptr;                 // [M, K]
+  const void* weight = nullptr;            // [E, K, N], or [E, N, K] with transpose_weight
+  const void* bias = nullptr;              // [E, N] or null
+  const void* scale = nullptr;             // W8A8: [E, N] or null
+  const void* antiquant_scale = nullptr;   // [E, G, N]
+  const void* antiquant_offset = nullptr;  // [E, G, N] or null
+  const float* per_token_scale = nullptr;  // W8A8: [M] or null
+  void* y = nullptr;                       // [M, N]
 };
 
-// The ISA the kernel uses: the best the CPU has, unless ASCEND_MOE_CPU_ISA (baseline / avx2)
-// asks for less (the variable the other kernels read too).
-GmmIsa GroupedMatmulIsa();
-const char* GmmIsaName(GmmIsa isa);
+// One element of a buffer of type t (not int8 / int32), widened / rounded to t.
+float GmmReadAt(const void* p, GmmType t, int64_t i);
+void GmmWriteAt(void* p, GmmType t, int64_t i, float v);
 
 // One call's groups and work items.
 class GroupedMatmulPlan {
@@ -70,7 +88,7 @@ class GroupedMatmulPlan {
   int64_t weight_bytes_read() const;
 
   // Forces an ISA (tests, benchmarks); false when the CPU lacks it.
-  bool UseIsa(GmmIsa isa);
+  bool UseIsa(CpuIsa isa);
 
  private:
   struct Segment {
@@ -87,14 +105,18 @@ class GroupedMatmulPlan {
   };
   void WriteRows(const GroupedMatmulBuffers& b, const Segment& seg, int64_t r0, int64_t rows, int64_t n0,
                  int64_t width, const float* acc) const;
+  void WriteQuantRows(const GroupedMatmulBuffers& b, const Segment& seg, int64_t r0, int64_t rows, int64_t n0,
+                      int64_t width, const int32_t* acc) const;
+  void BuildQuantItems();
+  void RunQuantItem(const GroupedMatmulBuffers& b, const Item& item, std::vector<float>& scratch) const;
 
   GroupedMatmulParams p_;
-  GmmIsa isa_ = GmmIsa::kBaseline;
+  CpuIsa isa_ = CpuIsa::kBaseline;
   int64_t covered_rows_ = 0;       // end of the last group
   std::vector<Segment> segments_;  // groups with rows, ascending
   std::vector<Item> items_;
   std::vector<int64_t> split_;        // segments with k_blocks > 1
-  std::vector<float> x32_;            // x widened to float32 (empty for float32 x)
+  std::vector<float> x32_;            // x widened to float32 (empty for float32 x and int8 x)
   std::unique_ptr<float[]> partial_;  // uninitialised; each item zeroes its own part
 };
 

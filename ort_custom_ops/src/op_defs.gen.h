@@ -270,32 +270,44 @@ namespace grouped_matmul {
 inline constexpr const char* kName = "GroupedMatmul";
 inline constexpr int kSinceVersion = 1;
 
-enum In : size_t { kInX = 0, kInWeight = 1, kInGroupList = 2, kInBias = 3, kNumIns = 4 };
+enum In : size_t { kInX = 0, kInWeight = 1, kInGroupList = 2, kInBias = 3, kInScale = 4, kInOffset = 5, kInAntiquantScale = 6, kInAntiquantOffset = 7, kInPerTokenScale = 8, kNumIns = 9 };
 enum Out : size_t { kOutY = 0, kNumOuts = 1 };
-enum Attr : size_t { kAttrGroupListType = 0, kAttrTransposeWeight = 1, kNumAttrs = 2 };
+enum Attr : size_t { kAttrGroupListType = 0, kAttrOutputDtype = 1, kAttrTransposeWeight = 2, kNumAttrs = 3 };
 
-inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
-inline constexpr ONNXTensorElementDataType kInWeightTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInWeightTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
 inline constexpr ONNXTensorElementDataType kInGroupListTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
-inline constexpr ONNXTensorElementDataType kInBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
+inline constexpr ONNXTensorElementDataType kInScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInOffsetTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInAntiquantScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInAntiquantOffsetTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInPerTokenScaleTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ParamSpec kInputs[] = {
-    {"x", "T", false, kInXTypes, std::size(kInXTypes)},
-    {"weight", "T", false, kInWeightTypes, std::size(kInWeightTypes)},
+    {"x", "T1", false, kInXTypes, std::size(kInXTypes)},
+    {"weight", "TW", false, kInWeightTypes, std::size(kInWeightTypes)},
     {"group_list", "TI", false, kInGroupListTypes, std::size(kInGroupListTypes)},
     {"bias", "TB", true, kInBiasTypes, std::size(kInBiasTypes)},
+    {"scale", "TS", true, kInScaleTypes, std::size(kInScaleTypes)},
+    {"offset", "TO", true, kInOffsetTypes, std::size(kInOffsetTypes)},
+    {"antiquant_scale", "TA", true, kInAntiquantScaleTypes, std::size(kInAntiquantScaleTypes)},
+    {"antiquant_offset", "TA", true, kInAntiquantOffsetTypes, std::size(kInAntiquantOffsetTypes)},
+    {"per_token_scale", "TP", true, kInPerTokenScaleTypes, std::size(kInPerTokenScaleTypes)},
 };
-inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
 inline constexpr ParamSpec kOutputs[] = {
-    {"y", "T", false, kOutYTypes, std::size(kOutYTypes)},
+    {"y", "TY", false, kOutYTypes, std::size(kOutYTypes)},
 };
 inline constexpr AttrSpec kAttrs[] = {
     {"group_list_type", AttrSpec::kInt, false, 0},
+    {"output_dtype", AttrSpec::kInt, false, 0},
     {"transpose_weight", AttrSpec::kInt, false, 0},
 };
 
 // One node's attribute values; each field starts at the schema's default (required: 0).
 struct Attrs {
   int64_t group_list_type = 0;
+  int64_t output_dtype = 0;
   int64_t transpose_weight = 0;
 };
 
@@ -308,6 +320,7 @@ std::string CheckAttrs(const Attrs& attrs);
 inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   Attrs a;
   a.group_list_type = ReadIntAttr(info, kName, kAttrs[kAttrGroupListType]);
+  a.output_dtype = ReadIntAttr(info, kName, kAttrs[kAttrOutputDtype]);
   a.transpose_weight = ReadIntAttr(info, kName, kAttrs[kAttrTransposeWeight]);
   const std::string error = CheckAttrs(a);
   if (!error.empty()) Fail(error);
