@@ -175,10 +175,10 @@ def _cmd_export_hf(args) -> int:
         bar.set_postfix_str("patching and torch.onnx.export")
         try:
             if wq is not None:
-                from ascend_moe_onnx.models import quantize
+                from ascend_moe_onnx.hf.quantize import quantize_hf_model
 
                 hf_export.patch(model)
-                quantize.quantize_hf_model(model, wq)
+                quantize_hf_model(model, wq)
             proto, wrapper = hf_export.export_model(model, out, layers=layers, tokens=args.tokens, weights_quant=wq)
         except (HFConfigError, ValueError) as e:
             raise CLIError(str(e)) from None

@@ -1,6 +1,6 @@
 """Quantized expert weights on the torch side (``--weights-quant``; docs/quantization.md).
 
-``quantize_block(block, wq)`` and ``quantize_hf_model(model, wq)`` quantize every routed expert
+``quantize_block(block, wq)`` (and hf.quantize.quantize_hf_model) quantize every routed expert
 weight (and a shared expert the ``ort`` formulation runs in the same call, as s more experts) with
 the scheme ``wq`` (exporters.weights_quant.WeightsQuant), replace the float weights by their
 dequantized values, so that eager torch computes what the exported graph computes, and record the
@@ -74,31 +74,6 @@ def quantize_block(block: torch.nn.Module, wq: WeightsQuant) -> torch.nn.Module:
     quantize_experts(ex.gate_proj, ex.up_proj, ex.down_proj, wq, shared)
     block.weights_quant = wq
     return block
-
-
-def quantize_hf_model(model: torch.nn.Module, wq: WeightsQuant) -> int:
-    """Every patched MoE block of a Hugging Face model (hf.patch) with its experts quantized in
-    place (and a plain shared expert MLP); the fused ``gate_up_proj`` is handed to the export as
-    separate gate / up stacks. Returns the number of blocks."""
-    from ascend_moe_onnx.hf import experts as hf_experts
-    from ascend_moe_onnx.hf.export import moe_blocks
-
-    blocks = moe_blocks(model)
-    for block in blocks.values():
-        ex = block.experts
-        gate, up, down = (torch.nn.Parameter(w.detach().clone().contiguous(), requires_grad=False)
-                          for w in hf_experts.expert_weights(ex))
-        if not hasattr(ex, "gate_up_proj") and getattr(ex, "ascend_weights", None) is None:
-            continue  # not a fused-experts block (routed-rows experts keep float weights)
-        mlp = getattr(block, "shared_experts", None)
-        routing = getattr(block, "_ascend_routing", None)
-        folded = (mlp is not None and getattr(routing, "shared", None) == "plain"
-                  and hf_experts.folds_shared(block.experts_formulation, mlp))
-        shared = (mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight) if folded else None
-        quantize_experts(gate, up, down, wq, shared)
-        ex.ascend_gate, ex.ascend_up, ex.ascend_down = gate, up, down
-        ex.ascend_weights = lambda ex=ex: (ex.ascend_gate, ex.ascend_up, ex.ascend_down)
-    return len(blocks)
 
 
 def load_quantized(block: torch.nn.Module, wq: WeightsQuant, stored: dict) -> torch.nn.Module:

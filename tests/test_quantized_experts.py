@@ -126,7 +126,6 @@ def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
     from ascend_moe_onnx import ort_custom_ops
     from ascend_moe_onnx.cli import main as cli
     from ascend_moe_onnx.hf.export import patch
-    from ascend_moe_onnx.models import quantize
     from tests import hf_cases
 
     model = hf_cases.model(case)
@@ -140,7 +139,9 @@ def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
     assert nodes and all(a.i == 4 for n in nodes for a in n.attribute if a.name == "weight_bits")
     patch(model)
     wq = WeightsQuant(4, 8)
-    assert quantize.quantize_hf_model(model, wq) == len(nodes)
+    from ascend_moe_onnx.hf.quantize import quantize_hf_model
+
+    assert quantize_hf_model(model, wq) == len(nodes)
     ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         ref = model(ids).logits.numpy()
