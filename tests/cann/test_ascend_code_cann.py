@@ -55,15 +55,6 @@ def exported(tmp_path_factory) -> dict[str, bytes]:
     return {p: (out / f"{p}.onnx").read_bytes() for p in PATHS}
 
 
-# These graphs hand data to host nodes mid-graph (npu_swiglu's Split / Sigmoid): ORT copies their
-# results back with aclrtMemcpyAsync from its pageable CPU arena, which the asynchronous fake reads
-# only when the queue drains, after ORT has reused the buffer (a real runtime stages a pageable source
-# at the call). The layer tests without host nodes pass in that mode.
-_PAGEABLE_QUEUED = pytest.mark.xfail(os.environ.get("FAKE_ACL_ASYNC", "0") not in ("", "0"), strict=False,
-                                     reason="the asynchronous fake reads ORT's pageable host-to-device sources late")
-
-
-@_PAGEABLE_QUEUED
 @pytest.mark.parametrize("tokens", TOKENS)
 @pytest.mark.parametrize("name", PATHS)
 def test_ascend_code_graph_on_the_npu(name, tokens, exported, tmp_path):

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "fake_cann.h"
 
@@ -188,6 +189,15 @@ aclError Copy(const char* who, void* dst, size_t dst_max, const void* src, size_
                   KindName(kind), host, n);
     FakeAclError(msg);
     return kInvalidMemoryType;
+  }
+  if (kind == 1 && !Pinned(host, n)) {
+    // CANN stages a pageable host source before aclrtMemcpyAsync returns (only page-locked memory
+    // is read by the DMA later), so the caller may reuse it at once: the fake copies it now.
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(s), static_cast<const char*>(s) + n);
+    return fake_cann::Enqueue(stream, [d, staged] {
+      std::memcpy(d, staged->data(), staged->size());
+      return 0;
+    });
   }
   return fake_cann::Enqueue(
       stream,
