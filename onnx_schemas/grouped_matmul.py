@@ -191,6 +191,7 @@ def mode_and_output_type(types: dict[str, str | None], attrs: dict[str, Any]) ->
     cannot state (docs/operators.md §4.3), in the kernel's order."""
     _check_table_types(types)
     x, w, out = types["x"], types["weight"], attrs.get("output_dtype", 0)
+    assert x is not None and w is not None  # required: _check_table_types refused their absence
     _absent(types, ["offset"], "(torch_npu's npu_grouped_matmul takes offset=None)")
     if x == "int8":
         if w != "int8":
@@ -206,7 +207,9 @@ def mode_and_output_type(types: dict[str, str | None], attrs: dict[str, Any]) ->
         elif types.get("scale") is None:
             raise _err(f"input 'scale' is required for int8 x with output_dtype {out} ({OUTPUT_DTYPES[out]}), "
                        "got none")
-        return W8A8, OUTPUT_DTYPES[out]
+        y_type = OUTPUT_DTYPES[out]
+        assert y_type is not None  # out != 0 here
+        return W8A8, y_type
     if w not in (x, "int8", "int32"):
         raise _err(f"input 'weight' must have the type of x ({x}), int8 or int32 (int4 in int32 words), got {w}")
     if out not in (0, TYPE_CODES[x]):
@@ -225,6 +228,13 @@ def mode_and_output_type(types: dict[str, str | None], attrs: dict[str, Any]) ->
     return ANTIQUANT, x
 
 
+def _required(inputs: dict[str, tuple | None], name: str) -> tuple:
+    """A required input's (shape, type): mode_and_output_type refused its absence."""
+    value = inputs[name]
+    assert value is not None
+    return value
+
+
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> tuple:
     """Check attributes, element types, ranks and dims; ``inputs`` maps each input name to
     ``(shape, onnx type name)`` or None (absent). Unknown dims (None) are not checked. Returns
@@ -232,12 +242,12 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     values: :func:`validate_group_list`."""
     validate_attributes(attrs)
     mode, y_type = mode_and_output_type({n: None if v is None else v[1] for n, v in inputs.items()}, attrs)
-    x_shape, w_shape, g_shape = (inputs[n][0] for n in INPUT_NAMES[:3])
+    x_shape, w_shape, g_shape = (_required(inputs, n)[0] for n in INPUT_NAMES[:3])
     if len(x_shape) != 2:
         raise _err(f"input 'x' must be 2-D [M, K], got shape {_shape(x_shape)}")
     M, K = x_shape
     t = attrs["transpose_weight"]
-    int4 = inputs["weight"][1] == "int32"
+    int4 = _required(inputs, "weight")[1] == "int32"
     layout = "[E, N, K]" if t else "[E, K, N]"
     k_axis = 2 if t else 1
     w_k = w_shape[k_axis] if len(w_shape) == 3 else None
@@ -257,7 +267,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
                    f"got shape {_shape(g_shape)}")
     for name in ("bias", "scale"):
         if inputs.get(name) is not None:
-            s = inputs[name][0]
+            s = _required(inputs, name)[0]
             if len(s) != 2 or any(_known(a) and _known(b) and a != b for a, b in zip(s, (E, N))):
                 raise _err(f"input '{name}' must be [E, N] = {_shape((E, N))} (from weight), got shape {_shape(s)}")
     G = 1
@@ -396,7 +406,7 @@ def reference(x: np.ndarray, weight: np.ndarray, group_list: np.ndarray, bias: n
     ends = validate_group_list(group_list, M, attrs["group_list_type"])
     if mode == W8A8:
         xs, ws = np.asarray(x).astype(np.int64), np.asarray(weight).astype(np.int64)
-        acc_type = np.int64
+        acc_type: type = np.int64
     else:
         xs = np.asarray(x).astype(np.float64)
         ws = (dequantized_weight(weight, antiquant_scale, antiquant_offset, attrs["transpose_weight"])

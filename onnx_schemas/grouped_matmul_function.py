@@ -70,7 +70,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     zero = const(0.0, np.float64 if w8a8 else np.float32)
     out = op("Where", in_some_group, out, zero)
     if w8a8:
-        out_type = getattr(_T, OUTPUT_DTYPES[attrs["output_dtype"]].upper())
+        out_type = getattr(_T, str(OUTPUT_DTYPES[attrs["output_dtype"]]).upper())
         if out_type != _T.INT32:
             out = op("Cast", out, to=_T.FLOAT)  # float64 -> float32 -> y: the reference's two roundings
         op("Cast", out, to=out_type, outputs=[y])

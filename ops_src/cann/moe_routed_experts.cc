@@ -102,7 +102,8 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   const auto w = Download(ctx, a.routing_weights, p.tokens * p.k * f);
   const auto gu = q ? Download(ctx, a.gate_up_q, a.gate_up_q_bytes)
                     : Download(ctx, a.gate_up, p.experts * 2 * p.inter * p.hidden * f);
-  const auto dn = q ? Download(ctx, a.down_q, a.down_q_bytes) : Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
+  const auto dn =
+      q ? Download(ctx, a.down_q, a.down_q_bytes) : Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
   const auto gus = q ? Download(ctx, a.gate_up_scales, a.gate_up_scales_bytes) : nullptr;
   const auto dns = q ? Download(ctx, a.down_scales, a.down_scales_bytes) : nullptr;
   HostBuffer y(static_cast<size_t>(p.tokens * p.hidden) * f);

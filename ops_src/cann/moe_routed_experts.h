@@ -5,8 +5,8 @@
 //   -> aclnnSwiGlu (the [P, 2I] result read as [P*I, 2]: dim -1 splits each (g, u) pair)
 //   -> aclnnGroupedMatmulV4 (down: [P, I] -> [P, H])
 //   -> aclnnMoeFinalizeRoutingV2 (drop_pad_mode 2: token-major index, routing weights as scales).
-// Otherwise (swiglu_limit > 0, E > 1024, quantized weights, an operator missing) the host fallback: inputs copied
-// to the host, the CPU kernel, y copied back. Knows nothing of ONNX Runtime.
+// Otherwise (swiglu_limit > 0, E > 1024, quantized weights, an operator missing) the host fallback: inputs
+// copied to the host, the CPU kernel, y copied back. Knows nothing of ONNX Runtime.
 #pragma once
 
 #include <string>
@@ -32,7 +32,7 @@ struct MoeRoutedExpertsDeviceArgs {
   const float* gate_up_scales = nullptr;
   const float* down_scales = nullptr;
   size_t gate_up_q_bytes = 0, down_q_bytes = 0, gate_up_scales_bytes = 0, down_scales_bytes = 0;
-  float* y = nullptr;                      // [T, H]
+  float* y = nullptr;  // [T, H]
 };
 
 struct MoeRoutedExpertsPath {

@@ -25,7 +25,9 @@ void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
     args.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
     args.down = static_cast<const float*>(in[kInDownWeights].data);
   } else {
-    auto bytes = [&](In i, size_t element) { return static_cast<size_t>(NumElements(in[i].shape)) * element; };
+    auto bytes = [&](In i, size_t element) {
+      return static_cast<size_t>(NumElements(in[i].shape)) * element;
+    };
     args.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
     args.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
     args.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);

@@ -9,7 +9,8 @@ namespace {
 }
 
 // The scale inputs of int8 weights: present, float, and shaped by block_size (which divides H and I).
-void ValidateScales(const RoutedExpertsInputs& in, const experts::Attrs& attrs, int64_t e, int64_t h, int64_t i) {
+void ValidateScales(const RoutedExpertsInputs& in, const experts::Attrs& attrs, int64_t e, int64_t h,
+                    int64_t i) {
   using namespace experts;
   const int64_t g = attrs.block_size;
   for (In scales : {kInGateUpScales, kInDownScales}) {
