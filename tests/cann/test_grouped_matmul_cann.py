@@ -2,7 +2,9 @@
 CANN, its output is bit-identical to the CPU EP's (the fake computes with the CPU kernel, so this
 checks the argument mapping: tensor lists, the transposed-weight view, the int64 group list, the
 zeroed rows past the last group), aclnnGroupedMatmulV4 runs where its limits allow (host fallback
-elsewhere, logged once with the reason), and bad group lists fail with the CPU's message."""
+elsewhere, logged once with the reason), and bad group lists fail with the CPU's message. The
+quantized forms (tests/grouped_matmul_cases.py's samples) equal the CPU EP on the host fallback and
+break their rules with the CPU's messages (the shared validation)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tests.cann.helpers import (
     assert_bits_equal,
     calls,
     error_text,
+    errors,
     model,
     moe_kernels_on_this_soc,
     placement,
@@ -146,3 +149,58 @@ def test_bad_group_list_same_message_as_cpu(group_list_type, values):
     got = error_text(session(data, "cann"), feeds)
     assert got == error_text(session(data, "cpu"), feeds)
     assert got.startswith("GroupedMatmul: input 'group_list'")
+
+
+def _quant_samples():
+    from tests.grouped_matmul_cases import samples
+
+    return [s for s in samples() if s.id.startswith(("w8a16", "w4a16", "w8a8"))]
+
+
+def _w8a8_native(sample) -> bool:
+    """aclnnGroupedMatmulV4's W8A8 pairings (aclnn_grouped_matmul.cpp, CheckQuantParamsDtype):
+    bfloat16 y with a bfloat16 scale, float16 y with a float scale; the antiquant forms and int32
+    y run on the host."""
+    scale = sample.inputs.get("scale")
+    out = sample.attrs.get("output_dtype")
+    return scale is not None and ((out == 16 and scale.dtype == ml_dtypes.bfloat16)
+                                  or (out == 10 and scale.dtype == np.float32))
+
+
+@pytest.mark.parametrize("sample", _quant_samples(), ids=lambda s: s.id)
+def test_quantized_forms_equal_the_cpu_ep_native_w8a8(sample):
+    from tests.op_table import node_model
+
+    data = node_model("GroupedMatmul", sample.inputs, sample.attrs).SerializeToString()
+    feeds = {n: v for n, v in sample.inputs.items() if v is not None}
+    before = calls(GMM)
+    got = run(session(data, "cann"), feeds)
+    assert (calls(GMM) > before) == (_w8a8_native(sample) and NATIVE_SOC)
+    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+
+
+def test_w8a8_both_paths_counted():
+    """The quantized samples cover both paths: native W8A8 and the host fallback."""
+    kinds = {_w8a8_native(s) for s in _quant_samples()}
+    assert kinds == {True, False}
+
+
+def _quant_bad():
+    from tests.grouped_matmul_cases import _quant_bad_cases
+
+    return [b for b in _quant_bad_cases() if b.ort]
+
+
+@pytest.mark.parametrize("bad", _quant_bad(), ids=lambda b: b.id)
+def test_quantized_bad_input_same_message_as_cpu(bad):
+    from tests.op_table import node_model
+
+    data = node_model("GroupedMatmul", bad.inputs, bad.attrs).SerializeToString()
+    feeds = {n: v for n, v in bad.inputs.items() if v is not None}
+    expected = "GroupedMatmul: " + (bad.ort_message or bad.message)
+    for provider in ("cann", "cpu"):
+        try:
+            text = error_text(session(data, provider), feeds)
+        except errors() as e:  # the type rules fail at session creation
+            text = str(e)
+        assert expected in text, (provider, text)
