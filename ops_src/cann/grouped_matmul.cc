@@ -69,7 +69,8 @@ void RunOnHost(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const auto scale = DownloadIf(ctx, a.scale, e_n * GmmTypeBytes(p.scale_type));
   const auto antiquant_scale = DownloadIf(ctx, a.antiquant_scale, scales);
   const auto antiquant_offset = DownloadIf(ctx, a.antiquant_offset, scales);
-  const auto per_token_scale = DownloadIf(ctx, a.per_token_scale, static_cast<size_t>(p.rows) * sizeof(float));
+  const auto per_token_scale =
+      DownloadIf(ctx, a.per_token_scale, static_cast<size_t>(p.rows) * sizeof(float));
   HostBuffer y(static_cast<size_t>(p.rows * p.cols) * GmmTypeBytes(p.out_type));
   cpu::GroupedMatmulBuffers b;
   b.x = x->get();
@@ -198,7 +199,9 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   std::unique_ptr<Tensor> bias_t;
   std::unique_ptr<TensorList> bias_list;
   if (bias) {
-    bias_t = std::make_unique<Tensor>(w8a8 ? kAclInt32 : p.bias_float32 ? kAclFloat : type,
+    bias_t = std::make_unique<Tensor>(w8a8             ? kAclInt32
+                                      : p.bias_float32 ? kAclFloat
+                                                       : type,
                                       std::vector<int64_t>{p.groups, p.cols}, bias);
     bias_list = std::make_unique<TensorList>(bias_t->get());
   }
@@ -221,9 +224,9 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr,
                        scale_list ? scale_list->get() : nullptr, nullptr, nullptr, nullptr,
-                       per_token_list ? per_token_list->get() : nullptr, group_list.get(), nullptr, nullptr, nullptr,
-                       kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list.get(),
-                       nullptr, nullptr, workspace_size, executor);
+                       per_token_list ? per_token_list->get() : nullptr, group_list.get(), nullptr, nullptr,
+                       nullptr, kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone,
+                       y_list.get(), nullptr, nullptr, workspace_size, executor);
       },
       op.run);
 }

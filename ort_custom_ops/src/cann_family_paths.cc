@@ -43,8 +43,8 @@ std::string GroupedMatmulFacts(const Facts& f) {
   a.params.out_type = y != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? GmmTypeOf(y) : a.params.type;
   const ONNXTensorElementDataType scale = TypeNamed(f, "scale_type");
   a.params.scale_type = scale != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? GmmTypeOf(scale)
-                        : a.params.out_type == cpu::GmmType::kBFloat16 ? cpu::GmmType::kBFloat16
-                                                                       : cpu::GmmType::kFloat32;
+                        : a.params.out_type == cpu::GmmType::kBFloat16   ? cpu::GmmType::kBFloat16
+                                                                         : cpu::GmmType::kFloat32;
   a.params.groups = IntFact(f, "experts", 1);
   a.params.depth = 1;
   const ONNXTensorElementDataType bias = TypeNamed(f, "bias_type");

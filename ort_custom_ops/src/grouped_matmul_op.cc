@@ -79,7 +79,8 @@ struct GroupedMatmulCpuKernel {
 
   explicit GroupedMatmulCpuKernel(const OrtKernelInfo* info) : attrs_(gmm::ReadAttrs(info)) {
     // The type rules fail at session creation too (the table's checks ran already).
-    const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
+    const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(
+        GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
     if (!mt.error.empty()) Fail(mt.error);
   }
 
@@ -87,7 +88,8 @@ struct GroupedMatmulCpuKernel {
     using namespace gmm;
     const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
     const cpu::GroupedMatmulParams params = ValidateGroupedMatmulShapes(in, attrs_);
-    const std::vector<int64_t> ends = GroupedMatmulEnds(in[kInGroupList], params.rows, attrs_.group_list_type);
+    const std::vector<int64_t> ends =
+        GroupedMatmulEnds(in[kInGroupList], params.rows, attrs_.group_list_type);
     const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs_.output_dtype);
     cpu::GroupedMatmulBuffers b;
     b.x = in[kInX].data;
@@ -119,9 +121,10 @@ struct Def : gmm::Def {
     const int64_t output_dtype = ReadIntAttr(info, gmm::kName, gmm::kAttrs[gmm::kAttrOutputDtype]);
     const ONNXTensorElementDataType x = inputs[gmm::kInX].type;
     // int8 x without output_dtype: float, as shape inference declares it (the constructor refuses the node)
-    const ONNXTensorElementDataType y = x != kInt8                           ? x
-                                        : GroupedMatmulOutputType(output_dtype) != kNone ? GroupedMatmulOutputType(output_dtype)
-                                                                             : kFloat;
+    const ONNXTensorElementDataType y = x != kInt8 ? x
+                                        : GroupedMatmulOutputType(output_dtype) != kNone
+                                            ? GroupedMatmulOutputType(output_dtype)
+                                            : kFloat;
     return {y};
   }
 };

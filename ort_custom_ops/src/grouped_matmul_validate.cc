@@ -7,12 +7,11 @@ namespace ascend_moe {
 
 namespace {
 
-constexpr int64_t kInt4PerWord = 8;         // int4 weights: 8 per int32 word
+constexpr int64_t kInt4PerWord = 8;  // int4 weights: 8 per int32 word
 constexpr ONNXTensorElementDataType kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 constexpr ONNXTensorElementDataType kInt8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
 constexpr ONNXTensorElementDataType kInt32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
 constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-
 
 }  // namespace
 
@@ -132,7 +131,8 @@ cpu::GmmType ToGmmType(ONNXTensorElementDataType t) {
 
 // antiquant_scale [E, N] or [E, G, N] with G dividing K (int4 along k: K / G even), and
 // antiquant_offset of its shape: G.
-int64_t CheckAntiquantShapes(const GroupedMatmulInputs& in, int64_t e, int64_t k, int64_t n, bool int4_along_k) {
+int64_t CheckAntiquantShapes(const GroupedMatmulInputs& in, int64_t e, int64_t k, int64_t n,
+                             bool int4_along_k) {
   using namespace gmm;
   const std::vector<int64_t>& s = in[kInAntiquantScale].shape;
   const bool rank_ok = s.size() == 2 || s.size() == 3;
@@ -198,8 +198,8 @@ cpu::GroupedMatmulParams ValidateGroupedMatmulShapes(const GroupedMatmulInputs& 
   p.bias_float32 = in[kInBias].present && in[kInBias].type == kFloat;
   p.transpose_weight = t;
   p.weight = mt.mode == GmmMode::kFloat ? cpu::GmmWeight::kSame
-             : int4                  ? cpu::GmmWeight::kInt4
-                                     : cpu::GmmWeight::kInt8;
+             : int4                     ? cpu::GmmWeight::kInt4
+                                        : cpu::GmmWeight::kInt8;
   if (in[kInAntiquantScale].present) p.antiquant_type = ToGmmType(in[kInAntiquantScale].type);
   if (in[kInScale].present) p.scale_type = ToGmmType(in[kInScale].type);
   return p;

@@ -94,13 +94,15 @@ ascend_moe::cpu::GmmType GmmTypeOf(int dtype) {
 
 // W8A8's quantisation arguments (y's dtype, scale, per-token scale; offset null). Returns the
 // scale and per-token scale tensors through *scale_t / *per_token_t.
-void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offset, const void* per_token_scale,
-               int64_t m, int64_t e, int64_t n, const void** scale_t, const void** per_token_t) {
+void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offset,
+               const void* per_token_scale, int64_t m, int64_t e, int64_t n, const void** scale_t,
+               const void** per_token_t) {
   if (!c.ok()) return;
   const int yd = T(yt)->dtype;
   if (yd != kInt8 && yd != kBFloat16 && yd != kFloat16 && yd != kInt32) {
-    c.Fail(kParamInvalid, "Expect yDtype is int8, int32, float16 or bfloat16 in quant case, but now y[0] dtype is " +
-                              TypeName(yd));
+    c.Fail(kParamInvalid,
+           "Expect yDtype is int8, int32, float16 or bfloat16 in quant case, but now y[0] dtype is " +
+               TypeName(yd));
     return;
   }
   if (yd == kInt8) {
@@ -110,7 +112,8 @@ void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offse
   if (yd == kInt32) {  // the raw sums: no further checks in the operator
     *scale_t = OneTensor(c, "scale", scale, false);
     *per_token_t = OneTensor(c, "perTokenScaleOptional", per_token_scale, false);
-    if (c.ok() && (*scale_t || *per_token_t)) c.Fail(kParamInvalid, "the fake models int32 y without scales only");
+    if (c.ok() && (*scale_t || *per_token_t))
+      c.Fail(kParamInvalid, "the fake models int32 y without scales only");
     return;
   }
   if (offset) return c.Fail(kParamInvalid, "GMM: offset must be nullptr in quant, but now is not nullptr.");
@@ -120,20 +123,23 @@ void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offse
   if (!c.ok() || !FakeAclnnIsTensor(*scale_t)) return c.Fail(kParamInvalid, "Invalid scale.");
   const int sd = T(*scale_t)->dtype;
   if (!((sd == kBFloat16 && yd == kBFloat16) || (sd == kFloat && yd == kFloat16))) {
-    return c.Fail(kParamInvalid, std::string(*per_token_t ? "per-token" : "per-channel") +
-                                     " quant case only supports scale data type bfloat16 with output data type "
-                                     "bfloat16, or scale with data type float32 when output is float16, but now "
-                                     "scale[0] has data type " + TypeName(sd) + " and output has data type " +
-                                     TypeName(yd) + "!");
+    return c.Fail(kParamInvalid,
+                  std::string(*per_token_t ? "per-token" : "per-channel") +
+                      " quant case only supports scale data type bfloat16 with output data type "
+                      "bfloat16, or scale with data type float32 when output is float16, but now "
+                      "scale[0] has data type " +
+                      TypeName(sd) + " and output has data type " + TypeName(yd) + "!");
   }
   c.Check("scale[0]", *scale_t, true, {sd}, {e, n});
   if (*per_token_t && c.ok() && T(*per_token_t)->dtype != kFloat) {
-    return c.Fail(kParamInvalid, "per-token quant case only support perTokenScale with data type float32, but "
-                                 "perTokenScale[0] has data type " + TypeName(T(*per_token_t)->dtype) + "!");
+    return c.Fail(kParamInvalid,
+                  "per-token quant case only support perTokenScale with data type float32, but "
+                  "perTokenScale[0] has data type " +
+                      TypeName(T(*per_token_t)->dtype) + "!");
   }
   if (*per_token_t && c.ok() && (T(*per_token_t)->dims.size() != 1 || T(*per_token_t)->dims[0] != m)) {
-    return c.Fail(kParamInvalid, "MDim of perTokenScaleOptional should be equal with MDim[" + std::to_string(m) +
-                                     "] of x.");
+    return c.Fail(kParamInvalid,
+                  "MDim of perTokenScaleOptional should be equal with MDim[" + std::to_string(m) + "] of x.");
   }
   c.Check("perTokenScaleOptional[0]", *per_token_t, false, {kFloat}, {m});
 }
@@ -171,7 +177,8 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
                                                : "groupListType shoule be 0 or 1.");
   }
   if (act_type != 0) c.Fail(kParamInvalid, "non quant case dose not support activation.");
-  if (antiquant_scale || antiquant_offset) c.Fail(kParamInvalid, "the fake does not model the antiquant forms");
+  if (antiquant_scale || antiquant_offset)
+    c.Fail(kParamInvalid, "the fake does not model the antiquant forms");
   if (activation_input || activation_quant_scale || activation_quant_offset || activation_feature_out ||
       dyn_quant_scale_out) {
     c.Fail(kParamInvalid, "activation inputs / outputs are for quantised activation only");
@@ -269,8 +276,8 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
     ascend_moe::cpu::GroupedMatmul(q, b, ends.data());
     return static_cast<int>(kOk);
   };
-  return MakeExecutor("aclnnGroupedMatmulV4", 16 * 1024 * 1024, {xt, wt, bt, yt, group_list, scale_t, per_token_t}, run,
-                      workspace_size, executor);
+  return MakeExecutor("aclnnGroupedMatmulV4", 16 * 1024 * 1024,
+                      {xt, wt, bt, yt, group_list, scale_t, per_token_t}, run, workspace_size, executor);
 }
 
 int aclnnGroupedMatmulV4(void* workspace, uint64_t workspace_size, void* executor, void* stream) {
