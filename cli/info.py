@@ -107,7 +107,8 @@ def _family_facts(op_type: str, typ, present: list) -> dict:
 
     if op_type == "GroupedMatmul":
         return {"x_type": typ(0)[0], "weight_type": typ(1)[0], "bias_type": typ(3)[0] if present[3] else None,
-                "scale_type": typ(4)[0] if present[4] else None, "experts": dim(1, 0)}
+                "scale_type": typ(4)[0] if present[4] else None, "antiquant_offset": int(present[7]),
+                "experts": dim(1, 0)}
     if op_type == "MoeRoutedExperts":
         return {"experts": dim(3, 0)}
     if op_type == "MoeFinalizeRoutingV2":

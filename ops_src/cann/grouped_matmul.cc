@@ -26,7 +26,7 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
     const size_t row_bytes = static_cast<size_t>(p.cols) * GmmTypeBytes(p.out_type);
     MemsetAsync(ctx, static_cast<char*>(a.y) + covered * row_bytes, (p.rows - covered) * row_bytes, 0);
   }
-  GmmQuantArgs quant{a.scale, a.per_token_scale};
+  GmmQuantArgs quant{a.scale, a.per_token_scale, a.antiquant_scale, a.antiquant_offset};
   RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(),
                      a.group_list_type, a.y, &quant);
   Synchronize(ctx);  // the host group list must outlive its upload
@@ -104,6 +104,25 @@ std::string W8A8Blocker(const cpu::GroupedMatmulParams& p) {
   return {};
 }
 
+// aclnnGroupedMatmulV4's antiquant forms as this library passes them (aclnn_grouped_matmul.cpp,
+// CheckFunctionParams and CheckGroupedMatmulAntiQuant): float16 / bfloat16 x, int8 weights,
+// antiquantScale and antiquantOffset both given, of x's type. int4 weights (torch_npu's int32
+// words) run on the host: the operator takes them as its own int4 type.
+std::string AntiquantBlocker(const GroupedMatmulDeviceArgs& a) {
+  const cpu::GroupedMatmulParams& p = a.params;
+  if (p.weight == cpu::GmmWeight::kInt4) return "W4A16 (int4 weights in int32 words) runs on the host";
+  if (p.type != cpu::GmmType::kFloat16 && p.type != cpu::GmmType::kBFloat16) {
+    return std::string("aclnnGroupedMatmulV4 takes int8 weights with float16 or bfloat16 x, got ") +
+           AclTypeName(GmmAclType(p.type)) + " x";
+  }
+  if (!a.has_antiquant_offset) {
+    return "aclnnGroupedMatmulV4 requires antiquantOffset with int8 weights; without antiquant_offset the "
+           "call "
+           "runs on the host";
+  }
+  return {};
+}
+
 }  // namespace
 
 size_t GmmTypeBytes(cpu::GmmType t) {
@@ -147,7 +166,8 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
     return p.depth == 0 ? "K = 0 (empty matrices) runs on the host" : "";
   }
   if (p.weight != cpu::GmmWeight::kSame) {
-    return "the antiquant forms (int8 / int4 weights with float x) run on the host";
+    const std::string antiquant = AntiquantBlocker(a);
+    if (!antiquant.empty()) return antiquant;
   }
   const AclDataType x_type = GmmAclType(p.type);
   const AclDataType native_bias = NativeBiasIsFloat(p) ? kAclFloat : x_type;
@@ -181,6 +201,7 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   const AclnnOp op = RequireAclnnOp(kAclnnGroupedMatmulV4, "GroupedMatmul");
   const AclDataType type = GmmAclType(p.type);  // x's and the weight's (int8 for W8A8)
   const bool w8a8 = p.type == cpu::GmmType::kInt8;
+  const AclDataType w_type = p.weight == cpu::GmmWeight::kInt8 ? kAclInt8 : type;
   Tensor x_t(type, {p.rows, p.depth}, x);
   Tensor y_t(GmmAclType(w8a8 ? p.out_type : p.type), {p.rows, p.cols}, y);
   Tensor group_list(kAclInt64, {p.groups}, group_list_device);
@@ -190,10 +211,10 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   std::unique_ptr<TransposedWeight> w_view;
   const AclTensor* w = nullptr;
   if (p.transpose_weight) {
-    w_view = std::make_unique<TransposedWeight>(type, p.groups, p.cols, p.depth, weight);
+    w_view = std::make_unique<TransposedWeight>(w_type, p.groups, p.cols, p.depth, weight);
     w = w_view->get();
   } else {
-    w_plain = std::make_unique<Tensor>(type, std::vector<int64_t>{p.groups, p.depth, p.cols}, weight);
+    w_plain = std::make_unique<Tensor>(w_type, std::vector<int64_t>{p.groups, p.depth, p.cols}, weight);
     w = w_plain->get();
   }
   std::unique_ptr<Tensor> bias_t;
@@ -213,6 +234,20 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
                                        quant->scale);
     scale_list = std::make_unique<TensorList>(scale_t->get());
   }
+  // W8A16: antiquant_scale / antiquant_offset [E, N] or [E, G, N] (one-tensor lists).
+  const std::vector<int64_t> aq_dims = p.antiquant_groups > 1
+                                           ? std::vector<int64_t>{p.groups, p.antiquant_groups, p.cols}
+                                           : std::vector<int64_t>{p.groups, p.cols};
+  std::unique_ptr<Tensor> aq_scale_t, aq_offset_t;
+  std::unique_ptr<TensorList> aq_scale_list, aq_offset_list;
+  if (quant && quant->antiquant_scale) {
+    aq_scale_t = std::make_unique<Tensor>(GmmAclType(p.antiquant_type), aq_dims, quant->antiquant_scale);
+    aq_scale_list = std::make_unique<TensorList>(aq_scale_t->get());
+  }
+  if (quant && quant->antiquant_offset) {
+    aq_offset_t = std::make_unique<Tensor>(GmmAclType(p.antiquant_type), aq_dims, quant->antiquant_offset);
+    aq_offset_list = std::make_unique<TensorList>(aq_offset_t->get());
+  }
   if (quant && quant->per_token_scale) {
     per_token_t = std::make_unique<Tensor>(kAclFloat, std::vector<int64_t>{p.rows}, quant->per_token_scale);
     per_token_list = std::make_unique<TensorList>(per_token_t->get());
@@ -223,7 +258,9 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr,
-                       scale_list ? scale_list->get() : nullptr, nullptr, nullptr, nullptr,
+                       scale_list ? scale_list->get() : nullptr, nullptr,
+                       aq_scale_list ? aq_scale_list->get() : nullptr,
+                       aq_offset_list ? aq_offset_list->get() : nullptr,
                        per_token_list ? per_token_list->get() : nullptr, group_list.get(), nullptr, nullptr,
                        nullptr, kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone,
                        y_list.get(), nullptr, nullptr, workspace_size, executor);

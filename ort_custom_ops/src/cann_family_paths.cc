@@ -38,6 +38,7 @@ std::string GroupedMatmulFacts(const Facts& f) {
   cann::GroupedMatmulDeviceArgs a;
   a.params.type = GmmTypeOf(TypeNamed(f, "x_type"));
   a.params.weight = GmmWeightOf(TypeNamed(f, "weight_type"));
+  a.has_antiquant_offset = IntFact(f, "antiquant_offset", 1) != 0;  // unknown: given
   // W8A8: y's type from output_dtype, the scale's type (unknown: the pairing the operator takes)
   const ONNXTensorElementDataType y = GroupedMatmulOutputType(IntFact(f, "output_dtype", 0));
   a.params.out_type = y != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? GmmTypeOf(y) : a.params.type;

@@ -1,6 +1,7 @@
-"""The fake aclnnGroupedMatmulV4's W8A8 argument rules, with the status codes and messages of
+"""The fake aclnnGroupedMatmulV4's W8A8 and W8A16 argument rules, with the status codes and messages of
 ops-transformer's gmm/grouped_matmul/op_host/op_api/aclnn_grouped_matmul.cpp
-(CheckFunctionQuantParams, CheckGroupedMatmulQuant, CheckQuantParamsDtype, CheckPerTokenScale;
+(CheckFunctionQuantParams, CheckGroupedMatmulQuant, CheckQuantParamsDtype, CheckPerTokenScale,
+CheckGroupedMatmulAntiQuant;
 the operator's docs/aclnnGroupedMatmulV4.md defers to these): what the CANN kernel's W8A8 blocker
 keeps away from the operator is refused by the fake as the operator refuses it."""
 
@@ -20,9 +21,10 @@ SIZES = {FLOAT: 4, FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8, BFLOAT16: 2}
 M, K, N, E = 6, 16, 8, 2
 
 
-def w8a8_status(*, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, per_token_dims=(M,), offset=False, bias=INT32):
-    """Phase 1 (and, when it accepts, phase 2) of the fake's aclnnGroupedMatmulV4 for W8A8 with
-    device tensors; scale / per_token / bias None: absent."""
+def w8a8_status(*, x=INT8, w=INT8, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, per_token_dims=(M,), offset=False,
+                bias=INT32, aq_scale=None, aq_offset=None, aq_dims=(E, N)):
+    """Phase 1 (and, when it accepts, phase 2) of the fake's aclnnGroupedMatmulV4 (W8A8 by default)
+    with device tensors; scale / per_token / bias / aq_scale / aq_offset None: absent."""
     acl, nn, op = libs()
     nn.aclCreateTensorList.restype = P
     nn.aclCreateTensorList.argtypes = [ctypes.POINTER(P), ctypes.c_uint64]
@@ -43,8 +45,9 @@ def w8a8_status(*, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, per_token_dims=(
         lists.append(lst)
         return lst
 
-    args = [arg((M, K), INT8), arg((E, K, N), INT8), arg((E, N), bias), arg((E, N), scale),
-            arg((E, N), FLOAT) if offset else None, None, None, arg(per_token_dims, per_token),
+    args = [arg((M, K), x), arg((E, K, N), w), arg((E, N), bias), arg((E, N), scale),
+            arg((E, N), FLOAT) if offset else None, arg(aq_dims, aq_scale), arg(aq_dims, aq_offset),
+            arg(per_token_dims, per_token),
             arg((E,), INT64, as_list=False), None, None, None]
     out = arg((M, N), y)
     fn = op.aclnnGroupedMatmulV4GetWorkspaceSize
@@ -100,4 +103,32 @@ REJECTED = [
 @pytest.mark.parametrize("args,message", REJECTED, ids=[m[:40] for _, m in REJECTED])
 def test_w8a8_rules_rejected_with_the_operators_code(args, message):
     status, got = w8a8_status(**args)
+    assert status == 161002 and message in got, got
+
+
+W8A16 = dict(x=BFLOAT16, w=INT8, y=BFLOAT16, scale=None, per_token=None, bias=FLOAT, aq_scale=BFLOAT16,
+             aq_offset=BFLOAT16)
+
+
+def test_w8a16_accepted_per_channel_and_per_group():
+    assert w8a16_ok() and w8a8_status(**{**W8A16, "aq_dims": (E, 4, N)})[0] == 0
+
+
+def w8a16_ok():
+    return w8a8_status(**W8A16) == (0, "")
+
+
+ANTIQUANT_REJECTED = [
+    (dict(aq_offset=None), "GMM Xtype:bfloat16 Wtype:int8: antiquantOffset must not be nullptr in antiquant, "
+     "but now is nullptr."),
+    (dict(aq_scale=FLOAT16), "GMM: antiquantScale dtype does not match with x dtype[bfloat16]."),
+    (dict(scale=BFLOAT16), "Detected antiquant, but quant inputs is not empty!"),
+    (dict(aq_dims=(E, 3, N)), "Invalid antiquantScale"),
+    (dict(x=FLOAT, y=FLOAT, aq_scale=FLOAT, aq_offset=FLOAT), "there is no matching xDtype and weightDtype pattern"),
+]
+
+
+@pytest.mark.parametrize("args,message", ANTIQUANT_REJECTED, ids=[m[:40] for _, m in ANTIQUANT_REJECTED])
+def test_w8a16_rules_rejected_with_the_operators_code(args, message):
+    status, got = w8a8_status(**{**W8A16, **args})
     assert status == 161002 and message in got, got

@@ -157,32 +157,37 @@ def _quant_samples():
     return [s for s in samples() if s.id.startswith(("w8a16", "w4a16", "w8a8"))]
 
 
-def _w8a8_native(sample) -> bool:
-    """aclnnGroupedMatmulV4's W8A8 pairings (aclnn_grouped_matmul.cpp, CheckQuantParamsDtype):
-    bfloat16 y with a bfloat16 scale, float16 y with a float scale; the antiquant forms and int32
-    y run on the host."""
-    scale = sample.inputs.get("scale")
-    out = sample.attrs.get("output_dtype")
-    return scale is not None and ((out == 16 and scale.dtype == ml_dtypes.bfloat16)
-                                  or (out == 10 and scale.dtype == np.float32))
+def _native(sample) -> bool:
+    """The quantized calls aclnnGroupedMatmulV4 takes (aclnn_grouped_matmul.cpp): W8A8 with bfloat16 y
+    and a bfloat16 scale or float16 y and a float scale (CheckQuantParamsDtype); W8A16 with float16 /
+    bfloat16 x, antiquant_offset given (CheckGroupedMatmulAntiQuant) and the non-quantized bias rule.
+    int4 weights, float x and int32 y run on the host."""
+    inputs, out = sample.inputs, sample.attrs.get("output_dtype")
+    x, w, scale, bias = inputs["x"].dtype, inputs["weight"].dtype, inputs.get("scale"), inputs.get("bias")
+    if x == np.int8:
+        return scale is not None and ((out == 16 and scale.dtype == ml_dtypes.bfloat16)
+                                      or (out == 10 and scale.dtype == np.float32))
+    native_bias = np.float32 if x == ml_dtypes.bfloat16 else x
+    return (w == np.int8 and x in (np.float16, ml_dtypes.bfloat16) and inputs.get("antiquant_offset") is not None
+            and (bias is None or bias.dtype == native_bias))
 
 
 @pytest.mark.parametrize("sample", _quant_samples(), ids=lambda s: s.id)
-def test_quantized_forms_equal_the_cpu_ep_native_w8a8(sample):
+def test_quantized_forms_equal_the_cpu_ep_native_where_allowed(sample):
     from tests.op_table import node_model
 
     data = node_model("GroupedMatmul", sample.inputs, sample.attrs).SerializeToString()
     feeds = {n: v for n, v in sample.inputs.items() if v is not None}
     before = calls(GMM)
     got = run(session(data, "cann"), feeds)
-    assert (calls(GMM) > before) == (_w8a8_native(sample) and NATIVE_SOC)
+    assert (calls(GMM) > before) == (_native(sample) and NATIVE_SOC)
     assert_bits_equal(got, run(session(data, "cpu"), feeds))
 
 
-def test_w8a8_both_paths_counted():
-    """The quantized samples cover both paths: native W8A8 and the host fallback."""
-    kinds = {_w8a8_native(s) for s in _quant_samples()}
-    assert kinds == {True, False}
+def test_quantized_samples_cover_both_paths():
+    """The quantized samples cover native W8A8, native W8A16 and the host fallback."""
+    native = {s.id.split("-")[0] for s in _quant_samples() if _native(s)}
+    assert native == {"w8a8", "w8a16"} and not all(_native(s) for s in _quant_samples())
 
 
 def _quant_bad():

@@ -144,6 +144,40 @@ void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offse
   c.Check("perTokenScaleOptional[0]", *per_token_t, false, {kFloat}, {m});
 }
 
+// W8A16 (CheckGroupedMatmulAntiQuant): antiquantScale and antiquantOffset both given, of x's
+// type, [E, N] or [E, G, N] with G dividing K (the fake's reading of GetPergroupSize).
+void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, int64_t e, int64_t k,
+                    int64_t n, const void** scale_t, const void** offset_t, int64_t* groups) {
+  const std::string types = "GMM Xtype:" + TypeName(xd) + " Wtype:int8: ";
+  if (!c.ok()) return;
+  if (!scale)
+    return c.Fail(kParamInvalid,
+                  types + "antiquantScale must not be nullptr in antiquant, but now is nullptr.");
+  if (!offset)
+    return c.Fail(kParamInvalid,
+                  types + "antiquantOffset must not be nullptr in antiquant, but now is nullptr.");
+  *scale_t = OneTensor(c, "antiquantScale", scale, true);
+  *offset_t = OneTensor(c, "antiquantOffset", offset, true);
+  if (!c.ok()) return;
+  for (const void* t : {*scale_t, *offset_t}) {
+    if (!FakeAclnnIsTensor(t)) return c.Fail(kParamInvalid, "antiquant tensor is not a live aclTensor");
+  }
+  if (T(*scale_t)->dtype != xd)
+    return c.Fail(kParamInvalid,
+                  "GMM: antiquantScale dtype does not match with x dtype[" + TypeName(xd) + "].");
+  if (T(*offset_t)->dtype != xd)
+    return c.Fail(kParamInvalid,
+                  "GMM: antiquantOffset dtype does not match with x dtype[" + TypeName(xd) + "].");
+  const std::vector<int64_t>& d = T(*scale_t)->dims;
+  *groups = d.size() == 3 ? d[1] : 1;
+  if (!((d.size() == 2 || d.size() == 3) && d.front() == e && d.back() == n && *groups >= 1 &&
+        k % *groups == 0)) {
+    return c.Fail(kParamInvalid, "Invalid antiquantScale");
+  }
+  c.Check("antiquantScale[0]", *scale_t, true, {xd}, d);
+  c.Check("antiquantOffset[0]", *offset_t, true, {xd}, d);
+}
+
 }  // namespace
 
 extern "C" {
@@ -177,8 +211,6 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
                                                : "groupListType shoule be 0 or 1.");
   }
   if (act_type != 0) c.Fail(kParamInvalid, "non quant case dose not support activation.");
-  if (antiquant_scale || antiquant_offset)
-    c.Fail(kParamInvalid, "the fake does not model the antiquant forms");
   if (activation_input || activation_quant_scale || activation_quant_offset || activation_feature_out ||
       dyn_quant_scale_out) {
     c.Fail(kParamInvalid, "activation inputs / outputs are for quantised activation only");
@@ -188,23 +220,36 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   if (!c.ok()) return c.status();
   const int xd = T(xt)->dtype;
   const bool w8a8 = xd == kInt8;
-  if (!w8a8) {  // CheckNonQuant
+  const int wd = FakeAclnnIsTensor(wt) ? T(wt)->dtype : xd;
+  const bool antiquant = (xd == kFloat16 || xd == kBFloat16) && wd == kInt8;
+  if (!w8a8) {  // CheckNonQuant, CheckGroupedMatmulAntiQuant
     for (const void* q : {scale, offset, per_token_scale}) {
-      if (q && c.ok()) c.Fail(kParamInvalid, "Detected nonquant, but quant inputs is not empty!");
+      if (q && c.ok())
+        c.Fail(kParamInvalid, antiquant ? "Detected antiquant, but quant inputs is not empty!"
+                                        : "Detected nonquant, but quant inputs is not empty!");
     }
   }
+  if ((antiquant_scale || antiquant_offset) && c.ok() && (w8a8 || wd == xd)) {
+    c.Fail(kParamInvalid, w8a8 ? "Detected quant, but antiquant inputs is not empty!"
+                               : "Detected nonquant, but antiquant inputs is not empty!");
+  }
   if (!c.ok()) return c.status();
-  if (xd != kFloat && xd != kFloat16 && xd != kBFloat16 && !w8a8) {
+  if (!((xd == kFloat || xd == kFloat16 || xd == kBFloat16) && wd == xd) && !w8a8 && !antiquant) {
     c.Fail(kParamInvalid, "GMM: there is no matching xDtype and weightDtype pattern. case with x dtype " +
-                              TypeName(xd) + " is not supported.");
+                              TypeName(xd) + " and weight dtype " + TypeName(wd) + " is not supported.");
     return c.status();
   }
   c.Check("x[0]", xt, true, {xd}, {-1, -1});
   if (!c.ok()) return c.status();
   const int64_t m = T(xt)->dims[0], k = T(xt)->dims[1];
   bool transposed = false;
-  if (!CheckWeight(c, wt, xd, k, &transposed)) return c.status();
+  if (!CheckWeight(c, wt, w8a8 || antiquant ? kInt8 : xd, k, &transposed)) return c.status();
   const int64_t e = T(wt)->dims[0], n = T(wt)->dims[2];
+  const void* aq_scale_t = nullptr;
+  const void* aq_offset_t = nullptr;
+  int64_t aq_groups = 1;
+  if (antiquant)
+    CheckAntiquant(c, antiquant_scale, antiquant_offset, xd, e, k, n, &aq_scale_t, &aq_offset_t, &aq_groups);
   const void* scale_t = nullptr;
   const void* per_token_t = nullptr;
   if (w8a8) {
@@ -245,6 +290,11 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
     p.weight = ascend_moe::cpu::GmmWeight::kInt8;
     if (scale_t) p.scale_type = GmmTypeOf(T(scale_t)->dtype);
   }
+  if (antiquant) {
+    p.weight = ascend_moe::cpu::GmmWeight::kInt8;
+    p.antiquant_groups = aq_groups;
+    p.antiquant_type = GmmTypeOf(xd);
+  }
   p.transpose_weight = transposed;
   auto run = [=]() {
     const int64_t* values = static_cast<const int64_t*>(Data(group_list));
@@ -271,13 +321,16 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
     b.weight = Data(wt);
     b.bias = bt ? Data(bt) : nullptr;
     b.scale = scale_t ? Data(scale_t) : nullptr;
+    b.antiquant_scale = aq_scale_t ? Data(aq_scale_t) : nullptr;
+    b.antiquant_offset = aq_offset_t ? Data(aq_offset_t) : nullptr;
     b.per_token_scale = per_token_t ? static_cast<const float*>(Data(per_token_t)) : nullptr;
     b.y = Data(yt);
     ascend_moe::cpu::GroupedMatmul(q, b, ends.data());
     return static_cast<int>(kOk);
   };
   return MakeExecutor("aclnnGroupedMatmulV4", 16 * 1024 * 1024,
-                      {xt, wt, bt, yt, group_list, scale_t, per_token_t}, run, workspace_size, executor);
+                      {xt, wt, bt, yt, group_list, scale_t, per_token_t, aq_scale_t, aq_offset_t}, run,
+                      workspace_size, executor);
 }
 
 int aclnnGroupedMatmulV4(void* workspace, uint64_t workspace_size, void* executor, void* stream) {
