@@ -178,6 +178,22 @@ void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, 
   c.Check("antiquantOffset[0]", *offset_t, true, {xd}, d);
 }
 
+// CheckGroupListCommonTensor: an int64 [E] tensor of at most 1024 entries.
+void CheckGroupList(ArgCheck& c, const void* group_list, int64_t e) {
+  if (c.ok() && !group_list)
+    c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
+  c.Check("groupListOptional", group_list, true, {kInt64}, {-1});
+  if (!c.ok()) return;
+  const int64_t groups = T(group_list)->dims[0];
+  if (groups > kMaxGroupListTensor) {
+    c.Fail(kParamInvalid, "When groupList type is tenosr, size of groupList " + std::to_string(groups) +
+                              " should be less than or equal to 1024.");
+  } else if (!((groups == e && e > 1) || e == 1)) {
+    c.Fail(kParamInvalid, "When groupList is not null, size of groupList(tensor) " + std::to_string(groups) +
+                              " should be equal to weight dim 0 " + std::to_string(e) + " with groupType 0.");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -263,19 +279,7 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   // CheckNonQuantMatmulDataType: bias is float for bfloat16 x, x's type otherwise; W8A8: int32
   // (the operator's bfloat16 bias is not modelled).
   c.Check("bias[0]", bt, false, {w8a8 ? kInt32 : xd == kBFloat16 ? kFloat : xd}, {e, n});
-  // CheckGroupListCommonTensor.
-  if (c.ok() && !group_list)
-    c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
-  c.Check("groupListOptional", group_list, true, {kInt64}, {-1});
-  if (!c.ok()) return c.status();
-  const int64_t groups = T(group_list)->dims[0];
-  if (groups > kMaxGroupListTensor) {
-    c.Fail(kParamInvalid, "When groupList type is tenosr, size of groupList " + std::to_string(groups) +
-                              " should be less than or equal to 1024.");
-  } else if (!((groups == e && e > 1) || e == 1)) {
-    c.Fail(kParamInvalid, "When groupList is not null, size of groupList(tensor) " + std::to_string(groups) +
-                              " should be equal to weight dim 0 " + std::to_string(e) + " with groupType 0.");
-  }
+  CheckGroupList(c, group_list, e);
   if (!c.ok()) return c.status();
 
   ascend_moe::cpu::GroupedMatmulParams p;
