@@ -106,7 +106,9 @@ def _family_facts(op_type: str, typ, present: list) -> dict:
         return dims[axis] if dims and len(dims) > abs(axis) and isinstance(dims[axis], int) else None
 
     if op_type == "GroupedMatmul":
-        return {"x_type": typ(0)[0], "bias_type": typ(3)[0] if present[3] else None, "experts": dim(1, 0)}
+        return {"x_type": typ(0)[0], "weight_type": typ(1)[0], "bias_type": typ(3)[0] if present[3] else None,
+                "scale_type": typ(4)[0] if present[4] else None, "antiquant_offset": int(present[7]),
+                "experts": dim(1, 0)}
     if op_type == "MoeRoutedExperts":
         return {"experts": dim(3, 0)}
     if op_type == "MoeFinalizeRoutingV2":

@@ -18,6 +18,21 @@ def test_family_path_predictions():
     call, why = family_path("GroupedMatmul", {"x_type": "float16", "bias_type": "float", "experts": 8})
     assert call is None and why == "aclnnGroupedMatmulV4 takes a float16 bias with float16 x, got float"
     assert family_path("GroupedMatmul", {"experts": 1025})[0] is None
+    # the quantized calls aclnnGroupedMatmulV4 takes (W8A8 pairings, W8A16 with an offset); others on the host
+    w8a8 = {"x_type": "int8", "weight_type": "int8", "experts": 8}
+    assert family_path("GroupedMatmul", {**w8a8, "output_dtype": 16, "scale_type": "bfloat16"})[0] \
+        == "aclnnGroupedMatmulV4"
+    assert family_path("GroupedMatmul", {**w8a8, "output_dtype": 10, "scale_type": "float"})[0] \
+        == "aclnnGroupedMatmulV4"
+    assert family_path("GroupedMatmul", {**w8a8, "output_dtype": 16, "scale_type": "float"})[1] == (
+        "aclnnGroupedMatmulV4 dequantizes int8 x to bfloat16 y with a bfloat16 scale or to float16 y with a "
+        "float scale, got bfloat16 y with a float scale")
+    assert "int32 y" in family_path("GroupedMatmul", {**w8a8, "output_dtype": 6})[1]
+    assert "W4A16" in family_path("GroupedMatmul", {"x_type": "bfloat16", "weight_type": "int32"})[1]
+    w8a16 = {"x_type": "bfloat16", "weight_type": "int8", "experts": 8}
+    assert family_path("GroupedMatmul", {**w8a16, "antiquant_offset": 1})[0] == "aclnnGroupedMatmulV4"
+    assert "antiquantOffset" in family_path("GroupedMatmul", {**w8a16, "antiquant_offset": 0})[1]
+    assert "float16 or bfloat16 x, got float x" in family_path("GroupedMatmul", {**w8a16, "x_type": "float"})[1]
     assert family_path("MoeRoutedExperts", {"swiglu_limit": 0.0, "experts": 256})[0].startswith("aclnnMoeInitRoutingV3")
     assert "swiglu_limit > 0" in family_path("MoeRoutedExperts", {"swiglu_limit": 7.0, "experts": 256})[1]
     assert family_path("MoeInitRoutingV3", {"expert_num": 256})[0] == "aclnnMoeInitRoutingV3"

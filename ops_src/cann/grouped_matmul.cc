@@ -9,8 +9,6 @@ namespace ascend_moe::cann {
 
 namespace {
 
-size_t TypeBytes(cpu::GmmType t) { return t == cpu::GmmType::kFloat32 ? 4 : 2; }
-
 // The bias type aclnnGroupedMatmulV4 takes without quantisation: float for bfloat16 x, x's type
 // otherwise (aclnn_grouped_matmul.cpp, CheckNonQuantMatmulDataType).
 bool NativeBiasIsFloat(const cpu::GroupedMatmulParams& p) { return p.type == cpu::GmmType::kBFloat16; }
@@ -25,34 +23,121 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   // The operator writes the grouped rows only; the contract's rows past the last group are zero.
   const int64_t covered = a.ends.empty() ? 0 : a.ends.back();
   if (covered < p.rows) {
-    const size_t row_bytes = static_cast<size_t>(p.cols) * TypeBytes(p.type);
+    const size_t row_bytes = static_cast<size_t>(p.cols) * GmmTypeBytes(p.out_type);
     MemsetAsync(ctx, static_cast<char*>(a.y) + covered * row_bytes, (p.rows - covered) * row_bytes, 0);
   }
+  GmmQuantArgs quant{a.scale, a.per_token_scale, a.antiquant_scale, a.antiquant_offset};
   RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(),
-                     a.group_list_type, a.y);
+                     a.group_list_type, a.y, &quant);
   Synchronize(ctx);  // the host group list must outlive its upload
 }
 
+// Weight bytes: x's float type, int8, or int4 (two per byte).
+size_t WeightBytes(const cpu::GroupedMatmulParams& p) {
+  const size_t count = static_cast<size_t>(p.groups * p.depth * p.cols);
+  switch (p.weight) {
+    case cpu::GmmWeight::kInt8:
+      return count;
+    case cpu::GmmWeight::kInt4:
+      return count / 2;
+    case cpu::GmmWeight::kSame:
+      break;
+  }
+  return count * GmmTypeBytes(p.type);
+}
+
+// Bias element bytes: float, int32 for int8 x, else x's type.
+size_t BiasBytes(const cpu::GroupedMatmulParams& p) {
+  if (p.bias_float32 || p.type == cpu::GmmType::kInt8) return 4;
+  return GmmTypeBytes(p.type);
+}
+
+// An optional input downloaded (null when absent).
+std::unique_ptr<HostBuffer> DownloadIf(const DeviceContext& ctx, const void* device, size_t bytes) {
+  return device ? Download(ctx, device, bytes) : nullptr;
+}
+
+const void* HostOf(const std::unique_ptr<HostBuffer>& b) { return b ? b->get() : nullptr; }
+
 void RunOnHost(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const cpu::GroupedMatmulParams& p = a.params;
-  const size_t bytes = TypeBytes(p.type);
-  const auto x = Download(ctx, a.x, static_cast<size_t>(p.rows * p.depth) * bytes);
-  const auto w = Download(ctx, a.weight, static_cast<size_t>(p.groups * p.depth * p.cols) * bytes);
-  std::unique_ptr<HostBuffer> bias;
-  if (a.has_bias)
-    bias = Download(ctx, a.bias, static_cast<size_t>(p.groups * p.cols) * (p.bias_float32 ? 4 : bytes));
-  HostBuffer y(static_cast<size_t>(p.rows * p.cols) * bytes);
+  const size_t e_n = static_cast<size_t>(p.groups * p.cols);
+  const size_t scales = e_n * static_cast<size_t>(p.antiquant_groups) * GmmTypeBytes(p.antiquant_type);
+  const auto x = Download(ctx, a.x, static_cast<size_t>(p.rows * p.depth) * GmmTypeBytes(p.type));
+  const auto w = Download(ctx, a.weight, WeightBytes(p));
+  const auto bias = DownloadIf(ctx, a.has_bias ? a.bias : nullptr, e_n * BiasBytes(p));
+  const auto scale = DownloadIf(ctx, a.scale, e_n * GmmTypeBytes(p.scale_type));
+  const auto antiquant_scale = DownloadIf(ctx, a.antiquant_scale, scales);
+  const auto antiquant_offset = DownloadIf(ctx, a.antiquant_offset, scales);
+  const auto per_token_scale =
+      DownloadIf(ctx, a.per_token_scale, static_cast<size_t>(p.rows) * sizeof(float));
+  HostBuffer y(static_cast<size_t>(p.rows * p.cols) * GmmTypeBytes(p.out_type));
   cpu::GroupedMatmulBuffers b;
   b.x = x->get();
   b.weight = w->get();
-  b.bias = a.has_bias ? bias->get() : nullptr;
+  b.bias = HostOf(bias);
+  b.scale = HostOf(scale);
+  b.antiquant_scale = HostOf(antiquant_scale);
+  b.antiquant_offset = HostOf(antiquant_offset);
+  b.per_token_scale = static_cast<const float*>(HostOf(per_token_scale));
   b.y = y.get();
   cpu::GroupedMatmul(p, b, a.ends.data());
   CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
   Synchronize(ctx);  // the host result must outlive its upload
 }
 
+// aclnnGroupedMatmulV4's W8A8 (int8 x and weight, aclnn_grouped_matmul.cpp CheckFunctionQuantParams
+// and CheckQuantParamsDtype, per-token and per-channel alike): y bfloat16 with a bfloat16 scale or
+// float16 with a float scale; bias int32 (the contract's only W8A8 bias type), per_token_scale
+// float [M] (the contract's too). int32 y (the raw sums) runs on the host: how the operator adds a
+// bias to int32 sums is not documented.
+std::string W8A8Blocker(const cpu::GroupedMatmulParams& p) {
+  using cpu::GmmType;
+  if (p.out_type == GmmType::kInt32) return "W8A8 with int32 y (output_dtype 6) runs on the host";
+  const bool bf16 = p.out_type == GmmType::kBFloat16 && p.scale_type == GmmType::kBFloat16;
+  const bool fp16 = p.out_type == GmmType::kFloat16 && p.scale_type == GmmType::kFloat32;
+  if (!bf16 && !fp16) {
+    return std::string("aclnnGroupedMatmulV4 dequantizes int8 x to bfloat16 y with a bfloat16 scale or to ") +
+           "float16 y with a float scale, got " + AclTypeName(GmmAclType(p.out_type)) + " y with a " +
+           AclTypeName(GmmAclType(p.scale_type)) + " scale";
+  }
+  return {};
+}
+
+// aclnnGroupedMatmulV4's antiquant forms as this library passes them (aclnn_grouped_matmul.cpp,
+// CheckFunctionParams and CheckGroupedMatmulAntiQuant): float16 / bfloat16 x, int8 weights,
+// antiquantScale and antiquantOffset both given, of x's type. int4 weights (torch_npu's int32
+// words) run on the host: the operator takes them as its own int4 type.
+std::string AntiquantBlocker(const GroupedMatmulDeviceArgs& a) {
+  const cpu::GroupedMatmulParams& p = a.params;
+  if (p.weight == cpu::GmmWeight::kInt4) return "W4A16 (int4 weights in int32 words) runs on the host";
+  if (p.type != cpu::GmmType::kFloat16 && p.type != cpu::GmmType::kBFloat16) {
+    return std::string("aclnnGroupedMatmulV4 takes int8 weights with float16 or bfloat16 x, got ") +
+           AclTypeName(GmmAclType(p.type)) + " x";
+  }
+  if (!a.has_antiquant_offset) {
+    return "aclnnGroupedMatmulV4 requires antiquantOffset with int8 weights; without antiquant_offset the "
+           "call "
+           "runs on the host";
+  }
+  return {};
+}
+
 }  // namespace
+
+size_t GmmTypeBytes(cpu::GmmType t) {
+  switch (t) {
+    case cpu::GmmType::kFloat16:
+    case cpu::GmmType::kBFloat16:
+      return 2;
+    case cpu::GmmType::kInt8:
+      return 1;
+    case cpu::GmmType::kFloat32:
+    case cpu::GmmType::kInt32:
+      break;
+  }
+  return 4;
+}
 
 AclDataType GmmAclType(cpu::GmmType type) {
   switch (type) {
@@ -60,6 +145,10 @@ AclDataType GmmAclType(cpu::GmmType type) {
       return kAclFloat16;
     case cpu::GmmType::kBFloat16:
       return kAclBFloat16;
+    case cpu::GmmType::kInt8:
+      return kAclInt8;
+    case cpu::GmmType::kInt32:
+      return kAclInt32;
     case cpu::GmmType::kFloat32:
       break;
   }
@@ -70,6 +159,15 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
   const cpu::GroupedMatmulParams& p = a.params;
   if (p.groups > kGmmMaxGroups) {
     return "aclnnGroupedMatmulV4 takes at most 1024 groups, got E = " + std::to_string(p.groups);
+  }
+  if (p.type == cpu::GmmType::kInt8) {
+    const std::string w8a8 = W8A8Blocker(p);
+    if (!w8a8.empty()) return w8a8;
+    return p.depth == 0 ? "K = 0 (empty matrices) runs on the host" : "";
+  }
+  if (p.weight != cpu::GmmWeight::kSame) {
+    const std::string antiquant = AntiquantBlocker(a);
+    if (!antiquant.empty()) return antiquant;
   }
   const AclDataType x_type = GmmAclType(p.type);
   const AclDataType native_bias = NativeBiasIsFloat(p) ? kAclFloat : x_type;
@@ -99,11 +197,13 @@ GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
 
 void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams& p, const void* x,
                         const void* weight, const void* bias, const void* group_list_device,
-                        int64_t group_list_type, void* y) {
+                        int64_t group_list_type, void* y, const GmmQuantArgs* quant) {
   const AclnnOp op = RequireAclnnOp(kAclnnGroupedMatmulV4, "GroupedMatmul");
-  const AclDataType type = GmmAclType(p.type);
+  const AclDataType type = GmmAclType(p.type);  // x's and the weight's (int8 for W8A8)
+  const bool w8a8 = p.type == cpu::GmmType::kInt8;
+  const AclDataType w_type = p.weight == cpu::GmmWeight::kInt8 ? kAclInt8 : type;
   Tensor x_t(type, {p.rows, p.depth}, x);
-  Tensor y_t(type, {p.rows, p.cols}, y);
+  Tensor y_t(GmmAclType(w8a8 ? p.out_type : p.type), {p.rows, p.cols}, y);
   Tensor group_list(kAclInt64, {p.groups}, group_list_device);
   // A transposed weight is passed as the [E, K, N] view of its [E, N, K] storage (op-plugin's
   // npu_grouped_matmul passes torch's transposed view the same way).
@@ -111,28 +211,59 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   std::unique_ptr<TransposedWeight> w_view;
   const AclTensor* w = nullptr;
   if (p.transpose_weight) {
-    w_view = std::make_unique<TransposedWeight>(type, p.groups, p.cols, p.depth, weight);
+    w_view = std::make_unique<TransposedWeight>(w_type, p.groups, p.cols, p.depth, weight);
     w = w_view->get();
   } else {
-    w_plain = std::make_unique<Tensor>(type, std::vector<int64_t>{p.groups, p.depth, p.cols}, weight);
+    w_plain = std::make_unique<Tensor>(w_type, std::vector<int64_t>{p.groups, p.depth, p.cols}, weight);
     w = w_plain->get();
   }
   std::unique_ptr<Tensor> bias_t;
   std::unique_ptr<TensorList> bias_list;
   if (bias) {
-    bias_t = std::make_unique<Tensor>(p.bias_float32 ? kAclFloat : type,
+    bias_t = std::make_unique<Tensor>(w8a8             ? kAclInt32
+                                      : p.bias_float32 ? kAclFloat
+                                                       : type,
                                       std::vector<int64_t>{p.groups, p.cols}, bias);
     bias_list = std::make_unique<TensorList>(bias_t->get());
+  }
+  // W8A8: scale [E, N], per_token_scale float [M] (each a one-tensor list).
+  std::unique_ptr<Tensor> scale_t, per_token_t;
+  std::unique_ptr<TensorList> scale_list, per_token_list;
+  if (quant && quant->scale) {
+    scale_t = std::make_unique<Tensor>(GmmAclType(p.scale_type), std::vector<int64_t>{p.groups, p.cols},
+                                       quant->scale);
+    scale_list = std::make_unique<TensorList>(scale_t->get());
+  }
+  // W8A16: antiquant_scale / antiquant_offset [E, N] or [E, G, N] (one-tensor lists).
+  const std::vector<int64_t> aq_dims = p.antiquant_groups > 1
+                                           ? std::vector<int64_t>{p.groups, p.antiquant_groups, p.cols}
+                                           : std::vector<int64_t>{p.groups, p.cols};
+  std::unique_ptr<Tensor> aq_scale_t, aq_offset_t;
+  std::unique_ptr<TensorList> aq_scale_list, aq_offset_list;
+  if (quant && quant->antiquant_scale) {
+    aq_scale_t = std::make_unique<Tensor>(GmmAclType(p.antiquant_type), aq_dims, quant->antiquant_scale);
+    aq_scale_list = std::make_unique<TensorList>(aq_scale_t->get());
+  }
+  if (quant && quant->antiquant_offset) {
+    aq_offset_t = std::make_unique<Tensor>(GmmAclType(p.antiquant_type), aq_dims, quant->antiquant_offset);
+    aq_offset_list = std::make_unique<TensorList>(aq_offset_t->get());
+  }
+  if (quant && quant->per_token_scale) {
+    per_token_t = std::make_unique<Tensor>(kAclFloat, std::vector<int64_t>{p.rows}, quant->per_token_scale);
+    per_token_list = std::make_unique<TensorList>(per_token_t->get());
   }
   TensorList x_list(x_t.get()), w_list(w), y_list(y_t.get());
   auto prepare = reinterpret_cast<AclnnGroupedMatmulV4GetWorkspaceSizeFn>(op.prepare);
   RunAclnnOp(
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr, nullptr, nullptr,
-                       nullptr, nullptr, nullptr, group_list.get(), nullptr, nullptr, nullptr,
-                       kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list.get(),
-                       nullptr, nullptr, workspace_size, executor);
+        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr,
+                       scale_list ? scale_list->get() : nullptr, nullptr,
+                       aq_scale_list ? aq_scale_list->get() : nullptr,
+                       aq_offset_list ? aq_offset_list->get() : nullptr,
+                       per_token_list ? per_token_list->get() : nullptr, group_list.get(), nullptr, nullptr,
+                       nullptr, kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone,
+                       y_list.get(), nullptr, nullptr, workspace_size, executor);
       },
       op.run);
 }

@@ -4,6 +4,7 @@
 
 #include "cann_facts.h"
 #include "cann_support.h"
+#include "grouped_matmul_validate.h"
 #include "op_defs.gen.h"
 #include "ops_src/cann/grouped_matmul.h"
 #include "ops_src/cann/moe_finalize_routing_v2.h"
@@ -21,12 +22,30 @@ namespace {
 cpu::GmmType GmmTypeOf(ONNXTensorElementDataType t) {
   if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) return cpu::GmmType::kFloat16;
   if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16) return cpu::GmmType::kBFloat16;
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) return cpu::GmmType::kInt8;
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) return cpu::GmmType::kInt32;
   return cpu::GmmType::kFloat32;
+}
+
+// int8 / int32 (int4 words) weights: the quantized forms; otherwise x's type.
+cpu::GmmWeight GmmWeightOf(ONNXTensorElementDataType t) {
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) return cpu::GmmWeight::kInt8;
+  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) return cpu::GmmWeight::kInt4;
+  return cpu::GmmWeight::kSame;
 }
 
 std::string GroupedMatmulFacts(const Facts& f) {
   cann::GroupedMatmulDeviceArgs a;
   a.params.type = GmmTypeOf(TypeNamed(f, "x_type"));
+  a.params.weight = GmmWeightOf(TypeNamed(f, "weight_type"));
+  a.has_antiquant_offset = IntFact(f, "antiquant_offset", 1) != 0;  // unknown: given
+  // W8A8: y's type from output_dtype, the scale's type (unknown: the pairing the operator takes)
+  const ONNXTensorElementDataType y = GroupedMatmulOutputType(IntFact(f, "output_dtype", 0));
+  a.params.out_type = y != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? GmmTypeOf(y) : a.params.type;
+  const ONNXTensorElementDataType scale = TypeNamed(f, "scale_type");
+  a.params.scale_type = scale != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? GmmTypeOf(scale)
+                        : a.params.out_type == cpu::GmmType::kBFloat16   ? cpu::GmmType::kBFloat16
+                                                                         : cpu::GmmType::kFloat32;
   a.params.groups = IntFact(f, "experts", 1);
   a.params.depth = 1;
   const ONNXTensorElementDataType bias = TypeNamed(f, "bias_type");

@@ -4,33 +4,17 @@
 
 namespace ascend_moe {
 
-namespace {
-
-// The quantized forms (int8 / int4 weights, int8 x, their scales) have no CANN kernel yet: the
-// input that asks for one, or empty for a float call.
-std::string QuantizedInput(const GroupedMatmulInputs& in) {
-  using namespace gmm;
-  if (in[kInX].type != in[kInWeight].type) return kInputs[kInWeight].name;
-  if (in[kInX].type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) return kInputs[kInX].name;
-  for (In i : {kInScale, kInOffset, kInAntiquantScale, kInAntiquantOffset, kInPerTokenScale}) {
-    if (in[i].present) return kInputs[i].name;
-  }
-  return {};
-}
-
-}  // namespace
-
 GroupedMatmulCannKernel::GroupedMatmulCannKernel(const OrtKernelInfo* info)
-    : attrs_(gmm::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(gmm::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
+  // The type rules fail at session creation, as on the CPU EP.
+  const GroupedMatmulTypes types =
+      CheckGroupedMatmulTypes(GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
+  if (!types.error.empty()) Fail(types.error);
+}
 
 void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace gmm;
   const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
-  const std::string quantized = QuantizedInput(in);
-  if (!quantized.empty()) {
-    Fail(Str(kName, ": input '", quantized, "' makes a quantized grouped matmul, which has no CANN kernel "
-                    "yet; run this node on the CPU execution provider"));
-  }
   const InputView& g = in[kInGroupList];  // host memory
   cann::GroupedMatmulDeviceArgs args;
   args.params = ValidateGroupedMatmulShapes(in, attrs_);
@@ -46,7 +30,15 @@ void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
   args.x = in[kInX].data;
   args.weight = in[kInWeight].data;
   args.bias = args.has_bias ? in[kInBias].data : nullptr;
-  args.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {args.params.rows, args.params.cols}, in[kInX].type,
+  auto optional = [&](In i) { return in[i].present ? in[i].data : nullptr; };
+  args.scale = optional(kInScale);
+  args.antiquant_scale = optional(kInAntiquantScale);
+  args.antiquant_offset = optional(kInAntiquantOffset);
+  args.per_token_scale = optional(kInPerTokenScale);
+  args.has_antiquant_offset = in[kInAntiquantOffset].present;
+  const ONNXTensorElementDataType y_type =
+      CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs_.output_dtype).y;
+  args.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {args.params.rows, args.params.cols}, y_type,
                             /*required=*/true);
   if (args.params.rows == 0 || args.params.cols == 0) return;
   cann::GroupedMatmulPath path = cann::ChooseGroupedMatmulPath(args);

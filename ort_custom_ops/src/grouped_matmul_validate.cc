@@ -1,16 +1,111 @@
 #include "grouped_matmul_validate.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace ascend_moe {
 
-std::string CheckGroupedMatmulBiasType(ONNXTensorElementDataType x, ONNXTensorElementDataType bias) {
-  if (x == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED || bias == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ||
-      bias == x || bias == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
-    return {};
+namespace {
+
+constexpr int64_t kInt4PerWord = 8;  // int4 weights: 8 per int32 word
+constexpr ONNXTensorElementDataType kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+constexpr ONNXTensorElementDataType kInt8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+constexpr ONNXTensorElementDataType kInt32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+
+}  // namespace
+
+// y's type for an output_dtype value (0: none).
+ONNXTensorElementDataType GroupedMatmulOutputType(int64_t v) {
+  switch (v) {
+    case 1:
+      return kFloat;
+    case 10:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+    case 16:
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+    case 6:
+      return kInt32;
+    default:
+      return kNone;
   }
-  return Str(gmm::kName, ": input 'bias' must have the type of x (", TypeName(x), ") or be float, got ",
-             TypeName(bias));
+}
+
+// The type rules the generated table cannot state (docs/operators.md §4.3; the order and messages
+// of onnx_schemas.grouped_matmul.mode_and_output_type), from the element types of the inputs
+// (UNDEFINED: absent) after the table's checks.
+GroupedMatmulTypes CheckGroupedMatmulTypes(const GroupedMatmulTypeList& t, int64_t output_dtype) {
+  using namespace gmm;
+  GroupedMatmulTypes m;
+  auto absent = [&](std::initializer_list<In> inputs, const std::string& why) {
+    for (In i : inputs) {
+      if (m.error.empty() && t[i] != kNone) {
+        m.error =
+            Str(kName, ": input '", kInputs[i].name, "' must be absent ", why, ", got ", TypeName(t[i]));
+      }
+    }
+    return m.error.empty();
+  };
+  const ONNXTensorElementDataType x = t[kInX], w = t[kInWeight];
+  if (!absent({kInOffset}, "(torch_npu's npu_grouped_matmul takes offset=None)")) return m;
+  if (x == kInt8) {
+    m.mode = GmmMode::kW8A8;
+    if (w != kInt8) {
+      m.error = Str(kName, ": input 'weight' must be int8 for int8 x (W8A8), got ", TypeName(w));
+    } else if (!absent({kInAntiquantScale, kInAntiquantOffset}, "for int8 x (W8A8 takes scale)")) {
+    } else if (t[kInBias] != kNone && t[kInBias] != kInt32) {
+      m.error = Str(kName, ": input 'bias' must be int32 for int8 x, got ", TypeName(t[kInBias]));
+    } else if (output_dtype == 0) {
+      m.error = Str(
+          kName, ": attribute 'output_dtype' must be given for int8 x: 6 (int32), 1 (float), 10 (float16) ",
+          "or 16 (bfloat16), got 0");
+    } else if (GroupedMatmulOutputType(output_dtype) == kInt32) {
+      absent({kInScale, kInPerTokenScale}, "with output_dtype 6 (int32 y: the raw sums)");
+    } else if (t[kInScale] == kNone) {
+      m.error = Str(kName, ": input 'scale' is required for int8 x with output_dtype ", output_dtype, " (",
+                    TypeName(GroupedMatmulOutputType(output_dtype)), "), got none");
+    }
+    m.y = GroupedMatmulOutputType(output_dtype);
+    return m;
+  }
+  m.y = x;
+  if (w != x && w != kInt8 && w != kInt32) {
+    m.error = Str(kName, ": input 'weight' must have the type of x (", TypeName(x),
+                  "), int8 or int32 (int4 in int32 words), got ", TypeName(w));
+  } else if (output_dtype != 0 && GroupedMatmulOutputType(output_dtype) != x) {
+    m.error = Str(kName, ": attribute 'output_dtype' must be 0 or ", static_cast<int>(x), " (x's type) for ",
+                  TypeName(x), " x, got ", output_dtype);
+  } else if (t[kInBias] != kNone && t[kInBias] != x && t[kInBias] != kFloat) {
+    m.error = Str(kName, ": input 'bias' must have the type of x (", TypeName(x), ") or be float, got ",
+                  TypeName(t[kInBias]));
+  } else if (!absent({kInScale, kInPerTokenScale},
+                     Str("for ", TypeName(x), " x (scale and per_token_scale are for int8 x)"))) {
+  } else if (w == x) {
+    absent({kInAntiquantScale, kInAntiquantOffset},
+           Str("for ", TypeName(w),
+               " weight (antiquant_scale and antiquant_offset are for int8 / int4 weights)"));
+  } else {
+    m.mode = GmmMode::kAntiquant;
+    if (t[kInAntiquantScale] == kNone) {
+      m.error = Str(kName, ": input 'antiquant_scale' is required for ", TypeName(w), " weight, got none");
+    } else if (t[kInAntiquantScale] != x) {
+      m.error = Str(kName, ": input 'antiquant_scale' must have the type of x (", TypeName(x), "), got ",
+                    TypeName(t[kInAntiquantScale]));
+    }
+  }
+  return m;
+}
+
+GroupedMatmulTypeList GroupedMatmulGraphTypes(const std::vector<GraphTensor>& in) {
+  std::array<ONNXTensorElementDataType, gmm::kNumIns> t{};
+  for (size_t i = 0; i < gmm::kNumIns; ++i) t[i] = i < in.size() ? in[i].type : kNone;
+  return t;
+}
+
+GroupedMatmulTypeList GroupedMatmulViewTypes(const GroupedMatmulInputs& in) {
+  std::array<ONNXTensorElementDataType, gmm::kNumIns> t{};
+  for (size_t i = 0; i < gmm::kNumIns; ++i) t[i] = in[i].present ? in[i].type : kNone;
+  return t;
 }
 
 namespace {
@@ -20,45 +115,93 @@ namespace {
 }
 
 cpu::GmmType ToGmmType(ONNXTensorElementDataType t) {
-  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) return cpu::GmmType::kFloat16;
-  if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16) return cpu::GmmType::kBFloat16;
-  return cpu::GmmType::kFloat32;
+  switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      return cpu::GmmType::kFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+      return cpu::GmmType::kBFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      return cpu::GmmType::kInt8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+      return cpu::GmmType::kInt32;
+    default:
+      return cpu::GmmType::kFloat32;
+  }
+}
+
+// antiquant_scale [E, N] or [E, G, N] with G dividing K (int4 along k: K / G even), and
+// antiquant_offset of its shape: G.
+int64_t CheckAntiquantShapes(const GroupedMatmulInputs& in, int64_t e, int64_t k, int64_t n,
+                             bool int4_along_k) {
+  using namespace gmm;
+  const std::vector<int64_t>& s = in[kInAntiquantScale].shape;
+  const bool rank_ok = s.size() == 2 || s.size() == 3;
+  const int64_t g = s.size() == 3 ? s[1] : 1;
+  const bool ok = rank_ok && s.front() == e && s.back() == n && g >= 1 && k % g == 0 &&
+                  !(int4_along_k && (k / g) % 2 != 0);
+  if (!ok) {
+    FailInput(kInAntiquantScale, Str("must be [E, N] = [", e, ", ", n, "] or [E, G, N] with G dividing K = ",
+                                     k, int4_along_k ? " and K / G even (int4 weight [E, N, K/8])" : "",
+                                     ", got shape ", ShapeStr(s)));
+  }
+  const InputView& o = in[kInAntiquantOffset];
+  if (o.present && o.shape != s) {
+    FailInput(kInAntiquantOffset,
+              Str("must have the shape of antiquant_scale ", ShapeStr(s), ", got shape ", ShapeStr(o.shape)));
+  }
+  return g;
 }
 
 }  // namespace
 
+// Types (the rules the table cannot state), ranks and dims (no data is read): the kernel parameters.
 cpu::GroupedMatmulParams ValidateGroupedMatmulShapes(const GroupedMatmulInputs& in, const gmm::Attrs& attrs) {
   using namespace gmm;
-  const InputView &x = in[kInX], &w = in[kInWeight], &g = in[kInGroupList], &bias = in[kInBias];
-  if (bias.present) {
-    const std::string error = CheckGroupedMatmulBiasType(x.type, bias.type);
-    if (!error.empty()) Fail(error);
-  }
+  const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs.output_dtype);
+  if (!mt.error.empty()) Fail(mt.error);
+  const InputView &x = in[kInX], &w = in[kInWeight], &g = in[kInGroupList];
   if (x.shape.size() != 2) FailInput(kInX, Str("must be 2-D [M, K], got shape ", ShapeStr(x.shape)));
   const int64_t m = x.shape[0], k = x.shape[1];
   const bool t = attrs.transpose_weight != 0;
+  const bool int4 = w.type == kInt32;
   const size_t k_axis = t ? 2 : 1;
-  if (w.shape.size() != 3 || w.shape[0] < 1 || w.shape[k_axis] != k) {
-    FailInput(kInWeight, Str("must be 3-D ", t ? "[E, N, K]" : "[E, K, N]", " with E >= 1 and K = ", k,
-                             " (x.shape[1]), got shape ", ShapeStr(w.shape)));
+  const char* layout = t ? (int4 ? "[E, N, K/8] (int4 in int32 words)" : "[E, N, K]")
+                         : (int4 ? "[E, K, N/8] (int4 in int32 words)" : "[E, K, N]");
+  const int64_t w_k = w.shape.size() == 3 ? w.shape[k_axis] * (int4 && t ? kInt4PerWord : 1) : -1;
+  if (w.shape.size() != 3 || w.shape[0] < 1 || w_k != k) {
+    FailInput(kInWeight, Str("must be 3-D ", layout, " with E >= 1 and K = ", k, " (x.shape[1]), got shape ",
+                             ShapeStr(w.shape)));
   }
-  const int64_t e = w.shape[0], n = w.shape[3 - k_axis];
+  const int64_t e = w.shape[0], n = w.shape[3 - k_axis] * (int4 && !t ? kInt4PerWord : 1);
   if (g.shape.size() != 1 || g.shape[0] != e) {
     FailInput(kInGroupList,
               Str("must be 1-D [E] with E = ", e, " (weight.shape[0]), got shape ", ShapeStr(g.shape)));
   }
-  if (bias.present && bias.shape != std::vector<int64_t>{e, n}) {
-    FailInput(kInBias,
-              Str("must be [E, N] = [", e, ", ", n, "] (from weight), got shape ", ShapeStr(bias.shape)));
+  for (In i : {kInBias, kInScale}) {
+    if (in[i].present && in[i].shape != std::vector<int64_t>{e, n}) {
+      FailInput(i,
+                Str("must be [E, N] = [", e, ", ", n, "] (from weight), got shape ", ShapeStr(in[i].shape)));
+    }
   }
   cpu::GroupedMatmulParams p;
+  if (in[kInAntiquantScale].present) p.antiquant_groups = CheckAntiquantShapes(in, e, k, n, int4 && t);
+  const InputView& pts = in[kInPerTokenScale];
+  if (pts.present && pts.shape != std::vector<int64_t>{m}) {
+    FailInput(kInPerTokenScale, Str("must be [M] = [", m, "] (x.shape[0]), got shape ", ShapeStr(pts.shape)));
+  }
   p.rows = m;
   p.depth = k;
   p.cols = n;
   p.groups = e;
   p.type = ToGmmType(x.type);
-  p.bias_float32 = bias.present && bias.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  p.out_type = ToGmmType(mt.y);
+  p.bias_float32 = in[kInBias].present && in[kInBias].type == kFloat;
   p.transpose_weight = t;
+  p.weight = mt.mode == GmmMode::kFloat ? cpu::GmmWeight::kSame
+             : int4                     ? cpu::GmmWeight::kInt4
+                                        : cpu::GmmWeight::kInt8;
+  if (in[kInAntiquantScale].present) p.antiquant_type = ToGmmType(in[kInAntiquantScale].type);
+  if (in[kInScale].present) p.scale_type = ToGmmType(in[kInScale].type);
   return p;
 }
 

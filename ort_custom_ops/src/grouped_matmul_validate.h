@@ -19,12 +19,31 @@ inline constexpr int64_t kCumsum = 0, kCount = 1;  // group_list_type values
 
 using GroupedMatmulInputs = std::array<InputView, gmm::kNumIns>;
 
-// "bias must be x's type or float", the one type rule the generated tables cannot state. Empty
-// when it holds or either type is unknown (UNDEFINED).
-std::string CheckGroupedMatmulBiasType(ONNXTensorElementDataType x, ONNXTensorElementDataType bias);
+// The element types of the inputs, in gmm::In order (UNDEFINED: absent).
+using GroupedMatmulTypeList = std::array<ONNXTensorElementDataType, gmm::kNumIns>;
+GroupedMatmulTypeList GroupedMatmulGraphTypes(const std::vector<GraphTensor>& inputs);
+GroupedMatmulTypeList GroupedMatmulViewTypes(const GroupedMatmulInputs& in);
 
-// Ranks and dims of the inputs, the bias type rule (the table checked presence and the other
-// types; no data is read): the kernel parameters.
+// float: x and weight of one float type; kAntiquant: float x with int8 / int4 (int32 words)
+// weights and antiquant_scale (W8A16 / W4A16); kW8A8: int8 x and weight, dequantised by scale
+// and per_token_scale into output_dtype's type.
+enum class GmmMode { kFloat, kAntiquant, kW8A8 };
+
+// y's type for an output_dtype value (UNDEFINED for 0 and unknown values).
+ONNXTensorElementDataType GroupedMatmulOutputType(int64_t output_dtype);
+
+struct GroupedMatmulTypes {
+  GmmMode mode = GmmMode::kFloat;
+  ONNXTensorElementDataType y = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  std::string error;  // the first rule broken, empty when all hold
+};
+
+// The type rules the generated table cannot state (docs/operators.md §4.3; the order and messages
+// of onnx_schemas.grouped_matmul.mode_and_output_type), after the table's checks.
+GroupedMatmulTypes CheckGroupedMatmulTypes(const GroupedMatmulTypeList& types, int64_t output_dtype);
+
+// The type rules (fails with the first broken one), ranks and dims of the inputs (no data is
+// read): the kernel parameters.
 cpu::GroupedMatmulParams ValidateGroupedMatmulShapes(const GroupedMatmulInputs& in, const gmm::Attrs& attrs);
 
 // The group ends from group_list's values (host memory), checked in index order (the first fault

@@ -2,7 +2,9 @@
 CANN, its output is bit-identical to the CPU EP's (the fake computes with the CPU kernel, so this
 checks the argument mapping: tensor lists, the transposed-weight view, the int64 group list, the
 zeroed rows past the last group), aclnnGroupedMatmulV4 runs where its limits allow (host fallback
-elsewhere, logged once with the reason), and bad group lists fail with the CPU's message."""
+elsewhere, logged once with the reason), and bad group lists fail with the CPU's message. The
+quantized forms (tests/grouped_matmul_cases.py's samples) equal the CPU EP on the host fallback and
+break their rules with the CPU's messages (the shared validation)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tests.cann.helpers import (
     assert_bits_equal,
     calls,
     error_text,
+    errors,
     model,
     moe_kernels_on_this_soc,
     placement,
@@ -146,3 +149,63 @@ def test_bad_group_list_same_message_as_cpu(group_list_type, values):
     got = error_text(session(data, "cann"), feeds)
     assert got == error_text(session(data, "cpu"), feeds)
     assert got.startswith("GroupedMatmul: input 'group_list'")
+
+
+def _quant_samples():
+    from tests.grouped_matmul_cases import samples
+
+    return [s for s in samples() if s.id.startswith(("w8a16", "w4a16", "w8a8"))]
+
+
+def _native(sample) -> bool:
+    """The quantized calls aclnnGroupedMatmulV4 takes (aclnn_grouped_matmul.cpp): W8A8 with bfloat16 y
+    and a bfloat16 scale or float16 y and a float scale (CheckQuantParamsDtype); W8A16 with float16 /
+    bfloat16 x, antiquant_offset given (CheckGroupedMatmulAntiQuant) and the non-quantized bias rule.
+    int4 weights, float x and int32 y run on the host."""
+    inputs, out = sample.inputs, sample.attrs.get("output_dtype")
+    x, w, scale, bias = inputs["x"].dtype, inputs["weight"].dtype, inputs.get("scale"), inputs.get("bias")
+    if x == np.int8:
+        return scale is not None and ((out == 16 and scale.dtype == ml_dtypes.bfloat16)
+                                      or (out == 10 and scale.dtype == np.float32))
+    native_bias = np.float32 if x == ml_dtypes.bfloat16 else x
+    return (w == np.int8 and x in (np.float16, ml_dtypes.bfloat16) and inputs.get("antiquant_offset") is not None
+            and (bias is None or bias.dtype == native_bias))
+
+
+@pytest.mark.parametrize("sample", _quant_samples(), ids=lambda s: s.id)
+def test_quantized_forms_equal_the_cpu_ep_native_where_allowed(sample):
+    from tests.op_table import node_model
+
+    data = node_model("GroupedMatmul", sample.inputs, sample.attrs).SerializeToString()
+    feeds = {n: v for n, v in sample.inputs.items() if v is not None}
+    before = calls(GMM)
+    got = run(session(data, "cann"), feeds)
+    assert (calls(GMM) > before) == (_native(sample) and NATIVE_SOC)
+    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+
+
+def test_quantized_samples_cover_both_paths():
+    """The quantized samples cover native W8A8, native W8A16 and the host fallback."""
+    native = {s.id.split("-")[0] for s in _quant_samples() if _native(s)}
+    assert native == {"w8a8", "w8a16"} and not all(_native(s) for s in _quant_samples())
+
+
+def _quant_bad():
+    from tests.grouped_matmul_cases import _quant_bad_cases
+
+    return [b for b in _quant_bad_cases() if b.ort]
+
+
+@pytest.mark.parametrize("bad", _quant_bad(), ids=lambda b: b.id)
+def test_quantized_bad_input_same_message_as_cpu(bad):
+    from tests.op_table import node_model
+
+    data = node_model("GroupedMatmul", bad.inputs, bad.attrs).SerializeToString()
+    feeds = {n: v for n, v in bad.inputs.items() if v is not None}
+    expected = "GroupedMatmul: " + (bad.ort_message or bad.message)
+    for provider in ("cann", "cpu"):
+        try:
+            text = error_text(session(data, provider), feeds)
+        except errors() as e:  # the type rules fail at session creation
+            text = str(e)
+        assert expected in text, (provider, text)

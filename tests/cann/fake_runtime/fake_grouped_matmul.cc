@@ -1,7 +1,9 @@
 // Fake aclnnGroupedMatmulV4 (libopapi.so): the argument checks of ops-transformer's
 // gmm/grouped_matmul/op_host/op_api/aclnn_grouped_matmul.cpp for the case this library uses
-// (one x, one weight, one y: split_item 2/3, group_type 0, a group-list tensor, no quantisation,
-// no activation), with its status codes; the computation is the project's CPU kernel. Like the
+// (one x, one weight, one y: split_item 2/3, group_type 0, a group-list tensor, no activation;
+// float x and weight of one type, or W8A8: int8 x and weight with scale, per-token scale and an
+// int32 bias, CheckFunctionQuantParams / CheckGroupedMatmulQuant / CheckQuantParamsDtype /
+// CheckPerTokenScale), with its status codes; the computation is the project's CPU kernel. Like the
 // NPU kernel it writes only the rows of the groups (the rows after the last group keep what they
 // held), and the group list values, which the operator reads on the device unchecked, must be
 // valid or the run fails (the NPU would read and write out of bounds).
@@ -74,6 +76,124 @@ bool CheckWeight(ArgCheck& c, const void* w, int dtype, int64_t k, bool* transpo
   return c.ok();
 }
 
+ascend_moe::cpu::GmmType GmmTypeOf(int dtype) {
+  using ascend_moe::cpu::GmmType;
+  switch (dtype) {
+    case kFloat16:
+      return GmmType::kFloat16;
+    case kBFloat16:
+      return GmmType::kBFloat16;
+    case kInt8:
+      return GmmType::kInt8;
+    case kInt32:
+      return GmmType::kInt32;
+    default:
+      return GmmType::kFloat32;
+  }
+}
+
+// W8A8's quantisation arguments (y's dtype, scale, per-token scale; offset null). Returns the
+// scale and per-token scale tensors through *scale_t / *per_token_t.
+void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offset,
+               const void* per_token_scale, int64_t m, int64_t e, int64_t n, const void** scale_t,
+               const void** per_token_t) {
+  if (!c.ok()) return;
+  const int yd = T(yt)->dtype;
+  if (yd != kInt8 && yd != kBFloat16 && yd != kFloat16 && yd != kInt32) {
+    c.Fail(kParamInvalid,
+           "Expect yDtype is int8, int32, float16 or bfloat16 in quant case, but now y[0] dtype is " +
+               TypeName(yd));
+    return;
+  }
+  if (yd == kInt8) {
+    c.Fail(kParamInvalid, "the fake does not model int8 y (int64 / uint64 scale)");
+    return;
+  }
+  if (yd == kInt32) {  // the raw sums: no further checks in the operator
+    *scale_t = OneTensor(c, "scale", scale, false);
+    *per_token_t = OneTensor(c, "perTokenScaleOptional", per_token_scale, false);
+    if (c.ok() && (*scale_t || *per_token_t))
+      c.Fail(kParamInvalid, "the fake models int32 y without scales only");
+    return;
+  }
+  if (offset) return c.Fail(kParamInvalid, "GMM: offset must be nullptr in quant, but now is not nullptr.");
+  if (!scale) return c.Fail(kParamInvalid, "GMM: scale must not be nullptr in quant, but now is nullptr.");
+  *scale_t = OneTensor(c, "scale", scale, true);
+  *per_token_t = OneTensor(c, "perTokenScaleOptional", per_token_scale, false);
+  if (!c.ok() || !FakeAclnnIsTensor(*scale_t)) return c.Fail(kParamInvalid, "Invalid scale.");
+  const int sd = T(*scale_t)->dtype;
+  if (!((sd == kBFloat16 && yd == kBFloat16) || (sd == kFloat && yd == kFloat16))) {
+    return c.Fail(kParamInvalid,
+                  std::string(*per_token_t ? "per-token" : "per-channel") +
+                      " quant case only supports scale data type bfloat16 with output data type "
+                      "bfloat16, or scale with data type float32 when output is float16, but now "
+                      "scale[0] has data type " +
+                      TypeName(sd) + " and output has data type " + TypeName(yd) + "!");
+  }
+  c.Check("scale[0]", *scale_t, true, {sd}, {e, n});
+  if (*per_token_t && c.ok() && T(*per_token_t)->dtype != kFloat) {
+    return c.Fail(kParamInvalid,
+                  "per-token quant case only support perTokenScale with data type float32, but "
+                  "perTokenScale[0] has data type " +
+                      TypeName(T(*per_token_t)->dtype) + "!");
+  }
+  if (*per_token_t && c.ok() && (T(*per_token_t)->dims.size() != 1 || T(*per_token_t)->dims[0] != m)) {
+    return c.Fail(kParamInvalid,
+                  "MDim of perTokenScaleOptional should be equal with MDim[" + std::to_string(m) + "] of x.");
+  }
+  c.Check("perTokenScaleOptional[0]", *per_token_t, false, {kFloat}, {m});
+}
+
+// W8A16 (CheckGroupedMatmulAntiQuant): antiquantScale and antiquantOffset both given, of x's
+// type, [E, N] or [E, G, N] with G dividing K (the fake's reading of GetPergroupSize).
+void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, int64_t e, int64_t k,
+                    int64_t n, const void** scale_t, const void** offset_t, int64_t* groups) {
+  const std::string types = "GMM Xtype:" + TypeName(xd) + " Wtype:int8: ";
+  if (!c.ok()) return;
+  if (!scale)
+    return c.Fail(kParamInvalid,
+                  types + "antiquantScale must not be nullptr in antiquant, but now is nullptr.");
+  if (!offset)
+    return c.Fail(kParamInvalid,
+                  types + "antiquantOffset must not be nullptr in antiquant, but now is nullptr.");
+  *scale_t = OneTensor(c, "antiquantScale", scale, true);
+  *offset_t = OneTensor(c, "antiquantOffset", offset, true);
+  if (!c.ok()) return;
+  for (const void* t : {*scale_t, *offset_t}) {
+    if (!FakeAclnnIsTensor(t)) return c.Fail(kParamInvalid, "antiquant tensor is not a live aclTensor");
+  }
+  if (T(*scale_t)->dtype != xd)
+    return c.Fail(kParamInvalid,
+                  "GMM: antiquantScale dtype does not match with x dtype[" + TypeName(xd) + "].");
+  if (T(*offset_t)->dtype != xd)
+    return c.Fail(kParamInvalid,
+                  "GMM: antiquantOffset dtype does not match with x dtype[" + TypeName(xd) + "].");
+  const std::vector<int64_t>& d = T(*scale_t)->dims;
+  *groups = d.size() == 3 ? d[1] : 1;
+  if (!((d.size() == 2 || d.size() == 3) && d.front() == e && d.back() == n && *groups >= 1 &&
+        k % *groups == 0)) {
+    return c.Fail(kParamInvalid, "Invalid antiquantScale");
+  }
+  c.Check("antiquantScale[0]", *scale_t, true, {xd}, d);
+  c.Check("antiquantOffset[0]", *offset_t, true, {xd}, d);
+}
+
+// CheckGroupListCommonTensor: an int64 [E] tensor of at most 1024 entries.
+void CheckGroupList(ArgCheck& c, const void* group_list, int64_t e) {
+  if (c.ok() && !group_list)
+    c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
+  c.Check("groupListOptional", group_list, true, {kInt64}, {-1});
+  if (!c.ok()) return;
+  const int64_t groups = T(group_list)->dims[0];
+  if (groups > kMaxGroupListTensor) {
+    c.Fail(kParamInvalid, "When groupList type is tenosr, size of groupList " + std::to_string(groups) +
+                              " should be less than or equal to 1024.");
+  } else if (!((groups == e && e > 1) || e == 1)) {
+    c.Fail(kParamInvalid, "When groupList is not null, size of groupList(tensor) " + std::to_string(groups) +
+                              " should be equal to weight dim 0 " + std::to_string(e) + " with groupType 0.");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -107,12 +227,6 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
                                                : "groupListType shoule be 0 or 1.");
   }
   if (act_type != 0) c.Fail(kParamInvalid, "non quant case dose not support activation.");
-  for (const void* q : {scale, offset, per_token_scale}) {
-    if (q) c.Fail(kParamInvalid, "Detected nonquant, but quant inputs is not empty!");
-  }
-  for (const void* q : {antiquant_scale, antiquant_offset}) {
-    if (q) c.Fail(kParamInvalid, "Detected nonquant, but antiquant inputs is not empty!");
-  }
   if (activation_input || activation_quant_scale || activation_quant_offset || activation_feature_out ||
       dyn_quant_scale_out) {
     c.Fail(kParamInvalid, "activation inputs / outputs are for quantised activation only");
@@ -121,34 +235,51 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   if (!FakeAclnnIsTensor(xt)) c.Fail(kParamInvalid, "x[0] is not a live aclTensor");
   if (!c.ok()) return c.status();
   const int xd = T(xt)->dtype;
-  if (xd != kFloat && xd != kFloat16 && xd != kBFloat16) {
+  const bool w8a8 = xd == kInt8;
+  const int wd = FakeAclnnIsTensor(wt) ? T(wt)->dtype : xd;
+  const bool antiquant = (xd == kFloat16 || xd == kBFloat16) && wd == kInt8;
+  if (!w8a8) {  // CheckNonQuant, CheckGroupedMatmulAntiQuant
+    for (const void* q : {scale, offset, per_token_scale}) {
+      if (q && c.ok())
+        c.Fail(kParamInvalid, antiquant ? "Detected antiquant, but quant inputs is not empty!"
+                                        : "Detected nonquant, but quant inputs is not empty!");
+    }
+  }
+  if ((antiquant_scale || antiquant_offset) && c.ok() && (w8a8 || wd == xd)) {
+    c.Fail(kParamInvalid, w8a8 ? "Detected quant, but antiquant inputs is not empty!"
+                               : "Detected nonquant, but antiquant inputs is not empty!");
+  }
+  if (!c.ok()) return c.status();
+  if (!((xd == kFloat || xd == kFloat16 || xd == kBFloat16) && wd == xd) && !w8a8 && !antiquant) {
     c.Fail(kParamInvalid, "GMM: there is no matching xDtype and weightDtype pattern. case with x dtype " +
-                              TypeName(xd) + " is not supported.");
+                              TypeName(xd) + " and weight dtype " + TypeName(wd) + " is not supported.");
     return c.status();
   }
   c.Check("x[0]", xt, true, {xd}, {-1, -1});
   if (!c.ok()) return c.status();
   const int64_t m = T(xt)->dims[0], k = T(xt)->dims[1];
   bool transposed = false;
-  if (!CheckWeight(c, wt, xd, k, &transposed)) return c.status();
+  if (!CheckWeight(c, wt, w8a8 || antiquant ? kInt8 : xd, k, &transposed)) return c.status();
   const int64_t e = T(wt)->dims[0], n = T(wt)->dims[2];
-  c.Check("y[0]", yt, true, {xd}, {m, n});
-  const void* bt = OneTensor(c, "biasOptional", bias, false);
-  // CheckNonQuantMatmulDataType: bias is float for bfloat16 x, x's type otherwise.
-  c.Check("bias[0]", bt, false, {xd == kBFloat16 ? kFloat : xd}, {e, n});
-  // CheckGroupListCommonTensor.
-  if (c.ok() && !group_list)
-    c.Fail(kParamInvalid, "groupListOptional(tensor) is required in this case, but get nullptr.");
-  c.Check("groupListOptional", group_list, true, {kInt64}, {-1});
-  if (!c.ok()) return c.status();
-  const int64_t groups = T(group_list)->dims[0];
-  if (groups > kMaxGroupListTensor) {
-    c.Fail(kParamInvalid, "When groupList type is tenosr, size of groupList " + std::to_string(groups) +
-                              " should be less than or equal to 1024.");
-  } else if (!((groups == e && e > 1) || e == 1)) {
-    c.Fail(kParamInvalid, "When groupList is not null, size of groupList(tensor) " + std::to_string(groups) +
-                              " should be equal to weight dim 0 " + std::to_string(e) + " with groupType 0.");
+  const void* aq_scale_t = nullptr;
+  const void* aq_offset_t = nullptr;
+  int64_t aq_groups = 1;
+  if (antiquant)
+    CheckAntiquant(c, antiquant_scale, antiquant_offset, xd, e, k, n, &aq_scale_t, &aq_offset_t, &aq_groups);
+  const void* scale_t = nullptr;
+  const void* per_token_t = nullptr;
+  if (w8a8) {
+    if (c.ok() && !FakeAclnnIsTensor(yt)) c.Fail(kParamInvalid, "y[0] is not a live aclTensor");
+    CheckW8A8(c, yt, scale, offset, per_token_scale, m, e, n, &scale_t, &per_token_t);
   }
+  if (!c.ok()) return c.status();
+  const int yd = w8a8 ? T(yt)->dtype : xd;
+  c.Check("y[0]", yt, true, {yd}, {m, n});
+  const void* bt = OneTensor(c, "biasOptional", bias, false);
+  // CheckNonQuantMatmulDataType: bias is float for bfloat16 x, x's type otherwise; W8A8: int32
+  // (the operator's bfloat16 bias is not modelled).
+  c.Check("bias[0]", bt, false, {w8a8 ? kInt32 : xd == kBFloat16 ? kFloat : xd}, {e, n});
+  CheckGroupList(c, group_list, e);
   if (!c.ok()) return c.status();
 
   ascend_moe::cpu::GroupedMatmulParams p;
@@ -156,10 +287,18 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   p.depth = k;
   p.cols = n;
   p.groups = e;
-  p.type = xd == kFloat16    ? ascend_moe::cpu::GmmType::kFloat16
-           : xd == kBFloat16 ? ascend_moe::cpu::GmmType::kBFloat16
-                             : ascend_moe::cpu::GmmType::kFloat32;
+  p.type = GmmTypeOf(xd);
+  p.out_type = GmmTypeOf(yd);
   p.bias_float32 = bt && T(bt)->dtype == kFloat;
+  if (w8a8) {
+    p.weight = ascend_moe::cpu::GmmWeight::kInt8;
+    if (scale_t) p.scale_type = GmmTypeOf(T(scale_t)->dtype);
+  }
+  if (antiquant) {
+    p.weight = ascend_moe::cpu::GmmWeight::kInt8;
+    p.antiquant_groups = aq_groups;
+    p.antiquant_type = GmmTypeOf(xd);
+  }
   p.transpose_weight = transposed;
   auto run = [=]() {
     const int64_t* values = static_cast<const int64_t*>(Data(group_list));
@@ -185,11 +324,16 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
     b.x = Data(xt);
     b.weight = Data(wt);
     b.bias = bt ? Data(bt) : nullptr;
+    b.scale = scale_t ? Data(scale_t) : nullptr;
+    b.antiquant_scale = aq_scale_t ? Data(aq_scale_t) : nullptr;
+    b.antiquant_offset = aq_offset_t ? Data(aq_offset_t) : nullptr;
+    b.per_token_scale = per_token_t ? static_cast<const float*>(Data(per_token_t)) : nullptr;
     b.y = Data(yt);
     ascend_moe::cpu::GroupedMatmul(q, b, ends.data());
     return static_cast<int>(kOk);
   };
-  return MakeExecutor("aclnnGroupedMatmulV4", 16 * 1024 * 1024, {xt, wt, bt, yt, group_list}, run,
+  return MakeExecutor("aclnnGroupedMatmulV4", 16 * 1024 * 1024,
+                      {xt, wt, bt, yt, group_list, scale_t, per_token_t, aq_scale_t, aq_offset_t}, run,
                       workspace_size, executor);
 }
 
