@@ -84,3 +84,8 @@ def token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode, restore
     ``out[t] = Σ_j probs[t, j] · permuted_tokens[sorted_indices[t·k + j]]``."""
     return torch.ops.ascend_moe.moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode,
                                                     None if restore_shape is None else list(restore_shape))
+
+
+def swiglu(x, dim):
+    """SwiGlu (torch.ops.ascend_moe.swi_glu): ``silu(a) * b`` with ``a, b = x.chunk(2, dim)``."""
+    return torch.ops.ascend_moe.swi_glu(x, dim)
