@@ -1,10 +1,11 @@
 """Pure-ONNX function body of SwiGlu (docs/operators.md §10): Split in two halves along dim, then
-a * Sigmoid(a) * b in float32, cast back to x's type (one rounding, as the kernels do)."""
+a / (1 + Exp(-a)) * b in float32, cast back to x's type (one rounding, as the kernels do)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
@@ -23,6 +24,9 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     g = BodyBuilder()
     op = g.op
     a, b = op("Split", op("Cast", x, to=TensorProto.FLOAT), outputs=2, axis=int(attrs["dim"]), num_outputs=2)
-    y = op("Mul", op("Mul", a, op("Sigmoid", a)), b)
+    # a / (1 + exp(-a)) as the kernels compute it (ONNX Runtime's Sigmoid is an approximation
+    # several hundred ulps off for large negative a)
+    one = g.const(1, np.float32)
+    y = op("Mul", op("Div", a, op("Add", one, op("Exp", op("Neg", a)))), b)
     op("CastLike", y, x, outputs=[swi_glu.OUTPUT_NAMES[0]])
     return make_function(schema, attrs, has, g, opset)

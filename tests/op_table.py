@@ -451,7 +451,8 @@ OPS = [
     OpInfo("MoeTokenUnpermute", moe_token_unpermute, _unpermute_cases, _unpermute_torch, _unpermute_samples,
            rtol=1e-5, atol=1e-6,
            body_blind=frozenset({"indices-rank", "indices-type"})),
-    OpInfo("SwiGlu", swi_glu, _swiglu_cases, _swiglu_torch, _swiglu_samples, rtol=1e-6, atol=1e-30),
+    # ORT's Exp (function body) and the C library's expf (kernels) differ by a few ulps
+    OpInfo("SwiGlu", swi_glu, _swiglu_cases, _swiglu_torch, _swiglu_samples, rtol=5e-6, atol=1e-6),
 ]
 
 
