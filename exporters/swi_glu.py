@@ -1,4 +1,4 @@
-"""Torch op for SwiGlu (docs/operators.md §10): ``torch.ops.ascend_moe.swi_glu(x, dim=-1)``.
+"""Torch op for SwiGlu (docs/operators.md §11): ``torch.ops.ascend_moe.swi_glu(x, dim=-1)``.
 
 torch_npu's ``npu_swiglu`` calls it (exporters/torch_npu). The implementation is the NumPy
 reference on any device; the fake kernel validates like it and halves the dim axis; the autograd
@@ -53,7 +53,7 @@ def define_torch_ops() -> None:
 
     @torch.library.custom_op(OP, mutates_args=())
     def swi_glu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-        """docs/operators.md §10.2 through the NumPy reference."""
+        """docs/operators.md §11.2 through the NumPy reference."""
         return _impl(x, dim)
 
     swi_glu.register_fake(_fake)

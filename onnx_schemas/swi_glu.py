@@ -1,4 +1,4 @@
-"""SwiGlu (docs/operators.md §10): ONNX schema, shape inference, validation and NumPy reference.
+"""SwiGlu (docs/operators.md §11): ONNX schema, shape inference, validation and NumPy reference.
 
 torch_npu's ``npu_swiglu(x, dim=-1)`` (aclnnSwiGlu): ``silu(a) * b`` with ``a, b = x.chunk(2, dim)``,
 float16 / bfloat16 computed in float32 and rounded once.
@@ -62,7 +62,7 @@ def _shape(shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-# ---- validation (docs/operators.md §10.3); messages as ort_custom_ops/src/swi_glu_op.cc ----
+# ---- validation (docs/operators.md §11.3); messages as ort_custom_ops/src/swi_glu_op.cc ----
 
 
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> int:
@@ -105,11 +105,11 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-# ---- NumPy reference (docs/operators.md §10.2) -------------------------------------------------------------
+# ---- NumPy reference (docs/operators.md §11.2) -------------------------------------------------------------
 
 
 def reference(x: np.ndarray, **attributes: Any) -> tuple[np.ndarray]:
-    """``(y,)`` of docs/operators.md §10.2. Attribute: ``dim`` (default -1)."""
+    """``(y,)`` of docs/operators.md §11.2. Attribute: ``dim`` (default -1)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     x = np.asarray(x)
     axis = validate_inputs({"x": (x.shape, onnx_type_name(x.dtype))}, attrs)

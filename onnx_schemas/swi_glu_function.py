@@ -1,4 +1,4 @@
-"""Pure-ONNX function body of SwiGlu (docs/operators.md §10): Split in two halves along dim, then
+"""Pure-ONNX function body of SwiGlu (docs/operators.md §11): Split in two halves along dim, then
 a / (1 + Exp(-a)) * b in float32, cast back to x's type (one rounding, as the kernels do)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// SwiGlu on an Ascend NPU (docs/operators.md §10): aclnnSwiGlu (ops-nn
+// SwiGlu on an Ascend NPU (docs/operators.md §11): aclnnSwiGlu (ops-nn
 // activation/swi_glu/docs/aclnnSwiGlu.md: x float16 / bfloat16 / float32, ND, rank >= 1, an even
 // size along dim in [-rank, rank), out of x's type). Plain C++ over device pointers.
 #pragma once

@@ -1,4 +1,4 @@
-// SwiGlu CPU kernel (docs/operators.md §10): y = silu(a) * b with (a, b) the two halves of x
+// SwiGlu CPU kernel (docs/operators.md §11): y = silu(a) * b with (a, b) the two halves of x
 // along one axis. Plain C++ over raw pointers: x is read as [outer, 2 * inner] (inner = the
 // half-axis size times the trailing dims), y is [outer, inner].
 #pragma once

@@ -1,4 +1,4 @@
-// ascend.moe::SwiGlu for ONNX Runtime (docs/operators.md §10): shape inference, the validation
+// ascend.moe::SwiGlu for ONNX Runtime (docs/operators.md §11): shape inference, the validation
 // (the messages of onnx_schemas.swi_glu) and the CPU kernel; the CANN kernel is swi_glu_cann.
 #include <algorithm>
 
