@@ -16,8 +16,6 @@ from ._args import (
     unsupported,
 )
 
-
-
 # output_dtype (a torch dtype) -> GroupedMatmul's output_dtype attribute (ONNX element types)
 _OUTPUT_DTYPES = {torch.float32: 1, torch.float16: 10, torch.bfloat16: 16, torch.int32: 6}
 

@@ -28,15 +28,15 @@ OrtStatusPtr ORT_API_CALL swiglu::InferShapes(const OrtCustomOp*, OrtShapeInferC
 
 std::string swiglu::CheckAttrs(const Attrs&) { return {}; }  // dim is checked against x's rank
 
-cpu::SwiGluParams ValidateSwiGlu(const InputView& x, const swiglu::Attrs& attrs, std::vector<int64_t>* y_shape,
-                                 int64_t* axis) {
+cpu::SwiGluParams ValidateSwiGlu(const InputView& x, const swiglu::Attrs& attrs,
+                                 std::vector<int64_t>* y_shape, int64_t* axis) {
   using namespace swiglu;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const std::string input = Str(kName, ": input '", kInputs[kInX].name, "' ");
   if (rank == 0) Fail(input + "must have rank >= 1, got shape []");
   if (attrs.dim < -rank || attrs.dim >= rank) {
-    Fail(Str(kName, ": attribute '", kAttrs[kAttrDim].name, "' must be in [-", rank, ", ", rank, ") (x has rank ",
-             rank, "), got ", attrs.dim));
+    Fail(Str(kName, ": attribute '", kAttrs[kAttrDim].name, "' must be in [-", rank, ", ", rank,
+             ") (x has rank ", rank, "), got ", attrs.dim));
   }
   *axis = attrs.dim < 0 ? attrs.dim + rank : attrs.dim;
   if (x.shape[*axis] % 2 != 0) {
@@ -45,7 +45,7 @@ cpu::SwiGluParams ValidateSwiGlu(const InputView& x, const swiglu::Attrs& attrs,
   cpu::SwiGluParams p;
   p.type = x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16    ? cpu::SwiGluType::kFloat16
            : x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16 ? cpu::SwiGluType::kBFloat16
-                                                               : cpu::SwiGluType::kFloat32;
+                                                              : cpu::SwiGluType::kFloat32;
   p.outer = 1;
   for (int64_t i = 0; i < *axis; ++i) p.outer *= x.shape[i];
   p.inner = x.shape[*axis] / 2;
@@ -59,7 +59,8 @@ void RunSwiGlu(Ort::KernelContext& ctx, const cpu::SwiGluParams& p, const void* 
   if (p.outer == 0 || p.inner == 0) return;
   constexpr int64_t kElementsPerChunk = 16384;
   const int64_t grain = std::max<int64_t>(1, kElementsPerChunk / p.inner);
-  ParallelForRange(ctx, p.outer, grain, [&](int64_t begin, int64_t end) { cpu::SwiGluRows(p, x, y, begin, end); });
+  ParallelForRange(ctx, p.outer, grain,
+                   [&](int64_t begin, int64_t end) { cpu::SwiGluRows(p, x, y, begin, end); });
 }
 
 namespace {
