@@ -119,6 +119,9 @@ def _family_facts(op_type: str, typ, present: list) -> dict:
         return {"k": (dim(1, 1) if len(dims) == 2 else 1) if dims else None}
     if op_type == "MoeTokenUnpermute":
         return {"k": dim(2, 1) if present[2] else 1}
+    if op_type == "SwiGlu":
+        dims = typ(0)[1]
+        return {"rank": len(dims) if dims is not None else None}
     return {}
 
 

@@ -25,6 +25,8 @@ from . import (
     moe_token_permute,
     moe_token_permute_onnx,
     moe_token_unpermute,
+    swi_glu,
+    swi_glu_onnx,
 )
 from ._torch_lib import try_import_torch_npu
 from .export import custom_translation_table, export, register_torchscript_symbolics
@@ -45,6 +47,7 @@ def define_torch_ops() -> None:
     moe_init_routing.define_torch_ops()
     moe_finalize_routing_v2.define_torch_ops()
     moe_token_unpermute.define_torch_ops()
+    swi_glu.define_torch_ops()
 
 
 define_torch_ops()
@@ -71,4 +74,5 @@ OPS = [
      moe_finalize_routing_v2_onnx.finalize_symbolic),
     ("ascend_moe", "moe_token_unpermute", moe_finalize_routing_v2_onnx.unpermute_translation,
      moe_finalize_routing_v2_onnx.unpermute_symbolic),
+    ("ascend_moe", "swi_glu", swi_glu_onnx.swiglu_translation, swi_glu_onnx.swiglu_symbolic),
 ]

@@ -21,6 +21,7 @@ from . import (
     moe_routed_experts,
     moe_token_permute,
     moe_token_unpermute,
+    swi_glu,
 )
 from ._common import (
     DOMAIN,
@@ -38,7 +39,8 @@ from ._common import (
 # **attributes) and SHAPE_EXAMPLES; optionally LIMITS; a sibling <module>_function.py with
 # build_function gives the op a function body.
 OP_MODULES = [moe_gating_top_k_hash, moe_re_routing, moe_routed_experts, grouped_matmul, moe_init_routing_v3,
-              moe_init_routing, moe_token_permute, moe_finalize_routing_v2, moe_token_unpermute]
+              moe_init_routing, moe_token_permute, moe_finalize_routing_v2, moe_token_unpermute,
+              swi_glu]
 
 SCHEMAS = {m.OP_TYPE: m.SCHEMA for m in OP_MODULES}
 # onnx.reference ops: ReferenceEvaluator(model, new_ops=REFERENCE_OPS).

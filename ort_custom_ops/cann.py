@@ -159,8 +159,9 @@ def rerouting_path(attrs: dict, *, token_type: str | None = None, scale_type: st
 
 def family_path(op_type: str, facts: dict, soc: str | None = None) -> tuple[str | None, str]:
     """(ACLNN call(s), "") when a node of the MoE op family (GroupedMatmul, MoeRoutedExperts,
-    MoeInitRoutingV3, MoeFinalizeRoutingV2, MoeTokenPermute, MoeTokenUnpermute, MoeInitRouting)
+    MoeInitRoutingV3, MoeFinalizeRoutingV2, MoeTokenPermute, MoeTokenUnpermute, MoeInitRouting, SwiGlu)
     runs natively on the CANN EP, else (None, why it takes the host fallback). ``facts``: the
     node's resolved attributes and what is known of its inputs (x_type, weight_type, bias_type,
-    scale_type, scales_type, output_dtype, experts, k); unknown facts (None) are assumed to fit; ``soc`` None: this process's SoC."""
+    scale_type, scales_type, output_dtype, experts, k, rank); unknown facts (None) are assumed to
+    fit; ``soc`` None: this process's SoC."""
     return _library_path(op_type, {**facts, "soc": soc})

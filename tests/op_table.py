@@ -25,6 +25,7 @@ from ascend_moe_onnx.onnx_schemas import (
     moe_routed_experts,
     moe_token_permute,
     moe_token_unpermute,
+    swi_glu,
 )
 
 
@@ -177,6 +178,26 @@ def _unpermute_samples():
     from tests.finalize_cases import unpermute_samples
 
     return unpermute_samples()
+
+
+def _swiglu_torch(inputs: dict, attrs: dict):
+    import torch
+
+    from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
+
+    return (torch.ops.ascend_moe.swi_glu(inputs["x"], **attrs),)
+
+
+def _swiglu_cases():
+    from tests.swiglu_cases import swiglu_bad_cases
+
+    return swiglu_bad_cases()
+
+
+def _swiglu_samples():
+    from tests.swiglu_cases import swiglu_samples
+
+    return swiglu_samples()
 
 
 def _init_routing_torch(inputs: dict, attrs: dict):
@@ -430,6 +451,8 @@ OPS = [
     OpInfo("MoeTokenUnpermute", moe_token_unpermute, _unpermute_cases, _unpermute_torch, _unpermute_samples,
            rtol=1e-5, atol=1e-6,
            body_blind=frozenset({"indices-rank", "indices-type"})),
+    # ORT's Exp (function body) and the C library's expf (kernels) differ by a few ulps
+    OpInfo("SwiGlu", swi_glu, _swiglu_cases, _swiglu_torch, _swiglu_samples, rtol=5e-6, atol=1e-6),
 ]
 
 

@@ -7,6 +7,7 @@ of the project's torch ops computes it (each one ONNX node on export; docs/ascen
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .. import moe_gating_top_k_hash as gating
 
@@ -36,8 +37,15 @@ def init_routing(x, row_idx, expert_idx, active_num):
     stably by expert as this op does: ``(expanded_x, expanded_row_idx, expanded_expert_idx)``;
     ``row_idx`` is the slot-major arange ``npu_moe_gating_top_k_softmax`` returns."""
     rows, k = expert_idx.shape
-    permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
-    expanded_x = permuted[:torch.sym_min(active_num, rows) * k]
+    if statically_known_true(active_num >= rows):  # every row (Ascend code passes active_num = rows)
+        permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
+        expanded_x = permuted
+    elif isinstance(active_num, int) and active_num > 0:  # the permute keeps active_num * k rows
+        permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, active_num * k, False)
+        expanded_x = permuted
+    else:  # a symbolic active_num not known to cover the rows, or 0 (num_out_tokens 0 would keep all)
+        permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
+        expanded_x = permuted[:torch.sym_min(active_num, rows) * k]
     position = position.to(torch.int64)
     # expanded_row_idx is indexed by row_idx's values (slot-major: entry j*rows + t).
     expanded_row_idx = torch.zeros_like(position).scatter(0, row_idx.reshape(-1).to(torch.int64), position)
@@ -84,3 +92,8 @@ def token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode, restore
     ``out[t] = Σ_j probs[t, j] · permuted_tokens[sorted_indices[t·k + j]]``."""
     return torch.ops.ascend_moe.moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode,
                                                     None if restore_shape is None else list(restore_shape))
+
+
+def swiglu(x, dim):
+    """SwiGlu (torch.ops.ascend_moe.swi_glu): ``silu(a) * b`` with ``a, b = x.chunk(2, dim)``."""
+    return torch.ops.ascend_moe.swi_glu(x, dim)

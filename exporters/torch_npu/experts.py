@@ -16,9 +16,6 @@ from ._args import (
     unsupported,
 )
 
-_HALF = (torch.float16, torch.bfloat16)
-
-
 # output_dtype (a torch dtype) -> GroupedMatmul's output_dtype attribute (ONNX element types)
 _OUTPUT_DTYPES = {torch.float32: 1, torch.float16: 10, torch.bfloat16: 16, torch.int32: 6}
 
@@ -111,10 +108,10 @@ def _check_w8a8(fn, x, w, b, s, t, output_dtype) -> None:
 
 def npu_swiglu(x, dim=-1):
     """torch_npu.npu_swiglu: ``silu(a) * b`` with ``a, b = x.chunk(2, dim)``; float16 / bfloat16 are
-    computed in float32 and rounded once. Exports as standard ONNX ops (Split, Sigmoid, Mul)."""
+    computed in float32 and rounded once. Exports as one SwiGlu node."""
+    require(-x.dim() <= dim < x.dim(), "npu_swiglu", "dim", lambda: f"must be in [-{x.dim()}, {x.dim()})", dim)
     require(x.shape[dim] % 2 == 0, "npu_swiglu", "x", lambda: f"must have an even size along dim {dim}", x)
-    a, b = x.float().chunk(2, dim=dim) if x.dtype in _HALF else x.chunk(2, dim=dim)
-    return (a * torch.sigmoid(a) * b).to(x.dtype)
+    return _ops.swiglu(x, dim)
 
 
 __all__ = ["npu_grouped_matmul", "npu_swiglu"]

@@ -85,8 +85,9 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     -1 does, and is passed as -1: the graph then needs no Slice (a copy of every expanded row).
     """
     require_none("npu_moe_init_routing_v2", x_dtype=x_dtype)
-    if isinstance(active_num, torch.SymInt) and expert_idx.dim() == 2 and \
-            statically_known_true(active_num >= x.shape[0] * expert_idx.shape[1]):
+    # no isinstance(active_num, torch.SymInt) test: under strict (dynamo) capture, which models
+    # computing the token count as shape[:-1].numel() need, a SymInt is not one there
+    if expert_idx.dim() == 2 and statically_known_true(active_num >= x.shape[0] * expert_idx.shape[1]):
         active_num = -1
     return _ops.init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
                                 expert_tokens_num_type, bool(expert_tokens_num_flag), quant_mode, active_expert_range,

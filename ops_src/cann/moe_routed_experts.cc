@@ -7,26 +7,11 @@
 #include "ops_src/cann/grouped_matmul.h"
 #include "ops_src/cann/moe_finalize_routing_v2.h"
 #include "ops_src/cann/moe_init_routing_v3.h"
+#include "ops_src/cann/swi_glu.h"
 
 namespace ascend_moe::cann {
 
 namespace {
-
-inline constexpr const char* kAclnnSwiGlu = "aclnnSwiGlu";
-
-// out [rows, 1] = silu(x[:, 0]) * x[:, 1] for x [rows, 2]: the interleaved (gate, up) pairs.
-void RunSwiGlu(const DeviceContext& ctx, int64_t rows, const float* x, float* out) {
-  const AclnnOp op = RequireAclnnOp(kAclnnSwiGlu, "MoeRoutedExperts");
-  Tensor x_t(kAclFloat, {rows, 2}, x);
-  Tensor out_t(kAclFloat, {rows, 1}, out);
-  auto prepare = reinterpret_cast<AclnnSwiGluGetWorkspaceSizeFn>(op.prepare);
-  RunAclnnOp(
-      ctx, kAclnnSwiGlu,
-      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(x_t.get(), -1, out_t.get(), workspace_size, executor);
-      },
-      op.run);
-}
 
 void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   const cpu::MoeRoutedExpertsParams& p = a.params;
@@ -72,7 +57,12 @@ void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   up.type = cpu::GmmType::kFloat32;
   up.transpose_weight = true;  // gate_up_weights [E, 2I, H] = [E, N, K]
   RunGroupedMatmulV4(ctx, up, expanded_x.get(), a.gate_up, nullptr, counts.get(), 1, gate_up.get());
-  RunSwiGlu(ctx, pairs * p.inter, static_cast<const float*>(gate_up.get()), static_cast<float*>(act.get()));
+  // the [P, 2I] result read as [P*I, 2]: dim -1 splits each interleaved (gate, up) pair
+  SwiGluDeviceArgs swiglu;
+  swiglu.x_dims = {pairs * p.inter, 2};
+  swiglu.x = gate_up.get();
+  swiglu.out = act.get();
+  LaunchSwiGlu(ctx, swiglu, "MoeRoutedExperts");
   cpu::GroupedMatmulParams dn = up;
   dn.depth = p.inter;
   dn.cols = p.hidden;  // down_weights [E, H, I] = [E, N, K]

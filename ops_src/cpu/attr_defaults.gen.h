@@ -65,6 +65,10 @@ namespace moe_token_unpermute {
 inline constexpr int64_t kPaddedMode = 0;
 }  // namespace moe_token_unpermute
 
+namespace swi_glu {
+inline constexpr int64_t kDim = -1;
+}  // namespace swi_glu
+
 }  // namespace ascend_moe::attr_defaults
 
 namespace ascend_moe::limits {

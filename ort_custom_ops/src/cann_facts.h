@@ -50,7 +50,7 @@ inline ONNXTensorElementDataType TypeNamed(const Facts& facts, const std::string
 // them. Otherwise *call is the ACLNN operator and *reason empty, or *reason says why the fallback
 // runs. Facts: GroupedMatmul x_type, bias_type, experts; MoeRoutedExperts swiglu_limit, experts;
 // MoeInitRoutingV3 its attributes; MoeFinalizeRoutingV2 x_type, scales_type, k, experts (bias
-// rows); MoeTokenPermute / MoeTokenUnpermute k; MoeInitRouting active_num.
+// rows); MoeTokenPermute / MoeTokenUnpermute k; MoeInitRouting active_num; SwiGlu rank.
 bool FamilyBlocker(const std::string& op, const Facts& facts, const char** call, std::string* reason);
 
 }  // namespace ascend_moe

@@ -14,6 +14,7 @@
 #include "ops_src/cann/moe_token_permute.h"
 #include "ops_src/cann/moe_token_unpermute.h"
 #include "ops_src/cann/soc.h"
+#include "ops_src/cann/swi_glu.h"
 
 namespace ascend_moe {
 
@@ -116,6 +117,11 @@ bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std
     a.rows = IntFact(f, "active_num", 1);
     *call = cann::kAclnnMoeInitRouting;
     *reason = cann::MoeInitRoutingNativeBlocker(a);
+  } else if (op == defs::swi_glu::kName) {
+    cann::SwiGluDeviceArgs a;
+    a.x_dims.assign(static_cast<size_t>(IntFact(f, "rank", 2)), 2);
+    *call = cann::kAclnnSwiGlu;
+    *reason = cann::SwiGluNativeBlocker(a);
   } else {
     return false;
   }

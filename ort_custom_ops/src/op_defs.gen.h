@@ -710,6 +710,65 @@ struct Def {
 
 }  // namespace moe_token_unpermute
 
+// ---- SwiGlu
+namespace swi_glu {
+
+inline constexpr const char* kName = "SwiGlu";
+inline constexpr int kSinceVersion = 1;
+
+enum In : size_t { kInX = 0, kNumIns = 1 };
+enum Out : size_t { kOutY = 0, kNumOuts = 1 };
+enum Attr : size_t { kAttrDim = 0, kNumAttrs = 1 };
+
+inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kInputs[] = {
+    {"x", "T", false, kInXTypes, std::size(kInXTypes)},
+};
+inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ParamSpec kOutputs[] = {
+    {"y", "T", false, kOutYTypes, std::size(kOutYTypes)},
+};
+inline constexpr AttrSpec kAttrs[] = {
+    {"dim", AttrSpec::kInt, false, -1},
+};
+
+// One node's attribute values; each field starts at the schema's default (required: 0).
+struct Attrs {
+  int64_t dim = -1;
+};
+
+// The value rules of the attributes that do not depend on the inputs: the message for the
+// first one broken, empty when all hold. Defined in swi_glu_op.cc or its validator.
+std::string CheckAttrs(const Attrs& attrs);
+
+// Reads every attribute through kAttrs (absent optional ones keep their default; another
+// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
+inline Attrs ReadAttrs(const OrtKernelInfo* info) {
+  Attrs a;
+  a.dim = ReadIntAttr(info, kName, kAttrs[kAttrDim]);
+  const std::string error = CheckAttrs(a);
+  if (!error.empty()) Fail(error);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in swi_glu_op.cc.
+OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// The op definition, independent of the execution provider (see op_base.h).
+struct Def {
+  static constexpr const char* kName = swi_glu::kName;
+  static constexpr int kSinceVersion = swi_glu::kSinceVersion;
+  static constexpr const ParamSpec* kInputs = swi_glu::kInputs;
+  static constexpr size_t kNumInputs = kNumIns;
+  static constexpr const ParamSpec* kOutputs = swi_glu::kOutputs;
+  static constexpr size_t kNumOutputs = kNumOuts;
+  static constexpr const AttrSpec* kAttrs = swi_glu::kAttrs;
+  static constexpr size_t kNumAttrs = swi_glu::kNumAttrs;
+  static constexpr auto InferShapes = &swi_glu::InferShapes;
+};
+
+}  // namespace swi_glu
+
 }  // namespace defs
 
 // Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;
@@ -723,6 +782,7 @@ std::vector<const OrtCustomOp*> MoeInitRoutingOps();
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps();
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops();
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps();
+std::vector<const OrtCustomOp*> SwiGluOps();
 
 // Every op of the library, in the order of onnx_schemas.OP_MODULES.
 inline std::vector<const OrtCustomOp*> AllOps() {
@@ -736,6 +796,7 @@ inline std::vector<const OrtCustomOp*> AllOps() {
   for (const OrtCustomOp* op : MoeTokenPermuteOps()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeFinalizeRoutingV2Ops()) ops.push_back(op);
   for (const OrtCustomOp* op : MoeTokenUnpermuteOps()) ops.push_back(op);
+  for (const OrtCustomOp* op : SwiGluOps()) ops.push_back(op);
   return ops;
 }
 

@@ -2,9 +2,10 @@
 and vllm-ascend's A2 path, as tests/test_ascend_code.py exports them, here with ``target="cann"``)
 on the real CANN EP with the fake runtime at 1, 16, 256 and 4096 tokens: every ascend.moe node with
 a CANN kernel and every MatMul on CANNExecutionProvider; on the CPU EP only shape bookkeeping and
-the nodes ``cann_placement.cann_host_nodes`` names (``npu_swiglu``'s Split / Sigmoid and a Slice:
-ORT 1.24.4's CANN EP has no kernel for them) plus ascend.moe ops without a CANN kernel; outputs
-equal to the CPU EP's within ``REL_TOL`` of their largest magnitude."""
+the nodes ``cann_placement.cann_host_nodes`` names (standard ops the model writes that ORT 1.24.4's
+CANN EP has no kernel for) plus ascend.moe ops without a CANN kernel, and never a Split, Sigmoid or
+Slice (``npu_swiglu`` is one SwiGlu node, the init routing needs no Slice); outputs equal to the CPU
+EP's within ``REL_TOL`` of their largest magnitude."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ skip_without_cann()
 PATHS = ("recipes_deepseek_tp", "recipes_qwen3_softmax", "vllm_ascend_a2")
 TOKENS = (1, 16, 256, 4096)
 REL_TOL = 1e-5
+# npu_swiglu's former Split / Sigmoid / Mul and the init-routing Slice
+NEVER_ON_THE_HOST = {"Split", "Sigmoid", "Slice"}
 
 _EXPORT = """
 import sys, warnings
@@ -72,6 +75,9 @@ def test_ascend_code_graph_on_the_npu(name, tokens, exported, tmp_path):
     got, where = _profiled_run(data, feeds, tmp_path)
     on_cpu = {n for n, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
     assert on_cpu <= allowed, f"{name}: computed on the host: {sorted(on_cpu - allowed)}"
+    never = {n: where[n][0] for n in on_cpu if where[n][0] in NEVER_ON_THE_HOST}
+    assert not never, f"{name}: on the host: {never}"
+    assert where[next(n for n, op in ours.items() if op == "SwiGlu")][1] == CANN
     for n, op in ours.items():
         if op in with_kernel:
             assert where[n][1] == CANN, f"{name}: {n} ({op}) not on the NPU"

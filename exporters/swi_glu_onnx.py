@@ -1,0 +1,33 @@
+"""ONNX translations of torch.ops.ascend_moe.swi_glu: dynamo (onnxscript) and TorchScript."""
+
+from __future__ import annotations
+
+from onnxscript import values
+
+from ascend_moe_onnx.onnx_schemas import swi_glu as spec
+
+from ._torch_lib import torchscript_symbolic
+from .swi_glu import SCHEMA
+
+_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
+SWIGLU_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+
+
+def swiglu_translation(x, dim=spec.DEFAULTS["dim"]):
+    """Dynamo translation: one SwiGlu node."""
+    return SWIGLU_OP(x, dim=int(dim))
+
+
+def _swiglu(g, x, dim):
+    """TorchScript symbolic of torch.ops.ascend_moe.swi_glu."""
+    y = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", x, dim_i=int(dim))
+    t = x.type()
+    if t.dim() is not None:  # TorchScript cannot infer a custom op's output
+        sizes = list(t.varyingSizes())
+        axis = int(dim) % len(sizes)
+        sizes[axis] = None if sizes[axis] is None else sizes[axis] // 2
+        y.setType(t.with_sizes(sizes))
+    return y
+
+
+swiglu_symbolic = torchscript_symbolic(SCHEMA, _swiglu)

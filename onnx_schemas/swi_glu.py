@@ -1,0 +1,119 @@
+"""SwiGlu (docs/operators.md §11): ONNX schema, shape inference, validation and NumPy reference.
+
+torch_npu's ``npu_swiglu(x, dim=-1)`` (aclnnSwiGlu): ``silu(a) * b`` with ``a, b = x.chunk(2, dim)``,
+float16 / bfloat16 computed in float32 and rounded once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+from onnx.defs import OpSchema
+
+from ._common import (
+    DOMAIN,
+    OPSET_VERSION,
+    attribute,
+    attribute_defaults,
+    input_dims,
+    input_names,
+    input_type,
+    int_attribute,
+    make_type,
+    onnx_type_name,
+    output_names,
+    resolve_attributes,
+    tensor_input,
+)
+from .moe_finalize_routing_v2 import check_types
+
+OP_TYPE = "SwiGlu"
+
+SCHEMA = OpSchema(
+    OP_TYPE,
+    DOMAIN,
+    OPSET_VERSION,
+    doc=(
+        "SwiGLU activation: y = silu(a) * b = a * sigmoid(a) * b with (a, b) = x split in two equal "
+        "halves along dim; float16 / bfloat16 are computed in float32 and rounded once."
+    ),
+    inputs=[tensor_input("x", "T", "Input with an even size along dim.")],
+    outputs=[tensor_input("y", "T", "x's shape with the dim axis halved.")],
+    type_constraints=[("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Element type.")],
+    attributes=[attribute("dim", -1, "The axis split in two halves (negative: from the end).")],
+)
+
+INPUT_NAMES = input_names(SCHEMA)
+OUTPUT_NAMES = output_names(SCHEMA)
+DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
+    ({"x": (TensorProto.FLOAT16, ["P", 256])}, {}),
+    ({"x": (TensorProto.FLOAT, [4, 6, 3])}, {"dim": 1}),
+]
+
+
+def _err(what: str) -> ValueError:
+    return ValueError(f"{OP_TYPE}: {what}")
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+# ---- validation (docs/operators.md §11.3); messages as ort_custom_ops/src/swi_glu_op.cc ----
+
+
+def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> int:
+    """Check x's type, dim against x's rank and the even split; returns the axis (>= 0)."""
+    check_types(SCHEMA, inputs)
+    x = inputs.get("x")
+    if x is None:
+        raise _err("input 'x' is required, got none")
+    shape, dim = tuple(x[0]), int(attrs["dim"])
+    rank = len(shape)
+    if rank == 0:
+        raise _err("input 'x' must have rank >= 1, got shape []")
+    if not -rank <= dim < rank:
+        raise _err(f"attribute 'dim' must be in [-{rank}, {rank}) (x has rank {rank}), got {dim}")
+    axis = dim % rank
+    if isinstance(shape[axis], (int, np.integer)) and shape[axis] % 2:
+        raise _err(f"input 'x' must have an even size along dim {dim}, got shape {_shape(shape)}")
+    return axis
+
+
+# ---- shape inference ---------------------------------------------------------------------------
+
+
+def _infer(ctx) -> None:
+    t = input_type(ctx, 0)
+    if t is None:
+        return
+    dims = input_dims(t)
+    dim = int_attribute(ctx, OP_TYPE, "dim", DEFAULTS["dim"])
+    if dims is None or not -len(dims) <= dim < len(dims):
+        ctx.set_output_type(0, make_type(t.tensor_type.elem_type, None))
+        return
+    axis = dim % len(dims)
+    d = dims[axis]
+    half = d.dim_value // 2 if d.HasField("dim_value") else None
+    out = [half if i == axis else dims[i] for i in range(len(dims))]
+    ctx.set_output_type(0, make_type(t.tensor_type.elem_type, out))
+
+
+SCHEMA.set_type_and_shape_inference_function(_infer)
+
+
+# ---- NumPy reference (docs/operators.md §11.2) -------------------------------------------------------------
+
+
+def reference(x: np.ndarray, **attributes: Any) -> tuple[np.ndarray]:
+    """``(y,)`` of docs/operators.md §11.2. Attribute: ``dim`` (default -1)."""
+    attrs = resolve_attributes(SCHEMA, attributes)
+    x = np.asarray(x)
+    axis = validate_inputs({"x": (x.shape, onnx_type_name(x.dtype))}, attrs)
+    a, b = np.split(x.astype(np.float32), 2, axis=axis)
+    with np.errstate(over="ignore"):
+        y = a / (np.float32(1) + np.exp(-a)) * b
+    return (y.astype(x.dtype),)

@@ -1,0 +1,31 @@
+#include "ops_src/cann/swi_glu.h"
+
+#include "ops_src/cann/aclnn_args.h"
+#include "ops_src/cann/aclnn_moe.h"
+
+namespace ascend_moe::cann {
+
+std::string SwiGluNativeBlocker(const SwiGluDeviceArgs& a) {
+  if (a.x_dims.size() > kSwiGluMaxRank) {
+    return "aclnnSwiGlu takes x of at most 8 dims, got " + std::to_string(a.x_dims.size());
+  }
+  return {};
+}
+
+void LaunchSwiGlu(const DeviceContext& ctx, const SwiGluDeviceArgs& a, const char* what) {
+  const AclnnOp op = RequireAclnnOp(kAclnnSwiGlu, what);
+  const int64_t rank = static_cast<int64_t>(a.x_dims.size());
+  std::vector<int64_t> out_dims = a.x_dims;
+  out_dims[a.dim < 0 ? a.dim + rank : a.dim] /= 2;
+  Tensor x(a.type, a.x_dims, a.x);
+  Tensor out(a.type, out_dims, a.out);
+  auto prepare = reinterpret_cast<AclnnSwiGluGetWorkspaceSizeFn>(op.prepare);
+  RunAclnnOp(
+      ctx, kAclnnSwiGlu,
+      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+        return prepare(x.get(), a.dim, out.get(), workspace_size, executor);
+      },
+      op.run);
+}
+
+}  // namespace ascend_moe::cann

@@ -1,0 +1,56 @@
+#include "swi_glu_cann.h"
+
+#include <vector>
+
+#include "cann_host_stage.h"
+#include "ops_src/cann/aclnn_args.h"
+#include "ops_src/cann/swi_glu.h"
+#include "swi_glu_host.h"
+
+namespace ascend_moe {
+
+SwiGluCannKernel::SwiGluCannKernel(const OrtKernelInfo* info)
+    : attrs_(swiglu::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+
+void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
+  using namespace swiglu;
+  const auto in = GetInputViews(ctx, kName, kInputs);
+  const InputView& x = in[kInX];
+  std::vector<int64_t> y_shape;
+  int64_t axis = 0;
+  const cpu::SwiGluParams p = ValidateSwiGlu(x, attrs_, &y_shape, &axis);
+  void* y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, y_shape, x.type, /*required=*/true);
+  if (p.outer == 0 || p.inner == 0) return;  // empty
+  cann::SwiGluDeviceArgs a;
+  AclTypeOf(x.type, &a.type);
+  a.x_dims = x.shape;
+  a.dim = attrs_.dim;
+  a.x = x.data;
+  a.out = y;
+  std::string blocker = cann::SwiGluNativeBlocker(a);
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnSwiGlu);
+  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) rejection_->Get(&blocker);
+  CannDevice device(ctx, kInX);
+  auto run_on_host = [&]() {
+    CannHostStage stage(ctx, device.context());
+    const InputView host_x = stage.Host(x, false);
+    void* host_y = stage.Output(kName, kOutputs, kOutY, y_shape, x.type);
+    RunSwiGlu(ctx, p, host_x.data, host_y);
+    stage.Finish();
+  };
+  if (!blocker.empty()) {
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    run_on_host();
+    return;
+  }
+  try {
+    cann::LaunchSwiGlu(device.context(), a);
+  } catch (const cann::AclnnRejected& e) {
+    rejection_->Remember(e.what());
+    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
+    run_on_host();
+  }
+}
+
+}  // namespace ascend_moe

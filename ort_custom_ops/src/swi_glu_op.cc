@@ -1,0 +1,95 @@
+// ascend.moe::SwiGlu for ONNX Runtime (docs/operators.md §11): shape inference, the validation
+// (the messages of onnx_schemas.swi_glu) and the CPU kernel; the CANN kernel is swi_glu_cann.
+#include <algorithm>
+
+#include "op_base.h"
+#include "swi_glu_cann.h"
+#include "swi_glu_host.h"
+
+namespace ascend_moe {
+
+// y is x's type and shape with the dim axis halved (unknown when that axis is).
+OrtStatusPtr ORT_API_CALL swiglu::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  const OrtApi& api = Ort::GetApi();
+  const int64_t dim = InferAttrInt(api, ctx, kAttrs[kAttrDim]);
+  InferredTensor x{};
+  if (!GetInferInput(api, ctx, kInX, &x)) return nullptr;
+  InferredTensor y = x;
+  const int64_t rank = static_cast<int64_t>(x.dims.size());
+  if (!x.rank_known || dim < -rank || dim >= rank) {
+    y.dims.clear();
+    y.rank_known = false;
+  } else {
+    InferDim& d = y.dims[dim < 0 ? dim + rank : dim];
+    d = d.value >= 0 ? InferDim{d.value / 2, {}} : InferDim{};
+  }
+  return SetInferOutput(api, ctx, kOutY, y);
+}
+
+std::string swiglu::CheckAttrs(const Attrs&) { return {}; }  // dim is checked against x's rank
+
+cpu::SwiGluParams ValidateSwiGlu(const InputView& x, const swiglu::Attrs& attrs,
+                                 std::vector<int64_t>* y_shape, int64_t* axis) {
+  using namespace swiglu;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const std::string input = Str(kName, ": input '", kInputs[kInX].name, "' ");
+  if (rank == 0) Fail(input + "must have rank >= 1, got shape []");
+  if (attrs.dim < -rank || attrs.dim >= rank) {
+    Fail(Str(kName, ": attribute '", kAttrs[kAttrDim].name, "' must be in [-", rank, ", ", rank,
+             ") (x has rank ", rank, "), got ", attrs.dim));
+  }
+  *axis = attrs.dim < 0 ? attrs.dim + rank : attrs.dim;
+  if (x.shape[*axis] % 2 != 0) {
+    Fail(Str(input, "must have an even size along dim ", attrs.dim, ", got shape ", ShapeStr(x.shape)));
+  }
+  cpu::SwiGluParams p;
+  p.type = x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16    ? cpu::SwiGluType::kFloat16
+           : x.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16 ? cpu::SwiGluType::kBFloat16
+                                                              : cpu::SwiGluType::kFloat32;
+  p.outer = 1;
+  for (int64_t i = 0; i < *axis; ++i) p.outer *= x.shape[i];
+  p.inner = x.shape[*axis] / 2;
+  for (int64_t i = *axis + 1; i < rank; ++i) p.inner *= x.shape[i];
+  *y_shape = x.shape;
+  (*y_shape)[*axis] /= 2;
+  return p;
+}
+
+void RunSwiGlu(Ort::KernelContext& ctx, const cpu::SwiGluParams& p, const void* x, void* y) {
+  if (p.outer == 0 || p.inner == 0) return;
+  constexpr int64_t kElementsPerChunk = 16384;
+  const int64_t grain = std::max<int64_t>(1, kElementsPerChunk / p.inner);
+  ParallelForRange(ctx, p.outer, grain,
+                   [&](int64_t begin, int64_t end) { cpu::SwiGluRows(p, x, y, begin, end); });
+}
+
+namespace {
+
+struct SwiGluCpuKernel {
+  static constexpr const char* kProvider = kCpuProvider;
+
+  explicit SwiGluCpuKernel(const OrtKernelInfo* info) : attrs_(swiglu::ReadAttrs(info)) {}
+
+  void Compute(Ort::KernelContext& ctx) {
+    using namespace swiglu;
+    const auto in = GetInputViews(ctx, kName, kInputs);
+    std::vector<int64_t> y_shape;
+    int64_t axis = 0;
+    const cpu::SwiGluParams p = ValidateSwiGlu(in[kInX], attrs_, &y_shape, &axis);
+    void* y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, y_shape, in[kInX].type, /*required=*/true);
+    RunSwiGlu(ctx, p, in[kInX].data, y);
+  }
+
+ private:
+  swiglu::Attrs attrs_;
+};
+
+}  // namespace
+
+std::vector<const OrtCustomOp*> SwiGluOps() {
+  static const AscendMoeOp<swiglu::Def, SwiGluCpuKernel> cpu_op;
+  static const AscendMoeOp<swiglu::Def, SwiGluCannKernel> cann_op;
+  return {&cpu_op, &cann_op};
+}
+
+}  // namespace ascend_moe
