@@ -81,8 +81,10 @@ template <bool Grouped>
 inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
   alignas(16) float l[4], h[4];
   for (int i = 0; i < 4; ++i) {
+    // Signed nibbles: sign-extended by arithmetic shifts (the int4 format's definition).
+    // NOLINTNEXTLINE(bugprone-signed-bitwise)
     l[i] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(p[i]) << 4) >> 4);
-    h[i] = static_cast<float>(p[i] >> 4);
+    h[i] = static_cast<float>(p[i] >> 4);  // NOLINT(bugprone-signed-bitwise)
   }
   *lo = Load(l);
   *hi = Load(h);
