@@ -261,9 +261,10 @@ void GroupedMatmulPlan::Prepare(const GroupedMatmulBuffers& b) {
     x32_.resize(static_cast<size_t>(covered_rows_ * K));
     for (int64_t i = 0; i < covered_rows_ * K; ++i) x32_[i] = GmmReadAt(b.x, p_.type, i);
   }
+  // Rows past the group list's total are zero; an empty y may come with a null buffer.
   const int64_t bytes = ElementBytes(p_.out_type);
-  std::memset(static_cast<char*>(b.y) + covered_rows_ * N * bytes, 0,
-              static_cast<size_t>((p_.rows - covered_rows_) * N * bytes));
+  const int64_t tail = (p_.rows - covered_rows_) * N * bytes;
+  if (tail > 0) std::memset(static_cast<char*>(b.y) + covered_rows_ * N * bytes, 0, static_cast<size_t>(tail));
 }
 
 void GroupedMatmulPlan::WriteRows(const GroupedMatmulBuffers& b, const Segment& seg, int64_t r0, int64_t rows,
