@@ -144,7 +144,8 @@ def _verify_block(block, token_counts, export_tokens, cache_key, progress, path,
     step = progress.set_postfix_str if progress is not None else (lambda s: None)
     step(f"{name}: export")
     try:
-        data = export_block(block, export_tokens, path=path, cache_key=cache_key)
+        target = "cann" if provider == "cann" else "cpu"  # the graph the CANN EP is given (exporters.targets)
+        data = export_block(block, export_tokens, path=path, cache_key=cache_key, target=target)
         sess = sessions(data, provider)
     except Exception as e:  # a failed export/session is one failing row per path, not a traceback
         for c in checks:

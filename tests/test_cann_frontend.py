@@ -122,3 +122,25 @@ def test_info_says_native_or_fallback_per_node(capsys, tmp_path):
     assert "native: aclnnMoeReRouting" in lines["bf16"]
     assert "copy fallback: aclnnMoeReRouting supports idx_type=0" in lines["scatter"]
     assert "no library kernel" not in out
+
+
+def test_verify_provider_cann_checks_the_graph_exported_for_cann(monkeypatch):
+    """``verify --provider cann`` must run the graph ``export --target cann`` writes (the CANN opset and
+    rewrites), not the CPU export; the sessions here run it on the CPU EP under the CANN name."""
+    from ascend_moe_onnx.cli import verify
+    from ascend_moe_onnx.exporters import targets
+    from ascend_moe_onnx.models import runtime
+
+    opsets = []
+
+    def cpu_sessions_named_cann(data, provider="cpu"):
+        model = onnx.load_from_string(data)
+        opsets.append(next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")))
+        out = runtime.sessions(data, "cpu")
+        out["ort-cann"] = out.pop("ort")
+        return out
+
+    monkeypatch.setattr(verify, "sessions", cpu_sessions_named_cann)
+    checks = verify.verify_preset("mixtral", "tiny", token_counts=(3,), provider="cann")
+    assert opsets == [targets.CANN_OPSET]
+    assert [c.got for c in checks][0] == "ort-cann" and all(c.passed for c in checks), checks

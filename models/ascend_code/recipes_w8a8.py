@@ -15,16 +15,14 @@ import torch
 import torch_npu
 from torch import nn
 
+from ascend_moe_onnx.onnx_schemas import weight_quant
+
 
 def quantize_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A checkpoint's int8 weight and float32 scale from float ``w`` [E, out, in]: per output channel,
-    symmetric, ``scale = max|w| / 127`` (float32), ``q = round_half_even(w / scale)`` (float64);
-    an all-zero channel gets scale 0 and q 0 (docs/quantization.md's rounding)."""
-    w = w.float()
-    scale = w.abs().amax(dim=-1) / 127.0
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale)).double()
-    q = torch.where(scale[..., None] > 0, w.double() / safe[..., None], torch.zeros_like(w, dtype=torch.float64))
-    return q.round().clamp(-127, 127).to(torch.int8), scale
+    symmetric, by ``onnx_schemas.weight_quant.quantize`` (docs/quantization.md's rounding)."""
+    q, scale = weight_quant.quantize(w.detach().float().cpu().numpy(), bits=8)
+    return torch.from_numpy(q), torch.from_numpy(scale)
 
 
 class W8A8Int8MoEGMM(nn.Module):
