@@ -233,6 +233,16 @@ def input_dims(t: TypeProto | None) -> list | None:
     return list(t.tensor_type.shape.dim)
 
 
+def known(*dims) -> bool:
+    """Whether every dimension is a concrete number (torch fake tensors may pass None or symbols)."""
+    return all(isinstance(d, (int, np.integer)) for d in dims)
+
+
+def shape_text(shape) -> str:
+    """A shape for a message: ``[4, ?, 7]`` (None for a dimension not known)."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
 def fail_inference(op: str, message: str):
     """Raise a shape-inference error naming the op."""
     raise onnx.shape_inference.InferenceError(f"{op}: {message}")

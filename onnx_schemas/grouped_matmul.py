@@ -30,10 +30,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -129,17 +131,8 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(d) -> bool:
-    """Whether a dimension is a concrete number (torch fake tensors may pass None for symbols)."""
-    return isinstance(d, (int, np.integer))
-
-
 def _dim(d) -> str:
-    return str(d) if _known(d) else "?"
+    return str(d) if known(d) else "?"
 
 
 # ---- validation (docs/operators.md §4.3), shared by the NumPy reference and the torch op ---------
@@ -244,7 +237,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     mode, y_type = mode_and_output_type({n: None if v is None else v[1] for n, v in inputs.items()}, attrs)
     x_shape, w_shape, g_shape = (_required(inputs, n)[0] for n in INPUT_NAMES[:3])
     if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [M, K], got shape {_shape(x_shape)}")
+        raise _err(f"input 'x' must be 2-D [M, K], got shape {shape_text(x_shape)}")
     M, K = x_shape
     t = attrs["transpose_weight"]
     int4 = _required(inputs, "weight")[1] == "int32"
@@ -255,27 +248,27 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
         layout, w_k = "[E, N, K/8] (int4 in int32 words)", None if w_k is None else w_k * INT4_PER_WORD
     elif int4:
         layout = "[E, K, N/8] (int4 in int32 words)"
-    if (len(w_shape) != 3 or (_known(w_shape[0]) and w_shape[0] < 1)
-            or (_known(K) and _known(w_k) and w_k != K)):
+    if (len(w_shape) != 3 or (known(w_shape[0]) and w_shape[0] < 1)
+            or (known(K) and known(w_k) and w_k != K)):
         raise _err(f"input 'weight' must be 3-D {layout} with E >= 1 and K = {_dim(K)} (x.shape[1]), "
-                   f"got shape {_shape(w_shape)}")
+                   f"got shape {shape_text(w_shape)}")
     E, N = w_shape[0], w_shape[3 - k_axis]
-    if int4 and not t and _known(N):
+    if int4 and not t and known(N):
         N = N * INT4_PER_WORD
-    if len(g_shape) != 1 or (_known(E) and _known(g_shape[0]) and g_shape[0] != E):
+    if len(g_shape) != 1 or (known(E) and known(g_shape[0]) and g_shape[0] != E):
         raise _err(f"input 'group_list' must be 1-D [E] with E = {_dim(E)} (weight.shape[0]), "
-                   f"got shape {_shape(g_shape)}")
+                   f"got shape {shape_text(g_shape)}")
     for name in ("bias", "scale"):
         if inputs.get(name) is not None:
             s = _required(inputs, name)[0]
-            if len(s) != 2 or any(_known(a) and _known(b) and a != b for a, b in zip(s, (E, N))):
-                raise _err(f"input '{name}' must be [E, N] = {_shape((E, N))} (from weight), got shape {_shape(s)}")
+            if len(s) != 2 or any(known(a) and known(b) and a != b for a, b in zip(s, (E, N))):
+                raise _err(f"input '{name}' must be [E, N] = {shape_text((E, N))} (from weight), got shape {shape_text(s)}")
     G = 1
     if inputs.get("antiquant_scale") is not None:
         G = _check_antiquant_shape(inputs, E, K, N, int4 and t)
     p = inputs.get("per_token_scale")
-    if p is not None and (len(p[0]) != 1 or (_known(M) and _known(p[0][0]) and p[0][0] != M)):
-        raise _err(f"input 'per_token_scale' must be [M] = [{_dim(M)}] (x.shape[0]), got shape {_shape(p[0])}")
+    if p is not None and (len(p[0]) != 1 or (known(M) and known(p[0][0]) and p[0][0] != M)):
+        raise _err(f"input 'per_token_scale' must be [M] = [{_dim(M)}] (x.shape[0]), got shape {shape_text(p[0])}")
     return M, K, N, E, G, mode, y_type
 
 
@@ -284,18 +277,18 @@ def _check_antiquant_shape(inputs: dict, E, K, N, int4_along_k: bool):
     antiquant_offset alike; returns G (None when unknown)."""
     s = inputs["antiquant_scale"][0]
     rank_ok = len(s) in (2, 3)
-    dims_ok = rank_ok and all(not (_known(a) and _known(b)) or a == b for a, b in ((s[0], E), (s[-1], N)))
+    dims_ok = rank_ok and all(not (known(a) and known(b)) or a == b for a, b in ((s[0], E), (s[-1], N)))
     G = s[1] if len(s) == 3 else 1
-    divides = not (_known(G) and _known(K)) or (G >= 1 and K % G == 0 and not (int4_along_k and (K // G) % 2))
+    divides = not (known(G) and known(K)) or (G >= 1 and K % G == 0 and not (int4_along_k and (K // G) % 2))
     if not (dims_ok and divides):
         even = " and K / G even (int4 weight [E, N, K/8])" if int4_along_k else ""
-        raise _err(f"input 'antiquant_scale' must be [E, N] = {_shape((E, N))} or [E, G, N] with G dividing "
-                   f"K = {_dim(K)}{even}, got shape {_shape(s)}")
+        raise _err(f"input 'antiquant_scale' must be [E, N] = {shape_text((E, N))} or [E, G, N] with G dividing "
+                   f"K = {_dim(K)}{even}, got shape {shape_text(s)}")
     o = inputs.get("antiquant_offset")
-    if o is not None and (len(o[0]) != len(s) or any(_known(a) and _known(b) and a != b for a, b in zip(o[0], s))):
-        raise _err(f"input 'antiquant_offset' must have the shape of antiquant_scale {_shape(s)}, "
-                   f"got shape {_shape(o[0])}")
-    return G if _known(G) else None
+    if o is not None and (len(o[0]) != len(s) or any(known(a) and known(b) and a != b for a, b in zip(o[0], s))):
+        raise _err(f"input 'antiquant_offset' must have the shape of antiquant_scale {shape_text(s)}, "
+                   f"got shape {shape_text(o[0])}")
+    return G if known(G) else None
 
 
 def validate_group_list(group_list: np.ndarray, rows: int, group_list_type: int) -> np.ndarray:

@@ -24,10 +24,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -89,14 +91,6 @@ SCALE_TYPES = allowed_types(SCHEMA, "TS")
 
 def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
-
-
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(*dims) -> bool:
-    return all(isinstance(d, (int, np.integer)) for d in dims)
 
 
 def drop_pad(mode: int) -> bool:
@@ -164,34 +158,34 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     if len(x_shape) != want_rank:
         layout = "3-D [E, C, H]" if drop_pad(mode) else "2-D [N*K, H]"
         raise _err(f"input 'expanded_x' must be {layout} when drop_pad_mode is {_modes(mode)}, "
-                   f"got shape {_shape(x_shape)}")
+                   f"got shape {shape_text(x_shape)}")
     H = x_shape[-1]
-    R = x_shape[0] * x_shape[1] if drop_pad(mode) and _known(*x_shape[:2]) else (
+    R = x_shape[0] * x_shape[1] if drop_pad(mode) and known(*x_shape[:2]) else (
         x_shape[0] if not drop_pad(mode) else None)
     idx_shape = tuple(_required(inputs, "expanded_row_idx")[0])
     if len(idx_shape) != 1:
-        raise _err(f"input 'expanded_row_idx' must be 1-D [N*K], got shape {_shape(idx_shape)}")
+        raise _err(f"input 'expanded_row_idx' must be 1-D [N*K], got shape {shape_text(idx_shape)}")
     scales = inputs.get("scales")
     if scales is not None:
         s_shape = tuple(scales[0])
-        if len(s_shape) != 2 or (_known(s_shape[1]) and s_shape[1] < 1):
-            raise _err(f"input 'scales' must be 2-D [N, K] with K >= 1, got shape {_shape(s_shape)}")
+        if len(s_shape) != 2 or (known(s_shape[1]) and s_shape[1] < 1):
+            raise _err(f"input 'scales' must be 2-D [N, K] with K >= 1, got shape {shape_text(s_shape)}")
         N, K = s_shape
-        if _known(N, K, idx_shape[0]) and idx_shape[0] != N * K:
+        if known(N, K, idx_shape[0]) and idx_shape[0] != N * K:
             raise _err(f"input 'expanded_row_idx' must have N*K = {N * K} elements (N = {N}, K = {K} "
-                       f"from scales), got shape {_shape(idx_shape)}")
+                       f"from scales), got shape {shape_text(idx_shape)}")
     else:
         N, K = idx_shape[0], 1
-    if not drop_pad(mode) and _known(N, K, x_shape[0]) and x_shape[0] != N * K:
+    if not drop_pad(mode) and known(N, K, x_shape[0]) and x_shape[0] != N * K:
         raise _err(f"input 'expanded_x' must have N*K = {N * K} rows when drop_pad_mode is 0 or 2, "
-                   f"got shape {_shape(x_shape)}")
+                   f"got shape {shape_text(x_shape)}")
     for name in ("x1", "x2"):
         desc = inputs.get(name)
         if desc is None:
             continue
         shape = tuple(desc[0])
-        if len(shape) != 2 or any(_known(a, b) and a != b for a, b in zip(shape, (N, H))):
-            raise _err(f"input '{name}' must be [N, H] = {_shape((N, H))}, got shape {_shape(shape)}")
+        if len(shape) != 2 or any(known(a, b) and a != b for a, b in zip(shape, (N, H))):
+            raise _err(f"input '{name}' must be [N, H] = {shape_text((N, H))}, got shape {shape_text(shape)}")
     if inputs.get("x2") is not None and inputs.get("x1") is None:
         raise _err("input 'x2' must be absent when x1 is absent")
     bias, experts = inputs.get("bias"), inputs.get("expert_idx")
@@ -199,16 +193,16 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
         if experts is None:
             raise _err("input 'bias' needs expert_idx (the expert of each slot), got no expert_idx")
         b_shape = tuple(bias[0])
-        if len(b_shape) != 2 or (_known(b_shape[0]) and b_shape[0] < 1) or (_known(b_shape[1], H) and b_shape[1] != H):
+        if len(b_shape) != 2 or (known(b_shape[0]) and b_shape[0] < 1) or (known(b_shape[1], H) and b_shape[1] != H):
             raise _err(f"input 'bias' must be 2-D [E, H] with E >= 1 and H = {H} (expanded_x.shape[-1]), "
-                       f"got shape {_shape(b_shape)}")
-        if drop_pad(mode) and _known(b_shape[0], x_shape[0]) and b_shape[0] != x_shape[0]:
+                       f"got shape {shape_text(b_shape)}")
+        if drop_pad(mode) and known(b_shape[0], x_shape[0]) and b_shape[0] != x_shape[0]:
             raise _err(f"input 'bias' must have E = {x_shape[0]} rows (expanded_x.shape[0]) when "
-                       f"drop_pad_mode is 1 or 3, got shape {_shape(b_shape)}")
+                       f"drop_pad_mode is 1 or 3, got shape {shape_text(b_shape)}")
     if experts is not None:
         e_shape = tuple(experts[0])
-        if len(e_shape) != 2 or any(_known(a, b) and a != b for a, b in zip(e_shape, (N, K))):
-            raise _err(f"input 'expert_idx' must be [N, K] = {_shape((N, K))}, got shape {_shape(e_shape)}")
+        if len(e_shape) != 2 or any(known(a, b) and a != b for a, b in zip(e_shape, (N, K))):
+            raise _err(f"input 'expert_idx' must be [N, K] = {shape_text((N, K))}, got shape {shape_text(e_shape)}")
     return N, K, H, R
 
 

@@ -23,10 +23,12 @@ from ._common import (
     input_names,
     input_type,
     int_attribute,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -117,20 +119,11 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _known(d) -> bool:
-    """Whether a dimension is a concrete number (torch fake tensors may carry symbolic sizes)."""
-    return isinstance(d, (int, np.integer))
-
-
 def _numel(shape) -> int | None:
     """Product of the dims, or None when one is unknown."""
-    if not all(_known(d) for d in shape):
+    if not all(known(d) for d in shape):
         return None
     return int(np.prod([int(d) for d in shape], dtype=np.int64))
-
-
-def _shape(shape) -> str:
-    return "[" + ", ".join(str(int(d)) if _known(d) else "?" for d in shape) + "]"
 
 
 def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -> None:
@@ -183,10 +176,10 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
     """
     x_shape = tuple(x_shape)
     if len(x_shape) < 2:
-        raise _err(f"input 'x' must have rank >= 2, got shape {_shape(x_shape)}")
+        raise _err(f"input 'x' must have rank >= 2, got shape {shape_text(x_shape)}")
     if x_dtype not in FLOAT_TYPES:
         raise _err(f"input 'x' must be {type_list(FLOAT_TYPES)}, got {x_dtype}")
-    E = x_shape[-1] if _known(x_shape[-1]) else None
+    E = x_shape[-1] if known(x_shape[-1]) else None
     R = _numel(x_shape[:-1])
     validate_attributes(attrs, E)
     for name in ("bias", "additional_bias"):
@@ -194,8 +187,8 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         if spec is None:
             continue
         shape, dtype = spec
-        if len(shape) != 1 or (E is not None and _known(shape[0]) and shape[0] != E):
-            raise _err(f"input '{name}' must have shape [E] = [{E}], got {_shape(shape)}")
+        if len(shape) != 1 or (E is not None and known(shape[0]) and shape[0] != E):
+            raise _err(f"input '{name}' must have shape [E] = [{E}], got {shape_text(shape)}")
         if dtype != x_dtype:
             raise _err(f"input '{name}' must have the type of x ({x_dtype}), got {dtype}")
     ids, table = inputs.get("input_ids"), inputs.get("tid2eid")
@@ -204,14 +197,14 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         raise _err(f"input '{given}' needs input '{missing}' (hash routing uses both), got only '{given}'")
     if table is not None and ids is not None:
         (tshape, tdtype), (ishape, idtype) = table, ids
-        if len(tshape) != 2 or (_known(tshape[1]) and tshape[1] != attrs["k"]):
-            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {_shape(tshape)}")
+        if len(tshape) != 2 or (known(tshape[1]) and tshape[1] != attrs["k"]):
+            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {shape_text(tshape)}")
         if tdtype not in TABLE_TYPES:
             raise _err(f"input 'tid2eid' must be {type_list(TABLE_TYPES)}, got {tdtype}")
         if idtype not in ID_TYPES:
             raise _err(f"input 'input_ids' must be {type_list(ID_TYPES)}, got {idtype}")
         if None not in (R, _numel(ishape)) and _numel(ishape) != R:
-            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {_shape(ishape)}")
+            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {shape_text(ishape)}")
         if grouping_effective(attrs):
             raise _err(
                 f"hash routing (input 'tid2eid') cannot be combined with group-limited selection, "
@@ -225,7 +218,7 @@ def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attr
         if mdtype != "bool":
             raise _err(f"input 'additional_token_mask' must be bool, got {mdtype}")
         if None not in (R, _numel(mshape)) and _numel(mshape) != R:
-            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {_shape(mshape)}")
+            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {shape_text(mshape)}")
 
 
 def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.ndarray, n: int, E: int) -> None:

@@ -28,10 +28,12 @@ from ._common import (
     input_names,
     input_type,
     int_attribute,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -81,14 +83,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(d) -> bool:
-    return isinstance(d, (int, np.integer))
-
-
 def validate_attributes(attrs: dict[str, Any]) -> None:
     """active_num >= 0."""
     if attrs["active_num"] < 0:
@@ -102,24 +96,24 @@ def validate_inputs(x: tuple, row_idx: tuple, expert_idx: tuple, attrs: dict[str
     if x_type not in X_TYPES:
         raise _err(f"input 'x' must be {type_list(X_TYPES)}, got {x_type}")
     if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [N, H], got shape {_shape(x_shape)}")
+        raise _err(f"input 'x' must be 2-D [N, H], got shape {shape_text(x_shape)}")
     N, H = x_shape
-    if _known(H) and H < 1:
-        raise _err(f"input 'x' must have H >= 1, got shape {_shape(x_shape)}")
+    if known(H) and H < 1:
+        raise _err(f"input 'x' must have H >= 1, got shape {shape_text(x_shape)}")
     e_shape, e_type = expert_idx
     r_shape, r_type = row_idx
     for name, t in (("row_idx", r_type), ("expert_idx", e_type)):
         if t != "int32":
             raise _err(f"input '{name}' must be int32, got {t}")
     if len(e_shape) != 2:
-        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {_shape(e_shape)}")
-    if _known(N) and _known(e_shape[0]) and e_shape[0] != N:
-        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {_shape(e_shape)}")
-    if _known(e_shape[1]) and e_shape[1] < 1:
-        raise _err(f"input 'expert_idx' must have K >= 1, got shape {_shape(e_shape)}")
-    if len(r_shape) != 2 or any(_known(a) and _known(b) and a != b for a, b in zip(r_shape, e_shape)):
-        raise _err(f"input 'row_idx' must have the shape of expert_idx {_shape(e_shape)}, got shape {_shape(r_shape)}")
-    if all(_known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
+        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {shape_text(e_shape)}")
+    if known(N) and known(e_shape[0]) and e_shape[0] != N:
+        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {shape_text(e_shape)}")
+    if known(e_shape[1]) and e_shape[1] < 1:
+        raise _err(f"input 'expert_idx' must have K >= 1, got shape {shape_text(e_shape)}")
+    if len(r_shape) != 2 or any(known(a) and known(b) and a != b for a, b in zip(r_shape, e_shape)):
+        raise _err(f"input 'row_idx' must have the shape of expert_idx {shape_text(e_shape)}, got shape {shape_text(r_shape)}")
+    if all(known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
         raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements, got {e_shape[0] * e_shape[1]}")
 
 
@@ -144,7 +138,7 @@ def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
 
 def expanded_rows(N, K, active_num: int):
     """min(N, active_num) * K (ints or torch SymInts)."""
-    if _known(N):
+    if known(N):
         return min(int(N), active_num) * K
     import torch
 

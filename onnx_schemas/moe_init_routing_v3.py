@@ -27,10 +27,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -118,14 +120,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(d) -> bool:
-    return isinstance(d, (int, np.integer))
-
-
 def expert_range(attrs: dict[str, Any]) -> tuple[int, int]:
     """The active range [start, end) with end = -1 resolved to expert_num."""
     end = attrs["active_expert_end"]
@@ -188,21 +182,21 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
     if x_type not in X_TYPES:
         raise _err(f"input 'x' must be {type_list(X_TYPES)}, got {x_type}")
     if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [N, H], got shape {_shape(x_shape)}")
+        raise _err(f"input 'x' must be 2-D [N, H], got shape {shape_text(x_shape)}")
     N, H = x_shape
-    if _known(H) and H < 1:
-        raise _err(f"input 'x' must have H >= 1, got shape {_shape(x_shape)}")
+    if known(H) and H < 1:
+        raise _err(f"input 'x' must have H >= 1, got shape {shape_text(x_shape)}")
     i_shape, i_type = expert_idx
     if i_type not in IDX_TYPES:
         raise _err(f"input 'expert_idx' must be {type_list(IDX_TYPES)}, got {i_type}")
     if len(i_shape) != 2:
-        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {_shape(i_shape)}")
-    if _known(N) and _known(i_shape[0]) and i_shape[0] != N:
-        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {_shape(i_shape)}")
+        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {shape_text(i_shape)}")
+    if known(N) and known(i_shape[0]) and i_shape[0] != N:
+        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {shape_text(i_shape)}")
     K = i_shape[1]
-    if _known(K) and K < 1:
-        raise _err(f"input 'expert_idx' must have K >= 1, got shape {_shape(i_shape)}")
-    if _known(N) and _known(K) and N * K > MAX_PAIRS:
+    if known(K) and K < 1:
+        raise _err(f"input 'expert_idx' must have K >= 1, got shape {shape_text(i_shape)}")
+    if known(N) and known(K) and N * K > MAX_PAIRS:
         raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements (expanded_row_idx is "
                    f"int32), got N*K = {N * K}")
     quant = attrs["quant_mode"]
@@ -215,8 +209,8 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
         for name, desc in (("scale", scale), ("offset", offset)):
             if desc is None:
                 raise _err(f"input '{name}' is required when quant_mode is 0")
-            if len(desc[0]) != 1 or (_known(desc[0][0]) and desc[0][0] != 1):
-                raise _err(f"input '{name}' must have shape [1] when quant_mode is 0, got shape {_shape(desc[0])}")
+            if len(desc[0]) != 1 or (known(desc[0][0]) and desc[0][0] != 1):
+                raise _err(f"input '{name}' must have shape [1] when quant_mode is 0, got shape {shape_text(desc[0])}")
         return
     if offset is not None:
         raise _err(f"input 'offset' must be absent when quant_mode is {quant}")
@@ -224,15 +218,15 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
         return
     s_shape = scale[0]
     if quant == NO_QUANT:
-        if len(s_shape) != 1 or (_known(N) and _known(s_shape[0]) and s_shape[0] != N):
-            raise _err(f"input 'scale' must have shape [N] = [{'?' if not _known(N) else N}] when quant_mode "
-                       f"is -1, got shape {_shape(s_shape)}")
+        if len(s_shape) != 1 or (known(N) and known(s_shape[0]) and s_shape[0] != N):
+            raise _err(f"input 'scale' must have shape [N] = [{'?' if not known(N) else N}] when quant_mode "
+                       f"is -1, got shape {shape_text(s_shape)}")
         return
     start, end = expert_range(attrs)
-    rows_ok = len(s_shape) == 2 and (not _known(s_shape[0]) or s_shape[0] in (1, end - start))
-    if not rows_ok or (_known(H) and _known(s_shape[1]) and s_shape[1] != H):
+    rows_ok = len(s_shape) == 2 and (not known(s_shape[0]) or s_shape[0] in (1, end - start))
+    if not rows_ok or (known(H) and known(s_shape[1]) and s_shape[1] != H):
         raise _err(f"input 'scale' must have shape [{end - start}, H] or [1, H] (H = "
-                   f"{H if _known(H) else '?'}) when quant_mode is 1, got shape {_shape(s_shape)}")
+                   f"{H if known(H) else '?'}) when quant_mode is 1, got shape {shape_text(s_shape)}")
 
 
 def validate_expert_ids(expert_idx: np.ndarray, expert_num: int) -> None:
@@ -252,7 +246,7 @@ def expanded_rows(num_pairs, active_num: int):
     """Rows R of expanded_x in dropless mode (works on ints and torch SymInts)."""
     if active_num <= 0:
         return num_pairs
-    if _known(num_pairs):
+    if known(num_pairs):
         return min(active_num, int(num_pairs))
     import torch  # a SymInt: only the torch front end passes one
 

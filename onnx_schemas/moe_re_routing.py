@@ -22,10 +22,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -93,15 +95,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(d) -> bool:
-    """Whether a dimension is a concrete number (torch fake tensors may pass None for symbols)."""
-    return isinstance(d, (int, np.integer))
-
-
 # ---- validation (docs/operators.md §2.3), shared by the NumPy reference and the torch op -------------------
 # The messages are those of the C++ kernel (ort_custom_ops/src/moe_re_routing_validate.cc).
 
@@ -126,31 +119,31 @@ def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: d
     if t_type not in TOKEN_TYPES:
         raise _err(f"input 'tokens' must be {type_list(TOKEN_TYPES)}, got {t_type}")
     if len(t_shape) != 2:
-        raise _err(f"input 'tokens' must be 2-D [A, H], got shape {_shape(t_shape)}")
+        raise _err(f"input 'tokens' must be 2-D [A, H], got shape {shape_text(t_shape)}")
     A, H = t_shape
-    if _known(H) and H < 1:
-        raise _err(f"input 'tokens' must have H >= 1, got shape {_shape(t_shape)}")
-    if _known(A) and A > MAX_TOKENS:
+    if known(H) and H < 1:
+        raise _err(f"input 'tokens' must have H >= 1, got shape {shape_text(t_shape)}")
+    if known(A) and A > MAX_TOKENS:
         raise _err(f"input 'tokens' must have at most {MAX_TOKENS} rows (permute_token_idx is "
                    f"int32), got A = {A}")
     c_shape, c_type = counts
     if c_type not in COUNT_TYPES:
         raise _err(f"input 'expert_token_num_per_rank' must be {type_list(COUNT_TYPES)}, got {c_type}")
     if len(c_shape) != 2:
-        raise _err(f"input 'expert_token_num_per_rank' must be 2-D [N, E], got shape {_shape(c_shape)}")
-    if any(_known(d) and d < 1 for d in c_shape):
+        raise _err(f"input 'expert_token_num_per_rank' must be 2-D [N, E], got shape {shape_text(c_shape)}")
+    if any(known(d) and d < 1 for d in c_shape):
         raise _err(f"input 'expert_token_num_per_rank' must have N >= 1 and E >= 1, got shape "
-                   f"{_shape(c_shape)}")
+                   f"{shape_text(c_shape)}")
     if scales is not None:
         s_shape, s_type = scales
         if s_type not in SCALE_TYPES:
             raise _err(f"input 'per_token_scales' must be {type_list(SCALE_TYPES)}, got {s_type}")
         if len(s_shape) not in (1, 2):
             raise _err(f"input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got shape "
-                       f"{_shape(s_shape)}")
-        if _known(A) and _known(s_shape[0]) and s_shape[0] != A:
+                       f"{shape_text(s_shape)}")
+        if known(A) and known(s_shape[0]) and s_shape[0] != A:
             raise _err(f"input 'per_token_scales' must have first dimension A = {A} "
-                       f"(tokens.shape[0]), got shape {_shape(s_shape)}")
+                       f"(tokens.shape[0]), got shape {shape_text(s_shape)}")
 
 
 def validate_counts(counts: np.ndarray, num_tokens: int) -> None:

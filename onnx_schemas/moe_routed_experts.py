@@ -33,10 +33,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -101,14 +103,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(d) -> bool:
-    return isinstance(d, (int, np.integer))
-
-
 # ---- validation (docs/operators.md §3.3), shared by the NumPy reference and the C++ kernel's messages --------
 
 
@@ -134,17 +128,17 @@ def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E, H, I) 
         if inputs[name][1] != "float":
             raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
         weights = "gate_up_weights" if name == "gate_up_scales" else "down_weights"
-        if _known(inner) and G and inner % G:
+        if known(inner) and G and inner % G:
             raise _err(f"attribute 'block_size' = {G} must divide the rows of input '{weights}' "
                        f"({'H' if name == 'gate_up_scales' else 'I'} = {inner})")
-        want = (E, rows) if G == 0 else (E, rows, None if not _known(inner) else inner // G)
+        want = (E, rows) if G == 0 else (E, rows, None if not known(inner) else inner // G)
         got = tuple(inputs[name][0])
-        if len(got) != len(want) or any(_known(w) and _known(g) and w != g for w, g in zip(want, got)):
+        if len(got) != len(want) or any(known(w) and known(g) and w != g for w, g in zip(want, got)):
             layout = "[E, 2I]" if name == "gate_up_scales" else "[E, H]"
             if G:
                 layout = layout[:-1] + (", H / block_size]" if name == "gate_up_scales" else ", I / block_size]")
-            raise _err(f"input '{name}' must be {layout} = {_shape(want)} "
-                       f"({'one scale per row' if G == 0 else f'block_size {G}'}), got shape {_shape(got)}")
+            raise _err(f"input '{name}' must be {layout} = {shape_text(want)} "
+                       f"({'one scale per row' if G == 0 else f'block_size {G}'}), got shape {shape_text(got)}")
 
 
 def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int, int, int, int, int]:
@@ -170,32 +164,32 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
     x, idx, w = inputs["x"][0], inputs["expert_idx"][0], inputs["routing_weights"][0]
     gu, down = inputs["gate_up_weights"][0], inputs["down_weights"][0]
     if len(x) != 2:
-        raise _err(f"input 'x' must be 2-D [T, H], got shape {_shape(x)}")
+        raise _err(f"input 'x' must be 2-D [T, H], got shape {shape_text(x)}")
     T, H = x
     if len(idx) != 2 or idx[0] != T:
-        raise _err(f"input 'expert_idx' must be 2-D [T, k] with T = {T} (x.shape[0]), got shape {_shape(idx)}")
+        raise _err(f"input 'expert_idx' must be 2-D [T, k] with T = {T} (x.shape[0]), got shape {shape_text(idx)}")
     k = idx[1]
     if tuple(w) != (T, k):
-        raise _err(f"input 'routing_weights' must have the shape of expert_idx [{T}, {k}], got shape {_shape(w)}")
+        raise _err(f"input 'routing_weights' must have the shape of expert_idx [{T}, {k}], got shape {shape_text(w)}")
     if not quantized:
         for name in ("gate_up_scales", "down_scales"):
             if inputs.get(name) is not None:
                 raise _err(f"input '{name}' goes with int8 weights only: the weights are float")
-    if pack == 2 and _known(H) and H % 2:
+    if pack == 2 and known(H) and H % 2:
         raise _err(f"input 'gate_up_weights' with weight_bits 4 packs two values per byte along H, which "
                    f"must be even, got H = {H} (x.shape[1])")
-    Hp = H // pack if _known(H) else H
+    Hp = H // pack if known(H) else H
     inner = "H" if pack == 1 else "H/2"
     if len(gu) != 3 or gu[0] < 1 or gu[1] < 2 or gu[1] % 2 or gu[2] != Hp:
         raise _err(f"input 'gate_up_weights' must be 3-D [E, 2I, {inner}] with E >= 1, an even 2I >= 2 and "
-                   f"{inner} = {Hp} (x.shape[1]{'' if pack == 1 else ' / 2'}), got shape {_shape(gu)}")
+                   f"{inner} = {Hp} (x.shape[1]{'' if pack == 1 else ' / 2'}), got shape {shape_text(gu)}")
     E, I = gu[0], gu[1] // 2
     if pack == 2 and I % 2:
         raise _err(f"input 'down_weights' with weight_bits 4 packs two values per byte along I, which "
                    f"must be even, got I = {I} (from gate_up_weights)")
     if tuple(down) != (E, H, I // pack):
         raise _err(f"input 'down_weights' must be [E, H, {'I' if pack == 1 else 'I/2'}] = [{E}, {H}, {I // pack}] "
-                   f"(from gate_up_weights), got shape {_shape(down)}")
+                   f"(from gate_up_weights), got shape {shape_text(down)}")
     if quantized:
         _validate_quantized(inputs, attrs, E, H, I)
     return T, H, k, E, I

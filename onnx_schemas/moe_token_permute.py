@@ -27,10 +27,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
     type_list,
 )
@@ -86,14 +88,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(d) -> bool:
-    return isinstance(d, (int, np.integer))
-
-
 def validate_attributes(attrs: dict[str, Any]) -> None:
     """Check padded_mode (num_out_tokens takes any value)."""
     if attrs["padded_mode"] != 0:
@@ -107,21 +101,21 @@ def validate_inputs(tokens: tuple, indices: tuple, attrs: dict[str, Any]) -> Non
     if t_type not in TOKEN_TYPES:
         raise _err(f"input 'tokens' must be {type_list(TOKEN_TYPES)}, got {t_type}")
     if len(t_shape) != 2:
-        raise _err(f"input 'tokens' must be 2-D [N, H], got shape {_shape(t_shape)}")
+        raise _err(f"input 'tokens' must be 2-D [N, H], got shape {shape_text(t_shape)}")
     N, H = t_shape
-    if _known(H) and H < 1:
-        raise _err(f"input 'tokens' must have H >= 1, got shape {_shape(t_shape)}")
+    if known(H) and H < 1:
+        raise _err(f"input 'tokens' must have H >= 1, got shape {shape_text(t_shape)}")
     i_shape, i_type = indices
     if i_type not in IDX_TYPES:
         raise _err(f"input 'indices' must be {type_list(IDX_TYPES)}, got {i_type}")
     if len(i_shape) not in (1, 2):
-        raise _err(f"input 'indices' must be 1-D [N] or 2-D [N, K], got shape {_shape(i_shape)}")
-    if _known(N) and _known(i_shape[0]) and i_shape[0] != N:
-        raise _err(f"input 'indices' must have N = {N} rows (tokens.shape[0]), got shape {_shape(i_shape)}")
+        raise _err(f"input 'indices' must be 1-D [N] or 2-D [N, K], got shape {shape_text(i_shape)}")
+    if known(N) and known(i_shape[0]) and i_shape[0] != N:
+        raise _err(f"input 'indices' must have N = {N} rows (tokens.shape[0]), got shape {shape_text(i_shape)}")
     K = i_shape[1] if len(i_shape) == 2 else 1
-    if _known(K) and K < 1:
-        raise _err(f"input 'indices' must have K >= 1, got shape {_shape(i_shape)}")
-    if _known(N) and _known(K) and N * K > MAX_PAIRS:
+    if known(K) and K < 1:
+        raise _err(f"input 'indices' must have K >= 1, got shape {shape_text(i_shape)}")
+    if known(N) and known(K) and N * K > MAX_PAIRS:
         raise _err(f"input 'indices' must have at most {MAX_PAIRS} elements (sorted_indices is int32), "
                    f"got {N * K}")
 
@@ -139,14 +133,14 @@ def validate_indices(indices: np.ndarray) -> None:
 def out_rows(num_pairs, num_out_tokens: int):
     """R: min(num_out_tokens, P) when > 0, else max(P + num_out_tokens, 0) (ints or torch SymInts)."""
     if num_out_tokens > 0:
-        if _known(num_pairs):
+        if known(num_pairs):
             return min(num_out_tokens, int(num_pairs))
         import torch
 
         return torch.sym_min(num_out_tokens, num_pairs)
     if num_out_tokens == 0:
         return num_pairs
-    if _known(num_pairs):
+    if known(num_pairs):
         return max(int(num_pairs) + num_out_tokens, 0)
     import torch
 

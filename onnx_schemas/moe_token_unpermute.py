@@ -23,10 +23,12 @@ from ._common import (
     input_dims,
     input_names,
     input_type,
+    known,
     make_type,
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
 )
 from .moe_finalize_routing_v2 import check_types, weighted_gather
@@ -73,14 +75,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _known(*dims) -> bool:
-    return all(isinstance(d, (int, np.integer)) for d in dims)
-
-
 # ---- validation (docs/operators.md §6.3); messages as ort_custom_ops/src/moe_token_unpermute_validate.cc ----
 
 
@@ -102,21 +96,21 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     assert tokens is not None and indices is not None  # for mypy: the loop above raised otherwise
     t_shape = tuple(tokens[0])
     if len(t_shape) != 2:
-        raise _err(f"input 'permuted_tokens' must be 2-D [P, H], got shape {_shape(t_shape)}")
+        raise _err(f"input 'permuted_tokens' must be 2-D [P, H], got shape {shape_text(t_shape)}")
     P, H = t_shape
     i_shape = tuple(indices[0])
     if len(i_shape) != 1:
-        raise _err(f"input 'sorted_indices' must be 1-D [N*K], got shape {_shape(i_shape)}")
+        raise _err(f"input 'sorted_indices' must be 1-D [N*K], got shape {shape_text(i_shape)}")
     probs = inputs.get("probs")
     if probs is None:
         return i_shape[0], 1, P, H
     p_shape = tuple(probs[0])
-    if len(p_shape) != 2 or (_known(p_shape[1]) and p_shape[1] < 1):
-        raise _err(f"input 'probs' must be 2-D [N, K] with K >= 1, got shape {_shape(p_shape)}")
+    if len(p_shape) != 2 or (known(p_shape[1]) and p_shape[1] < 1):
+        raise _err(f"input 'probs' must be 2-D [N, K] with K >= 1, got shape {shape_text(p_shape)}")
     N, K = p_shape
-    if _known(N, K, i_shape[0]) and i_shape[0] != N * K:
+    if known(N, K, i_shape[0]) and i_shape[0] != N * K:
         raise _err(f"input 'sorted_indices' must have N*K = {N * K} elements (N = {N}, K = {K} from probs), "
-                   f"got shape {_shape(i_shape)}")
+                   f"got shape {shape_text(i_shape)}")
     return N, K, P, H
 
 

@@ -25,6 +25,7 @@ from ._common import (
     onnx_type_name,
     output_names,
     resolve_attributes,
+    shape_text,
     tensor_input,
 )
 from .moe_finalize_routing_v2 import check_types
@@ -58,10 +59,6 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _shape(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
 # ---- validation (docs/operators.md §11.3); messages as ort_custom_ops/src/swi_glu_op.cc ----
 
 
@@ -79,7 +76,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> i
         raise _err(f"attribute 'dim' must be in [-{rank}, {rank}) (x has rank {rank}), got {dim}")
     axis = dim % rank
     if isinstance(shape[axis], (int, np.integer)) and shape[axis] % 2:
-        raise _err(f"input 'x' must have an even size along dim {dim}, got shape {_shape(shape)}")
+        raise _err(f"input 'x' must have an even size along dim {dim}, got shape {shape_text(shape)}")
     return axis
 
 
