@@ -264,7 +264,8 @@ void GroupedMatmulPlan::Prepare(const GroupedMatmulBuffers& b) {
   // Rows past the group list's total are zero; an empty y may come with a null buffer.
   const int64_t bytes = ElementBytes(p_.out_type);
   const int64_t tail = (p_.rows - covered_rows_) * N * bytes;
-  if (tail > 0) std::memset(static_cast<char*>(b.y) + covered_rows_ * N * bytes, 0, static_cast<size_t>(tail));
+  if (tail > 0)
+    std::memset(static_cast<char*>(b.y) + covered_rows_ * N * bytes, 0, static_cast<size_t>(tail));
 }
 
 void GroupedMatmulPlan::WriteRows(const GroupedMatmulBuffers& b, const Segment& seg, int64_t r0, int64_t rows,
