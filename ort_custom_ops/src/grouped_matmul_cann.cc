@@ -35,7 +35,6 @@ void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
   args.antiquant_scale = optional(kInAntiquantScale);
   args.antiquant_offset = optional(kInAntiquantOffset);
   args.per_token_scale = optional(kInPerTokenScale);
-  args.has_antiquant_offset = in[kInAntiquantOffset].present;
   const ONNXTensorElementDataType y_type =
       CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs_.output_dtype).y;
   args.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {args.params.rows, args.params.cols}, y_type,
