@@ -225,7 +225,7 @@ ANTIQUANT = [(w, t, tr, g, off) for w in ("int8", "int4") for t in ("float16", "
 def test_antiquant_grid_native_unless_int8_per_group(monkeypatch, weight, x_type, transpose, groups, offset):
     """W8A16 / W4A16 over both weight layouts, per channel and per group, with and without
     antiquant_offset: native (one aclnnGroupedMatmulV4 call) except int8 per group, and equal to the
-    CPU EP. New device memory holds 0xA5 bytes (FAKE_ACL_DIRTY_MALLOC), so a zero offset that was
+    CPU EP. New device memory holds 0x5A bytes (FAKE_ACL_DIRTY_MALLOC), so a zero offset that was
     never written, or weights read in another nibble order, give other results."""
     from tests.grouped_matmul_cases import make_quant_inputs
     from tests.op_table import node_model

@@ -310,9 +310,10 @@ aclError aclrtMalloc(void** p, size_t size, int policy) {
     close(fd);
   }
   if (shadow == MAP_FAILED || device == MAP_FAILED) return kBadAlloc;
-  // FAKE_ACL_DIRTY_MALLOC=1: new device memory holds 0xA5 bytes, as reused NPU memory holds
+  // FAKE_ACL_DIRTY_MALLOC=1: new device memory holds 0x5A bytes (float16 203.25, bfloat16 and
+  // float 1.5e16), as reused NPU memory holds
   // whatever was there (a kernel that reads memory it never wrote then computes garbage).
-  if (fake_cann::Switch("FAKE_ACL_DIRTY_MALLOC")) std::memset(shadow, 0xA5, size);
+  if (fake_cann::Switch("FAKE_ACL_DIRTY_MALLOC")) std::memset(shadow, 0x5A, size);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     Blocks()[reinterpret_cast<uintptr_t>(device)] = Block{size, mapped, shadow};
