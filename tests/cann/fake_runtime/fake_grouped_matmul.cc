@@ -5,10 +5,10 @@
 // int32 bias, CheckFunctionQuantParams / CheckGroupedMatmulQuant / CheckQuantParamsDtype /
 // CheckPerTokenScale; W8A16 / W4A16: float16 / bfloat16 x with int8 or ACL_INT4 weights,
 // CheckGroupedMatmulAntiQuant / CheckOptionalTensorList / CheckWeightShapeInnerAxisEven), with its
-// status codes; y = x (w + antiquantOffset) antiquantScale for the antiquant forms; the computation is the project's CPU kernel. Like the
-// NPU kernel it writes only the rows of the groups (the rows after the last group keep what they
-// held), and the group list values, which the operator reads on the device unchecked, must be
-// valid or the run fails (the NPU would read and write out of bounds).
+// status codes; y = x (w + antiquantOffset) antiquantScale for the antiquant forms; the computation is the
+// project's CPU kernel. Like the NPU kernel it writes only the rows of the groups (the rows after the last
+// group keep what they held), and the group list values, which the operator reads on the device unchecked,
+// must be valid or the run fails (the NPU would read and write out of bounds).
 #include <string>
 #include <vector>
 
@@ -76,7 +76,8 @@ bool CheckWeight(ArgCheck& c, const void* w, int dtype, int64_t k, bool* transpo
   }
   // CheckWeightShapeInnerAxisEven: the stored inner axis (N, or K when transposed) of int4.
   if (dtype == kInt4 && (*transposed ? kk : n) % 2 != 0) {
-    c.Fail(kParamInvalid, "weight's inner axis size[" + std::to_string(*transposed ? kk : n) + "] is not even!");
+    c.Fail(kParamInvalid,
+           "weight's inner axis size[" + std::to_string(*transposed ? kk : n) + "] is not even!");
     return false;
   }
   if (e * kk * n > 0 && !Data(w)) c.Fail(kParamInvalid, "weight data is not inside one device allocation");
@@ -183,9 +184,10 @@ void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, 
   if (!((d.size() == 2 || d.size() == 3) && d.front() == e && d.back() == n))
     return c.Fail(kParamInvalid, "Invalid antiquantScale");
   if (wd == kInt4 && transposed && d.size() == 3 && (k / *groups) % 2 != 0) {
-    return c.Fail(kParamInvalid,
-                  "pergroupSize should be even when weight is transposed in A16W4-pergroup case, but now is " +
-                      std::to_string(k / *groups));
+    return c.Fail(
+        kParamInvalid,
+        "pergroupSize should be even when weight is transposed in A16W4-pergroup case, but now is " +
+            std::to_string(k / *groups));
   }
   if (T(*scale_t)->dtype != xd)
     return c.Fail(kParamInvalid,
@@ -284,8 +286,8 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   const void* aq_offset_t = nullptr;
   int64_t aq_groups = 1;
   if (antiquant)
-    CheckAntiquant(c, antiquant_scale, antiquant_offset, xd, wd, transposed, e, k, n, &aq_scale_t, &aq_offset_t,
-                   &aq_groups);
+    CheckAntiquant(c, antiquant_scale, antiquant_offset, xd, wd, transposed, e, k, n, &aq_scale_t,
+                   &aq_offset_t, &aq_groups);
   const void* scale_t = nullptr;
   const void* per_token_t = nullptr;
   if (w8a8) {
