@@ -114,6 +114,7 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
     b.down = dn->as<const float>();
   }
   b.y = y.as<float>();
+  plan.PrepareInputs(b);  // 4-bit weights: x reordered to the nibble order
   plan.UpItems(b, 0, plan.num_up_items());
   plan.DownColumns(b, 0, p.hidden);
   CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
