@@ -106,11 +106,12 @@ def _family_facts(op_type: str, typ, present: list) -> dict:
         return dims[axis] if dims and len(dims) > abs(axis) and isinstance(dims[axis], int) else None
 
     if op_type == "GroupedMatmul":
+        scale_dims = typ(6)[1]  # antiquant_scale [E, N] or [E, G, N]
         return {"x_type": typ(0)[0], "weight_type": typ(1)[0], "bias_type": typ(3)[0] if present[3] else None,
-                "scale_type": typ(4)[0] if present[4] else None, "antiquant_offset": int(present[7]),
-                "experts": dim(1, 0)}
+                "scale_type": typ(4)[0] if present[4] else None, "experts": dim(1, 0),
+                "antiquant_groups": dim(6, 1) if scale_dims and len(scale_dims) == 3 else 1}
     if op_type == "MoeRoutedExperts":
-        return {"experts": dim(3, 0)}
+        return {"experts": dim(3, 0), "weight_type": typ(3)[0]}
     if op_type == "MoeFinalizeRoutingV2":
         return {"x_type": typ(0)[0], "scales_type": typ(5)[0] if present[5] else None,
                 "k": dim(5, 1) if present[5] else 1, "experts": dim(4, 0) if present[4] else None}

@@ -200,6 +200,7 @@ def _cmd_export_hf(args) -> int:
 
 
 def _cmd_export(args) -> int:
+    from ascend_moe_onnx.exporters.experts_graph import ExpertsError
     from ascend_moe_onnx.exporters.targets import TargetError
     from ascend_moe_onnx.models import presets
 
@@ -235,7 +236,7 @@ def _cmd_export(args) -> int:
         try:
             verify.export_block(block, args.tokens, path=out, external_data=external, experts=args.experts,
                                 target=args.target)
-        except TargetError as e:
+        except (TargetError, ExpertsError) as e:  # e.g. quantized experts for the CANN target
             raise CLIError(str(e)) from None
         bar.update(2)
     if block.note:

@@ -470,8 +470,10 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
         if weights_quant is not None and target == "cann":
-            raise ExpertsError("experts: quantized expert weights are not exported for the CANN target yet "
-                               "(its MoeRoutedExperts chain multiplies float weights); export for the CPU")
+            raise ExpertsError("experts: quantized expert weights are not exported for the CANN target: "
+                               "aclnnGroupedMatmulV4 dequantizes int8 / int4 weights with float16 / bfloat16 "
+                               "activations only and MoeRoutedExperts' are float32, so the node would run on "
+                               "the host fallback (docs/quantization.md); export for the CPU")
         if weights_quant is not None and expander is not _expand_routed_ort:
             raise ExpertsError(f"experts: quantized expert weights run in the 'ort' formulation of routed "
                                f"blocks only, not in '{formulation}' {node.op_type}")

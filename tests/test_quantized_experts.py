@@ -155,6 +155,7 @@ def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
     (["--weights-quant", "int8", "--experts", "onnx"], "runs in the ort expert formulation"),
     (["--weights-quant", "int4", "--quant-block-size", "5"], "even for 4 bits, got 5"),
     (["--weights-quant", "int4", "--quant-block-size", "48"], "block size 48 must divide the hidden size 64"),
+    (["--weights-quant", "int8", "--target", "cann"], "not exported for the CANN target: aclnnGroupedMatmulV4"),
 ])
 def test_cli_usage_errors(tmp_path, capsys, argv, message):
     from ascend_moe_onnx.cli import main as cli

@@ -25,6 +25,7 @@ enum AclDataType : int {
   kAclInt64 = 9,
   kAclBool = 12,
   kAclBFloat16 = 27,
+  kAclInt4 = 29,  // two per byte, element 2j in the low nibble; shapes and strides count elements
 };
 inline constexpr int kAclFormatNd = 2;  // aclFormat ACL_FORMAT_ND
 

@@ -1,6 +1,7 @@
 #include "ops_src/cann/grouped_matmul.h"
 
 #include <memory>
+#include <vector>
 
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/loader.h"
@@ -8,6 +9,12 @@
 namespace ascend_moe::cann {
 
 namespace {
+
+// The antiquant scale's and offset's dims: [E, N] per channel, [E, G, N] per group.
+std::vector<int64_t> AntiquantDims(const cpu::GroupedMatmulParams& p) {
+  if (p.antiquant_groups > 1) return {p.groups, p.antiquant_groups, p.cols};
+  return {p.groups, p.cols};
+}
 
 // The bias type aclnnGroupedMatmulV4 takes without quantisation: float for bfloat16 x, x's type
 // otherwise (aclnn_grouped_matmul.cpp, CheckNonQuantMatmulDataType).
@@ -27,9 +34,18 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
     MemsetAsync(ctx, static_cast<char*>(a.y) + covered * row_bytes, (p.rows - covered) * row_bytes, 0);
   }
   GmmQuantArgs quant{a.scale, a.per_token_scale, a.antiquant_scale, a.antiquant_offset};
+  // The operator requires an antiquant offset; the contract's absent one is zero.
+  std::unique_ptr<DeviceBuffer> zero_offset;
+  if (a.antiquant_scale && !a.antiquant_offset) {
+    size_t bytes = GmmTypeBytes(p.antiquant_type);
+    for (int64_t d : AntiquantDims(p)) bytes *= static_cast<size_t>(d);
+    zero_offset = std::make_unique<DeviceBuffer>(ctx, bytes);
+    MemsetAsync(ctx, zero_offset->get(), bytes, 0);
+    quant.antiquant_offset = zero_offset->get();
+  }
   RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(),
                      a.group_list_type, a.y, &quant);
-  Synchronize(ctx);  // the host group list must outlive its upload
+  Synchronize(ctx);  // the host group list (and the zero offset) must outlive the call
 }
 
 // Weight bytes: x's float type, int8, or int4 (two per byte).
@@ -104,21 +120,22 @@ std::string W8A8Blocker(const cpu::GroupedMatmulParams& p) {
   return {};
 }
 
-// aclnnGroupedMatmulV4's antiquant forms as this library passes them (aclnn_grouped_matmul.cpp,
-// CheckFunctionParams and CheckGroupedMatmulAntiQuant): float16 / bfloat16 x, int8 weights,
-// antiquantScale and antiquantOffset both given, of x's type. int4 weights (torch_npu's int32
-// words) run on the host: the operator takes them as its own int4 type.
-std::string AntiquantBlocker(const GroupedMatmulDeviceArgs& a) {
-  const cpu::GroupedMatmulParams& p = a.params;
-  if (p.weight == cpu::GmmWeight::kInt4) return "W4A16 (int4 weights in int32 words) runs on the host";
+// aclnnGroupedMatmulV4's antiquant forms (aclnn_grouped_matmul.cpp, CheckFunctionParams,
+// CheckOptionalTensorList and CheckGroupedMatmulAntiQuant): float16 / bfloat16 x; int8 weights
+// with per-channel scales [E, N] only, int4 weights (ACL_INT4) per channel or per group
+// [E, G, N] with G dividing K (the operator's K / G even with a transposed int4 weight holds by
+// the contract). The operator requires antiquantOffset: without antiquant_offset a zero one is
+// passed (RunNative).
+std::string AntiquantBlocker(const cpu::GroupedMatmulParams& p) {
+  const bool int4 = p.weight == cpu::GmmWeight::kInt4;
   if (p.type != cpu::GmmType::kFloat16 && p.type != cpu::GmmType::kBFloat16) {
-    return std::string("aclnnGroupedMatmulV4 takes int8 weights with float16 or bfloat16 x, got ") +
-           AclTypeName(GmmAclType(p.type)) + " x";
+    return std::string("aclnnGroupedMatmulV4 takes ") + (int4 ? "int4" : "int8") +
+           " weights with float16 or bfloat16 x, got " + AclTypeName(GmmAclType(p.type)) + " x";
   }
-  if (!a.has_antiquant_offset) {
-    return "aclnnGroupedMatmulV4 requires antiquantOffset with int8 weights; without antiquant_offset the "
-           "call "
-           "runs on the host";
+  if (!int4 && p.antiquant_groups > 1) {
+    return "aclnnGroupedMatmulV4 takes int8 weights with per-channel antiquant scales [E, N] only; per-group "
+           "scales [E, G, N] (G = " +
+           std::to_string(p.antiquant_groups) + ") run on the host";
   }
   return {};
 }
@@ -166,7 +183,7 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
     return p.depth == 0 ? "K = 0 (empty matrices) runs on the host" : "";
   }
   if (p.weight != cpu::GmmWeight::kSame) {
-    const std::string antiquant = AntiquantBlocker(a);
+    const std::string antiquant = AntiquantBlocker(p);
     if (!antiquant.empty()) return antiquant;
   }
   const AclDataType x_type = GmmAclType(p.type);
@@ -201,7 +218,11 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   const AclnnOp op = RequireAclnnOp(kAclnnGroupedMatmulV4, "GroupedMatmul");
   const AclDataType type = GmmAclType(p.type);  // x's and the weight's (int8 for W8A8)
   const bool w8a8 = p.type == cpu::GmmType::kInt8;
-  const AclDataType w_type = p.weight == cpu::GmmWeight::kInt8 ? kAclInt8 : type;
+  // int4 words (torch_npu's int32 layout) are ACL_INT4 elements in the same memory order: the
+  // weight is described by its element dims, no copy.
+  const AclDataType w_type = p.weight == cpu::GmmWeight::kInt8   ? kAclInt8
+                             : p.weight == cpu::GmmWeight::kInt4 ? kAclInt4
+                                                                 : type;
   Tensor x_t(type, {p.rows, p.depth}, x);
   Tensor y_t(GmmAclType(w8a8 ? p.out_type : p.type), {p.rows, p.cols}, y);
   Tensor group_list(kAclInt64, {p.groups}, group_list_device);
@@ -234,10 +255,8 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
                                        quant->scale);
     scale_list = std::make_unique<TensorList>(scale_t->get());
   }
-  // W8A16: antiquant_scale / antiquant_offset [E, N] or [E, G, N] (one-tensor lists).
-  const std::vector<int64_t> aq_dims = p.antiquant_groups > 1
-                                           ? std::vector<int64_t>{p.groups, p.antiquant_groups, p.cols}
-                                           : std::vector<int64_t>{p.groups, p.cols};
+  // W8A16 / W4A16: antiquant_scale / antiquant_offset [E, N] or [E, G, N] (one-tensor lists).
+  const std::vector<int64_t> aq_dims = AntiquantDims(p);
   std::unique_ptr<Tensor> aq_scale_t, aq_offset_t;
   std::unique_ptr<TensorList> aq_scale_list, aq_offset_list;
   if (quant && quant->antiquant_scale) {

@@ -31,9 +31,8 @@ struct GroupedMatmulDeviceArgs {
   // The quantized forms' inputs (params.weight, params.type): null where absent.
   const void* scale = nullptr;             // W8A8: [E, N]
   const void* antiquant_scale = nullptr;   // W8A16 / W4A16: [E, G, N]
-  const void* antiquant_offset = nullptr;  // W8A16 / W4A16: [E, G, N]
+  const void* antiquant_offset = nullptr;  // W8A16 / W4A16: [E, G, N]; absent: zero
   const void* per_token_scale = nullptr;   // W8A8: float [M]
-  bool has_antiquant_offset = false;       // antiquant_offset given (what the native path needs)
   void* y = nullptr;                       // [M, N] of params.out_type
 };
 
@@ -63,14 +62,14 @@ size_t GmmTypeBytes(cpu::GmmType t);
 struct GmmQuantArgs {
   const void* scale = nullptr;             // W8A8: [E, N] of params.scale_type
   const void* per_token_scale = nullptr;   // W8A8: float [M]
-  const void* antiquant_scale = nullptr;   // W8A16: [E, G, N] of params.antiquant_type
-  const void* antiquant_offset = nullptr;  // W8A16: [E, G, N] of params.antiquant_type
+  const void* antiquant_scale = nullptr;   // W8A16 / W4A16: [E, N] or [E, G, N] of params.antiquant_type
+  const void* antiquant_offset = nullptr;  // the same shape and type (the operator requires one)
 };
 
 // One native call over device memory: y[rows of group e] = x[rows] @ W[e] (+ bias), the group
 // list already on the device (int64 [E], `group_list_type`); int8 x (W8A8) dequantised by
-// `quant` into params.out_type, int8 weights (W8A16) by its antiquant scale and offset. Rows past the last
-// group are left as they are. Also used by MoeRoutedExperts' chain.
+// `quant` into params.out_type, int8 / int4 weights (W8A16 / W4A16) by its antiquant scale and
+// offset. Rows past the last group are left as they are. Also used by MoeRoutedExperts' chain.
 void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams& params, const void* x,
                         const void* weight, const void* bias, const void* group_list_device,
                         int64_t group_list_type, void* y, const GmmQuantArgs* quant = nullptr);

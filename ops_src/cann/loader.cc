@@ -194,6 +194,8 @@ const char* AclTypeName(AclDataType type) {
       return "int64";
     case kAclBool:
       return "bool";
+    case kAclInt4:
+      return "int4";
   }
   return "unknown";
 }

@@ -114,6 +114,7 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
     b.down = dn->as<const float>();
   }
   b.y = y.as<float>();
+  plan.PrepareInputs(b);  // 4-bit weights: x reordered to the nibble order
   plan.UpItems(b, 0, plan.num_up_items());
   plan.DownColumns(b, 0, p.hidden);
   CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
@@ -124,8 +125,11 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
 
 std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) {
   if (p.quant_bits != 0) {
+    // aclnnGroupedMatmulV4 dequantizes int8 / int4 weights (its antiquant) with float16 /
+    // bfloat16 x only; the op's activations are float32 (docs/quantization.md).
     return "quantized expert weights (weight_bits " + std::to_string(p.quant_bits) +
-           ") run on the host: the chain's grouped matmuls take float weights";
+           ") run on the host: aclnnGroupedMatmulV4 takes int8 / int4 weights with float16 or bfloat16 "
+           "activations only, and MoeRoutedExperts' x is float32";
   }
   if (p.swiglu_limit > 0.f) {
     return "swiglu_limit > 0 (the clamp) has no CANN operator (aclnnSwiGlu does not clamp)";

@@ -48,7 +48,8 @@ inline ONNXTensorElementDataType TypeNamed(const Facts& facts, const std::string
 
 // The path of the MoE op family's nodes (cann_family_paths.cc): false when `op` is not one of
 // them. Otherwise *call is the ACLNN operator and *reason empty, or *reason says why the fallback
-// runs. Facts: GroupedMatmul x_type, bias_type, experts; MoeRoutedExperts swiglu_limit, experts;
+// runs. Facts: GroupedMatmul x_type, weight_type, bias_type, scale_type, output_dtype, experts,
+// antiquant_groups; MoeRoutedExperts swiglu_limit, experts, weight_type, weight_bits;
 // MoeInitRoutingV3 its attributes; MoeFinalizeRoutingV2 x_type, scales_type, k, experts (bias
 // rows); MoeTokenPermute / MoeTokenUnpermute k; MoeInitRouting active_num; SwiGlu rank.
 bool FamilyBlocker(const std::string& op, const Facts& facts, const char** call, std::string* reason);

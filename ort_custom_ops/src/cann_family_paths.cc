@@ -39,7 +39,7 @@ std::string GroupedMatmulFacts(const Facts& f) {
   cann::GroupedMatmulDeviceArgs a;
   a.params.type = GmmTypeOf(TypeNamed(f, "x_type"));
   a.params.weight = GmmWeightOf(TypeNamed(f, "weight_type"));
-  a.has_antiquant_offset = IntFact(f, "antiquant_offset", 1) != 0;  // unknown: given
+  a.params.antiquant_groups = IntFact(f, "antiquant_groups", 1);  // unknown: per channel
   // W8A8: y's type from output_dtype, the scale's type (unknown: the pairing the operator takes)
   const ONNXTensorElementDataType y = GroupedMatmulOutputType(IntFact(f, "output_dtype", 0));
   a.params.out_type = y != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? GmmTypeOf(y) : a.params.type;
@@ -89,6 +89,9 @@ bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std
     cpu::MoeRoutedExpertsParams p;
     p.swiglu_limit = std::stof(f.count("swiglu_limit") ? f.at("swiglu_limit") : "0");
     p.experts = IntFact(f, "experts", 1);
+    if (TypeNamed(f, "weight_type") == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) {
+      p.quant_bits = static_cast<int>(IntFact(f, "weight_bits", 8));
+    }
     *call =
         "aclnnMoeInitRoutingV3 + aclnnGroupedMatmulV4 + aclnnSwiGlu + aclnnGroupedMatmulV4 + "
         "aclnnMoeFinalizeRoutingV2";

@@ -1,5 +1,7 @@
 #include "cann_support.h"
 
+#include "ops_src/cann/aclnn_args.h"
+
 namespace ascend_moe {
 
 CannDevice::CannDevice(Ort::KernelContext& ctx, size_t device_input) {
@@ -68,6 +70,34 @@ bool NativeRejection::Get(std::string* reason) const {
 void NativeRejection::Remember(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (reason_.empty()) reason_ = reason;
+}
+
+NativeOrHost::NativeOrHost(const OrtKernelInfo* info, const char* op, const char* fallback)
+    : op_(op), fallback_(fallback), log_(info) {}
+
+std::string NativeOrHost::Blocker(std::string blocker, const char* aclnn_call) const {
+  if (blocker.empty()) blocker = cann::MissingAclnnOp(aclnn_call);
+  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) rejection_.Get(&blocker);
+  return blocker;
+}
+
+void NativeOrHost::Fallback(const std::string& reason) {
+  log_.WarnOnce(Str(op_, " runs on the ", fallback_, ": ", reason));
+}
+
+void NativeOrHost::Reject(const std::string& reason) {
+  rejection_.Remember(reason);
+  Fallback(reason);
+}
+
+void NativeOrHost::Launch(const std::function<void()>& native, const std::function<void()>& host) {
+  try {
+    native();
+  } catch (const cann::AclnnRejected& e) {
+    Reject(e.what());
+    host();
+  }
 }
 
 }  // namespace ascend_moe

@@ -2,6 +2,7 @@
 // EP's aclrtStream and its device arena) and a log that says once per node why a call falls back.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -57,6 +58,37 @@ class NativeRejection {
  private:
   mutable std::mutex mu_;
   std::string reason_;
+};
+
+// One node's choice between its ACLNN operator(s) and its fallback, the same in every CANN kernel:
+// the reasons for the fallback in the one order the kernels take them, a phase-1 rejection
+// remembered (NativeRejection), and each distinct reason logged once as "<op> runs on the
+// <fallback>: <reason>".
+class NativeOrHost {
+ public:
+  // `fallback` names what runs instead ("host fallback", "CANN copy fallback", ...).
+  NativeOrHost(const OrtKernelInfo* info, const char* op, const char* fallback = "host fallback");
+
+  // Why this call takes the fallback, "" for native: `blocker` (the operator's limits, from the
+  // kernel), else `aclnn_call` missing from the operator library, the chip, a remembered rejection.
+  std::string Blocker(std::string blocker, const char* aclnn_call) const;
+  // Whether a phase-1 rejection is remembered; its reason then.
+  bool Rejected(std::string* reason) const { return rejection_.Get(reason); }
+  // Logs (once per reason) that the call takes the fallback.
+  void Fallback(const std::string& reason);
+  // A phase-1 rejection: remembered for the node's later calls, and logged.
+  void Reject(const std::string& reason);
+  // Runs `native`; when its operator rejects the call in phase 1 (cann::AclnnRejected), Reject and
+  // run `host` instead.
+  void Launch(const std::function<void()>& native, const std::function<void()>& host);
+  // Any other message, once.
+  void WarnOnce(const std::string& message) { log_.WarnOnce(message); }
+
+ private:
+  std::string op_;
+  std::string fallback_;
+  NodeLog log_;
+  NativeRejection rejection_;
 };
 
 }  // namespace ascend_moe

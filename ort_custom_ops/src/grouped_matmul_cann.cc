@@ -5,7 +5,7 @@
 namespace ascend_moe {
 
 GroupedMatmulCannKernel::GroupedMatmulCannKernel(const OrtKernelInfo* info)
-    : attrs_(gmm::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
+    : attrs_(gmm::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, gmm::kName)) {
   // The type rules fail at session creation, as on the CPU EP.
   const GroupedMatmulTypes types =
       CheckGroupedMatmulTypes(GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
@@ -35,21 +35,17 @@ void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
   args.antiquant_scale = optional(kInAntiquantScale);
   args.antiquant_offset = optional(kInAntiquantOffset);
   args.per_token_scale = optional(kInPerTokenScale);
-  args.has_antiquant_offset = in[kInAntiquantOffset].present;
   const ONNXTensorElementDataType y_type =
       CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs_.output_dtype).y;
   args.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {args.params.rows, args.params.cols}, y_type,
                             /*required=*/true);
   if (args.params.rows == 0 || args.params.cols == 0) return;
   cann::GroupedMatmulPath path = cann::ChooseGroupedMatmulPath(args);
-  if (path.call && rejection_->Get(&path.reason)) path.call = nullptr;
-  if (!path.call) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
+  if (path.call && node_->Rejected(&path.reason)) path.call = nullptr;
+  if (!path.call) node_->Fallback(path.reason);
   CannDevice device(ctx, kInX);
   cann::LaunchGroupedMatmul(device.context(), args, &path);
-  if (path.rejected) {
-    rejection_->Remember(path.reason);
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
-  }
+  if (path.rejected) node_->Reject(path.reason);
 }
 
 }  // namespace ascend_moe

@@ -24,7 +24,7 @@ std::vector<int32_t> Int32Copy(const InputView& v) {
 }  // namespace
 
 MoeFinalizeRoutingV2CannKernel::MoeFinalizeRoutingV2CannKernel(const OrtKernelInfo* info)
-    : attrs_(finalize::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(finalize::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, finalize::kName)) {}
 
 void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace finalize;
@@ -40,10 +40,8 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
   c.hidden = p.hidden;
   c.drop_pad_mode = attrs_.drop_pad_mode;
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
-  std::string blocker = cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present);
-  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeFinalizeRoutingV2);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
-  if (blocker.empty()) rejection_->Get(&blocker);
+  const std::string blocker = node_->Blocker(
+      cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present), cann::kAclnnMoeFinalizeRoutingV2);
   if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
     GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
     return;
@@ -61,30 +59,29 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
     stage.Finish();
   };
   if (!blocker.empty()) {
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    node_->Fallback(blocker);
     run_on_host();
     return;
   }
-  try {
-    const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
-    std::vector<int32_t> experts;
-    if (in[kInBias].present) experts = Int32Copy(in[kInExpertIdx]);
-    const InputView& x = in[kInExpandedX];
-    c.rows = x.shape[0];
-    c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
-    c.expanded_x = x.data;
-    c.x1 = in[kInX1].present ? in[kInX1].data : nullptr;
-    c.x2 = in[kInX2].present ? in[kInX2].data : nullptr;
-    c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
-    c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
-    c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
-    cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
-                                     experts.empty() ? nullptr : experts.data());
-  } catch (const cann::AclnnRejected& e) {
-    rejection_->Remember(e.what());
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
-    run_on_host();
-  }
+  node_->Launch(
+      [&]() {
+        const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
+        std::vector<int32_t> experts;
+        if (in[kInBias].present) experts = Int32Copy(in[kInExpertIdx]);
+        const InputView& x = in[kInExpandedX];
+        c.rows = x.shape[0];
+        c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
+        c.expanded_x = x.data;
+        c.x1 = in[kInX1].present ? in[kInX1].data : nullptr;
+        c.x2 = in[kInX2].present ? in[kInX2].data : nullptr;
+        c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
+        c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
+        c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type,
+                               /*required=*/true);
+        cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
+                                         experts.empty() ? nullptr : experts.data());
+      },
+      run_on_host);
 }
 
 }  // namespace ascend_moe

@@ -24,8 +24,7 @@ class MoeFinalizeRoutingV2CannKernel {
 
  private:
   defs::moe_finalize_routing_v2::Attrs attrs_;
-  std::unique_ptr<NodeLog> log_;
-  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
+  std::unique_ptr<NativeOrHost> node_;
 };
 
 }  // namespace ascend_moe

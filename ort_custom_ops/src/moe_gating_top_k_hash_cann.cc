@@ -29,7 +29,8 @@ bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int
 }  // namespace
 
 MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {
+    : attrs_(ReadAttrs(info)),
+      node_(std::make_unique<NativeOrHost>(info, kName, "CANN host fallback (CPU kernel)")) {
   Ort::ConstKernelInfo ki(info);
   if (ki.GetInputCount() <= kInTid2eid) return;
   int is_constant = 0;
@@ -86,7 +87,7 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
   args.out = outs.out;
 
   cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
-  if (path.call && rejection_->Get(&path.reason)) path.call = nullptr;
+  if (path.call && node_->Rejected(&path.reason)) path.call = nullptr;
   CannDevice device(ctx, kInX);
   if (path.call && args.hash && args.params.rows > 0) {
     // The NPU checks neither ids nor table entries (docs/operators.md §1.3): check them here, as the CPU
@@ -94,9 +95,9 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
     const unsigned char* table = table_host_.data();
     std::vector<unsigned char> downloaded;
     if (!table_constant_) {
-      log_->WarnOnce(Str(kName,
-                         ": tid2eid is not a constant initializer: it is copied to "
-                         "the host on every call to check its entries"));
+      node_->WarnOnce(Str(kName,
+                          ": tid2eid is not a constant initializer: it is copied to "
+                          "the host on every call to check its entries"));
       downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
       cann::Synchronize(device.context());
       cann::CopySync(downloaded.data(), tid2eid.data, downloaded.size(), cann::kDeviceToHost);
@@ -109,14 +110,9 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
         });
     if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
   }
-  if (!path.call) {
-    log_->WarnOnce(Str(kName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
-  }
+  if (!path.call) node_->Fallback(path.reason);
   const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, &path);
-  if (path.rejected) {
-    rejection_->Remember(path.reason);
-    log_->WarnOnce(Str(kName, " runs on the CANN host fallback (CPU kernel): ", path.reason));
-  }
+  if (path.rejected) node_->Reject(path.reason);
   if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
 }
 

@@ -24,8 +24,7 @@ class MoeGatingCannKernel {
 
  private:
   gating_defs::Attrs attrs_;
-  std::unique_ptr<NodeLog> log_;
-  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
+  std::unique_ptr<NativeOrHost> node_;
   // Host copy of tid2eid when it is a constant initializer (read once at kernel creation).
   bool table_constant_ = false;
   ONNXTensorElementDataType table_type_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;

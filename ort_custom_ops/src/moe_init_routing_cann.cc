@@ -14,7 +14,7 @@ namespace ir = defs::moe_init_routing;
 }  // namespace
 
 MoeInitRoutingCannKernel::MoeInitRoutingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ir::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(ir::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, ir::kName)) {}
 
 void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace ir;
@@ -27,10 +27,8 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   a.hidden = p.cols;
   a.active_num = attrs_.active_num;
   a.rows = p.num_out_rows;
-  std::string blocker = cann::MoeInitRoutingNativeBlocker(a);
-  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeInitRouting);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
-  if (blocker.empty()) rejection_->Get(&blocker);
+  const std::string blocker =
+      node_->Blocker(cann::MoeInitRoutingNativeBlocker(a), cann::kAclnnMoeInitRouting);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {  // the host computation validates the ids and row_idx itself
     CannHostStage stage(ctx, device.context());
@@ -43,28 +41,26 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
     stage.Finish();
   };
   if (!blocker.empty()) {
-    if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    if (p.num_tokens > 0) node_->Fallback(blocker);
     run_on_host();
     return;
   }
-  try {
-    CheckMoeInitRoutingIndices(in, p);
-    const int64_t pairs = p.num_tokens * p.top_k;
-    a.row_idx_host = static_cast<const int32_t*>(in[kInRowIdx].data);
-    a.expert_idx_host = static_cast<const int32_t*>(in[kInExpertIdx].data);
-    a.x = in[kInX].data;
-    a.expanded_x =
-        GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedX, {a.rows, a.hidden}, in[kInX].type, true);
-    a.expanded_row_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedRowIdx, {pairs},
-                                          ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-    a.expanded_expert_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedExpertIdx, {pairs},
-                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-    cann::LaunchMoeInitRouting(device.context(), a);
-  } catch (const cann::AclnnRejected& e) {
-    rejection_->Remember(e.what());
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
-    run_on_host();
-  }
+  node_->Launch(
+      [&]() {
+        CheckMoeInitRoutingIndices(in, p);
+        const int64_t pairs = p.num_tokens * p.top_k;
+        a.row_idx_host = static_cast<const int32_t*>(in[kInRowIdx].data);
+        a.expert_idx_host = static_cast<const int32_t*>(in[kInExpertIdx].data);
+        a.x = in[kInX].data;
+        a.expanded_x =
+            GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedX, {a.rows, a.hidden}, in[kInX].type, true);
+        a.expanded_row_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedRowIdx, {pairs},
+                                              ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+        a.expanded_expert_idx = GetCheckedOutput(ctx, kName, kOutputs, kOutExpandedExpertIdx, {pairs},
+                                                 ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+        cann::LaunchMoeInitRouting(device.context(), a);
+      },
+      run_on_host);
 }
 
 }  // namespace ascend_moe

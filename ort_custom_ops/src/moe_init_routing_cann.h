@@ -23,8 +23,7 @@ class MoeInitRoutingCannKernel {
 
  private:
   defs::moe_init_routing::Attrs attrs_;
-  std::unique_ptr<NodeLog> log_;
-  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
+  std::unique_ptr<NativeOrHost> node_;
 };
 
 }  // namespace ascend_moe

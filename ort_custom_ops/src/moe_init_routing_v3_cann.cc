@@ -23,7 +23,7 @@ namespace v3 = defs::moe_init_routing_v3;
 }  // namespace
 
 MoeInitRoutingV3CannKernel::MoeInitRoutingV3CannKernel(const OrtKernelInfo* info)
-    : attrs_(v3::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(v3::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, v3::kName)) {}
 
 void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace v3;
@@ -43,10 +43,8 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
   a.row_idx_type = p.row_idx_type;
   a.quant_mode = p.quant_mode;
   a.drop_pad_mode = p.drop_pad_mode;
-  std::string blocker = cann::MoeInitRoutingV3NativeBlocker(a);
-  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeInitRoutingV3);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
-  if (blocker.empty()) rejection_->Get(&blocker);
+  const std::string blocker =
+      node_->Blocker(cann::MoeInitRoutingV3NativeBlocker(a), cann::kAclnnMoeInitRoutingV3);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
@@ -59,42 +57,40 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
     stage.Finish();
   };
   if (!blocker.empty()) {
-    if (p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    if (p.num_tokens > 0) node_->Fallback(blocker);
     run_on_host();
     return;
   }
-  try {
-    // The ids are checked and the counts computed on the host, as the CPU kernel does.
-    cpu::MoeInitRoutingPlan plan;
-    const int64_t bad = plan.Build(p, idx.data);
-    if (bad >= 0) FailBadId(p, idx.data, bad);
-    const int64_t pairs = p.num_tokens * p.top_k;
-    std::vector<int32_t> ids(static_cast<size_t>(pairs));
-    for (int64_t i = 0; i < pairs; ++i) {
-      ids[i] = p.idx_int64 ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
-                           : static_cast<const int32_t*>(idx.data)[i];
-    }
-    const std::vector<int64_t> counts_shape = MoeInitRoutingV3CountsShape(attrs_);
-    std::vector<int64_t> counts(static_cast<size_t>(NumElements(counts_shape)));
-    plan.WriteCounts(counts.data());
-    a.rows = plan.out_rows();
-    a.expert_idx_host = ids.data();
-    a.counts_host = counts.data();
-    a.x = x.data;
-    a.scale = scale.present ? scale.data : nullptr;
-    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-      return GetCheckedOutput(ctx, kName, kOutputs, i, shape, type, /*required=*/true);
-    };
-    a.expanded_x = output(kOutExpandedX, {a.rows, p.cols}, x.type);
-    a.expanded_row_idx = output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32);
-    a.counts = output(kOutExpertTokensCountOrCumsum, counts_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64);
-    a.expanded_scale = output(kOutExpandedScale, {a.rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
-    cann::LaunchMoeInitRoutingV3(device.context(), a);
-  } catch (const cann::AclnnRejected& e) {
-    rejection_->Remember(e.what());
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
-    run_on_host();
-  }
+  node_->Launch(
+      [&]() {
+        // The ids are checked and the counts computed on the host, as the CPU kernel does.
+        cpu::MoeInitRoutingPlan plan;
+        const int64_t bad = plan.Build(p, idx.data);
+        if (bad >= 0) FailBadId(p, idx.data, bad);
+        const int64_t pairs = p.num_tokens * p.top_k;
+        std::vector<int32_t> ids(static_cast<size_t>(pairs));
+        for (int64_t i = 0; i < pairs; ++i) {
+          ids[i] = p.idx_int64 ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
+                               : static_cast<const int32_t*>(idx.data)[i];
+        }
+        const std::vector<int64_t> counts_shape = MoeInitRoutingV3CountsShape(attrs_);
+        std::vector<int64_t> counts(static_cast<size_t>(NumElements(counts_shape)));
+        plan.WriteCounts(counts.data());
+        a.rows = plan.out_rows();
+        a.expert_idx_host = ids.data();
+        a.counts_host = counts.data();
+        a.x = x.data;
+        a.scale = scale.present ? scale.data : nullptr;
+        auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+          return GetCheckedOutput(ctx, kName, kOutputs, i, shape, type, /*required=*/true);
+        };
+        a.expanded_x = output(kOutExpandedX, {a.rows, p.cols}, x.type);
+        a.expanded_row_idx = output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32);
+        a.counts = output(kOutExpertTokensCountOrCumsum, counts_shape, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64);
+        a.expanded_scale = output(kOutExpandedScale, {a.rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+        cann::LaunchMoeInitRoutingV3(device.context(), a);
+      },
+      run_on_host);
 }
 
 }  // namespace ascend_moe

@@ -23,8 +23,7 @@ class MoeInitRoutingV3CannKernel {
 
  private:
   defs::moe_init_routing_v3::Attrs attrs_;
-  std::unique_ptr<NodeLog> log_;
-  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
+  std::unique_ptr<NativeOrHost> node_;
 };
 
 }  // namespace ascend_moe

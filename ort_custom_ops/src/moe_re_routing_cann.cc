@@ -7,7 +7,7 @@ namespace ascend_moe {
 using namespace rerouting_defs;
 
 MoeReRoutingCannKernel::MoeReRoutingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, kName, "CANN copy fallback")) {}
 
 void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   const auto in = GetInputViews(ctx, kName, kInputs);
@@ -42,14 +42,11 @@ void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   args.expert_token_num = output(kOutExpertTokenNum, {args.params.num_experts}, counts.type);
 
   cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
-  if (path.call && rejection_->Get(&path.reason)) path.call = nullptr;
-  if (!path.call) log_->WarnOnce(Str(kName, " runs on the CANN copy fallback: ", path.reason));
+  if (path.call && node_->Rejected(&path.reason)) path.call = nullptr;
+  if (!path.call) node_->Fallback(path.reason);
   CannDevice device(ctx, kInTokens);
   cann::LaunchMoeReRouting(device.context(), args, &path);
-  if (path.rejected) {
-    rejection_->Remember(path.reason);
-    log_->WarnOnce(Str(kName, " runs on the CANN copy fallback: ", path.reason));
-  }
+  if (path.rejected) node_->Reject(path.reason);
 }
 
 }  // namespace ascend_moe

@@ -22,8 +22,7 @@ class MoeReRoutingCannKernel {
 
  private:
   rerouting_defs::Attrs attrs_;
-  std::unique_ptr<NodeLog> log_;
-  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
+  std::unique_ptr<NativeOrHost> node_;
 };
 
 }  // namespace ascend_moe

@@ -5,7 +5,7 @@
 namespace ascend_moe {
 
 MoeRoutedExpertsCannKernel::MoeRoutedExpertsCannKernel(const OrtKernelInfo* info)
-    : attrs_(experts::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(experts::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, experts::kName)) {}
 
 void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace experts;
@@ -38,14 +38,11 @@ void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
     args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
   }
   cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
-  if (path.native && rejection_->Get(&path.reason)) path.native = false;
-  if (!path.native) log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
+  if (path.native && node_->Rejected(&path.reason)) path.native = false;
+  if (!path.native) node_->Fallback(path.reason);
   CannDevice device(ctx, kInX);
   cann::LaunchMoeRoutedExperts(device.context(), args, &path);
-  if (path.rejected) {
-    rejection_->Remember(path.reason);
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", path.reason));
-  }
+  if (path.rejected) node_->Reject(path.reason);
 }
 
 }  // namespace ascend_moe

@@ -14,7 +14,7 @@ namespace tp = defs::moe_token_permute;
 }  // namespace
 
 MoeTokenPermuteCannKernel::MoeTokenPermuteCannKernel(const OrtKernelInfo* info)
-    : attrs_(tp::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(tp::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, tp::kName)) {}
 
 void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace tp;
@@ -29,10 +29,8 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.rows = p.num_out_rows;
   a.indices_rank = static_cast<int>(idx.shape.size());
   a.indices_int64 = p.idx_int64;
-  std::string blocker = cann::MoeTokenPermuteNativeBlocker(a);
-  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeTokenPermute);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
-  if (blocker.empty()) rejection_->Get(&blocker);
+  const std::string blocker =
+      node_->Blocker(cann::MoeTokenPermuteNativeBlocker(a), cann::kAclnnMoeTokenPermute);
   CannDevice device(ctx, kInTokens);
   // The ids are checked on the host in either case (the fallback's CPU code checks them itself).
   cpu::MoeInitRoutingPlan plan;
@@ -48,23 +46,21 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
     stage.Finish();
   };
   if (!blocker.empty() || bad >= 0) {  // a bad id: the CPU code reports it
-    if (bad < 0 && p.num_tokens > 0) log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    if (bad < 0 && p.num_tokens > 0) node_->Fallback(blocker);
     run_on_host();
     return;
   }
-  try {
-    a.indices_host = idx.data;
-    a.x = tokens.data;
-    a.permuted =
-        GetCheckedOutput(ctx, kName, kOutputs, kOutPermutedTokens, {a.rows, a.hidden}, tokens.type, true);
-    a.sorted_indices = GetCheckedOutput(ctx, kName, kOutputs, kOutSortedIndices, {a.tokens * a.k},
-                                        ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
-    cann::LaunchMoeTokenPermute(device.context(), a);
-  } catch (const cann::AclnnRejected& e) {
-    rejection_->Remember(e.what());
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
-    run_on_host();
-  }
+  node_->Launch(
+      [&]() {
+        a.indices_host = idx.data;
+        a.x = tokens.data;
+        a.permuted =
+            GetCheckedOutput(ctx, kName, kOutputs, kOutPermutedTokens, {a.rows, a.hidden}, tokens.type, true);
+        a.sorted_indices = GetCheckedOutput(ctx, kName, kOutputs, kOutSortedIndices, {a.tokens * a.k},
+                                            ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
+        cann::LaunchMoeTokenPermute(device.context(), a);
+      },
+      run_on_host);
 }
 
 }  // namespace ascend_moe

@@ -10,7 +10,7 @@
 namespace ascend_moe {
 
 MoeTokenUnpermuteCannKernel::MoeTokenUnpermuteCannKernel(const OrtKernelInfo* info)
-    : attrs_(unpermute::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(unpermute::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, unpermute::kName)) {}
 
 void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace unpermute;
@@ -29,10 +29,8 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.k = p.k;
   a.hidden = p.hidden;
   a.rows = tokens.shape[0];
-  std::string blocker = cann::MoeTokenUnpermuteNativeBlocker(a);
-  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnMoeTokenUnpermute);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
-  if (blocker.empty()) rejection_->Get(&blocker);
+  const std::string blocker =
+      node_->Blocker(cann::MoeTokenUnpermuteNativeBlocker(a), cann::kAclnnMoeTokenUnpermute);
   CannDevice device(ctx, kInPermutedTokens);
   auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
@@ -45,27 +43,25 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
     stage.Finish();
   };
   if (!blocker.empty()) {
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    node_->Fallback(blocker);
     run_on_host();
     return;
   }
-  try {
-    std::vector<int32_t> index(static_cast<size_t>(idx.size));
-    for (int64_t i = 0; i < idx.size; ++i) {
-      index[i] = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
-                     ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
-                     : static_cast<const int32_t*>(idx.data)[i];
-    }
-    a.index_host = index.data();
-    a.probs_host = probs.present ? probs.data : nullptr;
-    a.permuted = tokens.data;
-    a.out = out;
-    cann::LaunchMoeTokenUnpermute(device.context(), a);
-  } catch (const cann::AclnnRejected& e) {
-    rejection_->Remember(e.what());
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
-    run_on_host();
-  }
+  node_->Launch(
+      [&]() {
+        std::vector<int32_t> index(static_cast<size_t>(idx.size));
+        for (int64_t i = 0; i < idx.size; ++i) {
+          index[i] = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                         ? static_cast<int32_t>(static_cast<const int64_t*>(idx.data)[i])
+                         : static_cast<const int32_t*>(idx.data)[i];
+        }
+        a.index_host = index.data();
+        a.probs_host = probs.present ? probs.data : nullptr;
+        a.permuted = tokens.data;
+        a.out = out;
+        cann::LaunchMoeTokenUnpermute(device.context(), a);
+      },
+      run_on_host);
 }
 
 }  // namespace ascend_moe

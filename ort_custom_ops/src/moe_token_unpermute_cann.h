@@ -24,8 +24,7 @@ class MoeTokenUnpermuteCannKernel {
 
  private:
   defs::moe_token_unpermute::Attrs attrs_;
-  std::unique_ptr<NodeLog> log_;
-  std::unique_ptr<NativeRejection> rejection_ = std::make_unique<NativeRejection>();
+  std::unique_ptr<NativeOrHost> node_;
 };
 
 }  // namespace ascend_moe

@@ -10,7 +10,7 @@
 namespace ascend_moe {
 
 SwiGluCannKernel::SwiGluCannKernel(const OrtKernelInfo* info)
-    : attrs_(swiglu::ReadAttrs(info)), log_(std::make_unique<NodeLog>(info)) {}
+    : attrs_(swiglu::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, swiglu::kName)) {}
 
 void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
   using namespace swiglu;
@@ -27,10 +27,7 @@ void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
   a.dim = attrs_.dim;
   a.x = x.data;
   a.out = y;
-  std::string blocker = cann::SwiGluNativeBlocker(a);
-  if (blocker.empty()) blocker = cann::MissingAclnnOp(cann::kAclnnSwiGlu);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
-  if (blocker.empty()) rejection_->Get(&blocker);
+  const std::string blocker = node_->Blocker(cann::SwiGluNativeBlocker(a), cann::kAclnnSwiGlu);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
@@ -40,17 +37,11 @@ void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
     stage.Finish();
   };
   if (!blocker.empty()) {
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", blocker));
+    node_->Fallback(blocker);
     run_on_host();
     return;
   }
-  try {
-    cann::LaunchSwiGlu(device.context(), a);
-  } catch (const cann::AclnnRejected& e) {
-    rejection_->Remember(e.what());
-    log_->WarnOnce(Str(kName, " runs on the host fallback: ", e.what()));
-    run_on_host();
-  }
+  node_->Launch([&]() { cann::LaunchSwiGlu(device.context(), a); }, run_on_host);
 }
 
 }  // namespace ascend_moe

@@ -1,4 +1,4 @@
-"""The fake aclnnGroupedMatmulV4's W8A8 and W8A16 argument rules, with the status codes and messages of
+"""The fake aclnnGroupedMatmulV4's W8A8, W8A16 and W4A16 argument rules, with the status codes and messages of
 ops-transformer's gmm/grouped_matmul/op_host/op_api/aclnn_grouped_matmul.cpp
 (CheckFunctionQuantParams, CheckGroupedMatmulQuant, CheckQuantParamsDtype, CheckPerTokenScale,
 CheckGroupedMatmulAntiQuant;
@@ -16,8 +16,8 @@ from tests.cann.test_fake_runtime import I64, P, libs, tensor
 
 skip_without_cann()
 
-FLOAT, FLOAT16, INT8, INT32, INT64, BFLOAT16 = 0, 1, 2, 3, 9, 27
-SIZES = {FLOAT: 4, FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8, BFLOAT16: 2}
+FLOAT, FLOAT16, INT8, INT32, INT64, BFLOAT16, INT4 = 0, 1, 2, 3, 9, 27, 29
+SIZES = {FLOAT: 4, FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8, BFLOAT16: 2, INT4: 0.5}
 M, K, N, E = 6, 16, 8, 2
 
 
@@ -35,7 +35,7 @@ def w8a8_status(*, x=INT8, w=INT8, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, 
         if dtype is None:
             return None
         p = P()
-        assert acl.aclrtMalloc(ctypes.byref(p), max(1, _count(dims) * SIZES[dtype]), 0) == 0
+        assert acl.aclrtMalloc(ctypes.byref(p), max(1, int(_count(dims) * SIZES[dtype] + 0.5)), 0) == 0
         blocks.append(p)
         t = tensor(nn, list(dims), dtype, p)
         tensors.append(t)
@@ -110,8 +110,17 @@ W8A16 = dict(x=BFLOAT16, w=INT8, y=BFLOAT16, scale=None, per_token=None, bias=FL
              aq_offset=BFLOAT16)
 
 
-def test_w8a16_accepted_per_channel_and_per_group():
-    assert w8a16_ok() and w8a8_status(**{**W8A16, "aq_dims": (E, 4, N)})[0] == 0
+def test_w8a16_accepted_per_channel_only():
+    assert w8a16_ok()
+    status, message = w8a8_status(**{**W8A16, "aq_dims": (E, 4, N)})
+    assert status == 161002 and "antiquantScale Dim must be 2, but now is 3." in message, message
+
+
+def test_w4a16_accepted_per_channel_and_per_group():
+    for x in (BFLOAT16, FLOAT16):
+        w4 = {**W8A16, "x": x, "y": x, "w": INT4, "aq_scale": x, "aq_offset": x, "bias": None}
+        assert w8a8_status(**w4) == (0, "")
+        assert w8a8_status(**{**w4, "aq_dims": (E, 4, N)}) == (0, "")
 
 
 def w8a16_ok():
@@ -123,7 +132,11 @@ ANTIQUANT_REJECTED = [
      "but now is nullptr."),
     (dict(aq_scale=FLOAT16), "GMM: antiquantScale dtype does not match with x dtype[bfloat16]."),
     (dict(scale=BFLOAT16), "Detected antiquant, but quant inputs is not empty!"),
-    (dict(aq_dims=(E, 3, N)), "Invalid antiquantScale"),
+    (dict(aq_dims=(E, 3, N)), "antiquantScale Dim must be 2, but now is 3."),
+    (dict(w=INT4, aq_dims=(E, 3, N)), "perGroupNum must be larger than 0, and can evenly divided by K[16] in "
+     "A16W4-pergroup case, but now perGroupNum is 3."),
+    (dict(w=INT4, aq_offset=None), "GMM Xtype:bfloat16 Wtype:int4: antiquantOffset must not be nullptr"),
+    (dict(w=INT4, aq_dims=(E, N + 1)), "Invalid antiquantScale"),
     (dict(x=FLOAT, y=FLOAT, aq_scale=FLOAT, aq_offset=FLOAT), "there is no matching xDtype and weightDtype pattern"),
 ]
 

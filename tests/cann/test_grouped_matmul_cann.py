@@ -3,8 +3,10 @@ CANN, its output is bit-identical to the CPU EP's (the fake computes with the CP
 checks the argument mapping: tensor lists, the transposed-weight view, the int64 group list, the
 zeroed rows past the last group), aclnnGroupedMatmulV4 runs where its limits allow (host fallback
 elsewhere, logged once with the reason), and bad group lists fail with the CPU's message. The
-quantized forms (tests/grouped_matmul_cases.py's samples) equal the CPU EP on the host fallback and
-break their rules with the CPU's messages (the shared validation)."""
+quantized forms (tests/grouped_matmul_cases.py's samples and the antiquant grid below) equal the CPU
+EP, natively where aclnnGroupedMatmulV4 takes them (W8A8, W8A16 per channel, W4A16 as ACL_INT4,
+a zero antiquant offset when none is given) and on the host fallback otherwise, and break their
+rules with the CPU's messages (the shared validation)."""
 
 from __future__ import annotations
 
@@ -160,15 +162,18 @@ def _quant_samples():
 def _native(sample) -> bool:
     """The quantized calls aclnnGroupedMatmulV4 takes (aclnn_grouped_matmul.cpp): W8A8 with bfloat16 y
     and a bfloat16 scale or float16 y and a float scale (CheckQuantParamsDtype); W8A16 with float16 /
-    bfloat16 x, antiquant_offset given (CheckGroupedMatmulAntiQuant) and the non-quantized bias rule.
-    int4 weights, float x and int32 y run on the host."""
+    bfloat16 x and per-channel scales, W4A16 with float16 / bfloat16 x per channel or per group
+    (CheckGroupedMatmulAntiQuant; an absent antiquant_offset is passed as zeros), with the
+    non-quantized bias rule. Float x, int8 weights per group and int32 y run on the host."""
     inputs, out = sample.inputs, sample.attrs.get("output_dtype")
     x, w, scale, bias = inputs["x"].dtype, inputs["weight"].dtype, inputs.get("scale"), inputs.get("bias")
     if x == np.int8:
         return scale is not None and ((out == 16 and scale.dtype == ml_dtypes.bfloat16)
                                       or (out == 10 and scale.dtype == np.float32))
     native_bias = np.float32 if x == ml_dtypes.bfloat16 else x
-    return (w == np.int8 and x in (np.float16, ml_dtypes.bfloat16) and inputs.get("antiquant_offset") is not None
+    aq = inputs["antiquant_scale"]
+    per_channel = aq.ndim == 2 or aq.shape[1] == 1
+    return (x in (np.float16, ml_dtypes.bfloat16) and (w == np.int32 or per_channel)
             and (bias is None or bias.dtype == native_bias))
 
 
@@ -185,9 +190,9 @@ def test_quantized_forms_equal_the_cpu_ep_native_where_allowed(sample):
 
 
 def test_quantized_samples_cover_both_paths():
-    """The quantized samples cover native W8A8, native W8A16 and the host fallback."""
+    """The quantized samples cover native W8A8, W8A16 and W4A16, and the host fallback."""
     native = {s.id.split("-")[0] for s in _quant_samples() if _native(s)}
-    assert native == {"w8a8", "w8a16"} and not all(_native(s) for s in _quant_samples())
+    assert native == {"w8a8", "w8a16", "w4a16"} and not all(_native(s) for s in _quant_samples())
 
 
 def _quant_bad():
@@ -209,3 +214,51 @@ def test_quantized_bad_input_same_message_as_cpu(bad):
         except errors() as e:  # the type rules fail at session creation
             text = str(e)
         assert expected in text, (provider, text)
+
+
+ANTIQUANT = [(w, t, tr, g, off) for w in ("int8", "int4") for t in ("float16", "bfloat16") for tr in (0, 1)
+             for g in (1, 4) for off in (False, True)]
+
+
+@pytest.mark.parametrize("weight,x_type,transpose,groups,offset", ANTIQUANT,
+                         ids=["-".join(map(str, a)) for a in ANTIQUANT])
+def test_antiquant_grid_native_unless_int8_per_group(monkeypatch, weight, x_type, transpose, groups, offset):
+    """W8A16 / W4A16 over both weight layouts, per channel and per group, with and without
+    antiquant_offset: native (one aclnnGroupedMatmulV4 call) except int8 per group, and equal to the
+    CPU EP. New device memory holds 0x5A bytes (FAKE_ACL_DIRTY_MALLOC), so a zero offset that was
+    never written, or weights read in another nibble order, give other results."""
+    from tests.grouped_matmul_cases import make_quant_inputs
+    from tests.op_table import node_model
+
+    monkeypatch.setenv("FAKE_ACL_DIRTY_MALLOC", "1")
+    rng = np.random.default_rng(len(ANTIQUANT) + groups + 2 * transpose + 4 * offset)
+    inputs = make_quant_inputs(rng, [3, 0, 4], 64, 24, weight, x_type, rows=9, transpose_weight=transpose,
+                               groups=groups, offset=offset)
+    attrs = dict(group_list_type=1, transpose_weight=transpose)
+    data = node_model("GroupedMatmul", inputs, attrs).SerializeToString()
+    s = session(data, "cann")
+    for _ in range(2):  # the second call reuses the arena's blocks
+        before = calls(GMM)
+        got = run(s, inputs)
+        assert calls(GMM) - before == int((weight == "int4" or groups == 1) and NATIVE_SOC)
+        assert_bits_equal(got, run(session(data, "cpu"), inputs))
+    assert not got[0][7:].any()  # rows past the last group
+
+
+def test_int8_per_group_fallback_says_why(capfd):
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+    from tests.grouped_matmul_cases import make_quant_inputs
+    from tests.op_table import node_model
+
+    inputs = make_quant_inputs(np.random.default_rng(6), [2, 2], 32, 8, "int8", "float16", groups=2)
+    data = node_model("GroupedMatmul", inputs, dict(group_list_type=1)).SerializeToString()
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 2
+    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    capfd.readouterr()
+    run(s, inputs)
+    err = capfd.readouterr().err
+    if NATIVE_SOC:
+        assert "takes int8 weights with per-channel antiquant scales [E, N] only" in err, err

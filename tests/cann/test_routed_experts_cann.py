@@ -136,3 +136,42 @@ def test_bad_expert_id_same_message_as_cpu(bad):
     got = error_text(session(data, "cann"), feeds)
     assert got == error_text(session(data, "cpu"), feeds)
     assert got.startswith("MoeRoutedExperts: input 'expert_idx' must be in [0, E)")
+
+
+def quant_case(rng, bits, block):
+    """int8 / int4 expert weights with scales per row (block 0) or per block (weight_quant's layout)."""
+    from ascend_moe_onnx.onnx_schemas.weight_quant import quantize
+
+    feeds = case(rng, h=32, i=8)
+    feeds["gu"], feeds["gus"] = quantize(feeds["gu"], bits, block)
+    feeds["down"], feeds["dns"] = quantize(feeds["down"], bits, block)
+    return feeds
+
+
+@pytest.mark.parametrize("bits,block", [(8, 0), (8, 4), (4, 0), (4, 8)])
+def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
+    """Quantized experts take the host fallback: aclnnGroupedMatmulV4's antiquant needs float16 /
+    bfloat16 activations and the op's are float32. Placed on CANN, no operator of the chain runs,
+    the result is the CPU EP's bit for bit, and the log says why."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    feeds = quant_case(np.random.default_rng(7 + bits + block), bits, block)
+    names = ["x", "idx", "w", "gu", "down", "gus", "dns"]
+    inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
+              for n in names}
+    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", weight_bits=bits,
+                            block_size=block)
+    data = model([node], inputs, ["y"])
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 2
+    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    capfd.readouterr()
+    before = chain_calls()
+    got = run(s, feeds)
+    assert chain_calls() == before
+    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    if NATIVE_SOC:
+        err = capfd.readouterr().err
+        assert f"quantized expert weights (weight_bits {bits}) run on the host" in err, err

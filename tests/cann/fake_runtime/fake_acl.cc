@@ -310,6 +310,10 @@ aclError aclrtMalloc(void** p, size_t size, int policy) {
     close(fd);
   }
   if (shadow == MAP_FAILED || device == MAP_FAILED) return kBadAlloc;
+  // FAKE_ACL_DIRTY_MALLOC=1: new device memory holds 0x5A bytes (float16 203.25, bfloat16 and
+  // float 1.5e16), as reused NPU memory holds
+  // whatever was there (a kernel that reads memory it never wrote then computes garbage).
+  if (fake_cann::Switch("FAKE_ACL_DIRTY_MALLOC")) std::memset(shadow, 0x5A, size);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     Blocks()[reinterpret_cast<uintptr_t>(device)] = Block{size, mapped, shadow};
@@ -469,6 +473,10 @@ size_t ElementBytes(int dtype) {
     default: return 0;
   }
 }
+size_t DataBytes(int dtype, int64_t numel) {
+  if (dtype == kInt4) return static_cast<size_t>(numel + 1) / 2;
+  return static_cast<size_t>(numel) * ElementBytes(dtype);
+}
 std::string TypeName(int dtype) {
   switch (dtype) {
     case kFloat: return "float";
@@ -479,6 +487,7 @@ std::string TypeName(int dtype) {
     case kInt32: return "int32";
     case kInt64: return "int64";
     case kBool: return "bool";
+    case kInt4: return "int4";
     default: return "dtype " + std::to_string(dtype);
   }
 }

@@ -64,9 +64,8 @@ void ArgCheck::RequireMoeKernels() {
 
 void* Data(const void* t) {
   const Tensor* x = T(t);
-  const size_t bytes = static_cast<size_t>(Numel(x)) * ElementBytes(x->dtype);
-  return FakeAclDeviceAccess(static_cast<const char*>(x->data) + x->offset * ElementBytes(x->dtype),
-                             bytes);
+  return FakeAclDeviceAccess(static_cast<const char*>(x->data) + DataBytes(x->dtype, x->offset),
+                             DataBytes(x->dtype, Numel(x)));
 }
 
 void ArgCheck::Fail(int status, const std::string& message) {
@@ -118,7 +117,7 @@ bool ArgCheck::Check(const char* name, const void* t, bool required,
   }
   if (Numel(x) > 0 && !Data(t)) {
     Fail(kParamInvalid, arg + " data " + std::to_string(reinterpret_cast<uintptr_t>(x->data)) +
-                            " + " + std::to_string(Numel(x) * ElementBytes(x->dtype)) +
+                            " + " + std::to_string(DataBytes(x->dtype, Numel(x))) +
                             " bytes is not inside one device allocation (host pointer or wrong size)");
     return false;
   }

@@ -50,7 +50,7 @@ enum Status : int {
   kFindKernelError = 561003,
 };
 enum DataType : int { kFloat = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3, kUint8 = 4, kInt64 = 9,
-                      kBool = 12, kBFloat16 = 27 };
+                      kBool = 12, kBFloat16 = 27, kInt4 = 29 };
 
 // Puts work (a kernel or an asynchronous copy) on `stream`; returns its status, or kOk when it
 // runs later. Every operator and async copy of the fake goes through here, so the stream's
@@ -78,7 +78,9 @@ const char* SocName();
 // Whether CANN's MoE operators have kernels for that SoC (ascend910b*, ascend910_93*, the 950).
 bool SocHasMoeKernels();
 
-size_t ElementBytes(int dtype);
+size_t ElementBytes(int dtype);  // 0 for int4 (half a byte) and unknown types
+// Bytes of `numel` elements of dtype (int4: two per byte); 0 for an unknown dtype.
+size_t DataBytes(int dtype, int64_t numel);
 std::string TypeName(int dtype);
 int64_t Numel(const Tensor* t);
 std::string DimsStr(const Tensor* t);

@@ -1,12 +1,14 @@
 // Fake aclnnGroupedMatmulV4 (libopapi.so): the argument checks of ops-transformer's
 // gmm/grouped_matmul/op_host/op_api/aclnn_grouped_matmul.cpp for the case this library uses
 // (one x, one weight, one y: split_item 2/3, group_type 0, a group-list tensor, no activation;
-// float x and weight of one type, or W8A8: int8 x and weight with scale, per-token scale and an
+// float x and weight of one type; W8A8: int8 x and weight with scale, per-token scale and an
 // int32 bias, CheckFunctionQuantParams / CheckGroupedMatmulQuant / CheckQuantParamsDtype /
-// CheckPerTokenScale), with its status codes; the computation is the project's CPU kernel. Like the
-// NPU kernel it writes only the rows of the groups (the rows after the last group keep what they
-// held), and the group list values, which the operator reads on the device unchecked, must be
-// valid or the run fails (the NPU would read and write out of bounds).
+// CheckPerTokenScale; W8A16 / W4A16: float16 / bfloat16 x with int8 or ACL_INT4 weights,
+// CheckGroupedMatmulAntiQuant / CheckOptionalTensorList / CheckWeightShapeInnerAxisEven), with its
+// status codes; y = x (w + antiquantOffset) antiquantScale for the antiquant forms; the computation is the
+// project's CPU kernel. Like the NPU kernel it writes only the rows of the groups (the rows after the last
+// group keep what they held), and the group list values, which the operator reads on the device unchecked,
+// must be valid or the run fails (the NPU would read and write out of bounds).
 #include <string>
 #include <vector>
 
@@ -70,6 +72,12 @@ bool CheckWeight(ArgCheck& c, const void* w, int dtype, int64_t k, bool* transpo
   }
   if (kk != k) {
     c.Fail(kParamInvalid, "k dim value of x and weight is not matched.");
+    return false;
+  }
+  // CheckWeightShapeInnerAxisEven: the stored inner axis (N, or K when transposed) of int4.
+  if (dtype == kInt4 && (*transposed ? kk : n) % 2 != 0) {
+    c.Fail(kParamInvalid,
+           "weight's inner axis size[" + std::to_string(*transposed ? kk : n) + "] is not even!");
     return false;
   }
   if (e * kk * n > 0 && !Data(w)) c.Fail(kParamInvalid, "weight data is not inside one device allocation");
@@ -144,11 +152,13 @@ void CheckW8A8(ArgCheck& c, const void* yt, const void* scale, const void* offse
   c.Check("perTokenScaleOptional[0]", *per_token_t, false, {kFloat}, {m});
 }
 
-// W8A16 (CheckGroupedMatmulAntiQuant): antiquantScale and antiquantOffset both given, of x's
-// type, [E, N] or [E, G, N] with G dividing K (the fake's reading of GetPergroupSize).
-void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, int64_t e, int64_t k,
-                    int64_t n, const void** scale_t, const void** offset_t, int64_t* groups) {
-  const std::string types = "GMM Xtype:" + TypeName(xd) + " Wtype:int8: ";
+// The antiquant forms (CheckGroupedMatmulAntiQuant, CheckOptionalTensorList): antiquantScale and
+// antiquantOffset both given, of x's type; [E, N] (per channel), or [E, G, N] (per group, G
+// dividing K) for int4 weights only; a transposed int4 weight needs an even group length.
+void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, int wd, bool transposed,
+                    int64_t e, int64_t k, int64_t n, const void** scale_t, const void** offset_t,
+                    int64_t* groups) {
+  const std::string types = "GMM Xtype:" + TypeName(xd) + " Wtype:" + TypeName(wd) + ": ";
   if (!c.ok()) return;
   if (!scale)
     return c.Fail(kParamInvalid,
@@ -162,18 +172,29 @@ void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, 
   for (const void* t : {*scale_t, *offset_t}) {
     if (!FakeAclnnIsTensor(t)) return c.Fail(kParamInvalid, "antiquant tensor is not a live aclTensor");
   }
+  const std::vector<int64_t>& d = T(*scale_t)->dims;
+  if (d.size() == 3 && wd != kInt4)
+    return c.Fail(kParamInvalid, "antiquantScale Dim must be 2, but now is 3.");
+  *groups = d.size() == 3 ? d[1] : 1;
+  if (d.size() == 3 && !(*groups > 0 && k % *groups == 0)) {
+    return c.Fail(kParamInvalid, "perGroupNum must be larger than 0, and can evenly divided by K[" +
+                                     std::to_string(k) + "] in A16W4-pergroup case, but now perGroupNum is " +
+                                     std::to_string(*groups) + ".");
+  }
+  if (!((d.size() == 2 || d.size() == 3) && d.front() == e && d.back() == n))
+    return c.Fail(kParamInvalid, "Invalid antiquantScale");
+  if (wd == kInt4 && transposed && d.size() == 3 && (k / *groups) % 2 != 0) {
+    return c.Fail(
+        kParamInvalid,
+        "pergroupSize should be even when weight is transposed in A16W4-pergroup case, but now is " +
+            std::to_string(k / *groups));
+  }
   if (T(*scale_t)->dtype != xd)
     return c.Fail(kParamInvalid,
                   "GMM: antiquantScale dtype does not match with x dtype[" + TypeName(xd) + "].");
   if (T(*offset_t)->dtype != xd)
     return c.Fail(kParamInvalid,
                   "GMM: antiquantOffset dtype does not match with x dtype[" + TypeName(xd) + "].");
-  const std::vector<int64_t>& d = T(*scale_t)->dims;
-  *groups = d.size() == 3 ? d[1] : 1;
-  if (!((d.size() == 2 || d.size() == 3) && d.front() == e && d.back() == n && *groups >= 1 &&
-        k % *groups == 0)) {
-    return c.Fail(kParamInvalid, "Invalid antiquantScale");
-  }
   c.Check("antiquantScale[0]", *scale_t, true, {xd}, d);
   c.Check("antiquantOffset[0]", *offset_t, true, {xd}, d);
 }
@@ -237,7 +258,7 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   const int xd = T(xt)->dtype;
   const bool w8a8 = xd == kInt8;
   const int wd = FakeAclnnIsTensor(wt) ? T(wt)->dtype : xd;
-  const bool antiquant = (xd == kFloat16 || xd == kBFloat16) && wd == kInt8;
+  const bool antiquant = (xd == kFloat16 || xd == kBFloat16) && (wd == kInt8 || wd == kInt4);
   if (!w8a8) {  // CheckNonQuant, CheckGroupedMatmulAntiQuant
     for (const void* q : {scale, offset, per_token_scale}) {
       if (q && c.ok())
@@ -259,13 +280,14 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   if (!c.ok()) return c.status();
   const int64_t m = T(xt)->dims[0], k = T(xt)->dims[1];
   bool transposed = false;
-  if (!CheckWeight(c, wt, w8a8 || antiquant ? kInt8 : xd, k, &transposed)) return c.status();
+  if (!CheckWeight(c, wt, w8a8 ? kInt8 : antiquant ? wd : xd, k, &transposed)) return c.status();
   const int64_t e = T(wt)->dims[0], n = T(wt)->dims[2];
   const void* aq_scale_t = nullptr;
   const void* aq_offset_t = nullptr;
   int64_t aq_groups = 1;
   if (antiquant)
-    CheckAntiquant(c, antiquant_scale, antiquant_offset, xd, e, k, n, &aq_scale_t, &aq_offset_t, &aq_groups);
+    CheckAntiquant(c, antiquant_scale, antiquant_offset, xd, wd, transposed, e, k, n, &aq_scale_t,
+                   &aq_offset_t, &aq_groups);
   const void* scale_t = nullptr;
   const void* per_token_t = nullptr;
   if (w8a8) {
@@ -295,7 +317,8 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
     if (scale_t) p.scale_type = GmmTypeOf(T(scale_t)->dtype);
   }
   if (antiquant) {
-    p.weight = ascend_moe::cpu::GmmWeight::kInt8;
+    // ACL_INT4 elements in memory are the CPU kernel's int4 words (element 2j in the low nibble).
+    p.weight = wd == kInt4 ? ascend_moe::cpu::GmmWeight::kInt4 : ascend_moe::cpu::GmmWeight::kInt8;
     p.antiquant_groups = aq_groups;
     p.antiquant_type = GmmTypeOf(xd);
   }

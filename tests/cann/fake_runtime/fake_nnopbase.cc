@@ -59,7 +59,7 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
                      .c_str());
     return nullptr;
   }
-  if (fake_cann::ElementBytes(data_type) == 0) {
+  if (fake_cann::DataBytes(data_type, 1) == 0) {
     FakeAclError(("aclCreateTensor: unknown data type " + std::to_string(data_type)).c_str());
     return nullptr;
   }
