@@ -47,6 +47,30 @@ def cases():
                         ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
             inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
         out.append((inputs, {"weight_bits": bits, "block_size": block, "swiglu_limit": 0.9 if bits == 4 else 0.0}))
+    out += quantized_pair_count_cases(rng)
+    return out
+
+
+# Pairs per expert around the kernel's switch to dequantizing each row once (from 8 pairs with 4
+# bits, 16 with 8 bits; moe_routed_experts_qtiles.inc) and its tiles of 4 pairs (remainders 1-3).
+PAIRS_PER_EXPERT = (1, 7, 8, 10, 15, 16, 17, 18)
+
+
+def quantized_pair_count_cases(rng) -> list:
+    """Quantized cases whose expert e has PAIRS_PER_EXPERT[e] pairs: per channel and per group,
+    rows with vector tails and blocks shorter than a vector step."""
+    counts = np.array(PAIRS_PER_EXPERT)
+    E, k = len(counts), 2
+    out = []
+    for H, I, bits, block in [(70, 33, 8, 0), (48, 32, 8, 16), (70, 34, 4, 0), (96, 64, 4, 32), (100, 50, 4, 10)]:
+        idx = rng.permutation(np.repeat(np.arange(E), counts)).reshape(-1, k)
+        T = idx.shape[0]
+        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
+                  "routing_weights": rng.random((T, k)).astype(np.float32)}
+        for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
+                        ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
+            inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
+        out.append((inputs, {"weight_bits": bits, "block_size": block}))
     return out
 
 

@@ -62,6 +62,7 @@ bool RunKernel(const Params& p, const Buffers& b, const void* idx, Isa isa, int6
   Plan plan;
   plan.Build(p, idx, nullptr);
   if (!plan.UseIsa(isa)) return false;
+  plan.PrepareInputs(b);
   plan.UpItems(b, 0, plan.num_up_items());
   plan.DownColumns(b, 0, H);
   return true;
@@ -78,6 +79,15 @@ int main(int argc, char** argv) {
   std::vector<float> fc1(static_cast<size_t>(E * 2 * I * H)), fc2(static_cast<size_t>(E * H * I));
   for (auto& v : fc1) v = uni(rng);
   for (auto& v : fc2) v = uni(rng);
+  // Quantized candidates (docs/quantization.md): random bytes and scales (the time does not depend
+  // on the values): int8 per channel, int4 per group of kInt4Block.
+  constexpr int64_t kInt4Block = 32;
+  std::vector<int8_t> fc1q(fc1.size()), fc2q(fc2.size());
+  for (auto& v : fc1q) v = static_cast<int8_t>(rng());
+  for (auto& v : fc2q) v = static_cast<int8_t>(rng());
+  std::vector<float> sc1(static_cast<size_t>(E * 2 * I * (H / kInt4Block))), sc2(static_cast<size_t>(E * H * (I / kInt4Block)));
+  for (auto& v : sc1) v = uni(rng);
+  for (auto& v : sc2) v = uni(rng);
   std::vector<float> probe(static_cast<size_t>(256) << 20 >> 2, 1.0f);  // 256 MiB
   const double one = ReadProbe(probe, 1, 10), four = ReadProbe(probe, 4, 10);
   const double dram = std::max(one, four);
@@ -87,7 +97,7 @@ int main(int argc, char** argv) {
     const int rotation = 8;
     std::vector<std::vector<int64_t>> idx(rotation);
     std::vector<float> x(static_cast<size_t>(T * H)), w(static_cast<size_t>(T * k), 0.125f),
-        y(static_cast<size_t>(T * H)), y_before(y.size());
+        y(static_cast<size_t>(T * H)), y_before(y.size()), y_q(y.size());
     for (auto& v : x) v = uni(rng);
     double bytes = 0;
     for (auto& ids : idx) {
@@ -101,10 +111,12 @@ int main(int argc, char** argv) {
           used[perm[j]] = 1;
         }
       }
-      bytes += std::count(used.begin(), used.end(), 1) * 3.0 * H * I * 4;
+      bytes += std::count(used.begin(), used.end(), 1) * 3.0 * H * I * 4;  // float32's
     }
     bytes /= rotation;
     for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kBaseline}) {
+      const char* only = std::getenv("EXPERTS_MICRO_ISA");  // one path only (its name, isa.h)
+      if (only != nullptr && std::string(only) != CpuIsaName(isa)) continue;
       MoeRoutedExpertsParams p;
       p.tokens = T, p.hidden = H, p.k = k, p.experts = E, p.inter = I;
       struct Candidate {
@@ -114,16 +126,32 @@ int main(int argc, char** argv) {
       };
       std::vector<Candidate> candidates;
       candidates.push_back({"now", [&](int r) {
-        MoeRoutedExpertsBuffers b{x.data(), idx[r].data(), w.data(), fc1.data(), fc2.data(), y.data()};
+        MoeRoutedExpertsBuffers b;
+        b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data();
+        b.gate_up = fc1.data(), b.down = fc2.data(), b.y = y.data();
         return RunKernel<MoeRoutedExpertsParams, MoeRoutedExpertsBuffers, MoeRoutedExpertsPlan>(p, b, idx[r].data(),
                                                                                                 isa, H);
       }});
+      for (int bits : {8, 4}) {
+        candidates.push_back({bits == 8 ? "int8" : "int4", [&, bits](int r) {
+          MoeRoutedExpertsParams pq = p;
+          pq.quant_bits = bits;
+          pq.block_size = bits == 8 ? 0 : kInt4Block;
+          MoeRoutedExpertsBuffers b;
+          b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data(), b.y = y_q.data();
+          b.gate_up_q = fc1q.data(), b.down_q = fc2q.data(), b.gate_up_scales = sc1.data(), b.down_scales = sc2.data();
+          return RunKernel<MoeRoutedExpertsParams, MoeRoutedExpertsBuffers, MoeRoutedExpertsPlan>(pq, b, idx[r].data(),
+                                                                                                  isa, H);
+        }});
+      }
 #ifdef EXPERTS_MICRO_BEFORE
       namespace old = ascend_moe_before::cpu;
       old::MoeRoutedExpertsParams op;
       op.tokens = T, op.hidden = H, op.k = k, op.experts = E, op.inter = I;
       candidates.push_back({"before", [&](int r) {
-        old::MoeRoutedExpertsBuffers b{x.data(), idx[r].data(), w.data(), fc1.data(), fc2.data(), y_before.data()};
+        old::MoeRoutedExpertsBuffers b;
+        b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data();
+        b.gate_up = fc1.data(), b.down = fc2.data(), b.y = y_before.data();
         return RunKernel<old::MoeRoutedExpertsParams, old::MoeRoutedExpertsBuffers, old::MoeRoutedExpertsPlan>(
             op, b, idx[r].data(), static_cast<old::ExpertsIsa>(isa), H);
       }});
@@ -138,12 +166,14 @@ int main(int argc, char** argv) {
       }
       if (!ok) continue;
       for (const auto& c : candidates) {
-        std::printf("T %4lld %-8s %-6s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe", (long long)T,
-                    CpuIsaName(isa), c.name.c_str(), c.best * 1e3, bytes / c.best / 1e9,
-                    100 * bytes / c.best / dram);
-        if (candidates.size() > 1) {
+        // bytes per float32 weight byte: int8 1/4 (+ a scale per row), int4 1/8 + a scale per block
+        const double own = c.name == "int8" ? bytes / 4 : c.name == "int4" ? bytes / 8 * (1 + 8.0 / kInt4Block) : bytes;
+        std::printf("T %4lld %-8s %-6s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe  %5.2fx float32", (long long)T,
+                    CpuIsaName(isa), c.name.c_str(), c.best * 1e3, own / c.best / 1e9, 100 * own / c.best / dram,
+                    candidates.front().best / c.best);
+        if (c.name == "before") {
           const bool same = std::memcmp(y.data(), y_before.data(), y.size() * sizeof(float)) == 0;
-          std::printf("  %.2fx of before, %s", c.best / candidates.back().best,
+          std::printf("  now %.2fx of before, %s", candidates.front().best / c.best,
                       same ? "bit-identical" : "OUTPUTS DIFFER");
         }
         std::printf("\n");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops_src/cpu/moe_routed_experts_paths.h"
 
@@ -21,6 +22,7 @@ constexpr int kLanes = 8;
 using V = __m256;
 inline V Zero() { return _mm256_setzero_ps(); }
 inline V Load(const float* p) { return _mm256_loadu_ps(p); }
+inline void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline V LoadTail(const float* p, int64_t n) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops_src/cpu/moe_routed_experts_paths.h"
 
@@ -21,6 +22,7 @@ constexpr int kLanes = 16;
 using V = __m512;
 inline V Zero() { return _mm512_setzero_ps(); }
 inline V Load(const float* p) { return _mm512_loadu_ps(p); }
+inline void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V LoadTail(const float* p, int64_t n) {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
 }

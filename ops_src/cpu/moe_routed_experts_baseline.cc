@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops_src/cpu/isa.h"
 #include "ops_src/cpu/moe_routed_experts_paths.h"
@@ -24,6 +25,7 @@ constexpr int kLanes = 4;
 using V = __m128;
 inline V Zero() { return _mm_setzero_ps(); }
 inline V Load(const float* p) { return _mm_loadu_ps(p); }
+inline void Store(float* p, V v) { _mm_storeu_ps(p, v); }
 inline V LoadTail(const float* p, int64_t n) {
   alignas(16) float v[4] = {0.f, 0.f, 0.f, 0.f};
   for (int64_t i = 0; i < n; ++i) v[i] = p[i];
@@ -41,6 +43,9 @@ struct V {
 };
 inline V Zero() { return V{{0.f, 0.f, 0.f, 0.f}}; }
 inline V Load(const float* p) { return V{{p[0], p[1], p[2], p[3]}}; }
+inline void Store(float* p, V v) {
+  for (int i = 0; i < 4; ++i) p[i] = v.v[i];
+}
 inline V LoadTail(const float* p, int64_t n) {
   V r = Zero();
   for (int64_t i = 0; i < n; ++i) r.v[i] = p[i];
