@@ -123,28 +123,32 @@ def _compare(check: Check, T: int, got: list, ref: list, scores, tie_tol: float,
 
 
 def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, cache_key=None,
-                 progress=None, path=None, provider: str = "cpu", experts: str | None = None) -> list[Check]:
-    """Export ``block`` (expert formulation ``experts``, models.experts; None: the block's own), run
-    every path at each token count, compare; one Check per path pair.
+                 progress=None, path=None, provider: str = "cpu", experts: str | None = None,
+                 target: str | None = None) -> list[Check]:
+    """Export ``block`` (expert formulation ``experts``, models.experts; None: the block's own) for
+    ``target`` (exporters.targets; None: the graph ``provider`` is given), run every path at each
+    token count, compare; one Check per path pair.
 
     The default token counts leave out the export example's (the interesting case is a count the
     graph was not traced with); counts given by the caller all run.
     """
     with routed_experts.using(block, experts):
-        checks = _verify_block(block, token_counts, export_tokens, cache_key, progress, path, provider)
+        checks = _verify_block(block, token_counts, export_tokens, cache_key, progress, path, provider, target)
     for c in checks:
         c.experts = block.experts_formulation if experts is None else experts
     return checks
 
 
-def _verify_block(block, token_counts, export_tokens, cache_key, progress, path, provider) -> list[Check]:
+def _verify_block(block, token_counts, export_tokens, cache_key, progress, path, provider,
+                  target=None) -> list[Check]:
     token_counts = _token_counts(block, token_counts, export_tokens)
     name, dtype = block.preset, block.dtype_name
     checks = [Check(name, dtype, g, r, tol=TOLERANCES[dtype]) for g, r in paths(provider)]
     step = progress.set_postfix_str if progress is not None else (lambda s: None)
     step(f"{name}: export")
     try:
-        target = "cann" if provider == "cann" else "cpu"  # the graph the CANN EP is given (exporters.targets)
+        if target is None:  # the graph the CANN EP is given (exporters.targets)
+            target = "cann" if provider == "cann" else "cpu"
         data = export_block(block, export_tokens, path=path, cache_key=cache_key, target=target)
         sess = sessions(data, provider)
     except Exception as e:  # a failed export/session is one failing row per path, not a traceback
@@ -185,7 +189,7 @@ def _verify_block(block, token_counts, export_tokens, cache_key, progress, path,
 def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
                   intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS, token_counts=None,
                   seed: int = 0, progress=None, path=None, provider: str = "cpu",
-                  experts: str | None = None, weights_quant=None) -> list[Check]:
+                  experts: str | None = None, weights_quant=None, target: str | None = None) -> list[Check]:
     """Build a preset's block (random or checkpoint weights) and verify it (expert formulation
     ``experts``, default the block's own; ``weights_quant``: its experts quantized, models.quantize,
     the torch reference then computing with the dequantized weights)."""
@@ -195,7 +199,7 @@ def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, we
     quant = None if weights_quant is None else weights_quant.name
     key = None if weights is not None else (name, size, dtype, intermediate, seed, quant)
     checks = verify_block(block, token_counts, export_tokens, cache_key=key, progress=progress, path=path,
-                          provider=provider, experts=experts)
+                          provider=provider, experts=experts, target=target)
     for c in checks:
         c.info = block.note
     return checks

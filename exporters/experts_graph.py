@@ -87,11 +87,14 @@ def using(module: torch.nn.Module, formulation: str | None):
 class _Builder:
     """Appends nodes with unique names (``prefix`` + counter) to a list."""
 
-    def __init__(self, prefix: str, initializers: dict | None = None, weights_quant=None):
+    def __init__(self, prefix: str, initializers: dict | None = None, weights_quant=None, types: dict | None = None):
         self.prefix, self.nodes, self._n = prefix, [], itertools.count()
         self.weights_quant = weights_quant  # exporters.weights_quant.WeightsQuant or None
         self.initializers = initializers if initializers is not None else {}  # the model's, by name
+        self.types = types if types is not None else {}  # element types the export declared, by value name
         self.new_initializers: list[onnx.TensorProto] = []
+        # float32 outputs that are exact widenings of a 16-bit value: name -> (that value, its type)
+        self.widened: dict[str, tuple[str, int]] = {}
 
     def initializer(self, array: np.ndarray, hint: str) -> str:
         name = self.name(hint)
@@ -449,7 +452,8 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
     """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
     ``target`` "cann" takes the CANN EP's variant of a formulation where one exists.
     ``weights_quant`` (exporters.weights_quant.WeightsQuant): the routed blocks' expert weights
-    are stored quantized (``ort`` formulation only).
+    are stored quantized (``ort`` formulation only; for "cann" the op family's chain in the block's
+    16-bit dtype, exporters.quantized_chain).
 
     Adds the ``com.microsoft`` opset import when a ``com.microsoft.MoE`` node is emitted and the
     ascend.moe import for MoeRoutedExperts, and removes the placeholder domain's import."""
@@ -457,7 +461,8 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
     if not any(n.domain == DOMAIN for n in graph.node):
         return model
     initializers = {t.name: t for t in graph.initializer}
-    nodes, new_initializers, uses_ms, uses_own = [], [], False, False
+    types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.value_info, *graph.output)}
+    nodes, new_initializers, uses_ms, uses_own, widened = [], [], False, False, {}
     for count, node in enumerate(graph.node):
         if node.domain != DOMAIN:
             nodes.append(node)
@@ -469,23 +474,23 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
             expander = _CANN_EXPANDERS.get((node.op_type, formulation), expander)
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
-        if weights_quant is not None and target == "cann":
-            raise ExpertsError("experts: quantized expert weights are not exported for the CANN target: "
-                               "aclnnGroupedMatmulV4 dequantizes int8 / int4 weights with float16 / bfloat16 "
-                               "activations only and MoeRoutedExperts' are float32, so the node would run on "
-                               "the host fallback (docs/quantization.md); export for the CPU")
-        if weights_quant is not None and expander is not _expand_routed_ort:
+        if weights_quant is not None and expander is _expand_routed_cann:
+            from . import quantized_chain  # imports this module
+
+            expander = quantized_chain.expand_routed_quantized_cann
+        elif weights_quant is not None and expander is not _expand_routed_ort:
             raise ExpertsError(f"experts: quantized expert weights run in the 'ort' formulation of routed "
                                f"blocks only, not in '{formulation}' {node.op_type}")
-        b = _Builder(f"experts{count}_", initializers, weights_quant)
+        b = _Builder(f"experts{count}_", initializers, weights_quant, types)
         expander(b, node)
+        widened.update(b.widened)
         nodes.extend(b.nodes)
         new_initializers.extend(b.new_initializers)
         emitted = {n.domain for g in walk_graphs(helper.make_graph(b.nodes, "b", [], [])) for n in g.node}
         uses_ms |= "com.microsoft" in emitted
         uses_own |= OWN_DOMAIN in emitted
     del graph.node[:]
-    graph.node.extend(nodes)
+    graph.node.extend(_narrowed_directly(nodes, widened, {o.name for o in graph.output}))
     graph.initializer.extend(new_initializers)
     _drop_unused_initializers(graph)
     imports = [o for o in model.opset_import if o.domain != DOMAIN]
@@ -498,6 +503,24 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
     del model.opset_import[:]
     model.opset_import.extend(imports)
     return model
+
+
+def _narrowed_directly(nodes: list, widened: dict, graph_outputs: set) -> list:
+    """``nodes`` with each Cast back to the 16-bit type of a value that ``widened`` names as an exact
+    float32 widening replaced by an Identity of the 16-bit value (float32 holds every float16 /
+    bfloat16 value, so the pair is the identity), and a widening no one reads any more dropped: the
+    CANN EP has no Cast kernel for bfloat16 inputs, an Identity it has."""
+    if not widened:
+        return nodes
+    out = []
+    for n in nodes:
+        src = widened.get(n.input[0]) if n.op_type == "Cast" and n.domain in ("", "ai.onnx") and n.input else None
+        if src is not None and _attrs(n).get("to") == src[1]:
+            n = helper.make_node("Identity", [src[0]], list(n.output), name=n.name)
+        out.append(n)
+    read = {i for g in walk_graphs(helper.make_graph(out, "g", [], [])) for n in g.node for i in n.input}
+    return [n for n in out if not (n.op_type == "Cast" and n.output[0] in widened and n.output[0] not in read
+                                   and n.output[0] not in graph_outputs)]
 
 
 def _names_read(graph: onnx.GraphProto) -> set[str]:

@@ -11,7 +11,9 @@ device (``exporters.export(..., target=)``, ``moe-onnx export --target``).
   versions do not), MoeRoutedExperts at every size instead of the ``If`` (the EP has no kernel for
   ``If``, ``com.microsoft.MoE``, ``ScatterElements`` or ``ReduceSum``), the shared expert as its own
   MoeRoutedExperts call, and a ``Gemm`` that is not float16 as MatMul (+ Mul, Add): the EP's Gemm
-  kernel is float16 only. ``cann_host_nodes`` names what would still run on the host.
+  kernel is float16 only. Quantized experts (``weights_quant``) of a float16 / bfloat16 block are
+  the op family's chain in the block's dtype (exporters.quantized_chain): MoeRoutedExperts'
+  quantized form runs on the host. ``cann_host_nodes`` names what would still run on the host.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import torch
 from onnx import TensorProto, helper
 
 from ascend_moe_onnx import ort_custom_ops
@@ -113,3 +114,48 @@ def test_cli_export_target_cann(tmp_path, capsys):
     assert "'onnx' expert formulation runs on the host" in capsys.readouterr().err
     assert cli.main(["export", "qwen3-moe", "--target", "cann", "--ep-ranks", "2", "-o", str(tmp_path)]) == 2
     assert "applies to PRESET exports" in capsys.readouterr().err
+
+
+CHAIN = ["MoeInitRoutingV3", "GroupedMatmul", "SwiGlu", "GroupedMatmul", "MoeFinalizeRoutingV2"]
+
+
+def _array(model: onnx.ModelProto, name: str) -> np.ndarray:
+    return next(onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name)
+
+
+@pytest.mark.parametrize("dtype,scheme,block_size", [("bfloat16", "int4", 16), ("float16", "int8", 0)])
+def test_cann_target_quantized_experts_as_the_op_chain(dtype, scheme, block_size):
+    """--weights-quant for the CANN target: the shared expert's chain, then the routed one (its
+    result as the residual), in the block's dtype; the integers stored once, unchanged ([E, N, K],
+    int4 as int32 words of the same bytes), the scales in [E, G, N] rounded to the block dtype; no
+    node of the chain on the host (float16: nothing at all; bfloat16: the block's own Cast of its
+    input only)."""
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    wq = WeightsQuant.from_scheme(scheme, block_size)
+    block = presets.build("deepseek-v3", "tiny", dtype, seed=2, weights_quant=wq)
+    model = onnx.load_from_string(export_block(block, 4, target="cann"))
+    ours = [n for n in model.graph.node if n.domain == "ascend.moe"]
+    assert [n.op_type for n in ours] == ["MoeGatingTopKHash", *CHAIN, *CHAIN]
+    host = targets.cann_host_nodes(model)
+    assert host == ([] if dtype == "float16" else ["Cast 'node__to_copy' (its CANN kernel takes no bfloat16)"])
+    half = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    ex = block.experts
+    (gq, gs), (uq, us), (dq, ds) = (wq.quantized(w.float().numpy()) for w in (ex.gate_proj, ex.up_proj, ex.down_proj))
+    fc1, fc2 = ours[7], ours[9]  # the routed chain's grouped matmuls
+    for node, q, s in ((fc1, np.concatenate((gq, uq), axis=1), np.concatenate((gs, us), axis=1)), (fc2, dq, ds)):
+        stored = _array(model, node.input[1])
+        assert stored.dtype == (np.int32 if scheme == "int4" else np.int8)
+        assert stored.tobytes() == np.ascontiguousarray(q).tobytes()
+        scales = torch.from_numpy(s if block_size == 0 else s.transpose(0, 2, 1).copy()).to(half)
+        got = _array(model, node.input[6])
+        np.testing.assert_array_equal(got.astype(np.float32), scales.float().numpy())
+    assert not [n for n in model.graph.node if n.op_type == "Cast" and n.input[0] == ours[-1].output[0]]
+
+
+def test_cann_target_refuses_quantized_float32_experts():
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    block = presets.build("qwen3-moe", "tiny", "float32", seed=2, weights_quant=WeightsQuant.from_scheme("int8"))
+    with pytest.raises(experts_graph.ExpertsError, match=r"export with --dtype bfloat16 \(or float16\)$"):
+        export_block(block, 4, target="cann")

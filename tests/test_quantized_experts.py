@@ -155,10 +155,47 @@ def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
     (["--weights-quant", "int8", "--experts", "onnx"], "runs in the ort expert formulation"),
     (["--weights-quant", "int4", "--quant-block-size", "5"], "even for 4 bits, got 5"),
     (["--weights-quant", "int4", "--quant-block-size", "48"], "block size 48 must divide the hidden size 64"),
-    (["--weights-quant", "int8", "--target", "cann"], "not exported for the CANN target: aclnnGroupedMatmulV4"),
+    (["--weights-quant", "int8", "--target", "cann"], "export with --dtype bfloat16 (or float16)"),
+    (["--weights-quant", "int8", "--quant-block-size", "16", "--target", "cann", "--dtype", "bfloat16"],
+     "refuses per-group scales with int8 weights"),
 ])
 def test_cli_usage_errors(tmp_path, capsys, argv, message):
     from ascend_moe_onnx.cli import main as cli
 
     code = cli.main(["export", "deepseek-v3", *argv, "-o", str(tmp_path / "m.onnx")])
     assert code == 2 and message in capsys.readouterr().err
+
+
+# (preset, dtype, scheme, block size): int8 per channel, int4 per group, int4 per channel with a
+# shared expert of 2 slices (deepseek-v2)
+CANN_CHAINS = [("qwen3-moe", "bfloat16", "int8", None), ("deepseek-v3", "bfloat16", "int4", 16),
+               ("deepseek-v2", "float16", "int4", 0)]
+
+
+@pytest.mark.parametrize("name,dtype,scheme,block_size", CANN_CHAINS)
+def test_cann_target_chain_verifies(name, dtype, scheme, block_size):
+    """--target cann exports the op family's chain in the block's dtype (exporters.quantized_chain);
+    on the CPU EP it is within the dtype's verify tolerance of torch (bfloat16 3e-2, float16 4e-3),
+    scales rounded to the block dtype included."""
+    wq = WeightsQuant.from_scheme(scheme, block_size)
+    checks = verify.verify_preset(name, dtype=dtype, weights_quant=wq, target="cann", token_counts=[1, 40])
+    assert all(c.passed for c in checks), verify.format_table(checks)
+
+
+def test_cli_export_cann_chain(tmp_path, capsys):
+    from ascend_moe_onnx.cli import main as cli
+
+    out = tmp_path / "m.onnx"
+    code = cli.main(["export", "deepseek-v3", "--dtype", "bfloat16", "--weights-quant", "int4", "--target", "cann",
+                     "-o", str(out)])
+    assert code == 0 and "target cann (int4 per group of 32 weights)" in capsys.readouterr().out
+    ops = [n.op_type for n in onnx.load(out).graph.node]
+    assert "MoeRoutedExperts" not in ops and ops.count("GroupedMatmul") == 4  # routed and shared chains
+
+
+def test_cann_chain_refuses_a_clamped_swiglu(tmp_path, capsys):
+    from ascend_moe_onnx.cli import main as cli
+
+    code = cli.main(["export", "deepseek-v4", "--dtype", "bfloat16", "--weights-quant", "int8", "--target", "cann",
+                     "-o", str(tmp_path / "m.onnx")])
+    assert code == 2 and "SwiGlu has no clamp, so swiglu_limit 0.75" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import ml_dtypes
@@ -20,6 +21,7 @@ from ascend_moe_onnx import ort_custom_ops
 from tests import ort_values
 
 CANN = "CANNExecutionProvider"
+ROOT = Path(__file__).resolve().parents[2]
 CANN_AVAILABLE = CANN in ort.get_available_providers()
 
 
@@ -141,3 +143,46 @@ def error_text(sess, feeds) -> str:
     with pytest.raises(errors()) as info:
         run(sess, feeds)
     return str(info.value).split("Status Message: ")[-1].strip()
+
+
+def export_python() -> str:
+    """The project's torch environment (exports need torch, which .venv-cann does not have):
+    $ASCEND_MOE_EXPORT_PYTHON, default .venv/bin/python of the checkout; a skip without it."""
+    exe = os.environ.get("ASCEND_MOE_EXPORT_PYTHON") or str(ROOT / ".venv" / "bin" / "python")
+    if not Path(exe).is_file():
+        pytest.skip(f"exporting needs the project's torch environment ({exe} is missing; "
+                    f"bash scripts/setup.sh --no-run, or set ASCEND_MOE_EXPORT_PYTHON)")
+    return exe
+
+
+def cli_exports(commands: dict, out: Path) -> dict:
+    """{key: model bytes} of ``moe-onnx export *ARGS -o out/KEY.onnx`` for each key -> ARGS, all in one
+    process of the torch environment (``export_python``)."""
+    script = "; ".join(["from ascend_moe_onnx.cli.main import main"]
+                       + [f"assert main({['export', *argv, '-o', str(out / f'{key}.onnx')]!r}) == 0"
+                          for key, argv in commands.items()])
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}  # not the fake runtime there
+    done = subprocess.run([export_python(), "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {key: (out / f"{key}.onnx").read_bytes() for key in commands}
+
+
+def profiled_run(data: bytes, feeds: dict, tmp_path: Path) -> tuple[list, dict]:
+    """Outputs of one run on the CANN EP and {node name: (op type, provider)} from ORT's profile."""
+    so = ort_custom_ops.session_options()
+    so.log_severity_level = 3
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "layer")
+    sess = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    assert CANN in sess.get_providers()
+    outs = run(sess, feeds)
+    path = sess.end_profiling()
+    events = json.loads(Path(path).read_text())
+    os.remove(path)
+    where = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") == "Node" and "provider" in args:
+            where[e["name"].removesuffix("_kernel_time")] = (args["op_name"], args["provider"])
+    return outs, where

@@ -12,71 +12,26 @@ The export needs torch, which .venv-cann does not have: it runs in the project's
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
 
-from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
-from tests.cann.helpers import CANN, run, session, skip_without_cann
+from tests.cann.helpers import CANN, cli_exports, profiled_run, run, session, skip_without_cann
 
 skip_without_cann()
 
-ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ("deepseek-v3", "qwen3-moe")
 TOKENS = (1, 16, 256, 4096)
 HIDDEN = 64  # the tiny presets' hidden size
 REL_TOL = 1e-5
 
 
-def _export_python() -> str:
-    exe = os.environ.get("ASCEND_MOE_EXPORT_PYTHON") or str(ROOT / ".venv" / "bin" / "python")
-    if not Path(exe).is_file():
-        pytest.skip(f"exporting needs the project's torch environment ({exe} is missing; "
-                    f"bash scripts/setup.sh --no-run, or set ASCEND_MOE_EXPORT_PYTHON)")
-    return exe
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict[str, bytes]:
     """{preset: model bytes} of ``moe-onnx export PRESET --target cann``, run in the torch environment."""
-    out = tmp_path_factory.mktemp("layers")
-    script = "; ".join(["import sys", "from ascend_moe_onnx.cli.main import main"]
-                       + [f"assert main(['export', '{p}', '--target', 'cann', '-o', r'{out / p}.onnx']) == 0"
-                          for p in PRESETS])
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}  # not the fake runtime there
-    done = subprocess.run([_export_python(), "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {p: (out / f"{p}.onnx").read_bytes() for p in PRESETS}
-
-
-def _profiled_run(data: bytes, feeds: dict, tmp_path: Path) -> tuple[list, dict]:
-    """Outputs of one run on the CANN EP and {node name: provider} from ORT's profile."""
-    import onnxruntime as ort
-
-    so = ort_custom_ops.session_options()
-    so.log_severity_level = 3
-    so.enable_profiling = True
-    so.profile_file_prefix = str(tmp_path / "layer")
-    sess = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
-    assert CANN in sess.get_providers()
-    outs = run(sess, feeds)
-    path = sess.end_profiling()
-    events = json.loads(Path(path).read_text())
-    os.remove(path)
-    where = {}
-    for e in events:
-        args = e.get("args", {})
-        if e.get("cat") == "Node" and "provider" in args:
-            where[e["name"].removesuffix("_kernel_time")] = (args["op_name"], args["provider"])
-    return outs, where
+    return cli_exports({p: [p, "--target", "cann"] for p in PRESETS}, tmp_path_factory.mktemp("layers"))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -97,7 +52,7 @@ def test_layer_runs_on_the_npu_and_matches_the_cpu_ep(preset, tokens, exported, 
     bookkeeping = {n.name for n in model.graph.node if all(o in shape_only for o in n.output)}
     ours = {n.name for n in model.graph.node if n.domain == DOMAIN}
     feeds = {"hidden_states": np.random.default_rng(tokens).standard_normal((tokens, HIDDEN)).astype(np.float32)}
-    got, where = _profiled_run(data, feeds, tmp_path)
+    got, where = profiled_run(data, feeds, tmp_path)
     on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
     assert on_cpu <= bookkeeping, f"{preset}: computed on the host: {sorted(on_cpu - bookkeeping)}"
     for name in ours:

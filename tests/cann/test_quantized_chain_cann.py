@@ -1,0 +1,69 @@
+"""Quantized experts exported for the CANN target (``moe-onnx export PRESET --dtype D --weights-quant
+... --target cann``: exporters.quantized_chain) on the real CANN EP with the fake runtime: every node
+of the op chain (MoeInitRoutingV3 -> GroupedMatmul -> SwiGlu -> GroupedMatmul ->
+MoeFinalizeRoutingV2, for the routed experts and for the shared expert's slices) placed on CANN and
+run natively (the fake's counters see each operator's call; a host fallback calls none), nothing on
+the CPU EP but shape bookkeeping and what cann_host_nodes names outside the chain, and the outputs
+equal to the CPU EP's for the same graph."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+
+from ascend_moe_onnx.onnx_schemas import DOMAIN
+from ascend_moe_onnx.ort_custom_ops import cann_placement
+from tests.cann.helpers import (
+    CANN,
+    calls,
+    cli_exports,
+    moe_kernels_on_this_soc,
+    profiled_run,
+    run,
+    session,
+    skip_without_cann,
+)
+
+skip_without_cann()
+NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
+
+# key -> (export arguments, hidden states' NumPy type, chains: routed + the shared expert's)
+CASES = {
+    "deepseek-v3-bf16-int4": (["deepseek-v3", "--dtype", "bfloat16", "--weights-quant", "int4",
+                               "--quant-block-size", "16"], ml_dtypes.bfloat16, 2),
+    "qwen3-moe-fp16-int8": (["qwen3-moe", "--dtype", "float16", "--weights-quant", "int8"], np.float16, 1),
+}
+OPERATORS = {"aclnnMoeInitRoutingV3": 1, "aclnnGroupedMatmulV4": 2, "aclnnSwiGlu": 1, "aclnnMoeFinalizeRoutingV2": 1}
+HIDDEN = 64  # the tiny presets' hidden size
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict[str, bytes]:
+    return cli_exports({k: [*argv, "--target", "cann"] for k, (argv, _, _) in CASES.items()},
+                       tmp_path_factory.mktemp("quantized"))
+
+
+@pytest.mark.parametrize("tokens", [1, 16, 256])
+@pytest.mark.parametrize("case", list(CASES))
+def test_chain_runs_natively_and_matches_the_cpu_ep(case, tokens, exported, tmp_path):
+    data, (_, x_type, chains) = exported[case], CASES[case]
+    model = onnx.load_from_string(data)
+    shape_only = cann_placement.shape_values(model.graph)
+    allowed = {n.name for n in model.graph.node if all(o in shape_only for o in n.output)}
+    allowed |= {h.split("'")[1] for h in cann_placement.cann_host_nodes(model)}  # the block's own, not the chain's
+    chain = {n.name for n in model.graph.node if n.domain == DOMAIN and n.op_type != "MoeGatingTopKHash"}
+    assert len(chain) == 5 * chains and not chain & allowed
+    feeds = {"hidden_states": np.random.default_rng(tokens).standard_normal((tokens, HIDDEN)).astype(x_type)}
+    before = {op: calls(op) for op in OPERATORS}
+    got, where = profiled_run(data, feeds, tmp_path)
+    ran = {op: calls(op) - n for op, n in before.items()}
+    on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
+    assert on_cpu <= allowed, f"{case}: computed on the host: {sorted(on_cpu - allowed)}"
+    assert all(where[name][1] == CANN for name in chain)
+    assert ran == {op: n * chains * NATIVE_SOC for op, n in OPERATORS.items()}  # no host fallback
+    (out, idx), (ref_out, ref_idx) = got, run(session(data, "cpu"), feeds)
+    np.testing.assert_array_equal(idx, ref_idx)
+    assert out.dtype == ref_out.dtype == x_type and out.shape == (tokens, HIDDEN)
+    np.testing.assert_array_equal(out.astype(np.float32), ref_out.astype(np.float32))
