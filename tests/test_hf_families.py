@@ -107,7 +107,7 @@ def test_cli_says_in_one_line_when_torch_onnx_cannot_export_the_model(tmp_path, 
 # modelling's float32 modules stay float32): their MoE layers export and run in ONNX Runtime with
 # the library within the project's bfloat16 tolerance of HF eager. (A bfloat16 whole model does
 # not run on ORT's CPU provider: HF's attention has no bfloat16 kernels there.)
-BF16_CASES = ("olmoe", "minimax_m2")
+BF16_CASES = ("olmoe", "minimax_m2", "gpt_oss")
 # bfloat16 MoE layers whose graph ORT's CPU provider cannot run (it has no bfloat16 Gemm / MatMul:
 # only layers whose every matmul is inside the library's ops run there), and why
 _BF16_LINEAR = "a bfloat16 Linear outside the library's ops (Gemm / MatMul: no bfloat16 kernel on ORT's CPU provider)"
@@ -116,13 +116,10 @@ BF16_NOT_ON_CPU = {"qwen3_next": f"the shared expert and its gate: {_BF16_LINEAR
                    "ernie4_5_moe": f"the shared experts: {_BF16_LINEAR}",
                    "dots1": f"the shared experts: {_BF16_LINEAR}",
                    "phimoe": f"the unfused layer's HF router: {_BF16_LINEAR}"}
-# bfloat16 MoE layers that do not export: the exported graph fails ONNX shape inference
-BF16_NO_EXPORT = {"gpt_oss": "TopK on bfloat16 (its router's logits), which the ONNX TopK schema of the opset "
-                             "used does not type"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in F.DEFAULT_RUN else pytest.mark.all_families)
-                                  for c in (*BF16_CASES, *BF16_NOT_ON_CPU, *BF16_NO_EXPORT)])
+                                  for c in (*BF16_CASES, *BF16_NOT_ON_CPU)])
 def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
     import onnxruntime as ort
 
@@ -136,10 +133,6 @@ def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
     blocks = hf_export.moe_blocks(model)
     names = {id(m): n for n, m in model.named_modules()}
     hf_blocks = dict(eager.named_modules())  # the same blocks, unpatched
-    if case in BF16_NO_EXPORT:  # the day it exports this fails and says so
-        with pytest.raises(Exception, match="TopK"):
-            hf_export.export_model(model, layers=(0, max(blocks)))
-        return
     proto, wrapper = hf_export.export_model(model, layers=(0, max(blocks)))
     if case in BF16_NOT_ON_CPU:  # exports; the day ORT gains the kernel this fails and says so
         with pytest.raises(Exception, match="NOT_IMPLEMENTED"):
