@@ -220,10 +220,35 @@ def _block_bias(block) -> torch.Tensor | None:
     return None
 
 
+def _silu_reason(act) -> str:
+    if isinstance(act, torch.nn.SiLU) or type(act).__name__ in ("SiLUActivation", "SiLU"):
+        return ""
+    return f"activation {type(act).__name__} (the formulation is SwiGLU with SiLU)"
+
+
+def _step3p7_reason(experts: torch.nn.Module) -> str:
+    """Step3p7Experts: HF's stacked layout (gate rows first, as ``chunk(2)``) behind a loop over the
+    experts hit; the SwiGLU clamp (``swiglu_limits``) comes after the SiLU, the formulation's before."""
+    limit = float(getattr(experts, "limit", float("inf")))
+    if limit != float("inf"):
+        return (f"swiglu_limits={limit:g}: Step3p7Experts clamps silu(gate) (the formulation clamps the "
+                "gate before its SiLU)")
+    return _silu_reason(getattr(experts, "act_fn", None))
+
+
+# Experts modules that loop over the experts hit (data-dependent shapes, no export) yet hold HF's
+# stacked tensors (gate_up_proj [E, 2I, H], down_proj [E, H, I]): class name -> why the routed-rows
+# formulation cannot run one ('' when it can).
+LOOPED_STACKED = {"Step3p7Experts": _step3p7_reason}
+
+
 def experts_reason(experts: torch.nn.Module) -> str:
     """'' when the stacked experts module is SwiGLU the routed-rows formulation runs, else why not."""
     from transformers.integrations import moe as hf_moe
 
+    looped = LOOPED_STACKED.get(type(experts).__name__)
+    if looped is not None:
+        return looped(experts) or ex.fused_layout_ok(experts)
     if not all(hasattr(experts, a) for a in ("gate_up_proj", "down_proj", "has_gate")):
         return f"{type(experts).__name__} is not a transformers stacked-experts module"
     for flag, why in (("has_bias", "expert biases"), ("has_post_expert_norm", "a norm after each expert")):
@@ -235,10 +260,7 @@ def experts_reason(experts: torch.nn.Module) -> str:
         return "interleaved gate/up rows"
     if getattr(type(experts), "_apply_gate", hf_moe._default_apply_gate) is not hf_moe._default_apply_gate:
         return f"a custom gate ({type(experts).__name__}._apply_gate)"
-    act = getattr(experts, "act_fn", None)
-    if not isinstance(act, (torch.nn.SiLU,)) and type(act).__name__ not in ("SiLUActivation", "SiLU"):
-        return f"activation {type(act).__name__} (the formulation is SwiGLU with SiLU)"
-    return ex.fused_layout_ok(experts)
+    return _silu_reason(getattr(experts, "act_fn", None)) or ex.fused_layout_ok(experts)
 
 
 def routed_experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
@@ -255,7 +277,8 @@ def patch_experts(experts: torch.nn.Module) -> str:
     why = experts_reason(experts)
     original = getattr(type(experts), "_ascend_original", type(experts))
     if why:
-        if hasattr(experts, "has_gate") and not any(True for _ in experts.children() if any(_.parameters())):
+        own_tensors_only = all(next(c.parameters(), None) is None for c in experts.children())
+        if hasattr(experts, "has_gate") and own_tensors_only:  # (a norm module after each expert: left as is)
             experts.__class__ = _patched(original, float32_experts_forward)
         return why
     experts.experts_formulation = formulations.DEFAULT

@@ -123,9 +123,7 @@ FAMILIES = {
 # Families whose MoE layers torch.onnx cannot export (HF experts with data-dependent shapes that are
 # not the stacked-experts interface): the CLI says so in one line.
 NO_EXPORT = {"longcat_flash": "LongcatFlashExperts (zero-computation experts) has data-dependent shapes",
-             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes",
-             "step3p7": "Step3p7Experts (a loop over the experts hit, not the stacked-experts interface) has "
-                        "data-dependent shapes"}
+             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes"}
 # Families whose tiny whole model (prefill LM, or the text model of a multimodal family) exports
 # in seconds and matches HF eager in ONNX Runtime (tests/test_hf_families.py); WHOLE_MODEL_NOT: why
 # the others are left to --layers.

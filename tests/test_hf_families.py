@@ -79,6 +79,17 @@ def test_family_moe_layers_export_and_match_hf_in_ort(case):
                 assert _rel(got, ref) <= TOLERANCE, f"{case} {name} layer {i} at {tokens} tokens"
 
 
+def test_step3p7_experts_clamped_after_the_silu_stay_hf_and_say_why():
+    """Step-3.7's experts run as routed rows (tests above); a layer whose swiglu_limits clamps
+    silu(gate) keeps HF's experts, and its note names the field and the value."""
+    cfg = F.config("step3p7")
+    cfg.swiglu_limits = [0.0, 7.0]
+    model = F._model_class(cfg)(cfg).eval()
+    hf.patch(model, quiet=True)
+    ((status, note),) = layer_status(model).values()
+    assert status == "fused" and "swiglu_limits=7: Step3p7Experts clamps silu(gate)" in note, note
+
+
 def test_cli_prints_the_layer_summary_and_exports_an_unfused_family(tmp_path, capsys):
     from ascend_moe_onnx.cli import main as cli
 
