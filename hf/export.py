@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from ascend_moe_onnx.exporters import export
+from ascend_moe_onnx.exporters.export_checks import SpecialisedDimsError
 from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 
 from .patching import patch
@@ -190,9 +191,18 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
         text = model.config.get_text_config()
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
         example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)
-    proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
-                   input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
-                   **kwargs)
+    try:
+        proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
+                       input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
+                       **kwargs)
+    except SpecialisedDimsError as e:
+        if layers is not None:
+            raise
+        fixed = ", ".join(f"'{n}' dimension {d} at {v}" for n, d, v in e.found)
+        raise ValueError(f"{model_type_of(model.config)}: the whole model cannot be exported with a dynamic "
+                         f"sequence: its HF code fixes {fixed} (a Python loop or int over the size, e.g. a "
+                         f"Mamba scan); export its MoE layers with --layers N-M (layers=(N, M)); MoE layers: "
+                         f"{_layer_list(model)}") from None
     return proto, wrapper
 
 
