@@ -119,6 +119,7 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     path = Path(directory)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no config.json in {path} (expected a save_pretrained directory)")
+    refuse_int8_weights(path)
     fields = json.loads((path / "config.json").read_text())
     kw = {}
     alias = ALIASES.get(fields.get("model_type"))
@@ -133,6 +134,23 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     from transformers import AutoModelForImageTextToText
 
     return AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
+
+
+def refuse_int8_weights(path: Path) -> None:
+    """A checkpoint with int8 weights beside a ``weight_scale`` (the Ascend w8a8 layout) is refused
+    before transformers loads it (it would cast the integers to the model dtype and drop the
+    scales); the preset path reads that layout (models.weights). ValueError naming the tensor."""
+    from safetensors import safe_open
+
+    for file in sorted(path.glob("*.safetensors")):
+        with safe_open(file, "pt") as f:
+            keys = set(f.keys())
+            for key in sorted(k for k in keys if k.endswith(".weight_scale")):
+                weight = key[: -len("_scale")]
+                if weight in keys and f.get_slice(weight).get_dtype() in ("I8", "U8"):
+                    raise ValueError(f"{file.name}: '{weight}' is int8 with a weight_scale (an Ascend w8a8 "
+                                     "checkpoint): --hf loads float checkpoints; export its MoE layer with "
+                                     "`moe-onnx export PRESET --weights DIR`, which keeps the integers and scales")
 
 
 def first_line(error: BaseException, limit: int = 300) -> str:

@@ -138,6 +138,27 @@ def test_whole_model_in_ort_matches_hf_logits(case):
         assert _rel(got, ref) <= 1e-4, name
 
 
+def test_cli_export_hf_refuses_an_ascend_w8a8_checkpoint_in_one_line(tmp_path, capsys):
+    """int8 expert weights with per-row scales (the Ascend w8a8 layout) are not loaded as floats:
+    one line naming the tensor and the preset path that reads them."""
+    from safetensors.torch import load_file, save_file
+
+    hf_cases.model("qwen3_moe").save_pretrained(tmp_path)
+    (file,) = tmp_path.glob("*.safetensors")
+    tensors = load_file(file)
+    name = next(k for k in sorted(tensors) if k.endswith("experts.0.gate_proj.weight"))
+    w = tensors[name]
+    scale = w.abs().amax(1, keepdim=True) / 127
+    tensors[name] = torch.round(w / scale).to(torch.int8)
+    tensors[name + "_scale"], tensors[name[:-len("weight")] + "weight_offset"] = scale, torch.zeros_like(scale)
+    save_file(tensors, file, metadata={"format": "pt"})
+    code = cli.main(["export", "--hf", str(tmp_path), "-o", str(tmp_path / "m.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if line.startswith("moe-onnx: error:")]
+    assert f"'{name}' is int8 with a weight_scale" in line and "moe-onnx export PRESET --weights" in line, line
+
+
 def test_cli_export_hf_checkpoint(tmp_path, capsys):
     import onnxruntime as ort
 
