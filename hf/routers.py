@@ -3,7 +3,8 @@ row (``models.hf_router_rows``), the stacked experts through the project's route
 
 transformers 5 MoE blocks call ``router(hidden) -> (logits, weights, indices)`` and
 ``experts(hidden, indices, weights)``. Both modules are patched in place (their class changes to a
-subclass, weights untouched); the block's own forward (shared experts, gates, residuals) stays HF's.
+subclass, weights untouched); the block's own forward (shared experts, gates, residuals) stays HF's,
+except for the shared-expert blocks of ``patching.SHARED_BLOCKS``.
 A router is patched only when a probe (seeded random hidden states) gives HF's choice and weights,
 so a row that does not describe a router never exports silently different routing.
 """
