@@ -125,8 +125,8 @@ FAMILIES = {
 NO_EXPORT = {"longcat_flash": "LongcatFlashExperts (zero-computation experts) has data-dependent shapes",
              "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes"}
 # Families whose tiny whole model (prefill LM, or the text model of a multimodal family) exports
-# in seconds and matches HF eager in ONNX Runtime (tests/test_hf_families.py); WHOLE_MODEL_NOT: why
-# the others are left to --layers.
+# in seconds and matches HF eager in ONNX Runtime (tests/test_hf_families.py); the others are left
+# to --layers.
 WHOLE_MODEL = ("olmoe", "gpt_oss", "dbrx", "granitemoe", "minimax_m2", "ernie4_5_moe", "hunyuan_v1_moe",
                "dots1", "phimoe", "jetmoe", "mixtral", "qwen2_moe", "qwen3_moe")
 # Families whose HF code fixes the sequence length of the traced whole model (refused in one line).
