@@ -19,6 +19,7 @@ from ascend_moe_onnx.exporters import export
 from ascend_moe_onnx.exporters.export_checks import SpecialisedDimsError
 from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 
+from . import w8a8
 from .patching import patch
 
 LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
@@ -110,7 +111,9 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
 
     A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
-    loaded with the transformers class it maps to (DeepSeek-V3); no remote code runs.
+    loaded with the transformers class it maps to (DeepSeek-V3); no remote code runs. An Ascend
+    w8a8 checkpoint (int8 weights with ``weight_scale``) loads dequantized, its integers and
+    scales kept in ``model._ascend_w8a8`` for the export (hf.w8a8).
     """
     import json
 
@@ -119,7 +122,14 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     path = Path(directory)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no config.json in {path} (expected a save_pretrained directory)")
-    refuse_int8_weights(path)
+    if w8a8.int8_weights(path):  # an Ascend w8a8 checkpoint: transformers loads a dequantized copy
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as copy:
+            stored = w8a8.dequantized_copy(path, Path(copy))
+            model = load(copy, dtype)
+        model._ascend_w8a8 = stored
+        return model
     fields = json.loads((path / "config.json").read_text())
     kw = {}
     alias = ALIASES.get(fields.get("model_type"))
@@ -134,23 +144,6 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     from transformers import AutoModelForImageTextToText
 
     return AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, local_files_only=True, **kw).eval()
-
-
-def refuse_int8_weights(path: Path) -> None:
-    """A checkpoint with int8 weights beside a ``weight_scale`` (the Ascend w8a8 layout) is refused
-    before transformers loads it (it would cast the integers to the model dtype and drop the
-    scales); the preset path reads that layout (models.weights). ValueError naming the tensor."""
-    from safetensors import safe_open
-
-    for file in sorted(path.glob("*.safetensors")):
-        with safe_open(file, "pt") as f:
-            keys = set(f.keys())
-            for key in sorted(k for k in keys if k.endswith(".weight_scale")):
-                weight = key[: -len("_scale")]
-                if weight in keys and f.get_slice(weight).get_dtype() in ("I8", "U8"):
-                    raise ValueError(f"{file.name}: '{weight}' is int8 with a weight_scale (an Ascend w8a8 "
-                                     "checkpoint): --hf loads float checkpoints; export its MoE layer with "
-                                     "`moe-onnx export PRESET --weights DIR`, which keeps the integers and scales")
 
 
 def first_line(error: BaseException, limit: int = 300) -> str:
