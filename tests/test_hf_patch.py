@@ -195,6 +195,27 @@ def test_cli_export_hf_ascend_w8a8_checkpoint_keeps_its_integers(tmp_path, capsy
     assert code == 2 and "the checkpoint is int8 per channel (Ascend w8a8)" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("edit,message", [
+    ("offset", "weight_offset' is not zero: asymmetric int8"),
+    ("scale", "weight_scale' has shape (1, 1): expected one scale per row"),
+])
+def test_ascend_w8a8_checkpoint_outside_the_layout_is_one_clear_error(tmp_path, edit, message):
+    from safetensors.torch import load_file, save_file
+
+    hf_cases.model("qwen3_moe").save_pretrained(tmp_path)
+    _to_ascend_w8a8(tmp_path)
+    (file,) = tmp_path.glob("*.safetensors")
+    tensors = load_file(file)
+    name = "model.layers.0.mlp.experts.0.up_proj.weight"
+    if edit == "offset":
+        tensors[name[:-len("weight")] + "weight_offset"] += 1
+    else:
+        tensors[name + "_scale"] = tensors[name + "_scale"][:1]
+    save_file(tensors, file, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        hf_export.load(tmp_path)
+
+
 def test_cli_export_hf_checkpoint(tmp_path, capsys):
     import onnxruntime as ort
 
