@@ -174,7 +174,11 @@ def _cmd_export_hf(args) -> int:
         bar.update(1)
         bar.set_postfix_str("patching and torch.onnx.export")
         try:
-            if wq is not None:
+            if getattr(model, "_ascend_w8a8", None):  # an Ascend w8a8 checkpoint: its integers as stored
+                from ascend_moe_onnx.hf import w8a8
+
+                wq = w8a8.quantized_export(model, wq)
+            elif wq is not None:
                 from ascend_moe_onnx.hf.quantize import quantize_hf_model
 
                 hf_export.patch(model)

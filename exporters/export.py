@@ -115,9 +115,15 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
         failures = []
         for strict in (False, True):
             try:
-                return _capture(model, args, kwargs, dynamic_shapes, strict)
+                captured = _capture(model, args, kwargs, dynamic_shapes, strict)
             except Exception as exc:  # noqa: BLE001  (torch.onnx's order: non-strict, then strict)
                 failures.append(exc)
+                continue
+            # the plain trace could not run (or saw nothing): the capture itself is checked
+            fixed = checks.specialised_dims(captured, **where)
+            if fixed:
+                raise checks.specialisation_error(fixed, tried_strict=strict)
+            return captured
         raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
     try:
         with _explained():

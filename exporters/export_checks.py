@@ -97,16 +97,24 @@ def specialised_dims(traced, *, model=None, args=(), kwargs=None, dynamic_shapes
             for d in decl[1] if d < len(shape) and is_concrete_int(shape[d])]
 
 
-def specialisation_error(found: list[tuple[str, int, int]], tried_strict: bool) -> ExportError:
+class SpecialisedDimsError(ExportError):
+    """Dimensions declared dynamic that the traced graph fixes: ``found`` lists (input, dim, size)."""
+
+    def __init__(self, message: str, found: list[tuple[str, int, int]]):
+        super().__init__(message)
+        self.found = found
+
+
+def specialisation_error(found: list[tuple[str, int, int]], tried_strict: bool) -> SpecialisedDimsError:
     """The error for dims that came out static."""
     listed = ", ".join(f"input '{n}' dimension {d} (fixed at {v})" for n, d, v in found)
     strict = (" Tracing with torch.export's strict mode (which keeps `shape[:-1].numel()` symbolic) "
               "fixed it too." if tried_strict else "")
-    return ExportError(
+    return SpecialisedDimsError(
         f"export: {listed} declared dynamic, but the exported graph fixes it: the model turned that size "
         f"into a Python constant (e.g. `n = x.shape[:-1].numel()` in non-strict tracing, `int(x.shape[0])`, "
         f"or an `int` argument computed from it). The graph would be wrong for any other size.{strict} "
-        f"Compute the size with tensor ops or `math.prod(x.shape[:-1])`; {_DOC} lists the idioms.")
+        f"Compute the size with tensor ops or `math.prod(x.shape[:-1])`; {_DOC} lists the idioms.", found)
 
 
 def traced_specialisation(exc: BaseException) -> ExportError | None:

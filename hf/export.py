@@ -16,8 +16,10 @@ from pathlib import Path
 import torch
 
 from ascend_moe_onnx.exporters import export
+from ascend_moe_onnx.exporters.export_checks import SpecialisedDimsError
 from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 
+from . import w8a8
 from .patching import patch
 
 LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
@@ -109,7 +111,9 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
 
     A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
-    loaded with the transformers class it maps to (DeepSeek-V3); no remote code runs.
+    loaded with the transformers class it maps to (DeepSeek-V3); no remote code runs. An Ascend
+    w8a8 checkpoint (int8 weights with ``weight_scale``) loads dequantized, its integers and
+    scales kept in ``model._ascend_w8a8`` for the export (hf.w8a8).
     """
     import json
 
@@ -118,6 +122,14 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     path = Path(directory)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no config.json in {path} (expected a save_pretrained directory)")
+    if w8a8.int8_weights(path):  # an Ascend w8a8 checkpoint: transformers loads a dequantized copy
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as copy:
+            stored = w8a8.dequantized_copy(path, Path(copy))
+            model = load(copy, dtype)
+        model._ascend_w8a8 = stored
+        return model
     fields = json.loads((path / "config.json").read_text())
     kw = {}
     alias = ALIASES.get(fields.get("model_type"))
@@ -190,9 +202,18 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
         text = model.config.get_text_config()
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
         example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)
-    proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
-                   input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
-                   **kwargs)
+    try:
+        proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
+                       input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
+                       **kwargs)
+    except SpecialisedDimsError as e:
+        if layers is not None:
+            raise
+        fixed = ", ".join(f"'{n}' dimension {d} at {v}" for n, d, v in e.found)
+        raise ValueError(f"{model_type_of(model.config)}: the whole model cannot be exported with a dynamic "
+                         f"sequence: its HF code fixes {fixed} (a Python loop or int over the size, e.g. a "
+                         f"Mamba scan); export its MoE layers with --layers N-M (layers=(N, M)); MoE layers: "
+                         f"{_layer_list(model)}") from None
     return proto, wrapper
 
 

@@ -10,6 +10,7 @@ shared expert(s) as HF does. ``unpatch`` restores the HF classes.
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -66,7 +67,8 @@ def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing, input_ids=Non
     return (y if r.weights_fp32 else y.to(logits.dtype)), idx
 
 
-def _shared(block: torch.nn.Module, x: torch.Tensor, r: Routing):
+def _shared(block: torch.nn.Module, x: torch.Tensor, r: Routing | SimpleNamespace):
+    """The block's shared expert on ``x`` in the project's compute dtype (rounded), or None."""
     if r.shared == "plain":
         mlp = block.shared_experts
         return ex.swiglu_mlp(x, mlp, r.swiglu_limit) if ex.plain_mlp(mlp) else mlp(x)
@@ -101,10 +103,50 @@ def fused_forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | N
     out = ex.routed_experts(x, w, idx, self.experts, r.swiglu_limit, self.experts_formulation,
                             self.shared_experts if fold else None)
     shared = None if fold else _shared(self, x, r)
-    if shared is not None:  # added in the compute dtype, rounded once (no bfloat16 Add on ORT's CPU)
-        compute = layers.compute_dtype(x.dtype)
-        out = layers.rounded(out.to(compute) + shared.to(compute), x.dtype).to(x.dtype)
-    return out.reshape(shape)
+    return _plus(out, shared).reshape(shape)
+
+
+def _plus(out: torch.Tensor, shared: torch.Tensor | None) -> torch.Tensor:
+    """``out + shared`` added in the compute dtype, rounded once (no bfloat16 Add on ORT's CPU)."""
+    if shared is None:
+        return out
+    compute = layers.compute_dtype(out.dtype)
+    return layers.rounded(out.to(compute) + shared.to(compute), out.dtype).to(out.dtype)
+
+
+# Router-table blocks (HF's forward: routed experts + shared expert) whose forward is replaced once
+# their router and experts are patched: block class -> how the shared expert is added, "plain"
+# (shared_experts) or "gated" (shared_expert x sigmoid(shared_expert_gate(x)), Qwen2-MoE's rule).
+# The plain one runs inside the experts' call where the formulation can (models.experts.folds_shared),
+# a gated one in the compute dtype (its sigmoid gate scales the shared expert's output per token, which
+# the fused call has no slot weight for); either way no bfloat16 Linear / Add is left to ORT's CPU.
+SHARED_BLOCKS = {"Ernie4_5_MoeSparseMoeBlock": "plain", "Dots1MoE": "plain",
+                 "Qwen3NextSparseMoeBlock": "gated", "Qwen3_5MoeSparseMoeBlock": "gated"}
+
+
+def table_shared_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    """A SHARED_BLOCKS block: patched router -> routed rows (+ the shared expert)."""
+    shape = hidden_states.shape
+    x = hidden_states.reshape(-1, shape[-1])
+    _, w, idx = self.gate(x)
+    r = SimpleNamespace(shared=self._ascend_shared, swiglu_limit=0.0)
+    formulation = self.experts.experts_formulation
+    fold = r.shared == "plain" and ex.folds_shared(formulation, self.shared_experts)
+    out = ex.routed_experts(x, w.to(x.dtype), idx.to(torch.int32), self.experts, 0.0, formulation,
+                            self.shared_experts if fold else None)
+    return _plus(out, None if fold else _shared(self, x, r)).reshape(shape)
+
+
+def _shared_kind(block: torch.nn.Module) -> str:
+    """The SHARED_BLOCKS kind of a block whose shared expert ``table_shared_forward`` can run, else ''."""
+    kind = next((SHARED_BLOCKS[n] for n in routers.class_names(block) if n in SHARED_BLOCKS), "")
+    mlp = getattr(block, "shared_experts" if kind == "plain" else "shared_expert", None)
+    if not kind or not isinstance(mlp, torch.nn.Module) or not ex.plain_mlp(mlp):
+        return ""
+    gate = getattr(block, "shared_expert_gate", None)
+    if kind == "gated" and not (isinstance(gate, torch.nn.Linear) and gate.bias is None):
+        return ""
+    return kind
 
 
 def _patched_class(cls: type, forward=fused_forward) -> type:
@@ -177,6 +219,10 @@ def _patch_generic(block: torch.nn.Module, config) -> tuple[str, str]:
     experts = "HF experts (batched_mm): " + why_experts if why_experts else "routed-rows experts"
     if why_router:
         return "unfused", f"{why_router}; {experts}"
+    kind = "" if why_experts else _shared_kind(block)
+    if kind:
+        block._ascend_shared = kind
+        block.__class__ = _patched_class(getattr(type(block), "_ascend_original", type(block)), table_shared_forward)
     return "fused", "" if not why_experts else experts
 
 
@@ -250,7 +296,7 @@ def unpatch(model: torch.nn.Module) -> int:
     """Restore the HF classes of every patched block; returns how many were restored."""
     count = 0
     for module in model.modules():
-        for attr in ("_ascend_status", "_ascend_note", "_ascend_row", "experts_formulation"):
+        for attr in ("_ascend_status", "_ascend_note", "_ascend_row", "_ascend_shared", "experts_formulation"):
             if attr in vars(module):
                 delattr(module, attr)
         original = getattr(type(module), "_ascend_original", None)

@@ -3,13 +3,15 @@ row (``models.hf_router_rows``), the stacked experts through the project's route
 
 transformers 5 MoE blocks call ``router(hidden) -> (logits, weights, indices)`` and
 ``experts(hidden, indices, weights)``. Both modules are patched in place (their class changes to a
-subclass, weights untouched); the block's own forward (shared experts, gates, residuals) stays HF's.
+subclass, weights untouched); the block's own forward (shared experts, gates, residuals) stays HF's,
+except for the shared-expert blocks of ``patching.SHARED_BLOCKS``.
 A router is patched only when a probe (seeded random hidden states) gives HF's choice and weights,
 so a row that does not describe a router never exports silently different routing.
 """
 
 from __future__ import annotations
 
+import copy
 import operator
 
 import torch
@@ -177,30 +179,38 @@ def patch_router(router: torch.nn.Module, block: torch.nn.Module, config=None) -
 def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> str:
     cls = type(router).__name__
     r = routing_of(router, row, config)
-    weight, _ = router_linear(router)
     args = ()
     if row.bias == "arg":
         bias = _block_bias(block)
         if bias is None:
             return f"router {cls}: the block passes no selection bias (e_score_correction_bias / expert_bias)"
-        args = (bias,)
-    x = torch.randn(PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234)).to(weight.dtype)
+        args = (bias.float(),)
+    if not _probe_agrees(router, r, row, args):
+        return f"router {cls}: the fused op does not reproduce it on a probe (row {name} does not describe this config)"
+    router._ascend_routing, router._ascend_row = r, row
+    router.__class__ = _patched(type(router), fused_router_forward)
+    return ""
+
+
+def _probe_agrees(router, r: Routing, row: RouterRow, args) -> bool:
+    """Whether HF's router and the fused one choose the same experts with the same weights on
+    seeded random tokens. The probe runs on a float32 copy of the router: it checks the rule the
+    row describes, which a bfloat16 router's rounding near ties (two logits equal in bfloat16,
+    HF's bfloat16 softmax) would blur."""
+    probe = copy.deepcopy(router).float()
+    weight, _ = router_linear(probe)
+    x = torch.randn(PROBE_TOKENS, weight.shape[1], generator=torch.Generator().manual_seed(1234))
     with torch.no_grad():
-        x = x * (1.0 / max(float(weight.detach().float().norm(dim=1).mean()), 1e-6))  # logits of order 1: no ties
+        x = x * (1.0 / max(float(weight.detach().norm(dim=1).mean()), 1e-6))  # logits of order 1: no ties
         try:  # [T, H] as most blocks pass it; [1, T, H] for routers that read batch and sequence
-            ref = type(router).forward(router, x, *args)
+            ref = type(probe).forward(probe, x, *args)
         except (ValueError, RuntimeError):
             x = x[None]
-            ref = type(router).forward(router, x, *args)
-        original = type(router)
-        router._ascend_routing, router._ascend_row = r, row
-        router.__class__ = _patched(original, fused_router_forward)
-        got = router(x, *args)
-    if not (isinstance(ref, tuple) and len(ref) == 3 and _same_routing(got, ref)):
-        router.__class__ = original
-        del router._ascend_routing, router._ascend_row
-        return f"router {cls}: the fused op does not reproduce it on a probe (row {name} does not describe this config)"
-    return ""
+            ref = type(probe).forward(probe, x, *args)
+        probe._ascend_routing, probe._ascend_row = r, row
+        probe.__class__ = _patched(type(probe), fused_router_forward)
+        got = probe(x, *args)
+    return isinstance(ref, tuple) and len(ref) == 3 and _same_routing(got, ref)
 
 
 def _block_bias(block) -> torch.Tensor | None:
@@ -211,10 +221,35 @@ def _block_bias(block) -> torch.Tensor | None:
     return None
 
 
+def _silu_reason(act) -> str:
+    if isinstance(act, torch.nn.SiLU) or type(act).__name__ in ("SiLUActivation", "SiLU"):
+        return ""
+    return f"activation {type(act).__name__} (the formulation is SwiGLU with SiLU)"
+
+
+def _step3p7_reason(experts: torch.nn.Module) -> str:
+    """Step3p7Experts: HF's stacked layout (gate rows first, as ``chunk(2)``) behind a loop over the
+    experts hit; the SwiGLU clamp (``swiglu_limits``) comes after the SiLU, the formulation's before."""
+    limit = float(getattr(experts, "limit", float("inf")))
+    if limit != float("inf"):
+        return (f"swiglu_limits={limit:g}: Step3p7Experts clamps silu(gate) (the formulation clamps the "
+                "gate before its SiLU)")
+    return _silu_reason(getattr(experts, "act_fn", None))
+
+
+# Experts modules that loop over the experts hit (data-dependent shapes, no export) yet hold HF's
+# stacked tensors (gate_up_proj [E, 2I, H], down_proj [E, H, I]): class name -> why the routed-rows
+# formulation cannot run one ('' when it can).
+LOOPED_STACKED = {"Step3p7Experts": _step3p7_reason}
+
+
 def experts_reason(experts: torch.nn.Module) -> str:
     """'' when the stacked experts module is SwiGLU the routed-rows formulation runs, else why not."""
     from transformers.integrations import moe as hf_moe
 
+    looped = LOOPED_STACKED.get(type(experts).__name__)
+    if looped is not None:
+        return looped(experts) or ex.fused_layout_ok(experts)
     if not all(hasattr(experts, a) for a in ("gate_up_proj", "down_proj", "has_gate")):
         return f"{type(experts).__name__} is not a transformers stacked-experts module"
     for flag, why in (("has_bias", "expert biases"), ("has_post_expert_norm", "a norm after each expert")):
@@ -226,10 +261,7 @@ def experts_reason(experts: torch.nn.Module) -> str:
         return "interleaved gate/up rows"
     if getattr(type(experts), "_apply_gate", hf_moe._default_apply_gate) is not hf_moe._default_apply_gate:
         return f"a custom gate ({type(experts).__name__}._apply_gate)"
-    act = getattr(experts, "act_fn", None)
-    if not isinstance(act, (torch.nn.SiLU,)) and type(act).__name__ not in ("SiLUActivation", "SiLU"):
-        return f"activation {type(act).__name__} (the formulation is SwiGLU with SiLU)"
-    return ex.fused_layout_ok(experts)
+    return _silu_reason(getattr(experts, "act_fn", None)) or ex.fused_layout_ok(experts)
 
 
 def routed_experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
@@ -241,13 +273,48 @@ def routed_experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch
 
 
 def patch_experts(experts: torch.nn.Module) -> str:
-    """Run a stacked experts module with the routed-rows formulation; '' when patched, else why not."""
+    """Run a stacked experts module with the routed-rows formulation; '' when patched, else why not
+    (a transformers stacked-experts module left to HF then computes bfloat16 in float32)."""
     why = experts_reason(experts)
+    original = getattr(type(experts), "_ascend_original", type(experts))
     if why:
+        own_tensors_only = all(next(c.parameters(), None) is None for c in experts.children())
+        if hasattr(experts, "has_gate") and own_tensors_only:  # (a norm module after each expert: left as is)
+            experts.__class__ = _patched(original, float32_experts_forward)
         return why
     experts.experts_formulation = formulations.DEFAULT
-    experts.__class__ = _patched(getattr(type(experts), "_ascend_original", type(experts)), routed_experts_forward)
+    experts.__class__ = _patched(original, routed_experts_forward)
     return ""
+
+
+class _Float32View:
+    """An experts module seen with its floating tensors widened to float32 (exactly) and its own
+    methods bound to the view, so that HF's experts code runs unchanged in float32 on it."""
+
+    def __init__(self, module: torch.nn.Module):
+        object.__setattr__(self, "_module", module)
+
+    def __getattr__(self, name: str):
+        value = getattr(self._module, name)
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.float()
+        if getattr(value, "__self__", None) is self._module and hasattr(value, "__func__"):
+            return value.__func__.__get__(self)
+        return value
+
+
+def float32_experts_forward(self, hidden_states: torch.Tensor, *args) -> torch.Tensor:
+    """HF's experts (kept: biases, a custom gate, ...) in the project's compute dtype: a bfloat16
+    module runs in float32 and its output is rounded once, as the project's blocks compute
+    bfloat16 (ONNX Runtime's CPU provider has no bfloat16 MatMul)."""
+    forward = self._ascend_original.forward
+    dtype = hidden_states.dtype
+    compute = layers.compute_dtype(dtype)
+    if compute == dtype:
+        return forward(self, hidden_states, *args)
+    wide = [a.to(compute) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    out = forward(_Float32View(self), hidden_states.to(compute), *wide)
+    return out.to(dtype)
 
 
 def exportable_experts(model: torch.nn.Module) -> None:

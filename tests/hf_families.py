@@ -123,14 +123,14 @@ FAMILIES = {
 # Families whose MoE layers torch.onnx cannot export (HF experts with data-dependent shapes that are
 # not the stacked-experts interface): the CLI says so in one line.
 NO_EXPORT = {"longcat_flash": "LongcatFlashExperts (zero-computation experts) has data-dependent shapes",
-             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes",
-             "step3p7": "Step3p7Experts (a loop over the experts hit, not the stacked-experts interface) has "
-                        "data-dependent shapes"}
+             "openai_privacy_filter": "OpenAIPrivacyFilterExperts has data-dependent shapes"}
 # Families whose tiny whole model (prefill LM, or the text model of a multimodal family) exports
-# in seconds and matches HF eager in ONNX Runtime (tests/test_hf_families.py); WHOLE_MODEL_NOT: why
-# the others are left to --layers.
-WHOLE_MODEL = ("olmoe", "gpt_oss", "dbrx", "granitemoe", "minimax_m2", "ernie4_5_moe", "hunyuan_v1_moe", "jamba",
+# in seconds and matches HF eager in ONNX Runtime (tests/test_hf_families.py); the others are left
+# to --layers.
+WHOLE_MODEL = ("olmoe", "gpt_oss", "dbrx", "granitemoe", "minimax_m2", "ernie4_5_moe", "hunyuan_v1_moe",
                "dots1", "phimoe", "jetmoe", "mixtral", "qwen2_moe", "qwen3_moe")
+# Families whose HF code fixes the sequence length of the traced whole model (refused in one line).
+WHOLE_MODEL_FIXED_SEQUENCE = {"jamba": "its Mamba layers' scan loops over the sequence in Python"}
 DEFAULT_RUN = ("qwen3_next", "gpt_oss", "olmoe", "minimax_m2", "ernie4_5_moe", "phimoe")
 
 

@@ -79,6 +79,17 @@ def test_family_moe_layers_export_and_match_hf_in_ort(case):
                 assert _rel(got, ref) <= TOLERANCE, f"{case} {name} layer {i} at {tokens} tokens"
 
 
+def test_step3p7_experts_clamped_after_the_silu_stay_hf_and_say_why():
+    """Step-3.7's experts run as routed rows (tests above); a layer whose swiglu_limits clamps
+    silu(gate) keeps HF's experts, and its note names the field and the value."""
+    cfg = F.config("step3p7")
+    cfg.swiglu_limits = [0.0, 7.0]
+    model = F._model_class(cfg)(cfg).eval()
+    hf.patch(model, quiet=True)
+    ((status, note),) = layer_status(model).values()
+    assert status == "fused" and "swiglu_limits=7: Step3p7Experts clamps silu(gate)" in note, note
+
+
 def test_cli_prints_the_layer_summary_and_exports_an_unfused_family(tmp_path, capsys):
     from ascend_moe_onnx.cli import main as cli
 
@@ -107,22 +118,15 @@ def test_cli_says_in_one_line_when_torch_onnx_cannot_export_the_model(tmp_path, 
 # modelling's float32 modules stay float32): their MoE layers export and run in ONNX Runtime with
 # the library within the project's bfloat16 tolerance of HF eager. (A bfloat16 whole model does
 # not run on ORT's CPU provider: HF's attention has no bfloat16 kernels there.)
-BF16_CASES = ("olmoe", "minimax_m2")
+BF16_CASES = ("olmoe", "minimax_m2", "gpt_oss", "qwen3_next", "qwen3_5_moe", "ernie4_5_moe", "dots1")
 # bfloat16 MoE layers whose graph ORT's CPU provider cannot run (it has no bfloat16 Gemm / MatMul:
-# only layers whose every matmul is inside the library's ops run there), and why
+# only layers whose every matmul is inside the library's ops or computed in float32 run there), and why
 _BF16_LINEAR = "a bfloat16 Linear outside the library's ops (Gemm / MatMul: no bfloat16 kernel on ORT's CPU provider)"
-BF16_NOT_ON_CPU = {"qwen3_next": f"the shared expert and its gate: {_BF16_LINEAR}",
-                   "qwen3_5_moe": f"the shared expert and its gate: {_BF16_LINEAR}",
-                   "ernie4_5_moe": f"the shared experts: {_BF16_LINEAR}",
-                   "dots1": f"the shared experts: {_BF16_LINEAR}",
-                   "phimoe": f"the unfused layer's HF router: {_BF16_LINEAR}"}
-# bfloat16 MoE layers that do not export: the exported graph fails ONNX shape inference
-BF16_NO_EXPORT = {"gpt_oss": "TopK on bfloat16 (its router's logits), which the ONNX TopK schema of the opset "
-                             "used does not type"}
+BF16_NOT_ON_CPU = {"phimoe": f"the unfused layer's HF router: {_BF16_LINEAR}"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in F.DEFAULT_RUN else pytest.mark.all_families)
-                                  for c in (*BF16_CASES, *BF16_NOT_ON_CPU, *BF16_NO_EXPORT)])
+                                  for c in (*BF16_CASES, *BF16_NOT_ON_CPU)])
 def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
     import onnxruntime as ort
 
@@ -136,10 +140,6 @@ def test_bfloat16_moe_layers_run_in_ort(case, tmp_path):
     blocks = hf_export.moe_blocks(model)
     names = {id(m): n for n, m in model.named_modules()}
     hf_blocks = dict(eager.named_modules())  # the same blocks, unpatched
-    if case in BF16_NO_EXPORT:  # the day it exports this fails and says so
-        with pytest.raises(Exception, match="TopK"):
-            hf_export.export_model(model, layers=(0, max(blocks)))
-        return
     proto, wrapper = hf_export.export_model(model, layers=(0, max(blocks)))
     if case in BF16_NOT_ON_CPU:  # exports; the day ORT gains the kernel this fails and says so
         with pytest.raises(Exception, match="NOT_IMPLEMENTED"):
@@ -171,3 +171,13 @@ def test_whole_model_in_ort_matches_hf(case):
         assert not isinstance(session, str), session
         (got,) = session.run(None, {"input_ids": ids.numpy()})
         assert _rel(got, ref) <= 1e-4, f"{case} {name}"
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.all_families) for c in F.WHOLE_MODEL_FIXED_SEQUENCE])
+def test_whole_model_with_a_fixed_sequence_is_refused_naming_layers(case):
+    """A model whose HF code turns the sequence length into a constant never exports a graph that
+    is wrong for other lengths: one ValueError naming the input, the dimension and --layers."""
+    model = F.model(case)
+    with pytest.raises(ValueError, match=r"'input_ids' dimension 1 at 8.*--layers") as info:
+        hf_export.export_model(model)
+    assert "\n" not in str(info.value)

@@ -138,6 +138,84 @@ def test_whole_model_in_ort_matches_hf_logits(case):
         assert _rel(got, ref) <= 1e-4, name
 
 
+def _to_ascend_w8a8(directory) -> dict:
+    """Rewrite a saved model's expert (and shared-expert) projections as an Ascend w8a8 checkpoint:
+    int8 per row, weight_scale [N, 1], zero weight_offset. Returns {name: (q, scales)}."""
+    from safetensors.torch import load_file, save_file
+
+    (file,) = directory.glob("*.safetensors")
+    tensors, truth = load_file(file), {}
+    for name in [k for k in sorted(tensors) if ("experts." in k or "shared_experts." in k)
+                 and k.endswith(("gate_proj.weight", "up_proj.weight", "down_proj.weight"))]:
+        w = tensors[name].float()
+        scale = w.abs().amax(1, keepdim=True) / 100  # |q| <= 100: quantizing again would change them
+        q = torch.round(w / scale).to(torch.int8)
+        tensors[name], tensors[name + "_scale"] = q, scale
+        tensors[name[:-len("weight")] + "weight_offset"] = torch.zeros_like(scale)
+        truth[name] = (q.numpy(), scale.reshape(-1).numpy())
+    save_file(tensors, file, metadata={"format": "pt"})
+    return truth
+
+
+def test_cli_export_hf_ascend_w8a8_checkpoint_keeps_its_integers(tmp_path, capsys):
+    """An Ascend w8a8 checkpoint through --hf: the model computes with q * scale, the graph holds
+    the checkpoint's integers and scales as stored (routed and folded shared expert alike)."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+    from ascend_moe_onnx.onnx_schemas._common import walk_graphs
+    from tests import hf_families
+
+    hf_families.model("dots1").save_pretrained(tmp_path / "ckpt")
+    truth = _to_ascend_w8a8(tmp_path / "ckpt")
+    out = tmp_path / "m.onnx"
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--layers", "0-1", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    proto = onnx.load(str(out))
+    (node,) = [n for g in walk_graphs(proto.graph) for n in g.node if n.op_type == "MoeRoutedExperts"]
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    q0, s0 = truth["model.layers.1.mlp.experts.0.gate_proj.weight"]
+    np.testing.assert_array_equal(inits[node.input[3]][0, 0::2], q0)  # gate rows of expert 0, as stored
+    np.testing.assert_array_equal(inits[node.input[5]][0, 0::2], s0)
+    qd, sd = truth["model.layers.1.mlp.shared_experts.down_proj.weight"]
+    E = hf_families.config("dots1").n_routed_experts  # the shared expert (one slice here) follows
+    np.testing.assert_array_equal(inits[node.input[4]][E], qd)
+    np.testing.assert_array_equal(inits[node.input[6]][E], sd)
+    model = hf_export.load(tmp_path / "ckpt")  # dequantized, unpatched: HF eager on q * scale
+    (block,) = [m for n, m in model.named_modules() if n == "model.layers.1.mlp"]
+    x = torch.randn(7, model.config.hidden_size, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = block(x[None])[0].numpy()
+    session = ort.InferenceSession(str(out), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
+    assert _rel(session.run(None, {"hidden_states": x.numpy()})[0], ref) <= 1e-5
+
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--layers", "0-1", "--weights-quant", "int4",
+                     "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "the checkpoint is int8 per channel (Ascend w8a8)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("edit,message", [
+    ("offset", "weight_offset' is not zero: asymmetric int8"),
+    ("scale", "weight_scale' has shape (1, 1): expected one scale per row"),
+])
+def test_ascend_w8a8_checkpoint_outside_the_layout_is_one_clear_error(tmp_path, edit, message):
+    from safetensors.torch import load_file, save_file
+
+    hf_cases.model("qwen3_moe").save_pretrained(tmp_path)
+    _to_ascend_w8a8(tmp_path)
+    (file,) = tmp_path.glob("*.safetensors")
+    tensors = load_file(file)
+    name = "model.layers.0.mlp.experts.0.up_proj.weight"
+    if edit == "offset":
+        tensors[name[:-len("weight")] + "weight_offset"] += 1
+    else:
+        tensors[name + "_scale"] = tensors[name + "_scale"][:1]
+    save_file(tensors, file, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        hf_export.load(tmp_path)
+
+
 def test_cli_export_hf_checkpoint(tmp_path, capsys):
     import onnxruntime as ort
 

@@ -150,6 +150,35 @@ def test_cli_export_hf_checkpoint_quantized(tmp_path, capsys, case):
     assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-4
 
 
+def test_cli_export_hf_quantized_table_block_with_its_shared_expert_folded(tmp_path, capsys):
+    """dots1 (a router-table block with a plain shared expert): the shared expert runs inside the
+    quantized experts' call, quantized the same way; the layer computes what the patched model
+    computes with the dequantized weights."""
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+    from ascend_moe_onnx.cli import main as cli
+    from ascend_moe_onnx.hf.export import moe_blocks, patch
+    from ascend_moe_onnx.hf.quantize import quantize_hf_model
+    from tests import hf_families
+
+    model = hf_families.model("dots1")
+    model.save_pretrained(tmp_path / "ckpt")
+    out = tmp_path / "m.onnx"
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--layers", "0-1", "--weights-quant", "int8",
+                     "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    patch(model)
+    assert quantize_hf_model(model, WeightsQuant.from_scheme("int8", 0)) == 1
+    (block,) = moe_blocks(model).values()
+    x = torch.randn(7, model.config.hidden_size, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = block(x[None])[0].numpy()
+    session = ort.InferenceSession(str(out), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"hidden_states": x.numpy()})[0]
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-5
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--quant-block-size", "16"], "--quant-block-size goes with --weights-quant"),
     (["--weights-quant", "int8", "--experts", "onnx"], "runs in the ort expert formulation"),
