@@ -64,6 +64,15 @@ struct GroupedMatmulBuffers {
 float GmmReadAt(const void* p, GmmType t, int64_t i);
 void GmmWriteAt(void* p, GmmType t, int64_t i, float v);
 
+// The float32 tiles on float32 weights, for the quantized path's dequantized weight panels
+// (grouped_matmul_quant.cc; weights just written, so no software prefetch). KN: acc[r * lda + c]
+// += sum over k in [k0, k1) of X[r][k] * w[k * ldw + c], rows 1..4. NK: acc[r * lda + j] =
+// dot(X[r], w row n0 + j) over K (w [N, K]).
+void GmmFloatKN(CpuIsa isa, int rows, const float* w, int64_t ldw, int64_t k0, int64_t k1,
+                const float* const* X, float* acc, int64_t lda, int64_t width);
+void GmmFloatNK(CpuIsa isa, const float* w, int64_t K, int64_t n0, int64_t n1, const float* const* X,
+                int64_t rows, float* acc, int64_t lda);
+
 // One call's groups and work items.
 class GroupedMatmulPlan {
  public:
