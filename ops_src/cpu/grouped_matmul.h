@@ -15,7 +15,9 @@
 // Quantized weights (docs/operators.md §4.2): int8, or int4 packed 8 per int32 word (torch_npu's
 // layout: element 8j+i in bits [4i, 4i+4) of word j), read in place and widened in registers.
 // Antiquant (float x): per antiquant group of k rows, sums of x * w (signed ints) are folded
-// into the output as scale * (sum + offset * sum of x). W8A8 (int8 x): exact int32 sums, then
+// into the output as scale * (sum + offset * sum of x); int4 weights on items of many rows (and
+// always with [E, N, K] weights) are dequantized once into float32 panels, (w + offset) * scale,
+// that the float tiles read from L2 (grouped_matmul_quant.cc). W8A8 (int8 x): exact int32 sums, then
 // (sum + bias) * scale[n] * per_token_scale[r]. Quantized calls split work by output columns
 // (whole k range per item, no partial sums).
 #pragma once
