@@ -12,9 +12,11 @@ from DRAM (each subset's weights are larger than the last-level cache where the 
 
 Sizes: DeepSeek-V3's expert down projection's transpose (K 7168 -> N 2048, the layout its
 gate/up weights have per half) and Qwen3-30B-A3B's gate/up (K 2048 -> N 1536), top-8 routing,
-1 / 4 / 16 rows per selected expert.
+1 / 4 / 16 rows per selected expert (``--rows``). ``--transpose``: the weights stored [E, N, K]
+(``transpose_weight`` 1, the layout the exported expert blocks use).
 
     python -m ascend_moe_onnx.benchmarks.grouped_matmul_quant [--smoke] [--repeats N] [--rows 1,4,16]
+        [--transpose]
 """
 
 from __future__ import annotations
@@ -39,21 +41,23 @@ BYTES_PER_WEIGHT = {"float32": 4.0, "w8a16": 1.0, "w4a16": 0.5, "w8a8": 1.0}
 
 @dataclass(frozen=True)
 class Case:
-    """One matmul shape: name, K (in), N (out), experts allocated, rows per selected expert."""
+    """One matmul shape: name, K (in), N (out), experts allocated, rows per selected expert, and
+    whether the weights are stored [E, N, K]."""
 
     name: str
     K: int
     N: int
     experts: int
     rows: int
+    transpose: bool = False
 
 
-def cases(smoke: bool, rows: tuple[int, ...]) -> list[Case]:
+def cases(smoke: bool, rows: tuple[int, ...], transpose: bool = False) -> list[Case]:
     """The benchmark's cases (``smoke``: tiny)."""
     if smoke:
-        return [Case("tiny", 256, 64, 16, 1)]
+        return [Case("tiny", 256, 64, 16, 1, transpose)]
     shapes = [("DeepSeek-V3 7168->2048", 7168, 2048, 16), ("Qwen3-30B-A3B gate/up", 2048, 1536, 32)]
-    return [Case(n, k, m, e, r) for n, k, m, e in shapes for r in rows]
+    return [Case(n, k, m, e, r, transpose) for n, k, m, e in shapes for r in rows]
 
 
 def _model(case: Case, scheme: str) -> bytes:
@@ -62,10 +66,11 @@ def _model(case: Case, scheme: str) -> bytes:
     x_type = T.INT8 if scheme == "w8a8" else T.FLOAT
     inputs = [("x", x_type, ["M", case.K])]
     w = {"float32": T.FLOAT, "w8a16": T.INT8, "w4a16": T.INT32, "w8a8": T.INT8}[scheme]
-    n_w = case.N // 8 if scheme == "w4a16" else case.N
-    inputs += [("weight", w, ["E", case.K, n_w]), ("group_list", T.INT64, ["E"])]
+    packed = 8 if scheme == "w4a16" else 1  # int4: 8 per int32 word along the last axis
+    dims = ["E", case.N, case.K // packed] if case.transpose else ["E", case.K, case.N // packed]
+    inputs += [("weight", w, dims), ("group_list", T.INT64, ["E"])]
     names = ["x", "weight", "group_list"]
-    attrs = {"group_list_type": 1}
+    attrs = {"group_list_type": 1, "transpose_weight": int(case.transpose)}
     if scheme in ("w8a16", "w4a16"):
         names += ["", "", "", "antiquant_scale", "antiquant_offset"]
         g = ["E", "N"] if scheme == "w8a16" else ["E", case.K // GROUP_ROWS, case.N]
@@ -85,15 +90,16 @@ def _model(case: Case, scheme: str) -> bytes:
 
 def _weights(case: Case, scheme: str, rng) -> dict:
     E, K, N = case.experts, case.K, case.N
+    wshape = (E, N, K) if case.transpose else (E, K, N)
     if scheme == "float32":
-        return {"weight": rng.standard_normal((E, K, N), dtype=np.float32) / float(np.sqrt(K))}
+        return {"weight": rng.standard_normal(wshape, dtype=np.float32) / float(np.sqrt(K))}
     if scheme == "w8a8":
-        return {"weight": rng.integers(-128, 128, (E, K, N), dtype=np.int8),
+        return {"weight": rng.integers(-128, 128, wshape, dtype=np.int8),
                 "scale": np.full((E, N), 1e-3, np.float32)}
     if scheme == "w8a16":
-        shape, w = (E, N), rng.integers(-128, 128, (E, K, N), dtype=np.int8)
+        shape, w = (E, N), rng.integers(-128, 128, wshape, dtype=np.int8)
     else:
-        shape, w = (E, K // GROUP_ROWS, N), pack_int4(rng.integers(-8, 8, (E, K, N), dtype=np.int8))
+        shape, w = (E, K // GROUP_ROWS, N), pack_int4(rng.integers(-8, 8, wshape, dtype=np.int8))
     return {"weight": w, "antiquant_scale": np.full(shape, 1e-2, np.float32),
             "antiquant_offset": np.full(shape, 0.5, np.float32)}
 
@@ -144,7 +150,8 @@ def report(rows: list[dict], rate: float) -> str:
         for s in SCHEMES:
             bound = TOP_K * c.K * c.N * BYTES_PER_WEIGHT[s] / rate
             cells.append(f"{r[s] * 1e3:.2f} ({bound / r[s]:.0%}, {r['float32'] / r[s]:.2f}x)")
-        lines.append(f"| {c.name} | {c.rows} | " + " | ".join(cells) + " |")
+        name = c.name + (" [E, N, K]" if c.transpose else "")
+        lines.append(f"| {name} | {c.rows} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -155,12 +162,13 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--min-sample-s", type=float, default=0.05)
     p.add_argument("--rows", default="1,4,16", help="rows per selected expert, comma-separated")
+    p.add_argument("--transpose", action="store_true", help="weights stored [E, N, K] (transpose_weight 1)")
     args = p.parse_args(argv)
     llc = last_level_cache_bytes() or 32 * 2**20
     probe_bytes = 2**22 if args.smoke else max(256 * 2**20, 4 * llc)
     best_rate = [read_rate(probe_bytes, 1)]
     rows = []
-    for case in cases(args.smoke, tuple(int(r) for r in args.rows.split(","))):
+    for case in cases(args.smoke, tuple(int(r) for r in args.rows.split(",")), args.transpose):
         r = run_case(case, args.repeats, args.min_sample_s, probe_bytes, best_rate)
         rows.append(r)
         print(f"{case}: " + ", ".join(f"{s} {r[s] * 1e3:.2f} ms" for s in SCHEMES), flush=True)

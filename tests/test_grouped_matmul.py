@@ -40,6 +40,7 @@ def cases():
         inputs = make_inputs(rng, [3, 0, 2], K, N, dtype, rows=6, transpose_weight=t, bias="float")
         out.append((inputs, dict(group_list_type=1, transpose_weight=t), dtype))
     out += quant_cases(rng)
+    out += dequant_cases(rng)
     return out
 
 
@@ -72,6 +73,29 @@ def quant_cases(rng):
         inputs = make_quant_inputs(rng, [2, 0, 1], 1100, 4096 if weight == "int8" else 8000, weight, "float",
                                    transpose_weight=t, groups=10 if weight == "int4" else 1)
         out.append((inputs, dict(group_list_type=1, transpose_weight=t), "float"))
+    return out
+
+
+DEQUANT_ROWS_KN4 = 32  # grouped_matmul_quant.cc's kDequantRowsKN4: int4 [E, K, N] items dequantize once from here
+ROW_BLOCK = 64  # its kRowBlock: rows of one group per item
+
+
+def dequant_cases(rng):
+    """int4 antiquant groups on both sides of the dequantize-once switch ([E, K, N]: just below,
+    at, above it, and past one item's rows, whose last item falls below it again; [E, N, K]
+    dequantizes for any rows), per channel and per group, with and without offset and bias, every
+    x type: tails in N and K, several float32 panels per item (K x 2056 [E, K, N] and 2000 x N
+    [E, N, K] weights) with antiquant group boundaries inside a panel."""
+    counts = [DEQUANT_ROWS_KN4 - 1, DEQUANT_ROWS_KN4, 0, 1, DEQUANT_ROWS_KN4 + 1, ROW_BLOCK + 6]
+    shapes = [  # (layout, K, N, scale groups)
+        (0, 37, 40, 1), (0, 120, 2048, 5), (0, 74, 2056, 2), (1, 48, 41, 1), (1, 2000, 72, 4), (1, 2000, 38, 5),
+    ]
+    out = []
+    for i, (t, K, N, groups) in enumerate(shapes):
+        dtype = ("float", "float16", "bfloat16")[i % 3]
+        inputs = make_quant_inputs(rng, counts, K, N, "int4", dtype, rows=sum(counts) + 1, transpose_weight=t,
+                                   groups=groups, offset=i % 2 == 0, bias=(None, "x", "float")[i % 3])
+        out.append((inputs, dict(group_list_type=1, transpose_weight=t), dtype))
     return out
 
 

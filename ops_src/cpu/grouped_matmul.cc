@@ -185,6 +185,38 @@ void BlockProducts(CpuIsa isa, bool transposed, const W* w, int64_t K, int64_t N
 
 }  // namespace
 
+void GmmFloatKN(CpuIsa isa, int rows, const float* w, int64_t ldw, int64_t k0, int64_t k1,
+                const float* const* X, float* acc, int64_t lda, int64_t width) {
+  switch (isa) {
+#if ASCEND_MOE_GMM_X86
+    case CpuIsa::kAvx512:
+      gmm_avx512::Accumulate(rows, false, w, ldw, k0, k1, X, acc, lda, width);
+      return;
+    case CpuIsa::kAvx2:
+      gmm_avx2::Accumulate(rows, false, w, ldw, k0, k1, X, acc, lda, width);
+      return;
+#endif
+    default:
+      gmm_baseline::Accumulate(rows, false, w, ldw, k0, k1, X, acc, lda, width);
+  }
+}
+
+void GmmFloatNK(CpuIsa isa, const float* w, int64_t K, int64_t n0, int64_t n1, const float* const* X,
+                int64_t rows, float* acc, int64_t lda) {
+  switch (isa) {
+#if ASCEND_MOE_GMM_X86
+    case CpuIsa::kAvx512:
+      gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, lda);
+      return;
+    case CpuIsa::kAvx2:
+      gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, lda);
+      return;
+#endif
+    default:
+      gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, lda);
+  }
+}
+
 bool GroupedMatmulPlan::UseIsa(CpuIsa isa) {
   if (!CpuRuns(isa)) return false;
   isa_ = isa;

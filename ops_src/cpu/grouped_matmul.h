@@ -15,7 +15,9 @@
 // Quantized weights (docs/operators.md §4.2): int8, or int4 packed 8 per int32 word (torch_npu's
 // layout: element 8j+i in bits [4i, 4i+4) of word j), read in place and widened in registers.
 // Antiquant (float x): per antiquant group of k rows, sums of x * w (signed ints) are folded
-// into the output as scale * (sum + offset * sum of x). W8A8 (int8 x): exact int32 sums, then
+// into the output as scale * (sum + offset * sum of x); int4 weights on items of many rows (and
+// always with [E, N, K] weights) are dequantized once into float32 panels, (w + offset) * scale,
+// that the float tiles read from L2 (grouped_matmul_quant.cc). W8A8 (int8 x): exact int32 sums, then
 // (sum + bias) * scale[n] * per_token_scale[r]. Quantized calls split work by output columns
 // (whole k range per item, no partial sums).
 #pragma once
@@ -63,6 +65,15 @@ struct GroupedMatmulBuffers {
 // One element of a buffer of type t (not int8 / int32), widened / rounded to t.
 float GmmReadAt(const void* p, GmmType t, int64_t i);
 void GmmWriteAt(void* p, GmmType t, int64_t i, float v);
+
+// The float32 tiles on float32 weights, for the quantized path's dequantized weight panels
+// (grouped_matmul_quant.cc; weights just written, so no software prefetch). KN: acc[r * lda + c]
+// += sum over k in [k0, k1) of X[r][k] * w[k * ldw + c], rows 1..4. NK: acc[r * lda + j] =
+// dot(X[r], w row n0 + j) over K (w [N, K]).
+void GmmFloatKN(CpuIsa isa, int rows, const float* w, int64_t ldw, int64_t k0, int64_t k1,
+                const float* const* X, float* acc, int64_t lda, int64_t width);
+void GmmFloatNK(CpuIsa isa, const float* w, int64_t K, int64_t n0, int64_t n1, const float* const* X,
+                int64_t rows, float* acc, int64_t lda);
 
 // One call's groups and work items.
 class GroupedMatmulPlan {

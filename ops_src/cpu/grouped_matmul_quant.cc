@@ -22,6 +22,16 @@ constexpr int64_t kRowBlock = 64;                   // rows of one group per ite
 constexpr int64_t kRowTile = 4;                     // rows per pass over the weights
 constexpr int64_t kItemBytes = int64_t{4 << 20};    // weight bytes per item (columns are split above it)
 constexpr int64_t kTileBytes = int64_t{256 << 10};  // weight rows each row tile uses while they are in L2
+// Antiquant items with int4 weights that dequantize them once into float32 panels of about
+// kTileBytes and run the float tiles on them: [E, N, K] weights always (5x the dot products over
+// nibbles at 1 row, 20x from 16), [E, K, N] ones from kDequantRowsKN4 rows (0.7-0.97x at 8-16,
+// 1.15-1.5x from 32); fewer rows widen the nibbles in registers for each row tile. int8 weights
+// never: their tiles ran 1.0-2x the float tiles on float32 panels at 1-256 rows, both layouts
+// (benchmarks/grouped_matmul_quant.py, docs/quantization.md).
+constexpr int64_t kDequantRowsKN4 = 32;
+bool DequantOnce(const GroupedMatmulParams& p, int64_t rows) {
+  return p.weight == GmmWeight::kInt4 && (p.transpose_weight || rows >= kDequantRowsKN4);
+}
 
 // Weight bytes per 1000 elements: the int4 words hold two per byte.
 int64_t MilliBytes(GmmWeight w) { return w == GmmWeight::kInt4 ? 500 : 1000; }
@@ -92,12 +102,8 @@ void AntiquantSums(CpuIsa isa, const GroupedMatmulParams& p, const void* w, int6
   const bool int4 = p.weight == GmmWeight::kInt4;
   const auto* w8 = static_cast<const int8_t*>(w);
   const auto* w4 = static_cast<const uint8_t*>(w);
-  if (p.transpose_weight) {
-    if (int4) {
-      GmmqNK4(isa, w4, K / 2, k0, k1, n0, n1, X, rows, temp, width);
-    } else {
-      GmmqNK8(isa, w8, K, k0, k1, n0, n1, X, rows, temp, width);
-    }
+  if (p.transpose_weight) {  // int8: int4 [E, N, K] weights always take DequantProducts
+    GmmqNK8(isa, w8, K, k0, k1, n0, n1, X, rows, temp, width);
     return;
   }
   OverRowTilesAndKBlocks(rows, k0, k1, KBlock(p, rows), width, temp,
@@ -108,6 +114,70 @@ void AntiquantSums(CpuIsa isa, const GroupedMatmulParams& p, const void* w, int6
                              GmmqKN8(isa, tt, w8 + n0, N, ka, kb, X + r, out, width, width);
                            }
                          });
+}
+
+// Offsets and scales of group e's antiquant group g, columns [n0, n0 + width) (offsets 0
+// without antiquant_offset).
+void ReadAntiquant(const GroupedMatmulParams& p, const GroupedMatmulBuffers& b, int64_t e, int64_t g,
+                   int64_t n0, int64_t width, float* offset, float* scale) {
+  const int64_t at = (e * p.antiquant_groups + g) * p.cols + n0;
+  for (int64_t c = 0; c < width; ++c) {
+    scale[c] = GmmReadAt(b.antiquant_scale, p.antiquant_type, at + c);
+    offset[c] = b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p.antiquant_type, at + c);
+  }
+}
+
+// Weight rows of the float32 panel DequantProducts fills: k rows of the item's columns ([E, K, N])
+// or whole weight rows ([E, N, K]), about kTileBytes, at least 4 rows.
+int64_t PanelRows(const GroupedMatmulParams& p, int64_t width) {
+  const int64_t row = p.transpose_weight ? p.depth : width;
+  return std::max<int64_t>(4, kTileBytes / std::max<int64_t>(1, 4 * row) / 4 * 4);
+}
+
+// out (rows x width) = the rows X times group e's int4 weights (their first byte `w`) dequantized
+// as (w + offset) * scale, columns [n0, n1): each panel of PanelRows weight rows is dequantized
+// once into `panel` and read by every row tile from L2.
+void DequantProducts(CpuIsa isa, const GroupedMatmulParams& p, const GroupedMatmulBuffers& b, int64_t e,
+                     const void* w, int64_t n0, int64_t n1, const float* const* X, int64_t rows, float* out,
+                     float* panel) {
+  const int64_t K = p.depth, N = p.cols, width = n1 - n0, step = K / p.antiquant_groups;
+  const int64_t block = PanelRows(p, width);
+  const auto* w4 = static_cast<const uint8_t*>(w);
+  if (p.transpose_weight) {
+    std::vector<float> offset(static_cast<size_t>(p.antiquant_groups)), scale(offset.size());
+    for (int64_t na = n0; na < n1; na += block) {
+      const int64_t nb = std::min(n1, na + block);
+      for (int64_t n = na; n < nb; ++n) {
+        float* row = panel + (n - na) * K;
+        for (int64_t g = 0; g < p.antiquant_groups; ++g) {
+          ReadAntiquant(p, b, e, g, n, 1, &offset[g], &scale[g]);
+          GmmqDequantRun4(isa, w4 + (n * K + g * step) / 2, offset[g], scale[g], step, row + g * step);
+        }
+      }
+      GmmFloatNK(isa, panel, K, 0, nb - na, X, rows, out + (na - n0), width);
+    }
+    return;
+  }
+  std::fill(out, out + rows * width, 0.f);
+  std::vector<float> offset(static_cast<size_t>(width)), scale(offset.size());
+  std::vector<const float*> Xk(static_cast<size_t>(rows));
+  int64_t loaded = -1;  // the antiquant group in offset / scale
+  for (int64_t ka = 0; ka < K; ka += block) {
+    const int64_t kb = std::min(K, ka + block);
+    for (int64_t k = ka; k < kb; ++k) {
+      if (k / step != loaded) {
+        loaded = k / step;
+        ReadAntiquant(p, b, e, loaded, n0, width, offset.data(), scale.data());
+      }
+      float* row = panel + (k - ka) * width;
+      GmmqDequantRow4(isa, w4 + (k * N + n0) / 2, offset.data(), scale.data(), width, row);
+    }
+    for (int64_t r = 0; r < rows; ++r) Xk[r] = X[r] + ka;
+    for (int64_t r = 0; r < rows; r += kRowTile) {
+      const int tt = static_cast<int>(std::min(kRowTile, rows - r));
+      GmmFloatKN(isa, tt, panel, width, 0, kb - ka, Xk.data() + r, out + r * width, width, width);
+    }
+  }
 }
 
 }  // namespace
@@ -139,6 +209,14 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
   const float* x = p_.type == GmmType::kFloat32 ? static_cast<const float*>(b.x) : x32_.data();
   std::vector<const float*> X(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) X[r] = x + (item.r0 + r) * K;
+  if (DequantOnce(p_, rows)) {
+    const int64_t panel = PanelRows(p_, width) * (p_.transpose_weight ? K : width);
+    scratch.resize(static_cast<size_t>(rows * width + panel));
+    DequantProducts(isa_, p_, b, e, w, item.n0, item.n1, X.data(), rows, scratch.data(),
+                    scratch.data() + rows * width);
+    WriteRows(b, seg, item.r0, rows, item.n0, width, scratch.data());
+    return;
+  }
   scratch.assign(static_cast<size_t>(2 * rows * width), 0.f);
   float* out = scratch.data();
   float* temp = out + rows * width;
