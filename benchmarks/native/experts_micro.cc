@@ -24,9 +24,7 @@ using namespace ascend_moe::cpu;
 // first, by its own path: the header's "ops_src/cpu/isa.h" would find today's (already included,
 // #pragma once) and leave CpuIsa undeclared in the base's namespace.
 #define ascend_moe ascend_moe_before
-#if __has_include("build/experts_before/ops_src/cpu/isa.h")
 #include "build/experts_before/ops_src/cpu/isa.h"
-#endif
 #include "build/experts_before/ops_src/cpu/moe_routed_experts.h"
 #undef ascend_moe
 #endif
