@@ -4,7 +4,8 @@ the last case has several gate/up work items per expert, which two threads split
 exercise the vector tails, weight blocks that do not divide into the kernel's 4 streams, more rows
 per expert than one register tile holds, repeated experts and clamping; and with quantized weights
 (int8 and 4-bit, per channel and per group: blocks with and without a vector tail, rows whose
-length leaves a tail after the blocks' full steps)."""
+length leaves a tail after the blocks' full steps; one pair per expert on the quantized down rows'
+lane tiles)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,27 @@ def cases():
             inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
         out.append((inputs, {"weight_bits": bits, "block_size": block, "swiglu_limit": 0.9 if bits == 4 else 0.0}))
     out += quantized_pair_count_cases(rng)
+    out += lane_tile_cases(rng)
+    return out
+
+
+def lane_tile_cases(rng) -> list:
+    """Quantized cases with one pair per expert (T = 3, k = 2, E = 6: each expert once), the down
+    rows' lane tiles (moe_routed_experts_qtiles.inc: 16, 8 or 4 rows a tile, 4 streams of tiles):
+    H rows leaving whole tiles outside the streams and rows outside the tiles, rows shorter than a
+    vector step, rows with a tail after their steps, group boundaries at and inside a step, and the
+    longest rows the tiles take (256)."""
+    E, k, T = 6, 2, 3
+    out = []
+    for H, I, bits, block in [(149, 64, 8, 0), (149, 6, 8, 0), (120, 72, 8, 24), (150, 70, 4, 0),
+                              (160, 96, 4, 32), (192, 192, 4, 64), (70, 10, 4, 10), (224, 256, 4, 32)]:
+        idx = rng.permutation(E).reshape(T, k)
+        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
+                  "routing_weights": rng.random((T, k)).astype(np.float32)}
+        for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
+                        ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
+            inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
+        out.append((inputs, {"weight_bits": bits, "block_size": block}))
     return out
 
 

@@ -20,8 +20,11 @@
 using namespace ascend_moe::cpu;
 
 #ifdef EXPERTS_MICRO_BEFORE
-// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before.
+// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its isa.h
+// first, by its own path: the header's "ops_src/cpu/isa.h" would find today's (already included,
+// #pragma once) and leave CpuIsa undeclared in the base's namespace.
 #define ascend_moe ascend_moe_before
+#include "build/experts_before/ops_src/cpu/isa.h"
 #include "build/experts_before/ops_src/cpu/moe_routed_experts.h"
 #undef ascend_moe
 #endif
@@ -153,7 +156,7 @@ int main(int argc, char** argv) {
         b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data();
         b.gate_up = fc1.data(), b.down = fc2.data(), b.y = y_before.data();
         return RunKernel<old::MoeRoutedExpertsParams, old::MoeRoutedExpertsBuffers, old::MoeRoutedExpertsPlan>(
-            op, b, idx[r].data(), static_cast<old::ExpertsIsa>(isa), H);
+            op, b, idx[r].data(), static_cast<old::CpuIsa>(isa), H);
       }});
 #endif
       bool ok = true;

@@ -130,7 +130,8 @@ void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
 int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
   const int64_t bits = p_.quant_bits == 0 ? 32 : p_.quant_bits;
   const int64_t per_column = std::max<int64_t>(1, active_experts() * p_.inter * bits / 8);
-  return std::max<int64_t>(16, (bytes / per_column + 3) / 4 * 4);
+  // multiples of 16: the widest lane tiles of the quantized down rows start at such columns
+  return std::max<int64_t>(16, (bytes / per_column + 15) / 16 * 16);
 }
 
 void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {

@@ -5,7 +5,7 @@
 // registers. Two phases, each splittable over threads without write conflicts:
 //   1. gate/up + activation: work items (expert, block of intermediate rows) write act[pair, i];
 //   2. down + weighted sum: a range of hidden columns h, all experts in ascending order, writes
-//      y[:, h] (the summation order of y does not depend on the split).
+//      y[:, h] (the summation order of y does not depend on a split at multiples of 16 columns).
 // Plain C++ over raw float32 pointers; AVX-512 / AVX2+FMA / baseline paths chosen at run time.
 // Knows nothing of ONNX Runtime or torch.
 #pragma once
@@ -61,7 +61,8 @@ class MoeRoutedExpertsPlan {
   // Phase 1 over work items [begin, end) of [0, num_up_items()).
   int64_t num_up_items() const { return static_cast<int64_t>(items_.size()); }
   void UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end);
-  // Phase 2 over hidden columns [begin, end) of [0, H) (also zeroes y there first).
+  // Phase 2 over hidden columns [begin, end) of [0, H) (also zeroes y there first); splits of
+  // [0, H) at multiples of 16 give the same y bit for bit.
   void DownColumns(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) const;
 
   // Columns per phase-2 chunk and items per phase-1 chunk for about `bytes` of weights each.

@@ -42,6 +42,18 @@ inline void Sum4(const V* v, float* out) {
   const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1)));
 }
+// Lane j of the result = the lanes of v[j] summed, j < 8: one tree of unpacks, shuffles and adds
+// for the 8 vectors (4 + 2 + 1 adds), the sums left in lane order.
+inline V SumLanes(const V* v) {
+  __m256 b[4], c[2];
+  for (int i = 0; i < 4; ++i)  // lanes of each 128-bit half: two partial sums of v[2i] and v[2i+1]
+    b[i] =
+        _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)  // each half: v[4i .. 4i+3] summed over that half
+    c[i] = _mm256_add_ps(_mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31));
+}
 inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));

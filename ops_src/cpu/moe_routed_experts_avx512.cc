@@ -38,6 +38,22 @@ inline void Sum4(const V* v, float* out) {
   const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1)));
 }
+// Lane j of the result = the lanes of v[j] summed, j < 16: one tree of unpacks, shuffles and adds
+// for the 16 vectors (8 + 4 + 2 + 1 adds), the sums left in lane order.
+inline V SumLanes(const V* v) {
+  __m512 b[8], c[4];
+  for (int i = 0; i < 8; ++i)  // lanes of each 128-bit part: two partial sums of v[2i] and v[2i+1]
+    b[i] =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // each 128-bit part: v[4i .. 4i+3] summed over that part
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 d0 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x44), _mm512_shuffle_f32x4(c[0], c[1], 0xEE));
+  const __m512 d1 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x44), _mm512_shuffle_f32x4(c[2], c[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
+}
 inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

@@ -75,6 +75,17 @@ inline V Mul(V a, V b) {
 inline void Sum4(const V* v, float* out) {
   for (int j = 0; j < 4; ++j) out[j] = Sum(v[j]);
 }
+// Lane j of the result = the lanes of v[j] summed, j < 4.
+#if defined(__SSE2__)
+inline V SumLanes(const V* v) {
+  const __m128 b0 = _mm_add_ps(_mm_unpacklo_ps(v[0], v[1]), _mm_unpackhi_ps(v[0], v[1]));
+  const __m128 b1 = _mm_add_ps(_mm_unpacklo_ps(v[2], v[3]), _mm_unpackhi_ps(v[2], v[3]));
+  return _mm_add_ps(_mm_shuffle_ps(b0, b1, _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+#else
+inline V SumLanes(const V* v) { return V{{Sum(v[0]), Sum(v[1]), Sum(v[2]), Sum(v[3])}}; }
+#endif
 inline V LoadI8(const int8_t* p) {
   alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]),
                                   static_cast<float>(p[2]), static_cast<float>(p[3])};
