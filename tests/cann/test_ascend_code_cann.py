@@ -19,8 +19,7 @@ import pytest
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
-from tests.cann.helpers import CANN, run, session, skip_without_cann
-from tests.cann.test_layer_cann import ROOT, _export_python, _profiled_run
+from tests.cann.helpers import CANN, ROOT, export_python, profiled_run, run, session, skip_without_cann
 
 skip_without_cann()
 
@@ -52,7 +51,7 @@ def exported(tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("ascend_code")
     argv = [a for p in PATHS for a in (p, str(out / f"{p}.onnx"))]
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    done = subprocess.run([_export_python(), "-c", _EXPORT, *argv], cwd=ROOT, env=env, capture_output=True,
+    done = subprocess.run([export_python(), "-c", _EXPORT, *argv], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return {p: (out / f"{p}.onnx").read_bytes() for p in PATHS}
@@ -72,7 +71,7 @@ def test_ascend_code_graph_on_the_npu(name, tokens, exported, tmp_path):
     x = model.graph.input[0]
     hidden = x.type.tensor_type.shape.dim[1].dim_value
     feeds = {x.name: np.random.default_rng(tokens).standard_normal((tokens, hidden)).astype(np.float32)}
-    got, where = _profiled_run(data, feeds, tmp_path)
+    got, where = profiled_run(data, feeds, tmp_path)
     on_cpu = {n for n, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
     assert on_cpu <= allowed, f"{name}: computed on the host: {sorted(on_cpu - allowed)}"
     never = {n: where[n][0] for n in on_cpu if where[n][0] in NEVER_ON_THE_HOST}
