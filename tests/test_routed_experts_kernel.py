@@ -53,6 +53,18 @@ def cases():
     return out
 
 
+def _quantized_case(rng, idx, H: int, I: int, bits: int, block: int) -> tuple:
+    """(inputs, attributes) of a quantized call routing ``idx`` [T, k] over E = idx.max() + 1 experts."""
+    T, k = idx.shape
+    E = int(idx.max()) + 1
+    inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
+              "routing_weights": rng.random((T, k)).astype(np.float32)}
+    for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
+                    ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
+        inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
+    return inputs, {"weight_bits": bits, "block_size": block}
+
+
 def lane_tile_cases(rng) -> list:
     """Quantized cases with one pair per expert (T = 3, k = 2, E = 6: each expert once), the down
     rows' lane tiles (moe_routed_experts_qtiles.inc: 16, 8 or 4 rows a tile, 4 streams of tiles):
@@ -64,12 +76,7 @@ def lane_tile_cases(rng) -> list:
     for H, I, bits, block in [(149, 64, 8, 0), (149, 6, 8, 0), (120, 72, 8, 24), (150, 70, 4, 0),
                               (160, 96, 4, 32), (192, 192, 4, 64), (70, 10, 4, 10), (224, 256, 4, 32)]:
         idx = rng.permutation(E).reshape(T, k)
-        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
-                  "routing_weights": rng.random((T, k)).astype(np.float32)}
-        for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
-                        ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
-            inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
-        out.append((inputs, {"weight_bits": bits, "block_size": block}))
+        out.append(_quantized_case(rng, idx, H, I, bits, block))
     return out
 
 
@@ -86,13 +93,7 @@ def quantized_pair_count_cases(rng) -> list:
     out = []
     for H, I, bits, block in [(70, 33, 8, 0), (48, 32, 8, 16), (70, 34, 4, 0), (96, 64, 4, 32), (100, 50, 4, 10)]:
         idx = rng.permutation(np.repeat(np.arange(E), counts)).reshape(-1, k)
-        T = idx.shape[0]
-        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
-                  "routing_weights": rng.random((T, k)).astype(np.float32)}
-        for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
-                        ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
-            inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
-        out.append((inputs, {"weight_bits": bits, "block_size": block}))
+        out.append(_quantized_case(rng, idx, H, I, bits, block))
     return out
 
 

@@ -133,26 +133,43 @@ namespace {
 // acc[r * width + c] (zeroed here) = the products of rows X[0..rows) with the item's weights:
 // depth range [k0, k1) and columns [n0, n1) ([E, K, N] layout: ldw = N), or rows [n0, n1) of w
 // over the whole depth ([E, N, K] layout).
+// The ISA build of the two float tiles (one dispatch for every caller).
+template <class W>
+void DotOn(CpuIsa isa, const W* w, int64_t K, int64_t n0, int64_t n1, const float* const* X, int64_t rows,
+           float* acc, int64_t lda) {
+  switch (isa) {
+#if ASCEND_MOE_GMM_X86
+    case CpuIsa::kAvx512:
+      return gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, lda);
+    case CpuIsa::kAvx2:
+      return gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, lda);
+#endif
+    default:
+      return gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, lda);
+  }
+}
+
+template <class W>
+void AccumulateOn(CpuIsa isa, int rows, bool prefetch, const W* w, int64_t ldw, int64_t k0, int64_t k1,
+                  const float* const* X, float* acc, int64_t lda, int64_t width) {
+  switch (isa) {
+#if ASCEND_MOE_GMM_X86
+    case CpuIsa::kAvx512:
+      return gmm_avx512::Accumulate(rows, prefetch, w, ldw, k0, k1, X, acc, lda, width);
+    case CpuIsa::kAvx2:
+      return gmm_avx2::Accumulate(rows, prefetch, w, ldw, k0, k1, X, acc, lda, width);
+#endif
+    default:
+      return gmm_baseline::Accumulate(rows, prefetch, w, ldw, k0, k1, X, acc, lda, width);
+  }
+}
+
 template <class W>
 void BlockProducts(CpuIsa isa, bool transposed, const W* w, int64_t K, int64_t N, int64_t k0, int64_t k1,
                    int64_t n0, int64_t n1, const float* const* X, int64_t rows, float* acc) {
   const int64_t width = n1 - n0;
   std::fill(acc, acc + rows * width, 0.f);
-  if (transposed) {
-    switch (isa) {
-#if ASCEND_MOE_GMM_X86
-      case CpuIsa::kAvx512:
-        gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, width);
-        return;
-      case CpuIsa::kAvx2:
-        gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, width);
-        return;
-#endif
-      default:
-        gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, width);
-        return;
-    }
-  }
+  if (transposed) return DotOn(isa, w, K, n0, n1, X, rows, acc, width);
   // Few rows: one pass over the k range (no reuse to win). More: k tiles of about kTileBytes,
   // each used by every row tile while it is in L2.
   const int64_t tile_k =
@@ -165,20 +182,8 @@ void BlockProducts(CpuIsa isa, bool transposed, const W* w, int64_t K, int64_t N
     const int64_t t1 = std::min(k1, t0 + tile_k);
     for (int64_t r = 0; r < rows; r += kRowTile) {
       const int tt = static_cast<int>(std::min(kRowTile, rows - r));
-      float* a = acc + r * width;
       const bool prefetch = r == 0;  // the first pass over a tile reads it from DRAM
-      switch (isa) {
-#if ASCEND_MOE_GMM_X86
-        case CpuIsa::kAvx512:
-          gmm_avx512::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
-          break;
-        case CpuIsa::kAvx2:
-          gmm_avx2::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
-          break;
-#endif
-        default:
-          gmm_baseline::Accumulate(tt, prefetch, wn, N, t0, t1, X + r, a, width, width);
-      }
+      AccumulateOn(isa, tt, prefetch, wn, N, t0, t1, X + r, acc + r * width, width, width);
     }
   }
 }
@@ -187,34 +192,12 @@ void BlockProducts(CpuIsa isa, bool transposed, const W* w, int64_t K, int64_t N
 
 void GmmFloatKN(CpuIsa isa, int rows, const float* w, int64_t ldw, int64_t k0, int64_t k1,
                 const float* const* X, float* acc, int64_t lda, int64_t width) {
-  switch (isa) {
-#if ASCEND_MOE_GMM_X86
-    case CpuIsa::kAvx512:
-      gmm_avx512::Accumulate(rows, false, w, ldw, k0, k1, X, acc, lda, width);
-      return;
-    case CpuIsa::kAvx2:
-      gmm_avx2::Accumulate(rows, false, w, ldw, k0, k1, X, acc, lda, width);
-      return;
-#endif
-    default:
-      gmm_baseline::Accumulate(rows, false, w, ldw, k0, k1, X, acc, lda, width);
-  }
+  AccumulateOn(isa, rows, false, w, ldw, k0, k1, X, acc, lda, width);
 }
 
 void GmmFloatNK(CpuIsa isa, const float* w, int64_t K, int64_t n0, int64_t n1, const float* const* X,
                 int64_t rows, float* acc, int64_t lda) {
-  switch (isa) {
-#if ASCEND_MOE_GMM_X86
-    case CpuIsa::kAvx512:
-      gmm_avx512::Dot(w, K, n0, n1, X, rows, acc, lda);
-      return;
-    case CpuIsa::kAvx2:
-      gmm_avx2::Dot(w, K, n0, n1, X, rows, acc, lda);
-      return;
-#endif
-    default:
-      gmm_baseline::Dot(w, K, n0, n1, X, rows, acc, lda);
-  }
+  DotOn(isa, w, K, n0, n1, X, rows, acc, lda);
 }
 
 bool GroupedMatmulPlan::UseIsa(CpuIsa isa) {
