@@ -18,6 +18,7 @@ import torch
 
 from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 from ascend_moe_onnx.models.quantize import shared_layouts
+from ascend_moe_onnx.models.weights import dequantize_ascend_int8
 
 SCALE, OFFSET = "_scale", "_offset"
 
@@ -36,14 +37,8 @@ def int8_weights(path: Path) -> list[str]:
 
 
 def _dequantize(name: str, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None):
-    rows = q.shape[0]
-    if q.dim() != 2 or scale.numel() != rows:
-        raise ValueError(f"'{name}{SCALE}' has shape {tuple(scale.shape)}: expected one scale per row of "
-                         f"'{name}' {tuple(q.shape)} (per-channel int8, the Ascend w8a8 layout)")
-    if offset is not None and bool(offset.float().abs().max() > 0):
-        raise ValueError(f"'{name}{OFFSET}' is not zero: asymmetric int8 is not the Ascend w8a8 layout")
-    s = scale.float().reshape(rows)
-    return q.float() * s[:, None], (q.numpy().copy(), s.numpy().copy())
+    w, s = dequantize_ascend_int8(f"'{name}'", q, scale, () if offset is None else (offset,))
+    return w, (q.numpy().copy(), s.numpy().copy())
 
 
 def dequantized_copy(path: Path, out: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -213,6 +213,22 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
     return out, {"base": base, "config": ckpt.config, **sizes}
 
 
+def dequantize_ascend_int8(what: str, q: torch.Tensor, scales: torch.Tensor,
+                           offsets=()) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Ascend w8a8 layout's rules, for every reader: int8 ``q`` [..., N, K] with one scale per row
+    (``scales`` of N entries, [N, 1] or [N]) and no or all-zero ``offsets`` (tensors); returns (``q * scale`` as
+    float32, the scales [..., N] float32). ``what`` names the weight in the messages."""
+    rows = q.shape[:-1]
+    if q.dim() < 2 or scales.numel() != rows.numel():
+        raise WeightsError(f"weights: the weight_scale of {what} has shape {tuple(scales.shape)}: expected one "
+                           f"scale per row {tuple(rows)} (+ 1) of {tuple(q.shape)}: per-channel int8")
+    if any(bool(o.float().abs().max() > 0) for o in offsets):
+        raise WeightsError(f"weights: {what} has a non-zero weight_offset (asymmetric int8 is not supported: "
+                           f"the Ascend w8a8 layout is symmetric)")
+    s = scales.float().reshape(rows)
+    return q.float() * s.unsqueeze(-1), s
+
+
 def _ascend_int8(ckpt: Checkpoint, keys: set, base: str, shared: str | None, out: dict) -> dict:
     """Int8 expert weights with per-row scales (the Ascend w8a8 layout): ``out``'s int8 stacks
     replaced by their dequantized float32 values; returns {name: (q, scales)} in the stack layout
@@ -234,15 +250,7 @@ def _ascend_int8(ckpt: Checkpoint, keys: set, base: str, shared: str | None, out
                     raise WeightsError(f"weights: missing '{base}{shared}{proj}.weight_scale'")
                 scales = ckpt.get(key)
                 offsets = [k for k in keys if k.startswith(base + shared) and k.endswith(f"{proj}.weight_offset")]
-            rows = q.shape[:-1]
-            if scales.numel() != rows.numel():
-                raise WeightsError(f"weights: the weight_scale of '{name}' has shape {tuple(scales.shape)}, "
-                                   f"expected one scale per row {tuple(rows)} (+ 1): per-channel int8")
-            if any(ckpt.get(k).float().abs().max() > 0 for k in offsets):
-                raise WeightsError(f"weights: '{name}' has a non-zero weight_offset (asymmetric int8 is not "
-                                   f"supported: the Ascend w8a8 layout is symmetric)")
-            scales = scales.float().reshape(rows)
-            out[name] = q.float() * scales.unsqueeze(-1)
+            out[name], scales = dequantize_ascend_int8(f"'{name}'", q, scales, [ckpt.get(k) for k in offsets])
             qn, sn = q.numpy(), scales.numpy()
             if owner == "shared_experts":  # [sI, H] / [H, sI] -> s experts of width I
                 s = q.shape[0] // I if proj != "down_proj" else q.shape[1] // I
