@@ -103,10 +103,15 @@ def _quantized_stacks(b: _Builder, arrays: list, slices: int, dtype: int) -> tup
     return routed, stacks(sg, su, sd, layouts, "shared_")
 
 
+def _finalize_scale_types(dtype: int) -> tuple[int, ...]:
+    """The scale types MoeFinalizeRoutingV2's CANN path takes with ``dtype`` rows (the rows' type, or
+    float32 with bfloat16 rows: docs/ascend.md), the last one the type to cast to."""
+    return (dtype, TensorProto.FLOAT) if dtype == TensorProto.BFLOAT16 else (dtype,)
+
+
 def _routing_scales(b: _Builder, w: str, dtype: int) -> str:
-    """The routing weights ``w`` as MoeFinalizeRoutingV2's scales: its CANN path takes scales of the
-    rows' type, or float32 with bfloat16 rows; a Cast only where ``w`` is neither."""
-    accepted = (dtype, TensorProto.FLOAT) if dtype == TensorProto.BFLOAT16 else (dtype,)
+    """The routing weights ``w`` as MoeFinalizeRoutingV2's scales; a Cast only where needed."""
+    accepted = _finalize_scale_types(dtype)
     return w if b.types.get(w) in accepted else b.cast(w, accepted[-1])
 
 
@@ -140,8 +145,7 @@ def expand_routed_quantized_cann(b: _Builder, node: onnx.NodeProto) -> None:
     routed, shared_stacks = _quantized_stacks(b, arrays, a.get("shared_slices", 0), dtype)
     # bfloat16 blocks hand their experts float32 rows holding bfloat16 values: this Cast is exact.
     rows = b.cast(x, dtype) if dtype == TensorProto.BFLOAT16 else x
-    # the shared slots' weights 1: float32 with bfloat16 rows (MoeFinalizeRoutingV2, as above)
-    scale_type = TensorProto.FLOAT if dtype == TensorProto.BFLOAT16 else dtype
+    scale_type = _finalize_scale_types(dtype)[-1]  # the shared slots' weights 1
     skip = ""
     if shared_stacks is not None:  # each token to all s slices, weight 1: shape bookkeeping only
         s = a["shared_slices"]
