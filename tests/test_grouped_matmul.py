@@ -69,8 +69,9 @@ def quant_cases(rng):
         out.append((inputs, dict(group_list_type=1), "float"))
     inputs = make_quant_inputs(rng, [7, 2], 301, 2056, dtype="int8", bias="int32")
     out.append((inputs, dict(group_list_type=1, output_dtype=1), "float"))
-    for weight, t in (("int8", 0), ("int4", 0), ("int8", 1)):
-        inputs = make_quant_inputs(rng, [2, 0, 1], 1100, 4096 if weight == "int8" else 8000, weight, "float",
+    # int4 [E, N, K] words need K % 8 == 0: 1120 (groups of 112: full 32-input steps and a tail)
+    for weight, t, K in (("int8", 0, 1100), ("int4", 0, 1100), ("int8", 1, 1100), ("int4", 1, 1120)):
+        inputs = make_quant_inputs(rng, [2, 0, 1], K, 4096 if weight == "int8" else 8000, weight, "float",
                                    transpose_weight=t, groups=10 if weight == "int4" else 1)
         out.append((inputs, dict(group_list_type=1, transpose_weight=t), "float"))
     return out
@@ -83,7 +84,7 @@ ROW_BLOCK = 64  # its kRowBlock: rows of one group per item
 def dequant_cases(rng):
     """int4 antiquant groups on both sides of the dequantize-once switch ([E, K, N]: just below,
     at, above it, and past one item's rows, whose last item falls below it again; [E, N, K]
-    dequantizes for any rows), per channel and per group, with and without offset and bias, every
+    dequantizes for any rows, on AVX-512 it looks the nibbles up instead), per channel and per group, with and without offset and bias, every
     x type: tails in N and K, several float32 panels per item (K x 2056 [E, K, N] and 2000 x N
     [E, N, K] weights) with antiquant group boundaries inside a panel."""
     counts = [DEQUANT_ROWS_KN4 - 1, DEQUANT_ROWS_KN4, 0, 1, DEQUANT_ROWS_KN4 + 1, ROW_BLOCK + 6]

@@ -8,6 +8,7 @@
 // thread CPU time (on a shared machine a process waits for a core much of its wall time; the CPU
 // time leaves the wait out, for the probes and the kernels alike).
 //   benchmarks/native/build_gmm_quant_micro.sh && build/gmm_quant_micro [K N experts rows...]
+// GMM_MICRO_TRANSPOSE=1: the weights stored [E, N, K] (transpose_weight 1, the exported layout).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops_src/cpu/grouped_matmul.h"
@@ -77,6 +79,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> row_counts;
   for (int i = 4; i < argc; ++i) row_counts.push_back(atoll(argv[i]));
   if (row_counts.empty()) row_counts = {1, 4, 16};
+  const char* transpose_env = std::getenv("GMM_MICRO_TRANSPOSE");
+  const bool transpose = transpose_env != nullptr && std::string(transpose_env) == "1";
   std::mt19937 rng(1);
   std::uniform_int_distribution<int> i8(-128, 127);
   std::vector<float> wf(static_cast<size_t>(E * K * N));
@@ -97,9 +101,9 @@ int main(int argc, char** argv) {
   const double cpu_rate = std::max(
       {ReadProbe<1>(probe, 5, CpuNow), ReadProbe<4>(probe, 5, CpuNow), ReadProbe<8>(probe, 5, CpuNow)});
   std::printf(
-      "K %lld N %lld experts %lld, one thread; read probe %.1f GB/s (wall), %.1f GB/s (thread CPU time)\n",
-      static_cast<long long>(K), static_cast<long long>(N), static_cast<long long>(E), rate / 1e9,
-      cpu_rate / 1e9);
+      "K %lld N %lld experts %lld%s, one thread; read probe %.1f GB/s (wall), %.1f GB/s (thread CPU time)\n",
+      static_cast<long long>(K), static_cast<long long>(N), static_cast<long long>(E),
+      transpose ? " [E, N, K]" : " [E, K, N]", rate / 1e9, cpu_rate / 1e9);
   std::printf(
       "| rows/expert | scheme | ms | share of read bound | vs float32 | CPU ms | CPU share | CPU vs float32 "
       "|\n"
@@ -115,6 +119,7 @@ int main(int argc, char** argv) {
     base.depth = K;
     base.cols = N;
     base.groups = E;
+    base.transpose_weight = transpose;
     schemes[0] = {
         "float32", base, {x.data(), wf.data(), nullptr, nullptr, nullptr, nullptr, nullptr, y.data()}, 4, {}};
     schemes[1] = {

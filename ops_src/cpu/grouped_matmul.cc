@@ -115,6 +115,20 @@ float GmmReadAt(const void* p, GmmType t, int64_t i) {
   }
 }
 
+void GmmReadRun(const void* p, GmmType t, int64_t at, int64_t n, float* out) {
+  const auto* h = static_cast<const uint16_t*>(p) + at;
+  switch (t) {
+    case GmmType::kFloat16:
+      for (int64_t j = 0; j < n; ++j) out[j] = Fp16ToFloat(h[j]);
+      break;
+    case GmmType::kBFloat16:
+      for (int64_t j = 0; j < n; ++j) out[j] = Bf16ToFloat(h[j]);
+      break;
+    default:
+      std::copy_n(static_cast<const float*>(p) + at, n, out);
+  }
+}
+
 void GmmWriteAt(void* p, GmmType t, int64_t i, float v) {
   switch (t) {
     case GmmType::kFloat16:
@@ -274,7 +288,7 @@ void GroupedMatmulPlan::Prepare(const GroupedMatmulBuffers& b) {
   const int64_t K = p_.depth, N = p_.cols;
   if (p_.type == GmmType::kFloat16 || p_.type == GmmType::kBFloat16) {
     x32_.resize(static_cast<size_t>(covered_rows_ * K));
-    for (int64_t i = 0; i < covered_rows_ * K; ++i) x32_[i] = GmmReadAt(b.x, p_.type, i);
+    GmmReadRun(b.x, p_.type, 0, covered_rows_ * K, x32_.data());
   }
   // Rows past the group list's total are zero; an empty y may come with a null buffer.
   const int64_t bytes = ElementBytes(p_.out_type);

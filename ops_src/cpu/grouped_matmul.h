@@ -65,6 +65,8 @@ struct GroupedMatmulBuffers {
 // One element of a buffer of type t (not int8 / int32), widened / rounded to t.
 float GmmReadAt(const void* p, GmmType t, int64_t i);
 void GmmWriteAt(void* p, GmmType t, int64_t i, float v);
+// out[j] = element at + j of p (type t) as float32, j < n: the type switch once per run.
+void GmmReadRun(const void* p, GmmType t, int64_t at, int64_t n, float* out);
 
 // The float32 tiles on float32 weights, for the quantized path's dequantized weight panels
 // (grouped_matmul_quant.cc; weights just written, so no software prefetch). KN: acc[r * lda + c]

@@ -22,7 +22,13 @@ constexpr int64_t kRowBlock = 64;                   // rows of one group per ite
 constexpr int64_t kRowTile = 4;                     // rows per pass over the weights
 constexpr int64_t kItemBytes = int64_t{4 << 20};    // weight bytes per item (columns are split above it)
 constexpr int64_t kTileBytes = int64_t{256 << 10};  // weight rows each row tile uses while they are in L2
-// Antiquant items with int4 weights that dequantize them once into float32 panels of about
+// AVX-512 items with int4 [E, N, K] weights look each nibble up in its antiquant group's 16
+// dequantized values (gmmq_avx512::NK4): 1.5-2.3x the float32 panels below at 1-128 rows per
+// group (benchmarks/native/gmm_quant_micro, docs/quantization.md).
+bool NibbleLookup(CpuIsa isa, const GroupedMatmulParams& p) {
+  return kCpuX86Paths && isa == CpuIsa::kAvx512 && p.weight == GmmWeight::kInt4 && p.transpose_weight;
+}
+// Other antiquant items with int4 weights dequantize them once into float32 panels of about
 // kTileBytes and run the float tiles on them: [E, N, K] weights always (5x the dot products over
 // nibbles at 1 row, 20x from 16), [E, K, N] ones from kDequantRowsKN4 rows (0.7-0.97x at 8-16,
 // 1.15-1.5x from 32); fewer rows widen the nibbles in registers for each row tile. int8 weights
@@ -121,9 +127,11 @@ void AntiquantSums(CpuIsa isa, const GroupedMatmulParams& p, const void* w, int6
 void ReadAntiquant(const GroupedMatmulParams& p, const GroupedMatmulBuffers& b, int64_t e, int64_t g,
                    int64_t n0, int64_t width, float* offset, float* scale) {
   const int64_t at = (e * p.antiquant_groups + g) * p.cols + n0;
-  for (int64_t c = 0; c < width; ++c) {
-    scale[c] = GmmReadAt(b.antiquant_scale, p.antiquant_type, at + c);
-    offset[c] = b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p.antiquant_type, at + c);
+  GmmReadRun(b.antiquant_scale, p.antiquant_type, at, width, scale);
+  if (b.antiquant_offset == nullptr) {
+    std::fill(offset, offset + width, 0.f);
+  } else {
+    GmmReadRun(b.antiquant_offset, p.antiquant_type, at, width, offset);
   }
 }
 
@@ -144,14 +152,17 @@ void DequantProducts(CpuIsa isa, const GroupedMatmulParams& p, const GroupedMatm
   const int64_t block = PanelRows(p, width);
   const auto* w4 = static_cast<const uint8_t*>(w);
   if (p.transpose_weight) {
-    std::vector<float> offset(static_cast<size_t>(p.antiquant_groups)), scale(offset.size());
+    const int64_t G = p.antiquant_groups;
+    std::vector<float> offset(static_cast<size_t>(G * block)), scale(offset.size());  // [G, block]
     for (int64_t na = n0; na < n1; na += block) {
       const int64_t nb = std::min(n1, na + block);
+      for (int64_t g = 0; g < G; ++g)
+        ReadAntiquant(p, b, e, g, na, nb - na, &offset[g * block], &scale[g * block]);
       for (int64_t n = na; n < nb; ++n) {
         float* row = panel + (n - na) * K;
-        for (int64_t g = 0; g < p.antiquant_groups; ++g) {
-          ReadAntiquant(p, b, e, g, n, 1, &offset[g], &scale[g]);
-          GmmqDequantRun4(isa, w4 + (n * K + g * step) / 2, offset[g], scale[g], step, row + g * step);
+        for (int64_t g = 0; g < G; ++g) {
+          const size_t at = static_cast<size_t>(g * block + n - na);
+          GmmqDequantRun4(isa, w4 + (n * K + g * step) / 2, offset[at], scale[at], step, row + g * step);
         }
       }
       GmmFloatNK(isa, panel, K, 0, nb - na, X, rows, out + (na - n0), width);
@@ -209,6 +220,20 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
   const float* x = p_.type == GmmType::kFloat32 ? static_cast<const float*>(b.x) : x32_.data();
   std::vector<const float*> X(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) X[r] = x + (item.r0 + r) * K;
+  if (NibbleLookup(isa_, p_)) {
+    const int64_t G = p_.antiquant_groups;
+    scratch.resize(static_cast<size_t>((rows + 2 * G) * width));
+    float* offset = scratch.data() + rows * width;
+    float* scale = offset + G * width;
+    for (int64_t g = 0; g < G; ++g)
+      ReadAntiquant(p_, b, e, g, item.n0, width, offset + g * width, scale + g * width);
+    if constexpr (kCpuX86Paths) {
+      gmmq_avx512::NK4(reinterpret_cast<const uint8_t*>(w), K, G, item.n0, item.n1, offset, scale, width,
+                       X.data(), rows, scratch.data(), width);
+    }
+    WriteRows(b, seg, item.r0, rows, item.n0, width, scratch.data());
+    return;
+  }
   if (DequantOnce(p_, rows)) {
     const int64_t panel = PanelRows(p_, width) * (p_.transpose_weight ? K : width);
     scratch.resize(static_cast<size_t>(rows * width + panel));

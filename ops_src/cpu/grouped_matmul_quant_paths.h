@@ -46,6 +46,16 @@ ASCEND_MOE_GMMQ_DECLARE(gmmq_avx2)
 ASCEND_MOE_GMMQ_DECLARE(gmmq_avx512)
 #undef ASCEND_MOE_GMMQ_DECLARE
 
+// Antiquant, int4 weight [N, K] (bytes, element k of row n in byte (n K + k) / 2, even k in the
+// low nibble), AVX-512 only: out[r * lda + j] = sum over k < K of X[r][k] * (w[n0 + j][k] +
+// offset[g * ld + j]) * scale[g * ld + j], g = k / (K / G), j < n1 - n0, K / G even.
+using GmmqNK4Fn = void(const uint8_t* w, int64_t K, int64_t G, int64_t n0, int64_t n1, const float* offset,
+                       const float* scale, int64_t ld, const float* const* X, int64_t rows, float* out,
+                       int64_t lda);
+namespace gmmq_avx512 {
+GmmqNK4Fn NK4;
+}  // namespace gmmq_avx512
+
 #define ASCEND_MOE_GMMQ_DISPATCH(name, fn)                      \
   template <class... A>                                         \
   inline void name(CpuIsa isa, A... a) {                        \
