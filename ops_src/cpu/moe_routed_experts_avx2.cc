@@ -72,6 +72,30 @@ inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
     *hi = Mul(*hi, scale);
   }
 }
+// 4 bits in phases (moe_routed_experts_qtiles.inc): 32 bytes as 8 dwords of 8 nibbles; a phase
+// converts each dword's low nibble (sign-extended by two shifts; no table) and shifts the next one down.
+using Nibbles = __m256i;
+inline Nibbles LoadNibbles(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline V LowNibbles(Lut /*unscaled*/, Nibbles v) {
+  return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 28), 28));
+}
+inline Nibbles NextNibbles(Nibbles v) { return _mm256_srli_epi32(v, 4); }
+// LaneScales(sc, map): lane l = sc[8 l / block] for the map of `block` (a multiple of 8 dividing
+// 64; from 64 on, sc[0] in every lane): the chunk's scales loaded (masked) and spread by vpermps.
+struct LaneScaleMap {
+  __m256i group;   // lane -> its scale
+  __m256i loaded;  // the chunk's scales
+};
+inline LaneScaleMap MakeLaneScaleMap(int64_t block) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int groups = block >= 64 ? 1 : static_cast<int>(64 / block);
+  const __m256i group = block >= 64 ? _mm256_setzero_si256()
+                                    : _mm256_srlv_epi32(lane, _mm256_set1_epi32(__builtin_ctzll(block / 8)));
+  return {group, _mm256_cmpgt_epi32(_mm256_set1_epi32(groups), lane)};
+}
+inline V LaneScales(const float* sc, const LaneScaleMap& map) {
+  return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sc, map.loaded), map.group);
+}
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
 #include "ops_src/cpu/moe_routed_experts_qtiles.inc"

@@ -71,6 +71,28 @@ inline void LoadI4(const int8_t* p, Lut lut, V* lo, V* hi) {
   *lo = _mm512_permutexvar_ps(b, lut);
   *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
 }
+// 4 bits in phases (moe_routed_experts_qtiles.inc): 64 bytes as 16 dwords of 8 nibbles; a phase
+// looks up each dword's low nibble (vpermps reads the low 4 bits) and shifts the next one down.
+using Nibbles = __m512i;
+inline Nibbles LoadNibbles(const int8_t* p) { return _mm512_loadu_si512(p); }
+inline V LowNibbles(Lut lut, Nibbles v) { return _mm512_permutexvar_ps(v, lut); }
+inline Nibbles NextNibbles(Nibbles v) { return _mm512_srli_epi32(v, 4); }
+// LaneScales(sc, map): lane l = sc[8 l / block] for the map of `block` (a multiple of 8 dividing
+// 128; from 128 on, sc[0] in every lane): the chunk's scales loaded (masked) and spread by vpermps.
+struct LaneScaleMap {
+  __m512i group;     // lane -> its scale
+  __mmask16 loaded;  // the chunk's scales
+};
+inline LaneScaleMap MakeLaneScaleMap(int64_t block) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  if (block >= 128) return {_mm512_setzero_si512(), 1};
+  const auto groups = static_cast<unsigned>(128 / block);
+  return {_mm512_srlv_epi32(lane, _mm512_set1_epi32(__builtin_ctzll(block / 8))),
+          static_cast<__mmask16>((1u << groups) - 1u)};
+}
+inline V LaneScales(const float* sc, const LaneScaleMap& map) {
+  return _mm512_permutexvar_ps(map.group, _mm512_maskz_loadu_ps(map.loaded, sc));
+}
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
 #include "ops_src/cpu/moe_routed_experts_qtiles.inc"
