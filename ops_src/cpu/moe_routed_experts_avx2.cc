@@ -54,6 +54,12 @@ inline V SumLanes(const V* v) {
                          _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
   return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31));
 }
+// Lane 2i + h of the result = the sum of half h of v[i] (i < 4): two rows' sums per vector (the
+// 4-bit lane tiles of rows of 32 inputs). Three horizontal adds, the sums put in row order.
+inline V SumHalves(const V* v) {
+  const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));  // lane 4h + i
+  return _mm256_permutevar8x32_ps(all, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
 inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));

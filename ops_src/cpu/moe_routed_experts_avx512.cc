@@ -54,6 +54,20 @@ inline V SumLanes(const V* v) {
       _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x44), _mm512_shuffle_f32x4(c[2], c[3], 0xEE));
   return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
 }
+// Lane 2i + h of the result = the sum of half h of v[i] (i < 8): two rows' sums per vector (the
+// 4-bit lane tiles of rows of 64 inputs). Quarters paired into four vectors of one row per quarter,
+// each quarter summed as in SumLanes, the sums then put in row order by one vpermps.
+inline V SumHalves(const V* v) {
+  __m512 c[4], b[2];
+  for (int i = 0; i < 4; ++i)  // quarter q of c[i]: 4 partial sums of row 4i + q
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xDD));
+  for (int i = 0; i < 2; ++i)
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(c[2 * i], c[2 * i + 1]), _mm512_unpackhi_ps(c[2 * i], c[2 * i + 1]));
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));  // lane 4q + i: row 4i + q
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sums);
+}
 inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

@@ -86,6 +86,17 @@ inline V SumLanes(const V* v) {
 #else
 inline V SumLanes(const V* v) { return V{{Sum(v[0]), Sum(v[1]), Sum(v[2]), Sum(v[3])}}; }
 #endif
+// Lane 2i + h of the result = the sum of half h of v[i] (i < 2): two rows' sums per vector (the
+// 4-bit lane tiles of rows of 16 inputs).
+#if defined(__SSE2__)
+inline V SumHalves(const V* v) {
+  return _mm_add_ps(_mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#else
+inline V SumHalves(const V* v) {
+  return V{{v[0].v[0] + v[0].v[1], v[0].v[2] + v[0].v[3], v[1].v[0] + v[1].v[1], v[1].v[2] + v[1].v[3]}};
+}
+#endif
 inline V LoadI8(const int8_t* p) {
   alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]),
                                   static_cast<float>(p[2]), static_cast<float>(p[3])};
