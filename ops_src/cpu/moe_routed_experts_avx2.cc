@@ -78,14 +78,21 @@ inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
     *hi = Mul(*hi, scale);
   }
 }
-// 4 bits in phases (moe_routed_experts_qtiles.inc): 32 bytes as 8 dwords of 8 nibbles; a phase
-// converts each dword's low nibble (sign-extended by two shifts; no table) and shifts the next one down.
-using Nibbles = __m256i;
-inline Nibbles LoadNibbles(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline V LowNibbles(Lut /*unscaled*/, Nibbles v) {
-  return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 28), 28));
+// 4 bits in phases (moe_routed_experts_qtiles.inc): 32 bytes as 8 dwords of 8 nibbles; phase j
+// sign-extends nibble j of each dword by two shifts of the loaded dwords (one for the top nibble)
+// and converts it (no table; shifting the dwords down between phases measured 0.9x as fast).
+struct Nibbles {
+  __m256i v;
+  int j;  // the phase
+};
+inline Nibbles LoadNibbles(const int8_t* p) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 0};
 }
-inline Nibbles NextNibbles(Nibbles v) { return _mm256_srli_epi32(v, 4); }
+inline V LowNibbles(Lut /*unscaled*/, Nibbles n) {
+  const __m256i top = n.j == 7 ? n.v : _mm256_slli_epi32(n.v, 28 - 4 * n.j);
+  return _mm256_cvtepi32_ps(_mm256_srai_epi32(top, 28));
+}
+inline Nibbles NextNibbles(Nibbles n) { return {n.v, n.j + 1}; }
 // LaneScales(sc, map): lane l = sc[8 l / block] for the map of `block` (a multiple of 8 dividing
 // 64; from 64 on, sc[0] in every lane): the chunk's scales loaded (masked) and spread by vpermps.
 struct LaneScaleMap {
