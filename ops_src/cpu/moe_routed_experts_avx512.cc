@@ -63,9 +63,11 @@ inline V SumHalves(const V* v) {
     c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x88),
                          _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xDD));
   for (int i = 0; i < 2; ++i)
-    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(c[2 * i], c[2 * i + 1]), _mm512_unpackhi_ps(c[2 * i], c[2 * i + 1]));
-  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                    _mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));  // lane 4q + i: row 4i + q
+    b[i] =
+        _mm512_add_ps(_mm512_unpacklo_ps(c[2 * i], c[2 * i + 1]), _mm512_unpackhi_ps(c[2 * i], c[2 * i + 1]));
+  const __m512 sums =
+      _mm512_add_ps(_mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));  // lane 4q + i: row 4i + q
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sums);
 }
 inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }

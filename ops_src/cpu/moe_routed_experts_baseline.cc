@@ -90,7 +90,8 @@ inline V SumLanes(const V* v) { return V{{Sum(v[0]), Sum(v[1]), Sum(v[2]), Sum(v
 // 4-bit lane tiles of rows of 16 inputs).
 #if defined(__SSE2__)
 inline V SumHalves(const V* v) {
-  return _mm_add_ps(_mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm_add_ps(_mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 #else
 inline V SumHalves(const V* v) {
@@ -125,7 +126,9 @@ inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
 #if defined(__SSE2__)
 using Nibbles = __m128i;
 inline Nibbles LoadNibbles(const int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline V LowNibbles(Lut /*unscaled*/, Nibbles v) { return _mm_cvtepi32_ps(_mm_srai_epi32(_mm_slli_epi32(v, 28), 28)); }
+inline V LowNibbles(Lut /*unscaled*/, Nibbles v) {
+  return _mm_cvtepi32_ps(_mm_srai_epi32(_mm_slli_epi32(v, 28), 28));
+}
 inline Nibbles NextNibbles(Nibbles v) { return _mm_srli_epi32(v, 4); }
 #else
 struct Nibbles {
@@ -135,13 +138,15 @@ inline Nibbles LoadNibbles(const int8_t* p) {
   Nibbles v;
   for (int i = 0; i < 4; ++i) {
     v.d[i] = 0;
-    for (int j = 3; j >= 0; --j) v.d[i] = (v.d[i] << 8) | static_cast<uint8_t>(p[4 * i + j]);  // little-endian
+    for (int j = 3; j >= 0; --j)
+      v.d[i] = (v.d[i] << 8) | static_cast<uint8_t>(p[4 * i + j]);  // little-endian
   }
   return v;
 }
 inline V LowNibbles(Lut /*unscaled*/, Nibbles v) {
   V r;
-  for (int i = 0; i < 4; ++i) r.v[i] = static_cast<float>(static_cast<int>(v.d[i] & 15u) - (v.d[i] & 8u ? 16 : 0));
+  for (int i = 0; i < 4; ++i)
+    r.v[i] = static_cast<float>(static_cast<int>(v.d[i] & 15u) - (v.d[i] & 8u ? 16 : 0));
   return r;
 }
 inline Nibbles NextNibbles(Nibbles v) {
