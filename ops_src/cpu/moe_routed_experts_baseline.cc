@@ -161,7 +161,7 @@ struct LaneScaleMap {
 };
 inline LaneScaleMap MakeLaneScaleMap(int64_t block) {
   LaneScaleMap map{};
-  for (int l = 0; l < 4; ++l) map.group[l] = block >= 32 ? 0 : static_cast<int>(8 * l / block);
+  for (int l = 0; l < 4; ++l) map.group[l] = block >= 32 ? 0 : static_cast<int>(8 * int64_t{l} / block);
   return map;
 }
 inline V LaneScales(const float* sc, const LaneScaleMap& map) {
