@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     const int rotation = 8;
     std::vector<std::vector<int64_t>> idx(rotation);
     std::vector<float> x(static_cast<size_t>(T * H)), w(static_cast<size_t>(T * k), 0.125f),
-        y(static_cast<size_t>(T * H)), y_before(y.size()), y_q(y.size());
+        y(static_cast<size_t>(T * H)), y_before(y.size()), y_q(y.size()), y_q_before(y.size());
     for (auto& v : x) v = uni(rng);
     double bytes = 0;
     for (auto& ids : idx) {
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
           pq.quant_bits = bits;
           pq.block_size = bits == 8 ? 0 : kInt4Block;
           old::MoeRoutedExpertsBuffers b;
-          b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data(), b.y = y_before.data();
+          b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data(), b.y = y_q_before.data();
           b.gate_up_q = fc1q.data(), b.down_q = fc2q.data(), b.gate_up_scales = sc1.data(), b.down_scales = sc2.data();
           return RunKernel<old::MoeRoutedExpertsParams, old::MoeRoutedExpertsBuffers, old::MoeRoutedExpertsPlan>(
               pq, b, idx[r].data(), static_cast<old::CpuIsa>(isa), H);
