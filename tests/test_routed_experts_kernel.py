@@ -5,7 +5,7 @@ exercise the vector tails, weight blocks that do not divide into the kernel's 4 
 per expert than one register tile holds, repeated experts and clamping; and with quantized weights
 (int8 and 4-bit, per channel and per group: blocks with and without a vector tail, rows whose
 length leaves a tail after the blocks' full steps; one pair per expert on the quantized down rows'
-lane tiles)."""
+lane tiles; 4-bit rows read in phases and rows beside that rule, PHASE_CASES)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def cases():
     # quantized: (T, H, E, I, k, bits, block_size); I = 192 gives several gate/up work items
     for T, H, E, I, k, bits, block in [(1, 70, 6, 34, 4, 8, 0), (12, 128, 3, 64, 3, 8, 32), (5, 96, 4, 66, 2, 4, 0),
                                        (9, 256, 5, 192, 2, 4, 64), (3, 100, 4, 50, 2, 4, 10),
-                                       (2, 48, 3, 24, 2, 8, 6)]:
+                                       (2, 48, 3, 24, 2, 8, 6), *PHASE_CASES]:
         idx = rng.integers(0, E, (T, k))
         idx[0, -1] = idx[0, 0]
         inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
@@ -51,6 +51,14 @@ def cases():
     out += quantized_pair_count_cases(rng)
     out += lane_tile_cases(rng)
     return out
+
+
+# 4-bit rows read in phases (moe_routed_experts_qtiles.inc: chunks of 8 kLanes inputs, 128 / 64 / 32
+# on AVX-512 / AVX2 / baseline) and rows beside the rule: (T, H, E, I, k, bits, block_size) with rows
+# of whole chunks on some paths only, blocks of 8 and 16 (several per dword group), 128, 256 (several
+# chunks per block), 24 (not a divisor of a chunk) and per channel.
+PHASE_CASES = [(4, 384, 5, 256, 2, 4, 128), (3, 512, 4, 256, 2, 4, 256), (5, 256, 4, 128, 2, 4, 16),
+               (2, 640, 4, 320, 2, 4, 0), (3, 128, 3, 64, 2, 4, 8), (2, 384, 3, 96, 2, 4, 24)]
 
 
 def _quantized_case(rng, idx, H: int, I: int, bits: int, block: int) -> tuple:
@@ -74,7 +82,9 @@ def lane_tile_cases(rng) -> list:
     E, k, T = 6, 2, 3
     out = []
     for H, I, bits, block in [(149, 64, 8, 0), (149, 6, 8, 0), (120, 72, 8, 24), (150, 70, 4, 0),
-                              (160, 96, 4, 32), (192, 192, 4, 64), (70, 10, 4, 10), (224, 256, 4, 32)]:
+                              (160, 96, 4, 32), (192, 192, 4, 64), (70, 10, 4, 10), (224, 256, 4, 32), (160, 128, 4, 0),
+                              (192, 128, 4, 64), (160, 64, 4, 32), (176, 64, 4, 0), (160, 32, 4, 16),
+                              (160, 16, 4, 8), (160, 64, 4, 8)]:
         idx = rng.permutation(E).reshape(T, k)
         out.append(_quantized_case(rng, idx, H, I, bits, block))
     return out
@@ -91,7 +101,8 @@ def quantized_pair_count_cases(rng) -> list:
     counts = np.array(PAIRS_PER_EXPERT)
     E, k = len(counts), 2
     out = []
-    for H, I, bits, block in [(70, 33, 8, 0), (48, 32, 8, 16), (70, 34, 4, 0), (96, 64, 4, 32), (100, 50, 4, 10)]:
+    for H, I, bits, block in [(70, 33, 8, 0), (48, 32, 8, 16), (70, 34, 4, 0), (96, 64, 4, 32), (100, 50, 4, 10), (128, 128, 4, 32),
+                              (256, 64, 4, 0)]:
         idx = rng.permutation(np.repeat(np.arange(E), counts)).reshape(-1, k)
         out.append(_quantized_case(rng, idx, H, I, bits, block))
     return out

@@ -86,6 +86,18 @@ inline V SumLanes(const V* v) {
 #else
 inline V SumLanes(const V* v) { return V{{Sum(v[0]), Sum(v[1]), Sum(v[2]), Sum(v[3])}}; }
 #endif
+// Lane 2i + h of the result = the sum of half h of v[i] (i < 2): two rows' sums per vector (the
+// 4-bit lane tiles of rows of 16 inputs).
+#if defined(__SSE2__)
+inline V SumHalves(const V* v) {
+  return _mm_add_ps(_mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#else
+inline V SumHalves(const V* v) {
+  return V{{v[0].v[0] + v[0].v[1], v[0].v[2] + v[0].v[3], v[1].v[0] + v[1].v[1], v[1].v[2] + v[1].v[3]}};
+}
+#endif
 inline V LoadI8(const int8_t* p) {
   alignas(16) const float v[4] = {static_cast<float>(p[0]), static_cast<float>(p[1]),
                                   static_cast<float>(p[2]), static_cast<float>(p[3])};
@@ -108,6 +120,54 @@ inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
     *lo = Mul(*lo, scale);
     *hi = Mul(*hi, scale);
   }
+}
+// 4 bits in phases (moe_routed_experts_qtiles.inc): 16 bytes as 4 dwords of 8 nibbles; a phase
+// converts each dword's low nibble and shifts the next one down.
+#if defined(__SSE2__)
+using Nibbles = __m128i;
+inline Nibbles LoadNibbles(const int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline V LowNibbles(Lut /*unscaled*/, Nibbles v) {
+  return _mm_cvtepi32_ps(_mm_srai_epi32(_mm_slli_epi32(v, 28), 28));
+}
+inline Nibbles NextNibbles(Nibbles v) { return _mm_srli_epi32(v, 4); }
+#else
+struct Nibbles {
+  uint32_t d[4];
+};
+inline Nibbles LoadNibbles(const int8_t* p) {
+  Nibbles v;
+  for (int i = 0; i < 4; ++i) {
+    v.d[i] = 0;
+    for (int j = 3; j >= 0; --j)
+      v.d[i] = (v.d[i] << 8) | static_cast<uint8_t>(p[4 * i + j]);  // little-endian
+  }
+  return v;
+}
+inline V LowNibbles(Lut /*unscaled*/, Nibbles v) {
+  V r;
+  for (int i = 0; i < 4; ++i)
+    r.v[i] = static_cast<float>(static_cast<int>(v.d[i] & 15u) - (v.d[i] & 8u ? 16 : 0));
+  return r;
+}
+inline Nibbles NextNibbles(Nibbles v) {
+  for (int i = 0; i < 4; ++i) v.d[i] >>= 4;
+  return v;
+}
+#endif
+// LaneScales(sc, map): lane l = sc[8 l / block] for the map of `block` (a multiple of 8 dividing
+// 32; from 32 on, sc[0] in every lane).
+struct LaneScaleMap {
+  int group[4];  // lane -> its scale
+};
+inline LaneScaleMap MakeLaneScaleMap(int64_t block) {
+  LaneScaleMap map{};
+  for (int l = 0; l < 4; ++l) map.group[l] = block >= 32 ? 0 : static_cast<int>(8 * int64_t{l} / block);
+  return map;
+}
+inline V LaneScales(const float* sc, const LaneScaleMap& map) {
+  alignas(16) float s[4];
+  for (int l = 0; l < 4; ++l) s[l] = sc[map.group[l]];
+  return Load(s);
 }
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
