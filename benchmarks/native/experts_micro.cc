@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     const int rotation = 8;
     std::vector<std::vector<int64_t>> idx(rotation);
     std::vector<float> x(static_cast<size_t>(T * H)), w(static_cast<size_t>(T * k), 0.125f),
-        y(static_cast<size_t>(T * H)), y_before(y.size()), y_q(y.size());
+        y(static_cast<size_t>(T * H)), y_before(y.size()), y_q(y.size()), y_qb(y.size());
     for (auto& v : x) v = uni(rng);
     double bytes = 0;
     for (auto& ids : idx) {
@@ -158,6 +158,18 @@ int main(int argc, char** argv) {
         return RunKernel<old::MoeRoutedExpertsParams, old::MoeRoutedExpertsBuffers, old::MoeRoutedExpertsPlan>(
             op, b, idx[r].data(), static_cast<old::CpuIsa>(isa), H);
       }});
+      for (int bits : {8, 4}) {  // the base commit's quantized kernel on the same weights
+        candidates.push_back({bits == 8 ? "int8-before" : "int4-before", [&, bits](int r) {
+          old::MoeRoutedExpertsParams pq = op;
+          pq.quant_bits = bits;
+          pq.block_size = bits == 8 ? 0 : kInt4Block;
+          old::MoeRoutedExpertsBuffers b;
+          b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data(), b.y = y_qb.data();
+          b.gate_up_q = fc1q.data(), b.down_q = fc2q.data(), b.gate_up_scales = sc1.data(), b.down_scales = sc2.data();
+          return RunKernel<old::MoeRoutedExpertsParams, old::MoeRoutedExpertsBuffers, old::MoeRoutedExpertsPlan>(
+              pq, b, idx[r].data(), static_cast<old::CpuIsa>(isa), H);
+        }});
+      }
 #endif
       bool ok = true;
       for (int rep = 0; rep < 6 && ok; ++rep) {
@@ -170,8 +182,10 @@ int main(int argc, char** argv) {
       if (!ok) continue;
       for (const auto& c : candidates) {
         // bytes per float32 weight byte: int8 1/4 (+ a scale per row), int4 1/8 + a scale per block
-        const double own = c.name == "int8" ? bytes / 4 : c.name == "int4" ? bytes / 8 * (1 + 8.0 / kInt4Block) : bytes;
-        std::printf("T %4lld %-8s %-6s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe  %5.2fx float32", (long long)T,
+        const double own = c.name.rfind("int8", 0) == 0   ? bytes / 4
+                           : c.name.rfind("int4", 0) == 0 ? bytes / 8 * (1 + 8.0 / kInt4Block)
+                                                          : bytes;
+        std::printf("T %4lld %-8s %-11s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe  %5.2fx float32", (long long)T,
                     CpuIsaName(isa), c.name.c_str(), c.best * 1e3, own / c.best / 1e9, 100 * own / c.best / dram,
                     candidates.front().best / c.best);
         if (c.name == "before") {

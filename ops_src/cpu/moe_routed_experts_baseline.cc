@@ -112,5 +112,6 @@ inline void LoadI4(const int8_t* p, Lut scale, V* lo, V* hi) {
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
 #include "ops_src/cpu/moe_routed_experts_qtiles.inc"
+#include "ops_src/cpu/moe_routed_experts_ptiles.inc"
 
 }  // namespace ascend_moe::cpu::experts_baseline
