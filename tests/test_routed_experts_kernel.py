@@ -101,9 +101,10 @@ def panel_tile_cases(rng) -> list:
     return out
 
 
-# Pairs per expert around the kernel's switch to dequantizing each row once (from 8 pairs with 4
-# bits, 16 with 8 bits; moe_routed_experts_qtiles.inc) and its tiles of 4 pairs (remainders 1-3).
-PAIRS_PER_EXPERT = (1, 7, 8, 10, 15, 16, 17, 18)
+# Pairs per expert around the kernel's switches to dequantizing each row once (4 bits: from 8 pairs,
+# 24 on AVX-512; 8 bits: from 16; moe_routed_experts_qtiles.inc) and its tiles of 4 pairs, converted
+# or dequantized (remainders 1-3).
+PAIRS_PER_EXPERT = (1, 5, 7, 8, 10, 15, 16, 18, 23, 25)
 
 
 def quantized_pair_count_cases(rng) -> list:
