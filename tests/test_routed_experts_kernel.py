@@ -5,7 +5,8 @@ exercise the vector tails, weight blocks that do not divide into the kernel's 4 
 per expert than one register tile holds, repeated experts and clamping; and with quantized weights
 (int8 and 4-bit, per channel and per group: blocks with and without a vector tail, rows whose
 length leaves a tail after the blocks' full steps; one pair per expert on the quantized down rows'
-lane tiles; 4-bit rows read in phases and rows beside that rule, PHASE_CASES)."""
+lane tiles; several pairs per expert on their panel tiles; 4-bit rows read in phases and rows
+beside that rule, PHASE_CASES)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def cases():
         out.append((inputs, {"weight_bits": bits, "block_size": block, "swiglu_limit": 0.9 if bits == 4 else 0.0}))
     out += quantized_pair_count_cases(rng)
     out += lane_tile_cases(rng)
+    out += panel_tile_cases(rng)
     return out
 
 
@@ -90,9 +92,30 @@ def lane_tile_cases(rng) -> list:
     return out
 
 
-# Pairs per expert around the kernel's switch to dequantizing each row once (from 8 pairs with 4
-# bits, 16 with 8 bits; moe_routed_experts_qtiles.inc) and its tiles of 4 pairs (remainders 1-3).
-PAIRS_PER_EXPERT = (1, 7, 8, 10, 15, 16, 17, 18)
+# Pairs per expert around the down rows' switch to the panel tiles (from 3 pairs, rows of at most
+# 256 inputs; moe_routed_experts_ptiles.inc) and well past it.
+PANEL_PAIRS_PER_EXPERT = (2, 3, 4, 9, 18)
+
+
+def panel_tile_cases(rng) -> list:
+    """Quantized cases whose expert e has PANEL_PAIRS_PER_EXPERT[e] pairs, on the down rows' panel
+    tiles (16, 8 or 4 rows a panel): H rows leaving rows outside the panels, rows with a tail after
+    their vector steps, rows shorter than a vector step, group boundaries inside a step, the longest
+    rows the panels take (256) and rows just longer (the dot-product tiles)."""
+    counts = np.array(PANEL_PAIRS_PER_EXPERT)
+    E, k = len(counts), 2
+    out = []
+    for H, I, bits, block in [(150, 64, 8, 0), (154, 70, 8, 14), (100, 6, 8, 0), (150, 70, 4, 0),
+                              (160, 96, 4, 32), (128, 256, 4, 64), (40, 258, 4, 0), (72, 256, 8, 0)]:
+        idx = rng.permutation(np.repeat(np.arange(E), counts)).reshape(-1, k)
+        out.append(_quantized_case(rng, idx, H, I, bits, block))
+    return out
+
+
+# Pairs per expert around the kernel's switches to dequantizing each row once (4 bits: from 8 pairs,
+# 24 on AVX-512; 8 bits: from 16; moe_routed_experts_qtiles.inc) and its tiles of 4 pairs, converted
+# or dequantized (remainders 1-3).
+PAIRS_PER_EXPERT = (1, 5, 7, 8, 10, 15, 16, 18, 23, 25)
 
 
 def quantized_pair_count_cases(rng) -> list:
