@@ -77,7 +77,7 @@ def _quantized_case(rng, idx, H: int, I: int, bits: int, block: int) -> tuple:
 
 def lane_tile_cases(rng) -> list:
     """Quantized cases with one pair per expert (T = 3, k = 2, E = 6: each expert once), the down
-    rows' lane tiles (moe_routed_experts_qtiles.inc: 16, 8 or 4 rows a tile, 4 streams of tiles):
+    rows' lane tiles (moe_routed_experts_lanetiles.inc: 16, 8 or 4 rows a tile, 4 streams of tiles):
     H rows leaving whole tiles outside the streams and rows outside the tiles, rows shorter than a
     vector step, rows with a tail after their steps, group boundaries at and inside a step, and the
     longest rows the tiles take (256)."""

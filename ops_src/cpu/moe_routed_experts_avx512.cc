@@ -112,7 +112,9 @@ inline V LaneScales(const float* sc, const LaneScaleMap& map) {
 
 #include "ops_src/cpu/moe_routed_experts_tiles.inc"
 #include "ops_src/cpu/moe_routed_experts_qtiles.inc"
+#include "ops_src/cpu/moe_routed_experts_lanetiles.inc"
 #include "ops_src/cpu/moe_routed_experts_ptiles.inc"
+#include "ops_src/cpu/moe_routed_experts_qrows.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx512
 ASCEND_MOE_CPU_TARGET_END
