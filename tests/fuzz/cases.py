@@ -17,6 +17,9 @@ REROUTING = "MoeReRouting"
 EXPERTS = "MoeRoutedExperts"
 EXPERTS_INPUTS = ("x", "expert_idx", "routing_weights", "gate_up_weights", "down_weights")
 EXPERTS_DEFAULTS = dict(swiglu_limit=0.0)
+# int8 / 4-bit expert weights (docs/quantization.md): the scale inputs and attributes they add
+EXPERTS_SCALES = ("gate_up_scales", "down_scales")
+EXPERTS_QUANT_DEFAULTS = dict(weight_bits=8, block_size=0)
 GATING_INPUTS = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 GATING_OUTPUTS = ("y", "expert_idx", "out")
 REROUTING_INPUTS = ("tokens", "expert_token_num_per_rank", "per_token_scales")
@@ -522,7 +525,9 @@ REROUTING_FAULTS = [
 
 def gen_experts(src) -> Case:
     """A MoeRoutedExperts case (docs/operators.md §3): H = 0 (an empty y) now and then, with
-    weights that then declare huge E or I and hold no element."""
+    weights that then declare huge E or I and hold no element; a third of the cases quantized."""
+    if src.prob(0.35):
+        return gen_quantized_experts(src)
     tags: list = []
     rng = np.random.default_rng(src.seed())
     T = src.choice([0, 1, 2, 5, 17])
@@ -546,6 +551,35 @@ def gen_experts(src) -> Case:
     if "missing_required" in case.tags:
         case.node_inputs[src.int(0, len(EXPERTS_INPUTS) - 1)] = ""
     return case
+
+
+def gen_quantized_experts(src) -> Case:
+    """A valid MoeRoutedExperts case with int8 or 4-bit weights and their scales, per channel or
+    per block: row lengths that reach the kernel's 4-bit phases (multiples of 128 / 64 / 32
+    inputs), the down rows' lane tiles (one pair per expert) and panel tiles (several), the
+    switches to dequantized rows (many pairs per expert), with vector tails beside them. No faults
+    are injected: the float cases probe the validation, these the quantized kernels' arithmetic."""
+    from ascend_moe_onnx.onnx_schemas import weight_quant
+
+    rng = np.random.default_rng(src.seed())
+    bits = src.choice([8, 4])
+    H, I = src.choice([16, 40, 64, 128, 150, 256]), src.choice([8, 24, 64, 72, 128])
+    blocks = [b for b in (8, 16, 24, 32, 64, 128) if H % b == 0 and I % b == 0]
+    block = src.choice([0] + blocks) if blocks else 0
+    T, k, E = src.choice([1, 2, 5, 17, 40]), src.choice([1, 2, 4, 8]), src.choice([1, 2, 5, 16])
+    inputs = {"x": rng.standard_normal((T, H)).astype(np.float32),
+              "expert_idx": rng.integers(0, E, (T, k)).astype(src.choice(["int32", "int64"])),
+              "routing_weights": rng.random((T, k)).astype(np.float32)}
+    for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
+                    ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
+        inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
+    attrs: dict[str, Any] = {"weight_bits": bits, "block_size": block}
+    if src.prob(0.3):
+        attrs["swiglu_limit"] = src.choice([0.5, 7.0])
+    names = EXPERTS_INPUTS + EXPERTS_SCALES
+    return Case(EXPERTS, attrs, inputs, list(names), ["y"], _dims_modes(src, names), optimize=src.prob(0.7),
+                threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=["quantized"],
+                constants=src.prob(0.15))
 
 
 def _e_index_range(src, c, rng):

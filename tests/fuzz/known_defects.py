@@ -21,6 +21,7 @@ import numpy as np
 from tests.fuzz.cases import (
     EXPERTS,
     EXPERTS_DEFAULTS,
+    EXPERTS_QUANT_DEFAULTS,
     GATING,
     GATING_DEFAULTS,
     GATING_INPUTS,
@@ -46,7 +47,7 @@ class KnownDefect:
 
 
 def _unknown_attribute_name(c: Case) -> bool:
-    known = {GATING: GATING_ATTRS, EXPERTS: set(EXPERTS_DEFAULTS),
+    known = {GATING: GATING_ATTRS, EXPERTS: set(EXPERTS_DEFAULTS) | set(EXPERTS_QUANT_DEFAULTS),
              **{op: set(defaults) for op, defaults in PIPELINE_DEFAULTS.items()}}.get(c.op, REROUTING_ATTRS)
     return any(n not in known for n in c.attrs)
 

@@ -16,6 +16,8 @@ from tests.fuzz.cases import (
     EXPERTS,
     EXPERTS_DEFAULTS,
     EXPERTS_INPUTS,
+    EXPERTS_QUANT_DEFAULTS,
+    EXPERTS_SCALES,
     FLOAT_TYPES,
     GATING,
     GATING_DEFAULTS,
@@ -229,6 +231,33 @@ def _gating(case: Case, f: _Faults) -> None:
 # ---- MoeReRouting (docs/operators.md §2.3) ------------------------------------------------------------------
 
 
+def _quantized_types(case: Case, f: _Faults, a: dict) -> None:
+    """int8 expert weights: both int8, both scale inputs float, weight_bits 8 / 4, block_size >= 0
+    (even with 4 bits)."""
+    if type_name(_present(case, "down_weights")) != "int8":
+        f.add("down_weights is not int8 like gate_up_weights", "down_weights")
+    for name in EXPERTS_SCALES:
+        scales = _present(case, name)
+        if scales is None or type_name(scales) != "float":
+            f.add(f"{name} missing or not float with int8 weights", name)
+    bits, block = a["weight_bits"], a["block_size"]
+    if bits not in (8, 4):
+        f.add(f"weight_bits={bits}", "weight_bits", attribute=True)
+    if block is not None and (block < 0 or (bits == 4 and block % 2)):
+        f.add(f"block_size={block}", "block_size", attribute=True)
+
+
+def _quantized_shapes(case: Case, f: _Faults, block: int, E: int, H: int, I: int) -> None:
+    """The block size against the row lengths H and I, and the scales' shapes."""
+    if block and (H % block or I % block):
+        f.add(f"block_size={block} does not divide H={H} and I={I}", "block_size", attribute=True)
+        return
+    for name, rows, K in (("gate_up_scales", 2 * I, H), ("down_scales", H, I)):
+        want = (E, rows) + ((K // block,) if block else ())
+        if _present(case, name).shape != want:
+            f.add(f"{name} shape {list(_present(case, name).shape)} != {list(want)}", name)
+
+
 def _rerouting(case: Case, f: _Faults) -> None:
     a = _attributes(case, f, {n: "INT" for n in REROUTING_DEFAULTS}, dict(REROUTING_DEFAULTS), ())
     for name in REROUTING_DEFAULTS:
@@ -280,7 +309,8 @@ def _rerouting(case: Case, f: _Faults) -> None:
 
 
 def _experts(case: Case, f: _Faults) -> None:
-    a = _attributes(case, f, {"swiglu_limit": "FLOAT"}, dict(EXPERTS_DEFAULTS), ())
+    a = _attributes(case, f, {"swiglu_limit": "FLOAT", "weight_bits": "INT", "block_size": "INT"},
+                    dict(EXPERTS_DEFAULTS, **EXPERTS_QUANT_DEFAULTS), ())
     limit = a["swiglu_limit"]
     if limit is not None and not (math.isfinite(limit) and limit >= 0):
         f.add(f"swiglu_limit={limit}", "swiglu_limit", attribute=True)
@@ -291,9 +321,12 @@ def _experts(case: Case, f: _Faults) -> None:
     if missing:
         return
     x, idx, w, gu, down = (given[n] for n in EXPERTS_INPUTS)
-    for name in ("x", "routing_weights", "gate_up_weights", "down_weights"):
+    quantized = type_name(gu) == "int8"
+    for name in ("x", "routing_weights") + (() if quantized else ("gate_up_weights", "down_weights")):
         if type_name(given[name]) != "float":
             f.add(f"{name} is {type_name(given[name])}", name)
+    if quantized:
+        _quantized_types(case, f, a)
     if type_name(idx) not in INT_TYPES:
         f.add(f"expert_idx is {type_name(idx)}", "expert_idx")
     if f.reasons:
@@ -307,12 +340,15 @@ def _experts(case: Case, f: _Faults) -> None:
         return
     if w.shape != idx.shape:
         f.add(f"routing_weights shape {list(w.shape)} != expert_idx's", "routing_weights", "expert_idx")
-    if gu.ndim != 3 or gu.shape[0] < 1 or gu.shape[1] < 2 or gu.shape[1] % 2 or gu.shape[2] != H:
+    pack = 2 if quantized and a["weight_bits"] == 4 else 1  # 4 bits: two values per byte
+    if gu.ndim != 3 or gu.shape[0] < 1 or gu.shape[1] < 2 or gu.shape[1] % 2 or gu.shape[2] * pack != H:
         f.add(f"gate_up_weights shape {list(gu.shape)} for H={H}", "gate_up_weights")
         return
     E, I = gu.shape[0], gu.shape[1] // 2
-    if down.shape != (E, H, I):
-        f.add(f"down_weights shape {list(down.shape)} != [{E}, {H}, {I}]", "down_weights")
+    if down.ndim != 3 or down.shape[:2] != (E, H) or down.shape[2] * pack != I:
+        f.add(f"down_weights shape {list(down.shape)} != [{E}, {H}, {I} / {pack}]", "down_weights")
+    if quantized and not f.reasons:
+        _quantized_shapes(case, f, a["block_size"], E, H, I)
     if f.reasons:
         return
     values = idx.astype(np.int64)
