@@ -23,8 +23,9 @@ constexpr int64_t kRowTile = 4;                     // rows per pass over the we
 constexpr int64_t kItemBytes = int64_t{4 << 20};    // weight bytes per item (columns are split above it)
 constexpr int64_t kTileBytes = int64_t{256 << 10};  // weight rows each row tile uses while they are in L2
 // AVX-512 items with int4 [E, N, K] weights look each nibble up in its antiquant group's 16
-// dequantized values (gmmq_avx512::NK4): 1.5-2.3x the float32 panels below at 1-128 rows per
-// group (benchmarks/native/gmm_quant_micro, docs/quantization.md).
+// dequantized values (gmmq_avx512::NK4): 1.3-2.3x float32 at 1-128 rows per group, where the
+// float32 panels below ran 0.9-1.1x (each against float32 in its own run of
+// benchmarks/native/gmm_quant_micro; docs/quantization.md).
 bool NibbleLookup(CpuIsa isa, const GroupedMatmulParams& p) {
   return kCpuX86Paths && isa == CpuIsa::kAvx512 && p.weight == GmmWeight::kInt4 && p.transpose_weight;
 }
