@@ -8,7 +8,7 @@ own MoeTokenUnpermute is this op with ``drop_pad_mode`` 2 on its newest chips.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 from onnx import TensorProto
@@ -144,6 +144,15 @@ def _required(inputs: dict[str, tuple | None], name: str) -> tuple:
     return spec
 
 
+def check_presence(present: Collection[str]) -> None:
+    """The rules of which optional inputs go together (known from the node alone: the function
+    body checks them when it is built): x2 only with x1, bias only with expert_idx."""
+    if "x2" in present and "x1" not in present:
+        raise _err("input 'x2' must be absent when x1 is absent")
+    if "bias" in present and "expert_idx" not in present:
+        raise _err("input 'bias' needs expert_idx (the expert of each slot), got no expert_idx")
+
+
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> tuple:
     """Check attributes, types, ranks and dims; ``inputs[name] = (shape, onnx type name)`` or None.
 
@@ -186,12 +195,9 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
         shape = tuple(desc[0])
         if len(shape) != 2 or any(known(a, b) and a != b for a, b in zip(shape, (N, H))):
             raise _err(f"input '{name}' must be [N, H] = {shape_text((N, H))}, got shape {shape_text(shape)}")
-    if inputs.get("x2") is not None and inputs.get("x1") is None:
-        raise _err("input 'x2' must be absent when x1 is absent")
+    check_presence({n for n, d in inputs.items() if d is not None})
     bias, experts = inputs.get("bias"), inputs.get("expert_idx")
     if bias is not None:
-        if experts is None:
-            raise _err("input 'bias' needs expert_idx (the expert of each slot), got no expert_idx")
         b_shape = tuple(bias[0])
         if len(b_shape) != 2 or (known(b_shape[0]) and b_shape[0] < 1) or (known(b_shape[1], H) and b_shape[1] != H):
             raise _err(f"input 'bias' must be 2-D [E, H] with E >= 1 and H = {H} (expanded_x.shape[-1]), "

@@ -83,11 +83,25 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     attrs = resolve_attributes(schema, dict(attributes))
     finalize.validate_attributes(attrs)
     has = present_flags(schema, present_inputs)
+    finalize.check_presence({n for n, h in has.items() if h})
     mode = attrs["drop_pad_mode"]
     x, row_idx, x1, x2, bias, scales, experts = finalize.INPUT_NAMES
     g = BodyBuilder()
     b = WeightedGatherBody(g)
     op = b.op
+
+    # The ranks and dims the body sees (docs/operators.md §8.3) that its Reshapes and broadcasts
+    # would not refuse: expanded_row_idx 1-D, expert_idx [N, K], bias [E, H] with E the rows of
+    # expanded_x in the drop-pad modes.
+    checks = [g.check("Equal", g.rank(row_idx), 1)]
+    if has[experts]:
+        n_dim = g.dim(scales, 0) if has[scales] else g.dim(row_idx, 0)
+        k_dim = g.dim(scales, 1) if has[scales] else g.const(1, np.int64)
+        checks += [g.check("Equal", g.rank(experts), 2), g.check("Equal", g.dim(experts, 0), n_dim),
+                   g.check("Equal", g.dim(experts, 1), k_dim)]
+    if has[bias] and finalize.drop_pad(mode):
+        checks.append(g.check("Equal", g.dim(bias, 0), g.dim(x, 0)))
+    row_idx = g.require(row_idx, g.all_of(*checks))
 
     # [R, H]; allowzero=1 on every Reshape: a 0 in a computed shape (0 tokens) is a size, not "copy"
     if finalize.drop_pad(mode):

@@ -32,6 +32,10 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     g = BodyBuilder()
     op, const = g.op, g.const
 
+    # The dims a Gather or a broadcast would not refuse (docs/operators.md §3.3): routing_weights of
+    # expert_idx's shape, down_weights of gate_up_weights' E
+    idx = g.require(idx, g.all_of(g.all_equal(g.dims(w, 3), g.dims(idx, 3)),
+                                  g.check("Equal", g.dim(down, 0), g.dim(gate_up, 0))))
     idx64 = op("Cast", idx, to=onnx.TensorProto.INT64)
     # Gather takes ids in [-E, 0) as counting from the end: map them to E so that it fails instead.
     idx64 = op("Where", op("Less", idx64, const(0, np.int64)), op("Shape", gate_up, start=0, end=1), idx64)
@@ -68,7 +72,8 @@ def _signed_nibble(g: BodyBuilder, v: str) -> str:
 
 def _dequantized(g: BodyBuilder, q: str, scales: str, bits: int, block: int) -> str:
     """int8 weights [..., N, K / (8 / bits)] and their scales [..., N] (block 0) or [..., N, K / block]
-    -> float [..., N, K] (onnx_schemas/weight_quant.py); exact in float32."""
+    -> float [..., N, K] (onnx_schemas/weight_quant.py); exact in float32. Every Reshape names
+    each dim: a -1 cannot be inferred where the gathered weights are empty (no tokens)."""
     op, const = g.op, g.const
     v = op("Cast", q, to=onnx.TensorProto.FLOAT)
     if bits == 4:  # byte b (as unsigned) = 16 hi + lo
@@ -78,9 +83,11 @@ def _dequantized(g: BodyBuilder, q: str, scales: str, bits: int, block: int) -> 
         lo = op("Sub", f, op("Mul", hi, const(16.0, np.float32)))
         pairs = op("Concat", op("Unsqueeze", _signed_nibble(g, lo), const([-1], np.int64)),
                    op("Unsqueeze", _signed_nibble(g, hi), const([-1], np.int64)), axis=-1)
-        v = op("Reshape", pairs, op("Concat", op("Shape", q, start=0, end=-1), const([-1], np.int64), axis=0))
+        v = op("Reshape", pairs, op("Concat", op("Shape", q, start=0, end=-1),
+                                    op("Mul", op("Shape", q, start=-1), const([2], np.int64)), axis=0))
     if block == 0:
         return op("Mul", v, op("Unsqueeze", scales, const([-1], np.int64)))
     blocks = op("Reshape", v, op("Concat", op("Shape", scales), const([block], np.int64), axis=0))
     scaled = op("Mul", blocks, op("Unsqueeze", scales, const([-1], np.int64)))
-    return op("Reshape", scaled, op("Concat", op("Shape", scales, start=0, end=-1), const([-1], np.int64), axis=0))
+    return op("Reshape", scaled, op("Concat", op("Shape", scales, start=0, end=-1),
+                                    op("Mul", op("Shape", scales, start=-1), const([block], np.int64)), axis=0))

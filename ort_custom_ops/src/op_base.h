@@ -11,7 +11,7 @@
 //   optional: static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo*,
 //                 const std::vector<GraphTensor>& inputs);  // output types an attribute decides
 //                                         // (one per output, UNDEFINED = from the inputs)
-// Input element types are checked against kInputs at session creation (when the kernel is
+// Input presence and element types are checked against kInputs at session creation (when the kernel is
 // created; also at shape inference, which ORT only logs): the inputs are declared with an
 // undefined type because each accepts several. Output types are checked there too: ORT types
 // an output the shape inference left unset like the node's last input, which may be wrong.
@@ -112,8 +112,12 @@ struct AscendMoeOp
   ONNXTensorElementDataType GetInputType(size_t /*index*/) const {
     return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // several types allowed: checked at run time
   }
-  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
-    return Characteristic(Def::kInputs[index].optional);
+  // Every input is declared optional to ORT: ORT's own check of a required input (left out, or
+  // named "") reports it by position only, before any kernel exists. The kernel, which gets the
+  // node's input count and the types of the present inputs, checks presence against kInputs at
+  // creation (CheckKernelInputTypes) and names the input.
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t /*index*/) const {
+    return Characteristic(/*optional=*/true);
   }
   OrtMemType GetInputMemoryType(size_t index) const {
     if constexpr (HasInputMemoryType<Kernel>::value) return Kernel::InputMemoryType(index);

@@ -291,7 +291,7 @@ inline constexpr ParamSpec kInputs[] = {
     {"scale", "TS", true, kInScaleTypes, std::size(kInScaleTypes)},
     {"offset", "TO", true, kInOffsetTypes, std::size(kInOffsetTypes)},
     {"antiquant_scale", "TA", true, kInAntiquantScaleTypes, std::size(kInAntiquantScaleTypes)},
-    {"antiquant_offset", "TA", true, kInAntiquantOffsetTypes, std::size(kInAntiquantOffsetTypes)},
+    {"antiquant_offset", "TAO", true, kInAntiquantOffsetTypes, std::size(kInAntiquantOffsetTypes)},
     {"per_token_scale", "TP", true, kInPerTokenScaleTypes, std::size(kInPerTokenScaleTypes)},
 };
 inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
