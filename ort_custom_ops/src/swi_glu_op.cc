@@ -14,11 +14,14 @@ OrtStatusPtr ORT_API_CALL swiglu::InferShapes(const OrtCustomOp*, OrtShapeInferC
   const int64_t dim = InferAttrInt(api, ctx, kAttrs[kAttrDim]);
   InferredTensor x{};
   if (!GetInferInput(api, ctx, kInX, &x)) return nullptr;
+  // x of unknown rank (or rank 0, refused at run time): y is left unset, so that ORT types it like
+  // the node's last input, x. Declaring it would declare a scalar (the C API always writes a
+  // shape), which ORT's optimisers then trust.
+  if (!x.rank_known || x.dims.empty()) return nullptr;
   InferredTensor y = x;
   const int64_t rank = static_cast<int64_t>(x.dims.size());
-  if (!x.rank_known || dim < -rank || dim >= rank) {
-    y.dims.clear();
-    y.rank_known = false;
+  if (dim < -rank || dim >= rank) {  // refused at run time: x's rank, unknown dims
+    for (auto& d : y.dims) d = InferDim{};
   } else {
     InferDim& d = y.dims[dim < 0 ? dim + rank : dim];
     d = d.value >= 0 ? InferDim{d.value / 2, {}} : InferDim{};

@@ -143,7 +143,7 @@ def _grouped_matmul_quantized(a, g, f, missing) -> None:
     M, K = _shape(x)
     pack = 8 if wt == "int32" else 1
     E = w.shape[0]
-    k_len = w.shape[2] * (pack if tw else 1) if w.ndim == 3 else -1
+    k_len = (w.shape[2] * pack if tw else w.shape[1]) if w.ndim == 3 else -1
     N = w.shape[1] if tw else w.shape[2] * pack
     if x.ndim != 2 or w.ndim != 3 or E < 1 or k_len != K or _shape(gl) != (E,):
         f.add("shapes", "x", "weight", "group_list")
