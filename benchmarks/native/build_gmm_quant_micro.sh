@@ -14,11 +14,13 @@ if [[ $# -ge 1 ]]; then
   rm -rf "$before" && mkdir -p "$before"
   git archive "$1" ops_src/cpu | tar -x -C "$before"
   extra=(-DGMM_QUANT_MICRO_BEFORE)
-  for src in "$before"/ops_src/cpu/grouped_matmul*.cc "$before"/ops_src/cpu/isa.cc; do
+  # (the commit may predate the per-op folder)
+  for src in $(find "$before"/ops_src/cpu -name 'grouped_matmul*.cc') "$before"/ops_src/cpu/isa.cc; do
+    [[ -f $src ]] || continue
     obj="$before/$(basename "$src" .cc).o"
     "$CXX" "${FLAGS[@]/-I./-I$before}" -Dascend_moe=ascend_moe_before -c "$src" -o "$obj"
     extra+=("$obj")
   done
 fi
-"$CXX" "${FLAGS[@]}" benchmarks/native/gmm_quant_micro.cc ops_src/cpu/grouped_matmul*.cc ops_src/cpu/isa.cc \
-  "${extra[@]}" -o build/gmm_quant_micro
+"$CXX" "${FLAGS[@]}" benchmarks/native/gmm_quant_micro.cc ops_src/cpu/grouped_matmul/grouped_matmul*.cc \
+  ops_src/cpu/isa.cc "${extra[@]}" -o build/gmm_quant_micro

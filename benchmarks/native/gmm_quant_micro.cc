@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "ops_src/cpu/grouped_matmul.h"
+#include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 using namespace ascend_moe::cpu;
 
@@ -31,7 +31,11 @@ using namespace ascend_moe::cpu;
 // first, by its own path: "ops_src/cpu/isa.h" would find today's, already included).
 #define ascend_moe ascend_moe_before
 #include "build/gmm_quant_before/ops_src/cpu/isa.h"
+#if __has_include("build/gmm_quant_before/ops_src/cpu/grouped_matmul/grouped_matmul.h")
+#include "build/gmm_quant_before/ops_src/cpu/grouped_matmul/grouped_matmul.h"
+#else  // a commit before the per-op folders
 #include "build/gmm_quant_before/ops_src/cpu/grouped_matmul.h"
+#endif
 #undef ascend_moe
 namespace before = ascend_moe_before::cpu;
 #endif
