@@ -8,7 +8,8 @@
 // thread CPU time (on a shared machine a process waits for a core much of its wall time; the CPU
 // time leaves the wait out, for the probes and the kernels alike).
 //   benchmarks/native/build_gmm_quant_micro.sh && build/gmm_quant_micro [K N experts rows...]
-// GMM_MICRO_TRANSPOSE=1: the weights stored [E, N, K] (transpose_weight 1, the exported layout).
+// GMM_MICRO_TRANSPOSE=1: the weights stored [E, N, K] (transpose_weight 1, the exported layout);
+// GMM_MICRO_REPS=N: N samples per scheme (default 7; more on a loaded machine).
 // Built with a base commit (build_gmm_quant_micro.sh BASE), it also times that commit's antiquant
 // paths ("before", linked in under another namespace), interleaved with today's, and prints the
 // before / today ratios (same process).
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> row_counts;
   for (int i = 4; i < argc; ++i) row_counts.push_back(atoll(argv[i]));
   if (row_counts.empty()) row_counts = {1, 4, 16};
+  const char* reps_env = std::getenv("GMM_MICRO_REPS");  // samples per scheme (the first is a warm-up)
+  const int reps = reps_env != nullptr ? std::max(2, atoi(reps_env)) : 7;
   const char* transpose_env = std::getenv("GMM_MICRO_TRANSPOSE");
   const bool transpose = transpose_env != nullptr && std::string(transpose_env) == "1";
   std::mt19937 rng(1);
@@ -201,7 +204,7 @@ int main(int argc, char** argv) {
     }
 #endif
     const int64_t steps = std::max<int64_t>(1, E / kTopK);
-    for (int rep = 0; rep < 7; ++rep) {
+    for (int rep = 0; rep < reps; ++rep) {
       for (auto& s : schemes) {
         double t = 0, c = 0;
         for (int64_t step = 0; step < steps; ++step) {
