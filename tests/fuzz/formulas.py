@@ -6,7 +6,9 @@ mistake shared by them does not pass unseen. Inputs are assumed valid (the valid
 
 Each function returns ``(outputs, magnitudes)``: the outputs in the types the contract gives them,
 and for outputs that are sums, the float64 sum of the magnitudes of their terms (the scale of the
-float32 rounding error a kernel may make; None for outputs that are moved or exact)."""
+float32 rounding error a kernel may make; None for outputs that are moved or exact). Non-finite
+terms count 0 in the magnitudes: a finite result has none, and a non-finite one is judged by
+IEEE arithmetic unless its finite terms alone may overflow a float32 sum."""
 
 from __future__ import annotations
 
@@ -28,10 +30,16 @@ def _round_to(v: np.ndarray, dtype) -> np.ndarray:
         return v.astype(np.float32).astype(dtype)
 
 
+def _finite(v: np.ndarray) -> np.ndarray:
+    """``v`` with its inf and NaN entries 0 (for magnitudes)."""
+    return np.where(np.isfinite(v), v, 0.0)
+
+
 def _products(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x [R, K] @ w [K, N] and |x| @ |w| in float64, inf * 0 giving NaN as IEEE does."""
+    """x [R, K] @ w [K, N] (inf * 0 giving NaN as IEEE does) and the magnitudes of its finite
+    terms, in float64."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return x @ w, np.abs(x) @ np.abs(w)
+        return x @ w, np.abs(_finite(x)) @ np.abs(_finite(w))
 
 
 # ---- GroupedMatmul §4.2 --------------------------------------------------------------------------
@@ -92,7 +100,7 @@ def grouped_matmul(x, weight, group_list, bias=None, scale=None, offset=None, an
         y[a:b], mag[a:b] = _products(xs[a:b], wd[e])
         if bias is not None:
             y[a:b] += _f64(bias[e])
-            mag[a:b] += np.abs(_f64(bias[e]))
+            mag[a:b] += np.abs(_finite(_f64(bias[e])))
     return [_round_to(y, x.dtype)], [mag]
 
 
@@ -227,7 +235,7 @@ def finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias=Non
     for skip in (x1, x2):
         if skip is not None:
             y += _f64(skip)
-            mag += np.abs(_f64(skip))
+            mag += np.abs(_finite(_f64(skip)))
     slot_major = drop_pad_mode in (0, 1)
     with np.errstate(over="ignore", invalid="ignore"):
         for i in range(N):
@@ -237,8 +245,8 @@ def finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias=Non
                 if bias is not None:
                     term = term + _f64(bias[int(expert_idx[i, k])])
                 y[i] += w[i, k] * term
-                mag[i] += np.abs(w[i, k]) * (np.abs(rows[r]) if r >= 0 else 0) + (
-                    np.abs(w[i, k] * _f64(bias[int(expert_idx[i, k])])) if bias is not None else 0)
+                mag[i] += _finite(np.abs(w[i, k]) * (np.abs(rows[r]) if r >= 0 else 0)) + (
+                    _finite(np.abs(w[i, k] * _f64(bias[int(expert_idx[i, k])]))) if bias is not None else 0)
     return [_round_to(y, expanded_x.dtype)], [mag]
 
 
@@ -263,7 +271,7 @@ def token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=0, 
                 if w[i, k] == 0 or r >= P:  # not read at all: nothing added
                     continue
                 y[i] += w[i, k] * rows[r]
-                mag[i] += np.abs(w[i, k] * rows[r])
+                mag[i] += _finite(np.abs(w[i, k] * rows[r]))
     return [_round_to(y, permuted_tokens.dtype)], [mag]
 
 
@@ -292,7 +300,7 @@ def swiglu(x, dim=-1, **_):
         # computed in float32 (§11.2), exp(-a) overflows below a = -88.7 and y becomes ±0: there
         # the whole value (below 1e-36 · |b|) is within the float32 evaluation's error
         flushed = np.exp(-a) > np.finfo(np.float32).max
-        magnitude = np.where(flushed, np.abs(y) * 2.0**24, np.abs(y))
+        magnitude = _finite(np.where(flushed, np.abs(y) * 2.0**24, np.abs(y)))
     return [_round_to(y, x.dtype)], [magnitude]
 
 
@@ -318,6 +326,8 @@ def _expert_weights(q: np.ndarray, scales, bits: int, block: int) -> np.ndarray:
 def routed_experts(x, expert_idx, routing_weights, gate_up_weights, down_weights, gate_up_scales=None,
                    down_scales=None, swiglu_limit=0.0, weight_bits=8, block_size=0, **_):
     T, H = x.shape
+    if H == 0:  # an empty y, whatever E and I the (empty) weights declare
+        return [np.zeros((T, 0), np.float32)], [None]
     gu = _expert_weights(gate_up_weights, gate_up_scales, weight_bits, block_size)  # [E, 2I, H]
     dn = _expert_weights(down_weights, down_scales, weight_bits, block_size)  # [E, H, I]
     xs = _f64(x)
