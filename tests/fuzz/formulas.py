@@ -297,10 +297,12 @@ def swiglu(x, dim=-1, **_):
     a, b = np.split(_f64(x), 2, axis=dim)
     with np.errstate(over="ignore", invalid="ignore"):
         y = a / (1 + np.exp(-a)) * b
-        # computed in float32 (§11.2), exp(-a) overflows below a = -88.7 and y becomes ±0: there
-        # the whole value (below 1e-36 · |b|) is within the float32 evaluation's error
+        # computed in float32 (§11.2), exp(-a) overflows below a = -88.7 and silu(a) becomes ±0:
+        # there the whole value (below 1e-36 · |b|) is within the float32 evaluation's error, and
+        # with b = ±inf the float32 result is 0 · inf = NaN (or ±inf at the threshold)
         flushed = np.exp(-a) > np.finfo(np.float32).max
         magnitude = _finite(np.where(flushed, np.abs(y) * 2.0**24, np.abs(y)))
+        magnitude = np.where(flushed & ~np.isfinite(b), np.inf, magnitude)
     return [_round_to(y, x.dtype)], [magnitude]
 
 
