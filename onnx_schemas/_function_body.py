@@ -21,7 +21,7 @@ class BodyBuilder:
     def __init__(self) -> None:
         self.nodes: list[onnx.NodeProto] = []
         self._count = 0
-        self._consts: dict[tuple, str] = {}
+        self._consts: dict[tuple, str] = {}  # constants, and shapes read once per tensor
 
     def _name(self, hint: str) -> str:
         self._count += 1
@@ -46,11 +46,21 @@ class BodyBuilder:
             self._consts[cache_key] = self.op("Constant", value=numpy_helper.from_array(arr, self._name("const")))
         return self._consts[cache_key]
 
+    def shape(self, tensor: str) -> str:
+        """``Shape(tensor)``, one node per tensor."""
+        key = ("shape", tensor)
+        if key not in self._consts:
+            self._consts[key] = self.op("Shape", tensor)
+        return self._consts[key]
+
     def dims(self, tensor: str, count: int) -> str:
         """The first ``count`` dims of ``tensor`` as [count] int64, -1 past its rank (so that
-        conditions on them are defined for every rank)."""
-        padded = self.op("Concat", self.op("Shape", tensor), self.const([-1] * count, np.int64), axis=0)
-        return self.op("Slice", padded, self.const([0], np.int64), self.const([count], np.int64))
+        conditions on them are defined for every rank); one set of nodes per tensor and count."""
+        key = ("dims", tensor, count)
+        if key not in self._consts:
+            padded = self.op("Concat", self.shape(tensor), self.const([-1] * count, np.int64), axis=0)
+            self._consts[key] = self.op("Slice", padded, self.const([0], np.int64), self.const([count], np.int64))
+        return self._consts[key]
 
     def dim(self, tensor: str, i: int, count: int = 4) -> str:
         """Dim ``i`` of ``tensor`` as a scalar int64, -1 past its rank."""
@@ -58,7 +68,7 @@ class BodyBuilder:
 
     def rank(self, tensor: str) -> str:
         """The rank of ``tensor`` as a scalar int64."""
-        return self.op("Size", self.op("Shape", tensor))
+        return self.op("Size", self.shape(tensor))
 
     def all_of(self, *conditions: str) -> str:
         """The conjunction of scalar bool conditions."""
@@ -82,7 +92,7 @@ class BodyBuilder:
         The result must be what the body goes on with, so that the check is part of the graph.
         The failing shape is every dim plus 1 and a trailing 2: never the tensor's element count."""
         bad = self.op("Cast", self.op("Not", condition), to=onnx.TensorProto.INT64)
-        shape = self.op("Add", self.op("Shape", tensor), bad)
+        shape = self.op("Add", self.shape(tensor), bad)
         extra = self.op("Slice", self.const([2], np.int64), self.const([0], np.int64),
                         self.op("Unsqueeze", bad, self.const([0], np.int64)))
         return self.op("Reshape", tensor, self.op("Concat", shape, extra, axis=0))

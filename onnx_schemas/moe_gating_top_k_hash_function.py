@@ -133,7 +133,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     xf = g.op("Cast", "x", to=TensorProto.FLOAT)
     # The ranks and dims the body sees that its broadcasts would not refuse (docs/operators.md
     # §1.3): x of rank >= 2, biases [E], k <= k_group * E / group_count.
-    e_scalar = g.op("Gather", g.op("Shape", "x"), g.const(-1, np.int64), axis=0)
+    e_scalar = g.op("Gather", g.shape("x"), g.const(-1, np.int64), axis=0)
     checks = [g.check("GreaterOrEqual", g.rank("x"), 2),
               g.check("LessOrEqual", g.const(k * int(attrs["group_count"]), np.int64),
                       g.op("Mul", e_scalar, g.const(int(attrs["k_group"]), np.int64)))]

@@ -413,7 +413,9 @@ def test_deepseek_v3_body_size():
                                routed_scaling_factor=2.5), [True, True])
     counts = Counter(n.op_type for n in func.node)
     assert counts["TopK"] == 3  # top-2 per group, k_group groups, k experts
-    assert len(func.node) < 70, counts
+    # 69 nodes of routing, 31 of shape checks (x's rank, the bias's dims, k against E:
+    # BodyBuilder.require), which only read shapes
+    assert len(func.node) < 102, counts
 
 
 # ---- independent cross-check of the body ---------------------------------------------------------
