@@ -54,20 +54,12 @@ def test_four_gloo_ranks_one_without_tokens():
     _check(4)
 
 
-def test_several_ranks_need_a_process_group_and_do_not_export():
+def test_several_ranks_refuse_what_they_do_not_carry():
     x, idx = torch.randn(4, 8), torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2]], dtype=torch.int32)
-    if not torch.distributed.is_initialized():
-        with pytest.raises(ValueError, match="argument 'ep_world_size'"):
-            tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4)
     with pytest.raises(NotImplementedError, match="argument 'x_active_mask'"):
         tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, x_active_mask=torch.ones(4, dtype=torch.bool))
-    with pytest.raises(NotImplementedError, match="argument 'ori_x'"):
+    with pytest.raises(NotImplementedError, match="argument 'elastic_info'"):
         tn.npu_moe_distribute_combine_v2(x, idx, torch.zeros(1), torch.tensor([1]), torch.ones(4, 2), "ep", 2, 0, 4,
-                                         ori_x=x)
-
-    class _Dispatch(torch.nn.Module):
-        def forward(self, x):
-            return tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4)[0]
-
-    with pytest.raises(Exception, match="expert-parallel"):
-        torch.export.export(_Dispatch(), (x,), strict=False)
+                                         elastic_info=torch.zeros(6, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="argument 'copy_expert_num'"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, copy_expert_num=2)

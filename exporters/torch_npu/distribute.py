@@ -108,8 +108,9 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
     """torch_npu.npu_moe_distribute_combine_v2 on one rank:
     ``out[t] = Σ_j expert_scales[t, j]·expand_x[row(t, j)] + shared_expert_x[t]`` (one finalize)."""
     fn = "npu_moe_distribute_combine_v2"
+    # ori_x feeds only copy / constant experts, which the several-ranks path refuses: ignored there
     if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expand_scales=expand_scales,
-                      elastic_info=elastic_info, ori_x=ori_x):
+                      elastic_info=elastic_info):
         if comm_quant_mode != 0:
             unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (rows travel unquantised here)")
         return distribute_ranks.combine(
