@@ -27,10 +27,10 @@ from ._args import EXPERT_PARALLEL_DOC, require, unsupported
 from .quant import quantize_rows
 
 ASSIST_WIDTH = 128  # torch_npu's assist_info_for_combine holds A·128 int32
-_GROUPS: dict[str, object] = {}
+_GROUPS: dict[str, dist.ProcessGroup] = {}
 
 
-def register_group(name: str, group) -> None:
+def register_group(name: str, group: dist.ProcessGroup) -> None:
     """Make ``group_ep=name`` (the HCCL communicator name the model code passes) mean ``group``."""
     _GROUPS[name] = group
 

@@ -25,11 +25,11 @@ import math
 
 import torch
 
-from ._args import require, unsupported
+from ._args import describe, require, unsupported
 
 # torch_npu's own dtype codes (c10_npu::DType: ACL type + 256) and torch's ScalarType codes
 HIFLOAT8, FLOAT8_E5M2, FLOAT8_E4M3FN, FLOAT8_E8M0, FLOAT4_E2M1, FLOAT4_E1M2 = 290, 291, 292, 293, 296, 297
-_SCALAR_TYPE_CODES = {23: torch.float8_e5m2, 24: torch.float8_e4m3fn}
+_SCALAR_TYPE_CODES: dict[int, object] = {23: torch.float8_e5m2, 24: torch.float8_e4m3fn}
 
 
 class MxFormat:
@@ -50,12 +50,9 @@ def mx_format(fn: str, dst_type) -> MxFormat:
     """The MX element type ``dst_type`` names: a torch float8 dtype, torch_npu's dtype codes
     (``torch_npu.float8_e4m3fn`` 292, ``float8_e5m2`` 291, ``float4_e2m1fn_x2`` 296) or
     ScalarType codes (23, 24)."""
-    if isinstance(dst_type, torch.dtype):
-        dst = dst_type
-    elif isinstance(dst_type, int) and not isinstance(dst_type, bool):
+    dst: object = dst_type
+    if isinstance(dst_type, int) and not isinstance(dst_type, bool):
         dst = _SCALAR_TYPE_CODES.get(dst_type, dst_type)
-    else:
-        dst = dst_type
     if dst in (torch.float8_e4m3fn, FLOAT8_E4M3FN):
         return E4M3
     if dst in (torch.float8_e5m2, FLOAT8_E5M2):
@@ -67,8 +64,8 @@ def mx_format(fn: str, dst_type) -> MxFormat:
                     "use float4_e2m1fn_x2 or a float8 type")
     if dst == HIFLOAT8:
         unsupported(fn, "dst_type", dst_type, "hifloat8 has no ONNX element type")
-    return require(False, fn, "dst_type", "must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn_x2 "
-                   "(torch_npu codes 292, 291, 296)", dst_type)
+    raise ValueError(f"{fn}: argument 'dst_type' must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn_x2 "
+                     f"(torch_npu codes 292, 291, 296), got {describe(dst_type)}")
 
 
 def floor_log2(a: torch.Tensor) -> torch.Tensor:
