@@ -270,7 +270,8 @@ def export(
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
     raises :class:`export_checks.ExportError` naming the input and dimension, as it does for
-    exporter failures caused by known idioms (``weight.data`` in forward, stable argsort).
+    exporter failures caused by known idioms (stable argsort). ``t.data`` read in forward is traced
+    as ``t`` itself (docs/ascend-code.md).
     """
     opset_version = _target_opset(targets.check(target), opset_version, experts)
     onnx_schemas.register()

@@ -58,7 +58,8 @@ def test_data_in_forward_exports_the_parameter_itself():
     sess = _session(proto, library=False)
     for n in (2, 9):
         x = torch.randn(n, 4)
-        np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], model(x).detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
     # nothing stays behind: no torch function mode, and .data is torch's own again
     assert torch._C._len_torch_function_stack() == 0
     assert model.weight.data is not model.weight and not isinstance(model.weight.data, torch.nn.Parameter)
