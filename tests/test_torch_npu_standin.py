@@ -195,8 +195,6 @@ def test_a_size_fixed_by_both_tracers_is_refused_with_input_and_dim():
 
 
 def test_known_idioms_say_what_to_do():
-    with pytest.raises(ExportError, match="`.data` inside forward"):
-        _export(_WeightData(), torch.randn(5, 4), dynamic_shapes=({0: Dim("T")},))
     with pytest.raises(ExportError, match="stable=True"):
         _export(_StableSort(), torch.randn(5), dynamic_shapes=({0: Dim("T")},))
     legacy = _export(_WeightData(), torch.randn(5, 4), dynamo=False, input_names=["x"],

@@ -14,11 +14,15 @@ from __future__ import annotations
 import sys
 import types
 
+import torch
+
 from .._torch_lib import try_import_torch_npu
 from . import c_ascend
 from .activations import npu_geglu, npu_swiglu_clip_quant
 from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
 from .distribute_v1 import npu_moe_distribute_combine, npu_moe_distribute_dispatch
+from .dtypes import DTYPES
+from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
 from .experts import npu_grouped_matmul, npu_swiglu
 from .mx_quant import npu_dynamic_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
@@ -35,7 +39,11 @@ from .routing import (
 )
 from .routing_variants import npu_moe_gating_top_k_softmax_v2, npu_moe_init_routing_quant
 
+# torch_npu.hifloat8, torch_npu.float4_e2m1fn_x2, ... (ints, as torch_npu defines them)
+globals().update(DTYPES)
+
 __all__ = [
+    "Format", "get_npu_format", "npu_format_cast", "npu_format_cast_", *DTYPES,
     "install", "npu_dequant_swiglu_quant", "npu_dynamic_mx_quant", "npu_dynamic_quant", "npu_geglu",
     "npu_grouped_matmul", "npu_grouped_matmul_swiglu_quant", "npu_moe_compute_expert_tokens",
     "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch",
@@ -57,5 +65,26 @@ def install() -> types.ModuleType:
     present = sys.modules.get("torch_npu")
     if present is None and not try_import_torch_npu():
         sys.modules["torch_npu"] = this
+    if sys.modules["torch_npu"] is this:
+        _add_npu_methods()
     c_ascend.define_ops()
     return sys.modules["torch_npu"]
+
+
+def _to_npu_tensor(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    """torch.Tensor.npu as torch_npu adds it; here the CPU is the device: ``self``."""
+    return self
+
+
+def _to_npu_module(self, device=None):
+    """torch.nn.Module.npu as torch_npu adds it; here the CPU is the device: the module, unchanged."""
+    return self
+
+
+def _add_npu_methods() -> None:
+    """``Tensor.npu()`` / ``Module.npu()``, which torch_npu adds to torch and Ascend code calls at
+    construction (e.g. ``torch.tensor(...).npu()``); only where torch has none."""
+    if not hasattr(torch.Tensor, "npu"):
+        torch.Tensor.npu = _to_npu_tensor
+    if not hasattr(torch.nn.Module, "npu"):
+        torch.nn.Module.npu = _to_npu_module

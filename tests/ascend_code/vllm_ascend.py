@@ -17,6 +17,10 @@ import torch
 import torch_npu
 from torch import nn
 
+# vllm_ascend/quantization/utils.py reads torch_npu's own dtype names at import
+QUANT_DTYPES = (torch_npu.float4_e2m1fn_x2, torch_npu.hifloat8)
+SCALE_DTYPES = (torch_npu.float8_e8m0fnu,)
+
 
 @dataclass
 class VllmMoeConfig:
