@@ -19,6 +19,7 @@ from onnx import helper
 from onnx.defs import OpSchema
 
 from . import ge_ir, mapping
+from .mapping import index_cast
 
 HEADER_PATH = Path(__file__).resolve().parent / "src" / "mapping.gen.h"
 _MODULE = "ascend_moe_onnx.ge_plugin.generate"
@@ -27,24 +28,6 @@ _GE_KIND = {ge_ir.INT: "GeAttrKind::kInt", ge_ir.BOOL: "GeAttrKind::kBool", ge_i
             ge_ir.LIST_INT: "GeAttrKind::kListInt"}
 _IN_KIND = {ge_ir.REQUIRED: "GeInputKind::kRequired", ge_ir.OPTIONAL: "GeInputKind::kOptional",
             ge_ir.DYNAMIC: "GeInputKind::kDynamic"}
-
-
-def _schema_types(schema: OpSchema, p: OpSchema.FormalParameter) -> set[str]:
-    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
-    return {t[len("tensor("):-1] for t in constraints.get(p.type_str, [p.type_str])}
-
-
-def index_cast(schema: OpSchema, p: OpSchema.FormalParameter, ge_input: ge_ir.GeInput) -> int:
-    """The GE type code an index input is cast to (-1: none): an input both sides type as indices
-    (int32 / int64 only) whose schema allows an index type the GE input does not take."""
-    index = {"DT_INT32", "DT_INT64"}
-    ours = {ge_ir.ONNX_TO_GE[t] for t in _schema_types(schema, p)}
-    theirs = set(ge_input.types)
-    if not ours <= index or not theirs <= index or ours <= theirs:
-        return -1
-    if len(theirs) != 1:
-        raise ValueError(f"{schema.name}.{p.name}: GE takes {sorted(theirs)}, the schema {sorted(ours)}")
-    return ge_ir.GE_DATA_TYPES[next(iter(theirs))]
 
 
 def _c(value) -> str:

@@ -21,7 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from onnx.defs import OpSchema
+
 from ascend_moe_onnx.onnx_schemas import DOMAIN, OPSET_VERSION, SCHEMAS
+
+from . import ge_ir
 
 # The domain versions the exporters write (the parser's lookup key is domain::<opset_import version>::Op).
 DOMAIN_VERSIONS = (OPSET_VERSION,)
@@ -95,6 +99,64 @@ def origin_type(op: str, version: int) -> str:
     return f"{DOMAIN}::{version}::{op}"
 
 
+# GE's parser prints a FLOAT with sprintf_s(buf, 10, "%g"); when that does not fit in 9 characters
+# the call fails and it writes the value itself (a JSON number).
+_G_BUFFER = 10
+
+
 def g_format(value: float) -> str:
-    """A float32 as GE's parser prints it into the attribute JSON (C's ``%g``: 6 significant digits)."""
-    return "%g" % float(value)
+    """A float32 attribute as GE's parser writes it into the attribute JSON: C's ``%g`` (6 significant
+    digits) as a JSON string, or, when that takes 10 characters or more, the exact value as a number."""
+    printed = "%g" % float(value)
+    if len(printed) < _G_BUFFER:
+        return f'"{printed}"'
+    return repr(float(value))
+
+
+def g_value(value: float) -> float:
+    """The float32 the plugin reads back from ``g_format(value)``."""
+    import numpy as np
+
+    return float(np.float32(float(g_format(value).strip('"'))))
+
+
+def ge_attribute_json(attributes) -> str:
+    """A node's attributes (onnx AttributeProto) as GE's ONNX parser hands them to the plugin: the
+    node's ``attribute`` field through its protobuf-to-JSON conversion (proto3: zero values are
+    left out; enums as numbers; keys sorted; indent 2)."""
+    import json
+
+    from onnx import AttributeProto
+
+    items = []
+    for a in attributes:
+        fields = {"name": json.dumps(a.name), "type": str(int(a.type))}
+        if a.type == AttributeProto.INT and a.i != 0:
+            fields["i"] = str(a.i)
+        elif a.type == AttributeProto.FLOAT and a.f != 0.0:
+            fields["f"] = g_format(a.f)
+        elif a.type not in (AttributeProto.INT, AttributeProto.FLOAT):
+            raise ValueError(f"attribute {a.name!r}: only INT and FLOAT attributes are emulated")
+        body = ",\n".join(f'      "{k}": {v}' for k, v in sorted(fields.items()))
+        items.append("    {\n" + body + "\n    }")
+    if not items:
+        return "{}"
+    return '{\n  "attribute": [\n' + ",\n".join(items) + "\n  ]\n}"
+
+
+def _schema_types(schema: OpSchema, p: OpSchema.FormalParameter) -> set[str]:
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    return {t[len("tensor("):-1] for t in constraints.get(p.type_str, [p.type_str])}
+
+
+def index_cast(schema: OpSchema, p: OpSchema.FormalParameter, ge_input: ge_ir.GeInput) -> int:
+    """The GE type code an index input is cast to (-1: none): an input both sides type as indices
+    (int32 / int64 only) whose schema allows an index type the GE input does not take."""
+    index = {"DT_INT32", "DT_INT64"}
+    ours = {ge_ir.ONNX_TO_GE[t] for t in _schema_types(schema, p)}
+    theirs = set(ge_input.types)
+    if not ours <= index or not theirs <= index or ours <= theirs:
+        return -1
+    if len(theirs) != 1:
+        raise ValueError(f"{schema.name}.{p.name}: GE takes {sorted(theirs)}, the schema {sorted(ours)}")
+    return ge_ir.GE_DATA_TYPES[next(iter(theirs))]
