@@ -473,10 +473,12 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
         expander, ge_expander = _EXPANDERS.get((node.op_type, formulation)), None
         if target == "cann":
             expander = _CANN_EXPANDERS.get((node.op_type, formulation), expander)
-        elif target == "ge" and (node.op_type, formulation) == (OP_ROUTED, "ort"):
-            from .ge_chain import expand_routed_ge  # imports this module
+        elif target == "ge" and formulation == "ort":
+            from . import ge_chain  # imports this module
 
-            expander = ge_expander = expand_routed_ge  # refuses quantized weights itself, saying why
+            # refuses quantized weights itself, saying why
+            expander = ge_expander = {OP_ROUTED: ge_chain.expand_routed_ge,
+                                      OP_SEGMENTS: ge_chain.expand_segments_ge}.get(node.op_type, expander)
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
         if weights_quant is not None and expander is _expand_routed_cann:

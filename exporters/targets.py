@@ -206,12 +206,12 @@ def rewrite_for_ge(model: onnx.ModelProto) -> list[str]:
             if node.domain != DOMAIN:
                 nodes.append(node)
                 continue
+            if node.op_type == "GroupedMatmul":
+                _gmm_weight_ekn(graph, node, initializers)
             reason = ge_refusal(node)
             if reason is not None:
                 raise TargetError(f"target 'ge': node '{node.name}' ({node.op_type}): {reason}")
             warnings_ += [f"{node.op_type} '{node.name}' {c}" for c in g_format_changes(node)]
-            if node.op_type == "GroupedMatmul":
-                _gmm_weight_ekn(graph, node, initializers)
             for i, (name, want) in enumerate(_ge_index_types(node.op_type, _variant(node)).items()):
                 k = [p.name for p in ge_mapping.SCHEMAS[node.op_type].inputs].index(name)
                 v = node.input[k] if k < len(node.input) else ""

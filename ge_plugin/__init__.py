@@ -49,17 +49,16 @@ def build(build_dir: str | os.PathLike, ascend: str | os.PathLike | None = None,
 
 
 def _with_vendor_first(config: str, vendor: str) -> str:
-    """vendors/config.ini with ``vendor`` first in ``load_priority`` (added once, others kept)."""
-    lines, found = config.splitlines(), False
-    for n, line in enumerate(lines):
+    """vendors/config.ini with ``vendor`` first in ``load_priority`` (added once, others kept) and that
+    line first in the file: GE's plugin loader reads only the first line."""
+    priority, rest = [], []
+    for line in config.splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() == "load_priority":
-            others = [v.strip() for v in value.split(",") if v.strip() and v.strip() != vendor]
-            lines[n] = "load_priority=" + ",".join([vendor, *others])
-            found = True
-    if not found:
-        lines.append(f"load_priority={vendor}")
-    return "\n".join(lines) + "\n"
+            priority += [v.strip() for v in value.split(",") if v.strip() and v.strip() != vendor]
+        else:
+            rest.append(line)
+    return "\n".join(["load_priority=" + ",".join([vendor, *priority]), *rest]) + "\n"
 
 
 def install(library: str | os.PathLike, opp_path: str | os.PathLike | None = None, vendor: str = VENDOR,

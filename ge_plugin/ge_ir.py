@@ -148,18 +148,70 @@ GE_OPS: dict[str, GeOp] = {op.name: op for op in [
          (GeAttr("dst_type", INT, required=True),)),
 ]}
 
-# Standard ONNX ops GE's ONNX parser registers, with the versions registered (`ai.onnx::<v>::<Op>`
-# keys in hicann/ops-math @c41933244c31 and hicann/ops-nn @e5c3fa9327ea, framework/*_onnx_plugin.cpp):
-# the ops an exported MoE layer uses. Constant is parsed by GE itself (parser/onnx/onnx_constant_parser).
-_V8_18 = tuple(range(8, 19))
+# Standard ONNX ops GE's ONNX parser registers, with the versions registered: every
+# `ai.onnx::<version>::<Op>` key in hicann/ops-math @c41933244c31 and hicann/ops-nn @e5c3fa9327ea
+# (framework/*_onnx_plugin.cpp). Constant is parsed by GE itself (parser/onnx/onnx_constant_parser).
+
+
+def _r(first: int, last: int) -> tuple[int, ...]:
+    return tuple(range(first, last + 1))
+
+
 GE_ONNX_OPSETS: dict[str, tuple[int, ...]] = {
-    **{op: _V8_18 for op in (
-        "Abs", "Add", "ArgMax", "Cast", "Clip", "Concat", "ConstantOfShape", "CumSum", "Div", "Equal", "Exp",
-        "Expand", "Flatten", "Gather", "GatherElements", "Gemm", "Greater", "Identity", "If", "Less", "Log",
-        "MatMul", "Max", "Min", "Mul", "Neg", "Not", "Pow", "Range", "Reciprocal", "ReduceMax", "ReduceMean",
-        "ReduceSum", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus", "Split", "Sqrt", "Squeeze",
-        "Sub", "Tile", "TopK", "Transpose", "Unsqueeze", "Where")},
-    "ScatterElements": tuple(range(11, 19)),
-    "Constant": tuple(range(1, 19)),
+    "Abs": _r(8, 18), "Acos": _r(8, 18), "Acosh": _r(8, 18), "AdaCast": _r(8, 18), "AdaptiveAvgPool2d": _r(8, 16),
+    "AdaptiveMaxPool2d": _r(8, 16), "Add": _r(8, 18), "And": _r(8, 18), "ArgMax": _r(8, 18), "ArgMin": _r(8, 18),
+    "AscendAntiQuant": _r(8, 22), "AscendDequant": _r(8, 22), "AscendDequantS16": _r(8, 22), "AscendQuant": _r(8,
+    22), "AscendRequant": _r(8, 22), "AscendRequantS16": _r(8, 22), "Asin": _r(8, 18), "Asinh": _r(8, 18), "Atan":
+    _r(8, 18), "Atanh": _r(8, 18), "AveragePool": _r(8, 18), "BasicGRUInplaceFillWindowCache": _r(8, 18),
+    "BasicLSTMInplaceFillWindowCache": _r(8, 18), "BatchMatMul": _r(8, 16), "BatchNormalization": _r(8, 18),
+    "Bernoulli": _r(15, 18), "BitShift": _r(11, 18), "BitwiseAnd": _r(18, 18), "BitwiseNot": _r(18, 18),
+    "BitwiseOr": _r(18, 18), "BitwiseXor": _r(18, 18), "BlendFaceBgPartTwo": _r(11, 11), "BoundingBoxDecode": _r(8,
+    18), "Bucketize": _r(8, 16), "Cast": _r(8, 18), "CastLike": _r(15, 18), "Ceil": _r(8, 18), "Celu": _r(8, 18),
+    "Clip": _r(8, 18), "Compress": _r(9, 18), "Concat": _r(8, 18), "ConcatFromSequence": _r(11, 18),
+    "ConstantOfShape": _r(8, 18), "Conv": _r(8, 18), "ConvTranspose": _r(8, 18), "Corr": _r(8, 16), "Cos": _r(8,
+    18), "Cosh": _r(8, 18), "CumSum": _r(8, 18), "DeformableConv2D": _r(9, 16), "DeformableOffsets": _r(9, 16),
+    "DepthToSpace": _r(8, 18), "Det": _r(8, 18), "Div": _r(8, 18), "Dropout": _r(8, 18), "DynSeqOuter": _r(8, 16),
+    "Einsum": _r(8, 18), "Elu": _r(8, 18), "Equal": _r(8, 18), "Erf": _r(8, 18), "Exp": _r(8, 18), "Expand": _r(8,
+    18), "EyeLike": _r(8, 18), "Flatten": _r(8, 18), "Floor": _r(8, 18), "GRU": _r(8, 18), "Gather": _r(8, 18),
+    "GatherElements": _r(8, 18), "GatherND": _r(8, 18), "Gemm": _r(8, 18), "GlobalAveragePool": _r(8, 18),
+    "GlobalLpPool": _r(8, 18), "GlobalMaxPool": _r(8, 18), "Greater": _r(8, 18), "GreaterOrEqual": (8, 12, 13, 14,
+    15, 16, 17, 18), "GroupNormRelu": _r(8, 16), "HardSigmoid": (1, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18),
+    "HardSwish": _r(14, 18), "Hardmax": _r(8, 18), "Identity": _r(8, 18), "If": _r(8, 18), "InstanceNormalization":
+    _r(8, 18), "Int8Conv": _r(8, 16), "Int8ConvRelu": _r(8, 16), "Int8Dequantize": _r(8, 16), "Int8FC": _r(8, 16),
+    "Int8GivenIntTensorFill": _r(8, 16), "Int8Quantize": _r(8, 16), "Int8Transpose": _r(8, 16), "IsInf": _r(10, 18),
+    "IsNaN": _r(9, 18), "LRN": _r(8, 18), "LSTM": _r(8, 18), "LSTMP": (8, 9, 10, 11, 12, 13, 14, 15, 16, 18),
+    "LayerNormalization": _r(17, 18), "LeakyRelu": _r(8, 18), "Less": _r(8, 18), "LessOrEqual": _r(8, 18), "Log":
+    _r(8, 18), "LogSoftmax": _r(8, 18), "LpNormalization": (1, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18), "LpPool":
+    _r(8, 18), "MatMul": _r(8, 18), "Max": _r(8, 18), "MaxPool": _r(8, 18), "MaxUnpool": (9, 11, 12, 13, 14, 15, 16,
+    17, 18), "Mean": _r(8, 18), "MeanVarianceNormalization": _r(9, 18), "Min": _r(8, 18), "Mish": _r(18, 18), "Mod":
+    _r(10, 18), "MovingSumWithSigmoid": _r(8, 16), "Mul": _r(8, 18), "Multinomial": _r(8, 18), "NPUAddRmsNorm":
+    _r(11, 18), "NPUAntiQuant": _r(11, 18), "NPUAscendQuantV2": _r(11, 18), "NPUBoundingBoxDecode": _r(11, 18),
+    "NPUBoundingBoxEncode": _r(11, 18), "NPUDeformableConv2d": _r(9, 16), "NPUDropoutWithAddSoftmax": _r(11, 18),
+    "NPUDtypeCast": _r(11, 18), "NPUDynamicQuant": _r(11, 18), "NPUDynamicQuantV2": _r(11, 18), "NPUFastGelu":
+    _r(11, 18), "NPUFormatCast": _r(11, 18), "NPUFusedAddRmsNorm": _r(11, 18), "NPUGeglu": _r(11, 18),
+    "NPUGroupNormSilu": _r(11, 18), "NPUGroupQuant": _r(8, 18), "NPUGru": _r(11, 18), "NPUIndexing": _r(11, 18),
+    "NPULstm": _r(11, 18), "NPULstmCell": _r(11, 18), "NPUMish": _r(11, 18), "NPUOneHot": _r(11, 18), "NPUQuantize":
+    _r(11, 18), "NPURmsNorm": _r(11, 18), "NPURotaryMul": _r(11, 18), "NPUScatter": _r(11, 18), "NPUSignBitsPack":
+    _r(11, 18), "NPUSignBitsUnpack": _r(11, 18), "NPUSlice": _r(11, 18), "NPUSoftmaxCrossEntropyWithLogits": _r(11,
+    18), "NPUWeightQuantBatchMatmulV2": _r(11, 19), "Neg": _r(8, 18), "NonZero": _r(9, 18), "Not": _r(8, 18),
+    "OneHot": _r(9, 18), "Or": _r(8, 18), "PRelu": _r(8, 18), "Pad": _r(8, 18), "PhonyConcat": _r(8, 18),
+    "PhonySplit": _r(8, 18), "Pow": _r(8, 18), "QuantBatchMatMul": _r(8, 16), "RandomNormal": _r(8, 18),
+    "RandomNormalLike": _r(8, 18), "RandomUniform": _r(8, 18), "RandomUniformLike": _r(8, 18), "Range": _r(8, 18),
+    "Reciprocal": _r(8, 18), "ReduceL1": _r(8, 17), "ReduceL2": _r(8, 17), "ReduceLogSum": _r(8, 18),
+    "ReduceLogSumExp": _r(8, 18), "ReduceMax": _r(8, 18), "ReduceMean": _r(8, 18), "ReduceMin": _r(8, 18),
+    "ReduceProd": _r(8, 18), "ReduceSum": _r(8, 18), "ReduceSumSquare": (1, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,
+    18), "Relu": _r(8, 18), "RepeatWithPad": _r(8, 18), "Reshape": _r(8, 18), "Resize": _r(10, 18), "ResizeBicubic":
+    _r(17, 17), "ReverseSequence": _r(10, 18), "Round": _r(8, 18), "Scatter": _r(9, 11), "ScatterElements": _r(11,
+    18), "ScatterND": _r(8, 18), "Selu": _r(8, 18), "SequenceAt": _r(11, 18), "SequenceConstruct": _r(11, 18),
+    "SequenceEmpty": _r(11, 18), "SequenceErase": _r(11, 18), "SequenceInsert": _r(11, 18), "SequenceLength": _r(11,
+    18), "Shape": _r(8, 18), "Shrink": _r(9, 18), "Sigmoid": _r(8, 18), "Sign": _r(8, 18), "Sin": _r(8, 18), "Sinh":
+    _r(8, 18), "Size": _r(8, 18), "Slice": _r(8, 18), "Softmax": _r(8, 18), "SoftmaxCrossEntropyLoss": _r(12, 18),
+    "Softplus": _r(8, 18), "Softsign": _r(8, 18), "SpaceToDepth": _r(8, 18), "SparseToDense": _r(8, 18), "Split":
+    _r(8, 18), "SplitToSequence": _r(11, 18), "Sqrt": _r(8, 18), "Squeeze": _r(8, 18), "Sub": _r(8, 18), "Sum":
+    _r(8, 18), "SwinAttentionFFN": _r(17, 17), "SwinAttentionScore": _r(17, 17), "SwinTransformerLnQKV": _r(17, 17),
+    "Tan": _r(8, 18), "Tanh": _r(8, 18), "ThresholdedRelu": _r(10, 18), "Tile": _r(8, 18), "TopK": _r(8, 18),
+    "Transpose": _r(8, 18), "Trilu": _r(14, 18), "Triu": _r(13, 16), "Unique": _r(11, 18), "Unsqueeze": _r(8, 18),
+    "Where": _r(8, 18), "Xor": _r(8, 18),
+    "Constant": _r(1, 21),
 }
 GE_ONNX_SOURCES = (Source(*OPS_MATH, "*/framework/*_onnx_plugin.cpp"), Source(*OPS_NN, "*/framework/*_onnx_plugin.cpp"))

@@ -209,11 +209,16 @@ AttrValues ReadAttrs(const OpSpec& op, const std::string& attr_json) {
     a.ints[k] = op.attrs[k].int_default;
     a.floats[k] = op.attrs[k].float_default;
   }
-  size_t first = attr_json.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || attr_json.compare(first, 4, "null") == 0) return a;
-  const Json doc = Reader(attr_json).Document();
+  const size_t first = attr_json.find_first_not_of(" \t\r\n");
+  const bool none = first == std::string::npos || attr_json.compare(first, 4, "null") == 0;
+  const Json doc = none ? Json() : Reader(attr_json).Document();
   const Json* list = doc.type == Json::kObject ? doc.Find("attribute") : &doc;
-  if (list == nullptr || list->type == Json::kNull) return a;
+  static const Json kEmpty = [] {
+    Json j;
+    j.type = Json::kArray;
+    return j;
+  }();
+  if (list == nullptr || list->type == Json::kNull) list = &kEmpty;  // a node without attributes
   if (list->type != Json::kArray) throw std::runtime_error("attribute JSON: 'attribute' is not a list");
   for (const Json& item : list->items) {
     const Json* name = item.Find("name");
