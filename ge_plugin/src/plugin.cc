@@ -187,4 +187,6 @@ domi::Status ParseGraph(const ge::Operator& op, ge::Graph& graph, const OpSpec& 
                             : domi::ParseOpToGraphFunc())                                         \
       .ImplyType(domi::ImplyType::TVM);
 
+namespace domi {  // REGISTER_CUSTOM_OP names OpReceiver and OpRegistrationData unqualified
 ASCEND_MOE_GE_FOR_EACH_OP(ASCEND_MOE_GE_REGISTER)
+}  // namespace domi
