@@ -234,8 +234,9 @@ def test_ge_target_stores_grouped_matmul_weights_ekn():
     stored = onnx.numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == gmm.input[1]))
     np.testing.assert_array_equal(stored, w_enk.transpose(0, 2, 1))
     feeds = {"x": rng.standard_normal((6, 4)).astype(np.float32), "counts": np.array([2, 1, 3], np.int64)}
+    # the same products, summed in another order by the other layout's kernel path
     np.testing.assert_allclose(_cpu(model.SerializeToString()).run(None, feeds)[0], _cpu(before).run(None, feeds)[0],
-                               rtol=1e-6)
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_ge_target_refuses_what_the_plugin_would_refuse():
