@@ -138,7 +138,6 @@ def _op_block(name: str, version: int) -> list[str]:
         lines += block
         present = sum(1 << names.index(n) for n in v.present)
         absent = sum(1 << names.index(n) for n in v.absent)
-        ge = ge_ir.GE_OPS[v.ge_op]
         variant_rows.append(f"    {{{_c(v.ge_op)}, {present}, {absent}, k{tag}{i}Inputs, std::size(k{tag}{i}Inputs), "
                             f"k{tag}{i}Attrs, std::size(k{tag}{i}Attrs), k{tag}{i}Outputs, std::size(k{tag}{i}Outputs)}},")
     lines += [f"inline constexpr VariantSpec k{tag}Variants[] = {{", *variant_rows, "};"]

@@ -9,7 +9,6 @@ parser outside CI (docs/ascend.md says how to build it on an Ascend host)."""
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.defs import OpSchema
 
 from ascend_moe_onnx import ge_plugin, onnx_schemas
-from ascend_moe_onnx.ge_plugin import generate, ge_ir, mapping
+from ascend_moe_onnx.ge_plugin import ge_ir, generate, mapping
 
 SRC = Path(ge_plugin.__file__).resolve().parent / "src"
 
@@ -161,10 +160,9 @@ def test_registrations_one_per_op_and_domain_version(core):
 
 def _ge_exports() -> tuple[dict, dict]:
     """Every preset exported for ge (tiny): the models, and the refusals' messages."""
+    from ascend_moe_onnx.exporters.targets import TargetError
     from ascend_moe_onnx.models import presets
     from ascend_moe_onnx.models.runtime import export_block
-
-    from ascend_moe_onnx.exporters.targets import TargetError
 
     out, refused = {}, {}
     for name in presets.PRESETS:
