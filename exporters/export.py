@@ -205,6 +205,15 @@ def strip_metadata(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 def _target_opset(target: str, opset_version: int | None, experts: str | None) -> int:
     """The opset to export for ``target``; a TargetError for options the target cannot honour."""
+    if target == "ge":
+        if opset_version not in (None, targets.GE_OPSET):
+            raise targets.TargetError(f"target 'ge': opset {opset_version} requested, but GE's ONNX parser "
+                                      f"registers the layers' standard ops at opset {targets.GE_OPSET} at most "
+                                      f"(exporters.targets)")
+        if experts not in (None, "ort"):
+            raise targets.TargetError(f"target 'ge': the '{experts}' expert formulation is not what GE runs; use "
+                                      f"the default (the op family's chain)")
+        return targets.GE_OPSET
     if target != "cann":
         return DEFAULT_OPSET if opset_version is None else opset_version
     if opset_version not in (None, targets.CANN_OPSET):
@@ -224,6 +233,15 @@ def _for_cann(proto: onnx.ModelProto) -> None:
         shown = "; ".join(host[:8]) + (f"; ... ({len(host)} in all)" if len(host) > 8 else "")
         warnings.warn(f"export(target='cann'): these nodes have no CANN kernel and will run on the host: {shown}",
                       stacklevel=3)
+
+
+def _for_ge(proto: onnx.ModelProto) -> None:
+    """The graph-engine target's rewrites and checks (in place), and a warning naming FLOAT attributes
+    GE's parser would read rounded."""
+    changed = targets.rewrite_for_ge(proto)
+    if changed:
+        warnings.warn("export(target='ge'): GE's ONNX parser prints FLOAT attributes with %g (6 significant "
+                      "digits), which changes: " + "; ".join(changed), stacklevel=3)
 
 
 def export(
@@ -262,7 +280,9 @@ def export(
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
     MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host). ``opset_version`` defaults to the target's.
+    would still compute on the host) or ``ge`` (CANN's graph engine through the project's parser
+    plugin: opset 18, the op family's chain, exporters.targets). ``opset_version`` defaults to the
+    target's.
     ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
     (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
     for the CANN EP, whose bfloat16 MatMul runs natively.
@@ -315,6 +335,8 @@ def export(
         compute_bfloat16_in_float32(proto)
     if target == "cann":
         _for_cann(proto)
+    elif target == "ge":
+        _for_ge(proto)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 
