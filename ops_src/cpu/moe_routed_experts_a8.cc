@@ -15,20 +15,20 @@
 namespace ascend_moe::cpu {
 
 namespace experts_a8_scalar {
-A8BlockFn Block;
+A8BlocksFn Blocks;
 }
 #if ASCEND_MOE_CPU_X86_PATHS
 namespace experts_a8_maddubs {
-A8BlockFn Block;
+A8BlocksFn Blocks;
 }
 namespace experts_a8_emulated_vnni {
-A8BlockFn Block;
+A8BlocksFn Blocks;
 }
 namespace experts_a8_avxvnni {
-A8BlockFn Block;
+A8BlocksFn Blocks;
 }
 namespace experts_a8_avx512vnni {
-A8BlockFn Block;
+A8BlocksFn Blocks;
 }
 #endif
 
@@ -37,18 +37,18 @@ namespace {
 constexpr int64_t kRowsPerBlock = 8;
 constexpr int64_t kBlocksPerUpItem = 8;  // 64 gate/up rows (32 intermediate rows) per phase-1 item
 
-A8BlockFn* BlockOf(A8Dot dot) {
+A8BlocksFn* BlocksOf(A8Dot dot) {
 #if ASCEND_MOE_CPU_X86_PATHS
   switch (dot) {
-    case A8Dot::kMaddubs: return &experts_a8_maddubs::Block;
-    case A8Dot::kEmulatedVnni: return &experts_a8_emulated_vnni::Block;
-    case A8Dot::kAvxVnni: return &experts_a8_avxvnni::Block;
-    case A8Dot::kAvx512Vnni: return &experts_a8_avx512vnni::Block;
+    case A8Dot::kMaddubs: return &experts_a8_maddubs::Blocks;
+    case A8Dot::kEmulatedVnni: return &experts_a8_emulated_vnni::Blocks;
+    case A8Dot::kAvxVnni: return &experts_a8_avxvnni::Blocks;
+    case A8Dot::kAvx512Vnni: return &experts_a8_avx512vnni::Blocks;
     default: break;
   }
 #endif
   (void)dot;
-  return &experts_a8_scalar::Block;
+  return &experts_a8_scalar::Blocks;
 }
 
 bool CpuRunsDot(A8Dot dot) {
@@ -276,7 +276,8 @@ void MoeRoutedExpertsA8Plan::QuantizeTokens(const float* x, int64_t begin, int64
 void MoeRoutedExpertsA8Plan::UpItems(const A8ExpertWeights& w, int64_t begin, int64_t end) {
   const int64_t I = p_.inter, k = p_.k;
   const float limit = p_.swiglu_limit;
-  A8BlockFn* const block = BlockOf(dot_);
+  A8BlocksFn* const blocks = BlocksOf(dot_);
+  constexpr int64_t kOutLd = kBlocksPerUpItem * kRowsPerBlock;
   std::vector<const int8_t*> X;
   std::vector<const int32_t*> S;
   std::vector<float> xs, out;
@@ -288,7 +289,7 @@ void MoeRoutedExpertsA8Plan::UpItems(const A8ExpertWeights& w, int64_t begin, in
     X.resize(static_cast<size_t>(n));
     S.resize(static_cast<size_t>(n));
     xs.resize(static_cast<size_t>(n));
-    out.resize(static_cast<size_t>(n * kRowsPerBlock));
+    out.resize(static_cast<size_t>(n * kOutLd));
     for (int64_t q = 0; q < n; ++q) {
       const int64_t t = pair_[first + q] / k;
       X[q] = qx_.data() + t * h_pad_;
@@ -296,14 +297,16 @@ void MoeRoutedExpertsA8Plan::UpItems(const A8ExpertWeights& w, int64_t begin, in
       xs[q] = xscale_[t];
     }
     const A8Matrix m = ExpertMatrix(w.gate_up, e);
-    for (int64_t b = item.block_begin; b < item.block_end; ++b) {
-      block(m, b, X.data(), S.data(), xs.data(), n, out.data(), kRowsPerBlock);
+    blocks(m, item.block_begin, item.block_end - item.block_begin, X.data(), S.data(), xs.data(), n, out.data(),
+           kOutLd);
+    const int64_t i0 = item.block_begin * (kRowsPerBlock / 2);
+    const int64_t i1 = std::min(I, item.block_end * (kRowsPerBlock / 2));
+    {
       for (int64_t q = 0; q < n; ++q) {
         float* act = act_.data() + (first + q) * I;
-        for (int64_t j = 0; j < kRowsPerBlock / 2; ++j) {
-          const int64_t i = b * (kRowsPerBlock / 2) + j;
-          if (i >= I) break;
-          float g = out[q * kRowsPerBlock + 2 * j], u = out[q * kRowsPerBlock + 2 * j + 1];
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t j = i - i0;
+          float g = out[q * kOutLd + 2 * j], u = out[q * kOutLd + 2 * j + 1];
           if (limit > 0.f) {
             g = std::min(g, limit);
             u = std::clamp(u, -limit, limit);
@@ -331,7 +334,9 @@ void MoeRoutedExpertsA8Plan::DownColumns(const A8ExpertWeights& w, const float* 
                                          int64_t h0, int64_t h1) const {
   const int64_t H = p_.hidden, k = p_.k;
   for (int64_t t = 0; t < p_.tokens; ++t) std::fill(y + t * H + h0, y + t * H + h1, 0.f);
-  A8BlockFn* const block = BlockOf(dot_);
+  A8BlocksFn* const blocks = BlocksOf(dot_);
+  constexpr int64_t kChunkBlocks = 8;  // blocks per tile call (the out buffer: n x 64 values)
+  constexpr int64_t kOutLd = kChunkBlocks * kRowsPerBlock;
   std::vector<const int8_t*> X;
   std::vector<const int32_t*> S;
   std::vector<float> out;
@@ -341,21 +346,24 @@ void MoeRoutedExpertsA8Plan::DownColumns(const A8ExpertWeights& w, const float* 
     const int64_t n = begin_[a + 1] - first;
     X.resize(static_cast<size_t>(n));
     S.resize(static_cast<size_t>(n));
-    out.resize(static_cast<size_t>(n * kRowsPerBlock));
+    out.resize(static_cast<size_t>(n * kOutLd));
     for (int64_t q = 0; q < n; ++q) {
       X[q] = qa_.data() + (first + q) * i_pad_;
       S[q] = asum_.data() + (first + q) * i_groups_;
     }
     const A8Matrix m = ExpertMatrix(w.down, e);
-    for (int64_t b = h0 / kRowsPerBlock; b * kRowsPerBlock < h1; ++b) {
-      block(m, b, X.data(), S.data(), ascale_.data() + first, n, out.data(), kRowsPerBlock);
-      const int64_t r_end = std::min<int64_t>(kRowsPerBlock, h1 - b * kRowsPerBlock);
+    const int64_t b_end = (h1 + kRowsPerBlock - 1) / kRowsPerBlock;
+    for (int64_t b = h0 / kRowsPerBlock; b < b_end; b += kChunkBlocks) {
+      const int64_t nb = std::min(kChunkBlocks, b_end - b);
+      blocks(m, b, nb, X.data(), S.data(), ascale_.data() + first, n, out.data(), kOutLd);
+      const int64_t r_end = std::min(nb * kRowsPerBlock, h1 - b * kRowsPerBlock);
       for (int64_t q = 0; q < n; ++q) {
         const int64_t pair = pair_[first + q];
         const float rw = routing_weights[pair];
         float* yt = y + pair / k * H + b * kRowsPerBlock;
+        const float* o = out.data() + q * kOutLd;
         for (int64_t r = 0; r < r_end; ++r) {
-          const float term = rw * out[q * kRowsPerBlock + r];
+          const float term = rw * o[r];
           yt[r] = yt[r] + term;
         }
       }

@@ -116,10 +116,10 @@ class MoeRoutedExpertsA8Plan {
   std::vector<float> ascale_;   // [P]
 };
 
-// The entry points of each path's tiles (moe_routed_experts_a8_tiles.inc): the dequantized values
-// out[q * ld + r] of rows 8b..8b+7 of `m` (block b) for n activation rows X[q] ([inputs_pad] int8),
-// their group sums S[q] ([groups]) and scales xs[q].
-using A8BlockFn = void(const A8Matrix& m, int64_t b, const int8_t* const* X, const int32_t* const* S,
-                       const float* xs, int64_t n, float* out, int64_t ld);
+// The entry point of each path's tiles (moe_routed_experts_a8_tiles.inc): the dequantized values
+// out[q * ld + 8 j + r] of row r of block b + j of `m` (rows 8(b+j) + r), j < nb, for n activation
+// rows X[q] ([inputs_pad] int8), their group sums S[q] ([groups]) and scales xs[q].
+using A8BlocksFn = void(const A8Matrix& m, int64_t b, int64_t nb, const int8_t* const* X, const int32_t* const* S,
+                        const float* xs, int64_t n, float* out, int64_t ld);
 
 }  // namespace ascend_moe::cpu
