@@ -4,6 +4,10 @@
 read bound of each candidate's own bytes.
 
     python -m ascend_moe_onnx.benchmarks.quant_experts [--tokens 1,16,256] [--blocks ...] [--threads 1]
+        [--candidates float32,int4,w4a8,...]
+
+``--threads 1,2`` times each candidate with both thread counts in the same interleaved samples
+(candidate names get ``@2t``; ``x 1 thread`` is the 2-thread time over the 1-thread time).
 
 What runs: the experts node of the model suite's blocks (benchmarks.model.BLOCKS: the Qwen3-like
 block at its real width, the DeepSeek-V3-like one at width 64, its shared expert folded in as one
@@ -182,7 +186,7 @@ def selected_bytes(arrays: dict, rotation: list[dict]) -> float:
     return float(np.mean([len(np.unique(inp["expert_idx"])) * per_expert for inp in rotation]))
 
 
-def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: float, tmp: str,
+def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, tmp: str,
               size: str = "full", candidates=CANDIDATES) -> list[dict]:
     """Rows of ``format_rows`` for one block: every candidate at every token count."""
     shape = block_shapes(name, size)
@@ -192,18 +196,22 @@ def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: fl
     q8, q4 = quantized(w, 8, 0), quantized(w, 4, INT4_BLOCK)
     schemes = {"float32": (w, 0, 0, 0), "int8": (q8, 8, 0, 0), "int4": (q4, 4, INT4_BLOCK, 0),
                "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
+    thread_counts = [threads] if isinstance(threads, int) else list(threads)
+    tag = {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
     sessions = {}
     for cand, (arrays, bits, block, act_quant) in schemes.items():
         if cand not in candidates:
             continue
         path = os.path.join(tmp, f"{name}-{cand}.onnx")
         own_model(path, arrays, bits, block, act_quant)
-        sessions[cand] = (model_suite.shared_session(path, arrays, threads), arrays)
+        for n in thread_counts:
+            sessions[cand + tag[n]] = (model_suite.shared_session(path, arrays, n), arrays)
         if bits and not act_quant and "qmoe-" + cand in candidates:
             qa = qmoe_arrays(arrays, bits)
             path = os.path.join(tmp, f"{name}-qmoe-{cand}.onnx")
             qmoe_model(path, qa, bits, block, k)
-            sessions["qmoe-" + cand] = (model_suite.shared_session(path, qa, threads), qa)
+            for n in thread_counts:
+                sessions["qmoe-" + cand + tag[n]] = (model_suite.shared_session(path, qa, n), qa)
     rows = []
     for T in tokens:
         rotation = routing(shape, T, ROTATION if T <= 16 else 1)
@@ -221,7 +229,10 @@ def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: fl
             nbytes = selected_bytes(sessions[cand][1], rotation)
             row = dict(block=name, tokens=T, candidate=cand, us=best * 1e6, vs_float32=base / best,
                        mib=nbytes / 2**20, gbs=nbytes / best / 1e9, share=nbytes / rate / best)
-            own = {"qmoe-int8": "int8", "qmoe-int4": "int4", "w8a8": "int8", "w4a8": "int4"}.get(cand)
+            plain = cand.split("@")[0]
+            if plain != cand and plain in timings:
+                row["vs_1_thread"] = best / (timings[plain].fastest / len(rotation))
+            own = {"qmoe-int8": "int8", "qmoe-int4": "int4", "w8a8": "int8", "w4a8": "int4"}.get(plain)
             if own in ref:  # the same integers with float activations (this library's A16 kernel)
                 got = runners[cand].runs[0].binding.get_outputs()[0].numpy()
                 want = ref[own]
@@ -233,12 +244,14 @@ def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: fl
 
 def format_rows(rows: list[dict]) -> str:
     """A fixed-width table of run_block's rows."""
-    head = f"{'block':15s} {'T':>4s} {'candidate':10s} {'us/call':>9s} {'x float32':>9s} {'MiB read':>9s} " \
+    head = f"{'block':15s} {'T':>4s} {'candidate':13s} {'us/call':>9s} {'x float32':>9s} {'MiB read':>9s} " \
            f"{'GB/s':>6s} {'share':>6s}  note"
     lines = [head, "-" * len(head)]
     for r in rows:
         note = f"max rel diff vs {r['vs']} {r['max_rel_vs_own']:.1e}" if "max_rel_vs_own" in r else ""
-        lines.append(f"{r['block']:15s} {r['tokens']:4d} {r['candidate']:10s} {r['us']:9.1f} {r['vs_float32']:9.2f} "
+        if "vs_1_thread" in r:
+            note = f"x 1 thread {r['vs_1_thread']:.2f}  " + note
+        lines.append(f"{r['block']:15s} {r['tokens']:4d} {r['candidate']:13s} {r['us']:9.1f} {r['vs_float32']:9.2f} "
                      f"{r['mib']:9.2f} {r['gbs']:6.1f} {r['share']:6.2f}  {note}")
     return "\n".join(lines)
 
@@ -247,21 +260,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--blocks", default=",".join(model_suite.BLOCKS))
     p.add_argument("--tokens", default="1,16,256")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", default="1", help="intra-op threads; 1,2: both, interleaved")
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--size", default="full", choices=("tiny", "full"), help="tiny: a smoke run")
     p.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
     args = p.parse_args(argv)
     from .machine import a8_dot_path, isa_path
 
-    rate = model_suite.read_rate(4 * (model_suite.last_level_cache_bytes() or 2**25), args.threads)
+    threads = [int(n) for n in args.threads.split(",")]
+    rate = model_suite.read_rate(4 * (model_suite.last_level_cache_bytes() or 2**25), threads[0])
     print(f"read rate {rate / 1e9:.1f} GB/s (1 core, read_probe), kernel path {isa_path()}, "
           f"int8-activation dot path {a8_dot_path()}, "
           f"{args.threads} thread(s), int4 block {INT4_BLOCK}, rotation {ROTATION} inputs up to 16 tokens")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.blocks.split(","):
-            rows += run_block(name, [int(t) for t in args.tokens.split(",")], args.threads, args.repeats, rate, tmp,
+            rows += run_block(name, [int(t) for t in args.tokens.split(",")], threads, args.repeats, rate, tmp,
                               args.size, tuple(args.candidates.split(",")))
             print(format_rows([r for r in rows if r["block"] == name]), flush=True)
     return 0
