@@ -49,9 +49,9 @@ std::string experts::CheckAttrs(const Attrs& a) {
     return Str(kName, ": attribute '", kAttrs[kAttrActQuant].name,
                "' must be 0 (float activations) or 1 (per-token int8), got ", a.act_quant);
   }
-  if (a.act_quant == 1 && a.block_size % attr_defaults::moe_routed_experts::kA8Step != 0) {
+  if (a.act_quant == 1 && a.block_size % limits::moe_routed_experts::kA8Step != 0) {
     return Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name, "' must be a multiple of ",
-               attr_defaults::moe_routed_experts::kA8Step,
+               limits::moe_routed_experts::kA8Step,
                " with act_quant 1 (whole steps of the integer dot products), got ", a.block_size);
   }
   return {};
@@ -211,13 +211,13 @@ struct MoeRoutedExpertsCpuKernel {
 
   void ComputeA8(Ort::KernelContext& ctx, const RoutedExpertsInputs& in, const cpu::MoeRoutedExpertsParams& params) {
     using namespace experts;
-    if (params.hidden > attr_defaults::moe_routed_experts::kA8MaxInputs) {
+    if (params.hidden > limits::moe_routed_experts::kA8MaxInputs) {
       Fail(Str(kName, ": input '", kInputs[kInX].name, "' with act_quant 1 must have H <= ",
-               attr_defaults::moe_routed_experts::kA8MaxInputs, " (int32 sums), got H = ", params.hidden));
+               limits::moe_routed_experts::kA8MaxInputs, " (int32 sums), got H = ", params.hidden));
     }
-    if (params.inter > attr_defaults::moe_routed_experts::kA8MaxInputs) {
+    if (params.inter > limits::moe_routed_experts::kA8MaxInputs) {
       Fail(Str(kName, ": input '", kInputs[kInDownWeights].name, "' with act_quant 1 must have I <= ",
-               attr_defaults::moe_routed_experts::kA8MaxInputs, " (int32 sums), got I = ", params.inter));
+               limits::moe_routed_experts::kA8MaxInputs, " (int32 sums), got I = ", params.inter));
     }
     const cpu::A8Dot dot = cpu::ActiveA8Dot();
     std::unique_ptr<cpu::A8ExpertWeights> per_call;
