@@ -54,8 +54,8 @@ def cases() -> list[tuple[dict, dict]]:
     8 (per channel: zero padding), int32 indices, a row of zeros and rows of NaN / inf."""
     out = [
         case(1, 1, 64, 32, 8, 4, 8, 0),
-        case(2, 5, 128, 48, 4, 3, 4, 32),
-        case(3, 40, 96, 40, 6, 4, 8, 16),
+        case(2, 5, 128, 64, 4, 3, 4, 32),
+        case(3, 40, 96, 48, 6, 4, 8, 16),
         case(4, 40, 96, 40, 6, 4, 4, 8),
         case(5, 7, 20, 6, 3, 5, 8, 0, limit=0.5),  # H, I not multiples of 8; k > E: repeats
         case(6, 9, 36, 10, 5, 2, 4, 0, index_type=np.int32),
