@@ -183,3 +183,45 @@ def test_refusals_name_the_attribute(attrs, weights, message):
                                     providers=["CPUExecutionProvider"])
         sess.run(None, {n: inputs[n] for n in names})
 
+
+
+@pytest.mark.parametrize("scheme,block_size", [("int8", None), ("int4", None)])
+def test_act_quant_presets_export_and_verify(scheme, block_size):
+    """--weights-quant ... --act-quant int8: the exported node has act_quant 1 and the graph agrees
+    with the torch block (float activations) within cli.verify's int8-activation tolerance."""
+    from ascend_moe_onnx.cli import verify
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    wq = WeightsQuant.from_scheme(scheme, block_size, "int8")
+    assert wq.act_quant == 1 and wq.name.endswith("int8 activations")
+    checks = verify.verify_preset("qwen3-moe", weights_quant=wq, token_counts=[1, 40])
+    assert all(c.passed for c in checks), verify.format_table(checks)
+    assert all(c.tol == verify.ACT_QUANT_TOLERANCE for c in checks)
+
+
+def test_act_quant_node_attribute():
+    import onnx as onnx_
+
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+    from ascend_moe_onnx.models import presets
+    from ascend_moe_onnx.models.runtime import export_block
+
+    block = presets.build("qwen3-moe", weights_quant=WeightsQuant.from_scheme("int4", None, "int8"), seed=2)
+    model = onnx_.load_from_string(export_block(block, 4))
+    (node,) = [n for n in model.graph.node if n.op_type == "MoeRoutedExperts"]
+    attrs = {a.name: onnx_.helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs["act_quant"] == 1 and attrs["weight_bits"] == 4 and attrs["block_size"] == 32
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--act-quant", "int8"], "--act-quant goes with --weights-quant"),
+    (["--weights-quant", "int4", "--quant-block-size", "4", "--act-quant", "int8"],
+     "int8 activations need a block size that is a multiple of 8 (or 0), got 4"),
+    (["--weights-quant", "int8", "--act-quant", "int8", "--target", "cann", "--dtype", "bfloat16"],
+     "--act-quant runs in the library's MoeRoutedExperts (--target cpu), not --target cann"),
+])
+def test_cli_act_quant_usage_errors(tmp_path, capsys, argv, message):
+    from ascend_moe_onnx.cli import main as cli
+
+    code = cli.main(["export", "deepseek-v3", *argv, "-o", str(tmp_path / "m.onnx")])
+    assert code == 2 and message in capsys.readouterr().err
