@@ -62,6 +62,9 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quant-block-size", type=int, metavar="N",
                    help="with --weights-quant: one scale per N inputs of a row (0 = per channel; int4 "
                         "default 32, even; must divide the hidden size and the expert width)")
+    p.add_argument("--act-quant", choices=("int8",),
+                   help="with --weights-quant: int8 activations too, quantized per token inside the op "
+                        "(W8A8 / W4A8, Ascend's dynamic quantization; integer dot products; docs/quantization.md)")
     p.add_argument("--experts", default=None, metavar="ort|onnx|padded",
                    help="expert formulation in the graph: ort (com.microsoft.MoE, ONNX Runtime >= 1.23; "
                         "default), onnx (standard ops, any runtime), padded (E x C buckets); docs/models.md")
@@ -72,13 +75,17 @@ def _weights_quant(args):
     if getattr(args, "weights_quant", None) is None:
         if getattr(args, "quant_block_size", None) is not None:
             raise CLIError("--quant-block-size goes with --weights-quant")
+        if getattr(args, "act_quant", None) is not None:
+            raise CLIError("--act-quant goes with --weights-quant")
         return None
+    if getattr(args, "act_quant", None) is not None and getattr(args, "target", "cpu") != "cpu":
+        raise CLIError(f"--act-quant runs in the library's MoeRoutedExperts (--target cpu), not --target {args.target}")
     if args.experts not in (None, "ort"):
         raise CLIError(f"--weights-quant runs in the ort expert formulation, not --experts {args.experts}")
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
     try:
-        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size)
+        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size, getattr(args, "act_quant", None))
     except ValueError as e:
         raise CLIError(f"--weights-quant: {e}") from None
 

@@ -336,7 +336,7 @@ def _quantized_experts(b: _Builder, rows: str, idx: str, weights: str, gate: str
     inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
               b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")]
     b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),
-         weight_bits=wq.bits, block_size=wq.block_size)
+         weight_bits=wq.bits, block_size=wq.block_size, **({"act_quant": 1} if wq.act_quant else {}))
 
 
 def _expand_segments_ort(b: _Builder, node) -> None:
