@@ -7,6 +7,7 @@
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
     moe-onnx info model.onnx
     moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model,ascend_layer]   (docs/benchmarks.md)
+    moe-onnx cann plugin build|install [--ascend-home DIR] [--opp-path DIR | --custom-opp-path DIR]
 
 Subcommands live in ``SUBCOMMANDS`` (name -> (help, add_arguments, run)); a new one (e.g. ``bench``)
 is one more entry. Exit codes: 0 success, 1 verification failure, 2 usage or input error (one line
@@ -61,6 +62,9 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quant-block-size", type=int, metavar="N",
                    help="with --weights-quant: one scale per N inputs of a row (0 = per channel; int4 "
                         "default 32, even; must divide the hidden size and the expert width)")
+    p.add_argument("--act-quant", choices=("int8",),
+                   help="with --weights-quant: int8 activations too, quantized per token inside the op "
+                        "(W8A8 / W4A8, Ascend's dynamic quantization; integer dot products; docs/quantization.md)")
     p.add_argument("--experts", default=None, metavar="ort|onnx|padded",
                    help="expert formulation in the graph: ort (com.microsoft.MoE, ONNX Runtime >= 1.23; "
                         "default), onnx (standard ops, any runtime), padded (E x C buckets); docs/models.md")
@@ -71,13 +75,17 @@ def _weights_quant(args):
     if getattr(args, "weights_quant", None) is None:
         if getattr(args, "quant_block_size", None) is not None:
             raise CLIError("--quant-block-size goes with --weights-quant")
+        if getattr(args, "act_quant", None) is not None:
+            raise CLIError("--act-quant goes with --weights-quant")
         return None
+    if getattr(args, "act_quant", None) is not None and getattr(args, "target", "cpu") != "cpu":
+        raise CLIError(f"--act-quant runs in the library's MoeRoutedExperts (--target cpu), not --target {args.target}")
     if args.experts not in (None, "ort"):
         raise CLIError(f"--weights-quant runs in the ort expert formulation, not --experts {args.experts}")
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
     try:
-        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size)
+        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size, getattr(args, "act_quant", None))
     except ValueError as e:
         raise CLIError(f"--weights-quant: {e}") from None
 
@@ -114,9 +122,11 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     which.add_argument("--layers", metavar="N-M", help="export the MoE blocks of layers N..M (default: whole model)")
     which.add_argument("--whole-model", action="store_true", help="export the causal LM's prefill graph (default)")
     p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="where to write the model")
-    p.add_argument("--target", default="cpu", choices=("cpu", "cann"),
-                   help="runtime the graph is for: cpu (ONNX Runtime's CPU EP; default) or cann (the CANN EP "
-                        "on Ascend NPUs: opset 18, MoeRoutedExperts at every size; docs/ascend.md)")
+    p.add_argument("--target", default="cpu", choices=("cpu", "cann", "ge"),
+                   help="runtime the graph is for: cpu (ONNX Runtime's CPU EP; default), cann (the CANN EP "
+                        "on Ascend NPUs with enable_cann_graph=0: opset 18, MoeRoutedExperts at every size) or "
+                        "ge (CANN's graph engine: atc --framework=5, or the CANN EP with enable_cann_graph=1, "
+                        "with the parser plugin installed; docs/ascend.md)")
     p.add_argument("--ep-ranks", type=int, metavar="N",
                    help="expert parallel: write a router graph, one expert graph per rank and ep.json "
                         "into the directory -o (docs/expert-parallel.md)")
@@ -376,12 +386,50 @@ def _cmd_bench(args) -> int:
     return runner.run(args)
 
 
+# ---- cann plugin ------------------------------------------------------------------------------
+
+def _cann_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="cann_command", required=True, metavar="WHAT")
+    plugin = sub.add_parser("plugin", help="the graph engine's ONNX parser plugin (docs/ascend.md)")
+    action = plugin.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
+    build = action.add_parser("build", help="build it against the installed CANN")
+    install = action.add_parser("install", help="build it (unless --library) and install it as a vendor package")
+    for q in (build, install):
+        q.add_argument("--ascend-home", metavar="DIR", help="CANN toolkit (default: $ASCEND_TOOLKIT_HOME)")
+        q.add_argument("--build-dir", metavar="DIR", default="build-ge-plugin", help="CMake build folder")
+        q.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
+    install.add_argument("--library", metavar="SO", help="an already built plugin to install")
+    install.add_argument("--opp-path", metavar="DIR", help="CANN's OPP folder (default: $ASCEND_OPP_PATH)")
+    install.add_argument("--vendor", default="ascend_moe", help="vendor folder name under <opp>/vendors")
+    install.add_argument("--custom-opp-path", metavar="DIR",
+                         help="install into DIR/framework/onnx instead (list DIR in $ASCEND_CUSTOM_OPP_PATH)")
+
+
+def _cmd_cann(args) -> int:
+    from ascend_moe_onnx import ge_plugin
+
+    try:
+        library = (Path(args.library) if getattr(args, "library", None) else
+                   ge_plugin.build(args.build_dir, args.ascend_home, args.jobs))
+        if args.plugin_command == "build":
+            print(f"built {library}")
+            return EXIT_OK
+        installed = ge_plugin.install(library, args.opp_path, args.vendor, args.custom_opp_path)
+    except ge_plugin.PluginError as e:
+        raise CLIError(str(e)) from None
+    print(f"installed {installed}")
+    if args.custom_opp_path:
+        print(f"export ASCEND_CUSTOM_OPP_PATH={Path(args.custom_opp_path).resolve()}:$ASCEND_CUSTOM_OPP_PATH")
+    return EXIT_OK
+
+
 # name -> (help, add_arguments, run)
 SUBCOMMANDS = {
     "export": ("export a preset's MoE block to ONNX", _export_arguments, _cmd_export),
     "verify": ("export, run in ONNX Runtime next to torch, compare", _verify_arguments, _cmd_verify),
     "info": ("list a model's ascend.moe nodes and where they would run", _info_arguments, _cmd_info),
     "bench": ("benchmark the ops against their baselines (docs/benchmarks.md)", _bench_arguments, _cmd_bench),
+    "cann": ("build / install the graph engine's ONNX parser plugin (docs/ascend.md)", _cann_arguments, _cmd_cann),
 }
 
 

@@ -336,7 +336,7 @@ def _quantized_experts(b: _Builder, rows: str, idx: str, weights: str, gate: str
     inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
               b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")]
     b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),
-         weight_bits=wq.bits, block_size=wq.block_size)
+         weight_bits=wq.bits, block_size=wq.block_size, **({"act_quant": 1} if wq.act_quant else {}))
 
 
 def _expand_segments_ort(b: _Builder, node) -> None:
@@ -450,7 +450,8 @@ _CANN_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_cann}
 
 def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> onnx.ModelProto:
     """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
-    ``target`` "cann" takes the CANN EP's variant of a formulation where one exists.
+    ``target`` "cann" takes the CANN EP's variant of a formulation where one exists, "ge" the op
+    family's chain for routed blocks (exporters.ge_chain).
     ``weights_quant`` (exporters.weights_quant.WeightsQuant): the routed blocks' expert weights
     are stored quantized (``ort`` formulation only; for "cann" the op family's chain in the block's
     16-bit dtype, exporters.quantized_chain).
@@ -469,16 +470,22 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
             continue
         a = _attrs(node)
         formulation = a["formulation"].decode() if isinstance(a["formulation"], bytes) else a["formulation"]
-        expander = _EXPANDERS.get((node.op_type, formulation))
+        expander, ge_expander = _EXPANDERS.get((node.op_type, formulation)), None
         if target == "cann":
             expander = _CANN_EXPANDERS.get((node.op_type, formulation), expander)
+        elif target == "ge" and formulation == "ort":
+            from . import ge_chain  # imports this module
+
+            # refuses quantized weights itself, saying why
+            expander = ge_expander = {OP_ROUTED: ge_chain.expand_routed_ge,
+                                      OP_SEGMENTS: ge_chain.expand_segments_ge}.get(node.op_type, expander)
         if expander is None:
             raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
         if weights_quant is not None and expander is _expand_routed_cann:
             from . import quantized_chain  # imports this module
 
             expander = quantized_chain.expand_routed_quantized_cann
-        elif weights_quant is not None and expander is not _expand_routed_ort:
+        elif weights_quant is not None and expander not in (_expand_routed_ort, ge_expander):
             raise ExpertsError(f"experts: quantized expert weights run in the 'ort' formulation of routed "
                                f"blocks only, not in '{formulation}' {node.op_type}")
         b = _Builder(f"experts{count}_", initializers, weights_quant, types)

@@ -79,6 +79,24 @@ def _explained():
         raise explained from exc
 
 
+class _DataAsDetach(torch.overrides.TorchFunctionMode):
+    """While tracing: ``t.data`` reads ``t`` itself (a traced ``detach`` of it where it requires grad).
+
+    Ascend code reads weights as ``layer.weight.data`` in forward. Eagerly that is the parameter's
+    storage; torch.export's non-strict tracer instead records the untraced result as a fake
+    constant, which the exporter cannot write. The same tensor (same storage, no autograd) is what
+    ``.data`` means in a forward pass, and traced it keeps the parameter or buffer an input of the
+    graph, its initializer under its own name, not a copy folded into a constant. Active only
+    inside ``export``.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__self__", None) is torch._C.TensorBase.data and len(args) == 1:
+            tensor = args[0]
+            return tensor.detach() if tensor.requires_grad else tensor
+        return func(*args, **(kwargs or {}))
+
+
 def _capture(model, args, kwargs, dynamic_shapes, strict: bool) -> torch.export.ExportedProgram:
     """torch.export as torch.onnx.export captures (its capture strategies: size-oblivious 0/1 dims,
     deferred runtime asserts; ``torch.onnx.is_in_onnx_export()`` true, which the models' placeholder
@@ -112,18 +130,25 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
         except Exception:  # noqa: BLE001  (code only the ONNX capture takes, e.g. export placeholders: no check)
             fixed = []
     if not fixed:
-        failures = []
+        failures, fixed_by = [], []
         for strict in (False, True):
             try:
                 captured = _capture(model, args, kwargs, dynamic_shapes, strict)
             except Exception as exc:  # noqa: BLE001  (torch.onnx's order: non-strict, then strict)
                 failures.append(exc)
                 continue
-            # the plain trace could not run (or saw nothing): the capture itself is checked
+            # the plain trace could not run (a named Dim it specialised raises there): the capture
+            # itself is checked, and a size the non-strict capture fixed gets the strict one
             fixed = checks.specialised_dims(captured, **where)
             if fixed:
-                raise checks.specialisation_error(fixed, tried_strict=strict)
+                fixed_by.append(fixed)
+                continue
+            if strict and fixed_by:
+                warnings.warn(f"export: non-strict tracing fixed {_listed(fixed_by[0])}; traced in torch.export's "
+                              "strict mode instead, which keeps it dynamic", stacklevel=4)
             return captured
+        if fixed_by:
+            raise checks.specialisation_error(fixed_by[0], tried_strict=True) from (failures[0] if failures else None)
         raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
     try:
         with _explained():
@@ -132,12 +157,19 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
         raise checks.specialisation_error(fixed, tried_strict=True) from exc
     if checks.specialised_dims(strict, **where):
         raise checks.specialisation_error(fixed, tried_strict=True)
+    warnings.warn(f"export: non-strict tracing fixed {_listed(fixed)}; traced in torch.export's strict mode "
+                  "instead, which keeps it dynamic", stacklevel=4)
     return strict
+
+
+def _listed(fixed) -> str:
+    return ", ".join(f"input '{n}' dimension {d}" for n, d, _ in fixed)
 
 
 def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
-    traced = _trace(model, args, kwargs, dynamic_shapes)
+    with _DataAsDetach():
+        traced = _trace(model, args, kwargs, dynamic_shapes)
     with _explained():
         program = torch.onnx.export(
             traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
@@ -173,6 +205,15 @@ def strip_metadata(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 def _target_opset(target: str, opset_version: int | None, experts: str | None) -> int:
     """The opset to export for ``target``; a TargetError for options the target cannot honour."""
+    if target == "ge":
+        if opset_version not in (None, targets.GE_OPSET):
+            raise targets.TargetError(f"target 'ge': opset {opset_version} requested, but GE's ONNX parser "
+                                      f"registers the layers' standard ops at opset {targets.GE_OPSET} at most "
+                                      f"(exporters.targets)")
+        if experts not in (None, "ort"):
+            raise targets.TargetError(f"target 'ge': the '{experts}' expert formulation is not what GE runs; use "
+                                      f"the default (the op family's chain)")
+        return targets.GE_OPSET
     if target != "cann":
         return DEFAULT_OPSET if opset_version is None else opset_version
     if opset_version not in (None, targets.CANN_OPSET):
@@ -192,6 +233,15 @@ def _for_cann(proto: onnx.ModelProto) -> None:
         shown = "; ".join(host[:8]) + (f"; ... ({len(host)} in all)" if len(host) > 8 else "")
         warnings.warn(f"export(target='cann'): these nodes have no CANN kernel and will run on the host: {shown}",
                       stacklevel=3)
+
+
+def _for_ge(proto: onnx.ModelProto) -> None:
+    """The graph-engine target's rewrites and checks (in place), and a warning naming FLOAT attributes
+    GE's parser would read rounded."""
+    changed = targets.rewrite_for_ge(proto)
+    if changed:
+        warnings.warn("export(target='ge'): GE's ONNX parser prints FLOAT attributes with %g (6 significant "
+                      "digits), which changes: " + "; ".join(changed), stacklevel=3)
 
 
 def export(
@@ -230,7 +280,9 @@ def export(
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
     MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host). ``opset_version`` defaults to the target's.
+    would still compute on the host) or ``ge`` (CANN's graph engine through the project's parser
+    plugin: opset 18, the op family's chain, exporters.targets). ``opset_version`` defaults to the
+    target's.
     ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
     (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
     for the CANN EP, whose bfloat16 MatMul runs natively.
@@ -238,7 +290,8 @@ def export(
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
     raises :class:`export_checks.ExportError` naming the input and dimension, as it does for
-    exporter failures caused by known idioms (``weight.data`` in forward, stable argsort).
+    exporter failures caused by known idioms (stable argsort). ``t.data`` read in forward is traced
+    as ``t`` itself (docs/ascend-code.md).
     """
     opset_version = _target_opset(targets.check(target), opset_version, experts)
     onnx_schemas.register()
@@ -282,6 +335,8 @@ def export(
         compute_bfloat16_in_float32(proto)
     if target == "cann":
         _for_cann(proto)
+    elif target == "ge":
+        _for_ge(proto)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 

@@ -6,7 +6,7 @@ Both are a weighted gather: the slot rows [N, K] of row indices are gathered fro
 float32) into [N, K, H], the bias rows added, the weights multiplied in, and the slots summed
 (ReduceSum keepdims=1 + Squeeze: keepdims=0 over an empty axis gives the wrong shape on
 ONNX Runtime <= 1.31.1); the result is cast back once. A zero row is appended to the rows for
-dropped slots (index -1 in the drop-pad modes; an index >= P for MoeTokenUnpermute).
+slots without a row (index -1; an index >= P for MoeTokenUnpermute).
 
 Out-of-range indices: ONNX Gather accepts negative indices and would wrap them silently, so every
 index outside the op's valid range (docs/operators.md §5.3, §6.3) is replaced by ``OUT_OF_RANGE``
@@ -119,13 +119,10 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         slots = op("Reshape", idx, op("Concat", n, k, axis=0), allowzero=1)
     else:
         slots = op("Transpose", op("Reshape", idx, op("Concat", k, n, axis=0), allowzero=1), perm=[1, 0])
-    if finalize.drop_pad(mode):  # -1 reads the zero row at R
-        table = b.with_zero_row(rows)
-        valid = b.in_range(slots, g.const(-1, np.int64), r)
-        slots = op("Where", op("Equal", slots, g.const(-1, np.int64)), op("Squeeze", r, b.axis0), slots)
-    else:
-        table = rows
-        valid = b.in_range(slots, b.zero, r)
+    # -1 (no row: dropped, or an expert outside init routing's range) reads the zero row at R
+    table = b.with_zero_row(rows)
+    valid = b.in_range(slots, g.const(-1, np.int64), r)
+    slots = op("Where", op("Equal", slots, g.const(-1, np.int64)), op("Squeeze", r, b.axis0), slots)
     terms = op("Gather", table, b.guard(slots, valid), axis=0)  # [N, K, H]
     if has[bias]:
         e = op("Cast", experts, to=TensorProto.INT64)

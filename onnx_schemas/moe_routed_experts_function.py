@@ -6,7 +6,10 @@ for any input, but its memory grows with T·k times one expert's weights: the ex
 only for small routed-row counts. Out-of-range indices make the Gather fail (the runtime's
 message, not the validation's; a negative id is reported as E, the index it is mapped to). With
 H = 0 the body still allocates the [T, k, 2I] gate/up products. Quantized weights are gathered
-as stored (int8) and dequantized after the Gather, in standard ops (``_dequantized``).
+as stored (int8) and dequantized after the Gather, in standard ops (``_dequantized``). With
+``act_quant`` 1 the x rows and each pair's SwiGLU row are quantized to int8 values (held in
+float) by the kernels' rule (``_quantized_rows``); the products then run in float32 MatMuls, so
+the body agrees with the kernels to float32 summation order, not bit for bit.
 """
 
 from __future__ import annotations
@@ -45,8 +48,12 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         bits, block = attrs["weight_bits"], attrs["block_size"]
         fc1 = _dequantized(g, fc1, op("Gather", gate_up_scales, idx64, axis=0), bits, block)
         fc2 = _dequantized(g, fc2, op("Gather", down_scales, idx64, axis=0), bits, block)
-    xk = op("Unsqueeze", x, const([1, 3], np.int64))  # [T, 1, H, 1]
+    a8 = attrs["act_quant"] == 1
+    x_in, x_scale = _quantized_rows(g, x) if a8 else (x, None)
+    xk = op("Unsqueeze", x_in, const([1, 3], np.int64))  # [T, 1, H, 1]
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
+    if a8:
+        gu = op("Mul", gu, op("Unsqueeze", x_scale, const([1], np.int64)))  # x_scale [T, 1] -> [T, 1, 1]
     pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), op("Div", op("Shape", gu, start=2, end=3), const([2], np.int64)),
                                       const([2], np.int64), axis=0))
     gate = op("Squeeze", op("Slice", pairs, const([0], np.int64), const([1], np.int64), const([3], np.int64)),
@@ -58,10 +65,27 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         gate = op("Min", gate, const(limit, np.float32))
         up = op("Clip", up, const(-limit, np.float32), const(limit, np.float32))
     act = op("Mul", op("Mul", gate, op("Sigmoid", gate)), up)  # [T, k, I]
+    act_scale = None
+    if a8:
+        act, act_scale = _quantized_rows(g, act)  # act_scale [T, k, 1]
     out = op("MatMul", fc2, op("Unsqueeze", act, const([3], np.int64)))  # [T, k, H, 1]
+    if a8:
+        out = op("Mul", out, op("Unsqueeze", act_scale, const([3], np.int64)))
     weighted = op("Mul", out, op("Unsqueeze", w, const([2, 3], np.int64)))
     op("Squeeze", op("ReduceSum", weighted, const([1], np.int64), keepdims=0), const([2], np.int64), outputs=[y])
     return make_function(SCHEMA, attrs, has, g, opset)
+
+
+def _quantized_rows(g: BodyBuilder, v: str) -> tuple[str, str]:
+    """Rows of ``v`` (last axis) as the kernels quantize them: (q held in float, scale [..., 1]),
+    scale = max |v| / 127, q = round half to even of v / scale clamped to [-127, 127], q = 0 where
+    the scale is 0 (or NaN: the scale's NaN then reaches the result)."""
+    op, const = g.op, g.const
+    scale = op("Div", op("ReduceMax", op("Abs", v), const([-1], np.int64), keepdims=1), const(127.0, np.float32))
+    positive = op("Greater", scale, const(0.0, np.float32))
+    safe = op("Where", positive, scale, const(1.0, np.float32))
+    q = op("Clip", op("Round", op("Div", v, safe)), const(-127.0, np.float32), const(127.0, np.float32))
+    return op("Where", positive, q, const(0.0, np.float32)), scale
 
 
 def _signed_nibble(g: BodyBuilder, v: str) -> str:

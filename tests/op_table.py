@@ -397,8 +397,8 @@ def _experts_cases():
         *attribute_kind_cases(good, "swiglu_limit", "FLOAT", k={})[:1],
         B("gate-up-absent", with_(gate_up_weights=None), {}, "input 'gate_up_weights' is required, got none"),
         B("unknown-attribute", good, dict(limit=1.0),
-          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: block_size, swiglu_limit, "
-          "weight_bits)", ort=False),
+          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: act_quant, block_size, "
+          "swiglu_limit, weight_bits)", ort=False),
         *_quantized_experts_cases(good),
     ]
 

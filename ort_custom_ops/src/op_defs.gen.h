@@ -195,7 +195,7 @@ inline constexpr int kSinceVersion = 1;
 
 enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kInGateUpScales = 5, kInDownScales = 6, kNumIns = 7 };
 enum Out : size_t { kOutY = 0, kNumOuts = 1 };
-enum Attr : size_t { kAttrBlockSize = 0, kAttrSwigluLimit = 1, kAttrWeightBits = 2, kNumAttrs = 3 };
+enum Attr : size_t { kAttrActQuant = 0, kAttrBlockSize = 1, kAttrSwigluLimit = 2, kAttrWeightBits = 3, kNumAttrs = 4 };
 
 inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
@@ -218,6 +218,7 @@ inline constexpr ParamSpec kOutputs[] = {
     {"y", "", false, kOutYTypes, std::size(kOutYTypes)},
 };
 inline constexpr AttrSpec kAttrs[] = {
+    {"act_quant", AttrSpec::kInt, false, 0},
     {"block_size", AttrSpec::kInt, false, 0},
     {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
     {"weight_bits", AttrSpec::kInt, false, 8},
@@ -225,6 +226,7 @@ inline constexpr AttrSpec kAttrs[] = {
 
 // One node's attribute values; each field starts at the schema's default (required: 0).
 struct Attrs {
+  int64_t act_quant = 0;
   int64_t block_size = 0;
   float swiglu_limit = 0.0f;
   int64_t weight_bits = 8;
@@ -238,6 +240,7 @@ std::string CheckAttrs(const Attrs& attrs);
 // kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
 inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   Attrs a;
+  a.act_quant = ReadIntAttr(info, kName, kAttrs[kAttrActQuant]);
   a.block_size = ReadIntAttr(info, kName, kAttrs[kAttrBlockSize]);
   a.swiglu_limit = ReadFloatAttr(info, kName, kAttrs[kAttrSwigluLimit]);
   a.weight_bits = ReadIntAttr(info, kName, kAttrs[kAttrWeightBits]);

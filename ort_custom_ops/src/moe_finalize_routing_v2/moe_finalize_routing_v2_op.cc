@@ -109,15 +109,12 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
     FailInput(kInExpertIdx, Str("must be [N, K] = ", DimsStr(n, k), ", got shape ", ShapeStr(experts.shape)));
   }
   const cpu::IndexType idx_type = IndexTypeOf(idx.type);
-  const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, drop_pad ? -1 : 0, r);
+  // -1: a slot without a row (dropped, or an expert outside init routing's active range), a zero row
+  const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, -1, r);
   if (bad >= 0) {
-    const int64_t v = cpu::IndexAt(idx.data, idx_type, bad);
-    if (drop_pad) {
-      FailInput(kInExpandedRowIdx, Str("must be -1 (dropped) or in [0, E*C) = [0, ", r,
-                                       ") when drop_pad_mode is 1 or 3, got ", v, " at [", bad, "]"));
-    }
-    FailInput(kInExpandedRowIdx, Str("must be in [0, N*K) = [0, ", r, ") when drop_pad_mode is 0 or 2, got ",
-                                     v, " at [", bad, "]"));
+    FailInput(kInExpandedRowIdx, Str("must be -1 (no row) or in [0, ", drop_pad ? "E*C" : "N*K", ") = [0, ", r,
+                                     ") when drop_pad_mode is ", drop_pad ? "1 or 3" : "0 or 2", ", got ",
+                                     cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
   }
   cpu::WeightedGatherParams p;
   if (bias.present) {
