@@ -191,6 +191,10 @@ PATHS = {
         lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A2"), _vllm_w8a8_reference,
         [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8, tol=W8A8_TOL,
         ort_tol=W8A8_ORT_TOL),
+    "vllm_ascend_a2_w8a8_fused_gmm_swiglu": Path(
+        lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A2", fused_gmm_swiglu=True),
+        _vllm_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8,
+        tol=W8A8_TOL, ort_tol=W8A8_ORT_TOL),
     "vllm_ascend_a5_w8a8_mlp_quant": Path(
         lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A5", dispatch_with_quant=False),
         _vllm_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8,

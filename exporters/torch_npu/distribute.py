@@ -3,23 +3,35 @@
 
 On one rank (ep_world_size = 1, no TP group) the all-to-all moves nothing: dispatch is init routing
 (rows sorted by expert, per-expert counts) and combine the weighted un-sort plus the shared
-expert's output. Larger groups need the project's expert-parallel export.
+expert's output. With ep_world_size > 1 both run eagerly over torch.distributed
+(``distribute_ranks.py``); such a layer exports per rank with the project's expert-parallel export.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import _ops
+from . import _ops, distribute_ranks
 from ._args import EXPERT_PARALLEL_DOC, require, unsupported
 
 
+def _several_ranks(fn: str, ep_world_size, **unsupported_args) -> bool:
+    """Whether the call takes the several-ranks path (refusing what that path does not carry)."""
+    if ep_world_size == 1:
+        return False
+    require(isinstance(ep_world_size, int) and ep_world_size >= 1, fn, "ep_world_size", "must be >= 1",
+            ep_world_size)
+    for name, value in unsupported_args.items():
+        if value is not None:
+            unsupported(fn, name, value, "pass None (dispatch / combine of every token)")
+    return True
+
+
 def _one_rank(fn: str, ep_world_size, ep_rank_id, tp_world_size, **special) -> None:
-    if ep_world_size != 1 or tp_world_size not in (0, 1):
+    if tp_world_size not in (0, 1):
         raise NotImplementedError(
-            f"{fn}: ep_world_size={ep_world_size}, tp_world_size={tp_world_size}: only the one-rank "
-            f"meaning (ep_world_size=1, tp_world_size 0 or 1) exports as one graph; export each rank's "
-            f"expert side with the project's expert-parallel export ({EXPERT_PARALLEL_DOC})")
+            f"{fn}: tp_world_size={tp_world_size}: torch_npu reserves it (0 or 1: no TP group); export each "
+            f"rank's expert side with the project's expert-parallel export ({EXPERT_PARALLEL_DOC})")
     require(ep_rank_id == 0, fn, "ep_rank_id", "must be 0 with ep_world_size=1", ep_rank_id)
     for name, value in special.items():
         if value:
@@ -44,6 +56,15 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     quantised per row after multiplying by the expert's row of ``scales`` [E, H] when given.
     """
     fn = "npu_moe_distribute_dispatch_v2"
+    if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expert_scales=expert_scales,
+                      elastic_info=elastic_info, y_dtype=y_dtype, x_dtype=x_dtype, scales_dtype=scales_dtype):
+        if quant_mode not in (0, 2):
+            unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
+        return distribute_ranks.dispatch(
+            x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales=scales, quant_mode=quant_mode,
+            global_bs=global_bs, expert_token_nums_type=expert_token_nums_type, tp_world_size=tp_world_size,
+            shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
+            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
     _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
               zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
     if quant_mode not in (0, 2):
@@ -87,6 +108,16 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
     """torch_npu.npu_moe_distribute_combine_v2 on one rank:
     ``out[t] = Σ_j expert_scales[t, j]·expand_x[row(t, j)] + shared_expert_x[t]`` (one finalize)."""
     fn = "npu_moe_distribute_combine_v2"
+    # ori_x feeds only copy / constant experts, which the several-ranks path refuses: ignored there
+    if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expand_scales=expand_scales,
+                      elastic_info=elastic_info):
+        if comm_quant_mode != 0:
+            unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (rows travel unquantised here)")
+        return distribute_ranks.combine(
+            expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
+            ep_rank_id, moe_expert_num, shared_expert_x=shared_expert_x, tp_world_size=tp_world_size,
+            shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
+            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
     _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
               zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
     if comm_quant_mode != 0:
