@@ -17,9 +17,11 @@ on stderr, no traceback).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
@@ -436,6 +438,8 @@ SUBCOMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per SUBCOMMANDS entry."""
     parser = argparse.ArgumentParser(prog="moe-onnx", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log each step, keep torch's warnings, print tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (text, add_arguments, run) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=text, description=text)
@@ -447,6 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``moe-onnx`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+        logging.getLogger("ascend_moe_onnx").setLevel(logging.INFO)
     try:
         from ascend_moe_onnx.models.presets import PresetError
         from ascend_moe_onnx.models.weights import WeightsError
@@ -467,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
         message = str(e) if not e.filename else f"no such file: {e.filename}"
     except KeyboardInterrupt:
         message = "interrupted"
+    if args.verbose:
+        traceback.print_exc()
     print(f"moe-onnx: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 

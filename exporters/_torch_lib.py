@@ -131,3 +131,27 @@ def torchscript_symbolic(schema: str, fn):
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ["g"] + [name for _, name in args]])
     symbolic.__doc__ = fn.__doc__
     return parse_args(*(_SYMBOLIC_ARG_KINDS[kind] for kind, _ in args))(symbolic)
+
+
+def symbolic_present(v) -> bool:
+    """Whether a TorchScript symbolic's argument ``v`` is a tensor (not an absent optional one)."""
+    return v is not None and not v.node().mustBeNone()
+
+
+def symbolic_inputs(g, values_in_order):
+    """The node's inputs: trailing absent ones dropped, a middle one as a None constant of
+    optional type (an empty input name in ONNX)."""
+    out = [v if symbolic_present(v) else None for v in values_in_order]
+    while out and out[-1] is None:
+        out.pop()
+    return [v if v is not None else g.op("prim::Constant").setType(torch.OptionalType.ofTensor()) for v in out]
+
+
+def symbolic_rows_type(out, rows, n_source, h_source):
+    """[N, H] of rows' type, when the shapes are known (TorchScript cannot infer custom ops)."""
+    t = rows.type()
+    if t.dim() is None or n_source.type().dim() is None:
+        return out
+    n = n_source.type().varyingSizes()[0]
+    out.setType(t.with_sizes([n, h_source.type().varyingSizes()[-1]]))
+    return out

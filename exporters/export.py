@@ -14,7 +14,7 @@ import torch
 
 from ascend_moe_onnx import onnx_schemas
 
-from . import experts_graph, targets
+from . import experts_graph, registry, targets
 from . import export_checks as checks
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
@@ -23,9 +23,16 @@ DEFAULT_OPSET = 20
 _PROTO_LIMIT = 2**31 - 1
 
 
+_log = logging.getLogger(__name__)
+
+
 @contextlib.contextmanager
 def _quiet_exporter():
-    """Silence the exporter's noise that says nothing about this model (e.g. torchvision absent)."""
+    """Silence the exporter's noise that says nothing about this model (e.g. torchvision absent),
+    unless this module logs at INFO (``moe-onnx --verbose``)."""
+    if _log.isEnabledFor(logging.INFO):
+        yield
+        return
     # torch.onnx has no public switch for these registry warnings: its module's logger, only here.
     logger = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = logger.level
@@ -48,9 +55,7 @@ def _parameter_bytes(model) -> int:
 
 def custom_translation_table() -> dict:
     """``{torch OpOverload: onnxscript translation}`` for ``torch.onnx.export(dynamo=True)``."""
-    from . import OPS
-
-    return {getattr(getattr(torch.ops, ns), name).default: fn for ns, name, fn, _ in OPS}
+    return {getattr(getattr(torch.ops, f.namespace), f.name).default: f.translation for f in registry.front_ends()}
 
 
 _symbolics_registered: set[int] = set()
@@ -58,12 +63,10 @@ _symbolics_registered: set[int] = set()
 
 def register_torchscript_symbolics(opset_version: int = DEFAULT_OPSET) -> None:
     """Register the legacy TorchScript exporter symbolics (``dynamo=False``) for an opset."""
-    from . import OPS
-
     if opset_version in _symbolics_registered:
         return
-    for ns, name, _, symbolic in OPS:
-        torch.onnx.register_custom_op_symbolic(f"{ns}::{name}", symbolic, opset_version)
+    for f in registry.front_ends():
+        torch.onnx.register_custom_op_symbolic(f.op, f.symbolic, opset_version)
     _symbolics_registered.add(opset_version)
 
 
@@ -97,17 +100,27 @@ class _DataAsDetach(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _as_onnx_export(fn):
+    """``fn`` run with ``torch.onnx.is_in_onnx_export()`` true, as torch.onnx's capture runs the model:
+    the models' export-only branches (placeholder ops instead of data-dependent eager loops) are taken."""
+    try:
+        from torch.onnx._internal.exporter._flags import set_onnx_exporting_flag
+    except ImportError:  # another torch: the flag is not settable
+        return fn
+    return set_onnx_exporting_flag(fn)
+
+
 def _capture(model, args, kwargs, dynamic_shapes, strict: bool) -> torch.export.ExportedProgram:
     """torch.export as torch.onnx.export captures (its capture strategies: size-oblivious 0/1 dims,
     deferred runtime asserts; ``torch.onnx.is_in_onnx_export()`` true, which the models' placeholder
     ops test), plain torch.export where those are not available."""
     try:
         from torch.onnx._internal.exporter import _capture_strategies as strategies
-        from torch.onnx._internal.exporter._flags import set_onnx_exporting_flag
         strategy = strategies.TorchExportStrictStrategy if strict else strategies.TorchExportNonStrictStrategy
     except (ImportError, AttributeError):  # another torch: its public entry point
-        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-    result = set_onnx_exporting_flag(strategy())(model, args, kwargs, dynamic_shapes)
+        return _as_onnx_export(torch.export.export)(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                                                    strict=strict)
+    result = _as_onnx_export(strategy())(model, args, kwargs, dynamic_shapes)
     if result.exported_program is None:
         raise result.exception
     return result.exported_program
@@ -117,17 +130,21 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
     """The program to convert: torch.onnx's non-strict capture, unless a plain non-strict trace shows
     that the model fixes a dimension declared dynamic (e.g. ``x.shape[:-1].numel()``; torch.onnx's
     capture settings defer such guards into constants the graph keeps silently): then torch.export's
-    strict mode, which keeps such sizes symbolic. Raises :class:`checks.ExportError` naming the
-    inputs and dimensions when strict tracing fixes them too."""
+    strict mode, which keeps such sizes symbolic. Every trace runs the model as the ONNX export does
+    (``torch.onnx.is_in_onnx_export()`` true). Raises :class:`checks.ExportError` naming the inputs
+    and dimensions when strict tracing fixes them too."""
     if not isinstance(model, torch.nn.Module):
         return model
     where = dict(model=model, args=args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
     fixed = []
     if dynamic_shapes is not None:
         try:
-            plain = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+            # the program the ONNX capture sees (a trace of the eager path would stop at its
+            # data-dependent loops, logging the whole graph, and say nothing about the dims)
+            plain = _as_onnx_export(torch.export.export)(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                                                         strict=False)
             fixed = checks.specialised_dims(plain, **where)
-        except Exception:  # noqa: BLE001  (code only the ONNX capture takes, e.g. export placeholders: no check)
+        except Exception:  # noqa: BLE001  (what only the ONNX capture's settings trace: the capture is checked below)
             fixed = []
     if not fixed:
         failures, fixed_by = [], []
@@ -152,7 +169,8 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
         raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
     try:
         with _explained():
-            strict = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=True)
+            strict = _as_onnx_export(torch.export.export)(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                                                          strict=True)
     except Exception as exc:  # noqa: BLE001
         raise checks.specialisation_error(fixed, tried_strict=True) from exc
     if checks.specialised_dims(strict, **where):
@@ -168,8 +186,10 @@ def _listed(fixed) -> str:
 
 def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
+    _log.info("export: tracing %s", type(model).__name__)
     with _DataAsDetach():
         traced = _trace(model, args, kwargs, dynamic_shapes)
+    _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():
         program = torch.onnx.export(
             traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
@@ -310,6 +330,7 @@ def export(
             proto = onnx.load(os.fspath(path), load_external_data=weights_quant is not None)
         else:
             proto = program.model_proto
+        _log.info("export: expanding the expert formulation placeholders (target %s)", target)
         proto = experts_graph.expand(proto, target, weights_quant)
     else:
         if external_data:

@@ -27,13 +27,13 @@ from onnx import TensorProto, helper
 
 from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
-from .experts_graph import ExpertsError, _attrs, _Builder, _stored
+from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
 from .quantized_chain import _finalize_scale_types, _routing_scales
 
 _TORCH = {TensorProto.FLOAT: torch.float32, TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
 
 
-def _weight(b: _Builder, array: np.ndarray, dtype: int, hint: str) -> str:
+def _weight(b: Builder, array: np.ndarray, dtype: int, hint: str) -> str:
     """``array`` (float32) in ``dtype`` (rounded to nearest even) as a new initializer."""
     t = torch.from_numpy(np.ascontiguousarray(array, np.float32)).to(_TORCH[dtype]).contiguous()
     name = b.name(hint)
@@ -45,14 +45,14 @@ def _weight(b: _Builder, array: np.ndarray, dtype: int, hint: str) -> str:
     return name
 
 
-def _stacks(b: _Builder, gate: np.ndarray, up: np.ndarray, down: np.ndarray, dtype: int, hint: str) -> tuple[str, str]:
+def _stacks(b: Builder, gate: np.ndarray, up: np.ndarray, down: np.ndarray, dtype: int, hint: str) -> tuple[str, str]:
     """GroupedMatmul's [E, K, N] weights: gate/up [E, I, H] as fc1 [E, H, 2I] (gate columns first),
     down [E, H, I] as fc2 [E, I, H]."""
     fc1 = np.concatenate((gate, up), axis=1).transpose(0, 2, 1)
     return _weight(b, fc1, dtype, f"{hint}fc1"), _weight(b, down.transpose(0, 2, 1), dtype, f"{hint}fc2")
 
 
-def _activation(b: _Builder, h: str, width: int, limit: float, dtype: int) -> str:
+def _activation(b: Builder, h: str, width: int, limit: float, dtype: int) -> str:
     """SwiGLU over ``h`` [P, 2I] (gate columns first): GE's SwiGlu, or with a clamp (``limit``) the
     standard ops of exporters.experts_graph's SwiGLU (up clipped to [-limit, limit], gate to at most
     limit) in float32, back in ``dtype``."""
@@ -66,7 +66,7 @@ def _activation(b: _Builder, h: str, width: int, limit: float, dtype: int) -> st
     return act if dtype == TensorProto.FLOAT else b.cast(act, dtype)
 
 
-def _chain(b: _Builder, rows: str, idx: str, scales: str, experts: int, weights: tuple[str, str], a: dict,
+def _chain(b: Builder, rows: str, idx: str, scales: str, experts: int, weights: tuple[str, str], a: dict,
            width: int, skip: str = "", outputs=None) -> str:
     """The chain on ``rows`` [T, H] routed by ``idx`` [T, k] with routing weights ``scales`` [T, k];
     ``skip`` [T, H] is added to the result (finalize's x1)."""
@@ -80,20 +80,20 @@ def _chain(b: _Builder, rows: str, idx: str, scales: str, experts: int, weights:
                 outputs=outputs)
 
 
-def _check_float(b: _Builder) -> None:
+def _check_float(b: Builder) -> None:
     if b.weights_quant is not None:
         raise ExpertsError("experts: --target ge exports float expert weights only (GE's GroupedMatmul takes "
                            "int8 / int4 weights as [E, K, N] DT_INT8 / DT_INT4, which the library's kernel does "
                            "not read); export without --weights-quant")
 
 
-def expand_routed_ge(b: _Builder, node: onnx.NodeProto) -> None:
+def expand_routed_ge(b: Builder, node: onnx.NodeProto) -> None:
     """RoutedExperts (``ort`` formulation) for the graph-engine target: the chain in the block's
     dtype (module docstring), the result cast to the placeholder's float32."""
-    a = _attrs(node)
+    a = node_attributes(node)
     _check_float(b)
     x, w, idx, gate, up, down, *shared = node.input
-    arrays = _stored(b, (gate, up, down, *shared))
+    arrays = stored_arrays(b, (gate, up, down, *shared))
     if arrays is None:
         raise ExpertsError("experts: --target ge needs the expert weights as in-memory initializers")
     g, u, d, *sh = (v.astype(np.float32, copy=False) for v in arrays)
@@ -118,14 +118,14 @@ def expand_routed_ge(b: _Builder, node: onnx.NodeProto) -> None:
     b.widened[node.output[0]] = (y, dtype)  # a Cast back to dtype reads y instead (experts_graph.expand)
 
 
-def expand_segments_ge(b: _Builder, node: onnx.NodeProto) -> None:
+def expand_segments_ge(b: Builder, node: onnx.NodeProto) -> None:
     """ExpertSegments (rows already sorted by expert, ``counts`` rows per expert: the receiving side
     of expert parallelism) for the graph-engine target: GroupedMatmul -> SwiGlu -> GroupedMatmul with
     the counts as group list, in the rows' dtype."""
-    a = _attrs(node)
+    a = node_attributes(node)
     _check_float(b)
     x, counts, gate, up, down = node.input
-    arrays = _stored(b, (gate, up, down))
+    arrays = stored_arrays(b, (gate, up, down))
     if arrays is None:
         raise ExpertsError("experts: --target ge needs the expert weights as in-memory initializers")
     g, u, d = (v.astype(np.float32, copy=False) for v in arrays)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import warnings
 
+from .library import get_library_path, register, session_options
+
 CANN = "CANNExecutionProvider"
 # The libraries ONNX Runtime's CANN EP links against: without any of them it falls back to CPU.
 CANN_EP_LIBRARIES = ("libascendcl.so", "libacl_op_compiler.so", "libfmk_onnx_parser.so")
@@ -76,7 +78,6 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 
     from ascend_moe_onnx import onnx_schemas
 
-    from . import register, session_options
 
     if provider not in ("cpu", "cann"):
         raise ValueError(f"provider must be 'cpu' or 'cann', got {provider!r}")
@@ -106,8 +107,6 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 
 
 def _library_function(name: str, nargs: int):
-    from . import get_library_path
-
     fn = getattr(ctypes.CDLL(get_library_path()), name)
     fn.restype = ctypes.c_char_p
     fn.argtypes = [ctypes.c_char_p] * nargs

@@ -122,6 +122,7 @@ inline constexpr OnnxInputSpec kMoeRoutedExpertsV1OnnxInputs[] = {
     {"down_scales", true, nullptr},
 };
 inline constexpr OnnxAttrSpec kMoeRoutedExpertsV1OnnxAttrs[] = {
+    {"act_quant", OnnxAttrKind::kInt, false, 0, 0.0f},
     {"block_size", OnnxAttrKind::kInt, false, 0, 0.0f},
     {"swiglu_limit", OnnxAttrKind::kFloat, false, 0, 0.0f},
     {"weight_bits", OnnxAttrKind::kInt, false, 8, 0.0f},

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "op_defs.gen.h"
 #include "op_utils.h"
 
 namespace ascend_moe {
@@ -152,5 +153,34 @@ struct AscendMoeOp
                     : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   }
 };
+
+// The CPU kernel of an op: the attributes read and checked once, when the session creates the
+// kernel (a bad attribute fails session creation); per call, every input checked against the
+// op's table (Def::GetInputs) and handed to `Run(ctx, inputs, attrs)`, the op's own work.
+template <typename Def,
+          void (*Run)(Ort::KernelContext&, const typename Def::Inputs&, const typename Def::Attrs&)>
+struct CpuKernel {
+  static constexpr const char* kProvider = kCpuProvider;
+
+  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(Def::ReadAttrs(info)) {}
+
+  void Compute(Ort::KernelContext& ctx) { Run(ctx, Def::GetInputs(ctx), attrs_); }
+
+ private:
+  typename Def::Attrs attrs_;
+};
+
+// The op registration of one execution provider's kernel: one static instance per (Def, Kernel).
+template <typename Def, typename Kernel>
+const OrtCustomOp* KernelOp() {
+  static const AscendMoeOp<Def, Kernel> op;
+  return &op;
+}
+
+// An op's kernels for ORT, in the order given (the CPU kernel first): what <Op>Ops() returns.
+template <typename Def, typename... Kernels>
+std::vector<const OrtCustomOp*> OpKernels() {
+  return {KernelOp<Def, Kernels>()...};
+}
 
 }  // namespace ascend_moe

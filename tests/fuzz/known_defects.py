@@ -116,7 +116,7 @@ SANITIZER_DESELECT: dict[str, list[str]] = {}
 
 
 def match(case: Case, sanitizers: bool = False) -> str | None:
-    """The issue item number of the first known defect ``case`` may trigger, or None."""
+    """The item number of the first known defect ``case`` may trigger, or None."""
     for d in KNOWN_DEFECTS:
         if not d.only_outcomes and (sanitizers or not d.sanitizer_only) and d.matches(case):
             return d.item

@@ -16,9 +16,8 @@ namespace ascend_moe {
 // scales; H = expanded_x.shape[-1]. Unknown parts stay unknown (a bad rank fails at run time).
 OrtStatusPtr ORT_API_CALL finalize::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs attrs;
-  attrs.drop_pad_mode = InferAttrInt(api, ctx, kAttrs[kAttrDropPadMode]);
-  const std::string error = CheckAttrs(attrs);
+  std::string error;
+  InferAttrs(api, ctx, &error);
   InferredTensor x{}, idx{}, scales{};
   if (!GetInferInput(api, ctx, kInExpandedX, &x)) return nullptr;
   InferredTensor y{x.type, {InferDim{}, InferDim{}}, true};
@@ -153,31 +152,21 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
 
 namespace {
 
-struct MoeFinalizeRoutingV2CpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit MoeFinalizeRoutingV2CpuKernel(const OrtKernelInfo* info) : attrs_(finalize::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    using namespace finalize;
-    const FinalizeRoutingV2Inputs in = GetInputViews(ctx, kName, kInputs);
-    cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(in, attrs_.drop_pad_mode, &buffers);
-    buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
-                                   in[kInExpandedX].type, /*required=*/true);
-    RunWeightedGather(ctx, params, buffers);
-  }
-
- private:
-  finalize::Attrs attrs_;
-};
+void RunMoeFinalizeRoutingV2Cpu(Ort::KernelContext& ctx, const finalize::Def::Inputs& in,
+                                const finalize::Def::Attrs& attrs) {
+  using namespace finalize;
+  cpu::WeightedGatherBuffers buffers;
+  const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(in, attrs.drop_pad_mode, &buffers);
+  buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
+                                 in[kInExpandedX].type, /*required=*/true);
+  RunWeightedGather(ctx, params, buffers);
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
-  static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CpuKernel> cpu_op;
-  static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>,
+                   MoeFinalizeRoutingV2CannKernel>();
 }
 
 }  // namespace ascend_moe

@@ -83,6 +83,58 @@ void CheckScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed =
 // small enough to split a decode call's few experts over several threads.
 constexpr int64_t kChunkBytes = int64_t{4 << 20};
 
+// A call with an empty y: nothing to compute, and the weights may declare any E and I (they hold
+// no element when H = 0), so no buffer is sized from them; the indices are still checked.
+bool EmptyCall(Ort::KernelContext& ctx, const cpu::MoeRoutedExpertsParams& params, const void* idx) {
+  using namespace experts;
+  if (params.tokens != 0 && params.hidden != 0) return false;
+  const int64_t bad = FirstBadExpertIndex(params, idx);
+  if (bad >= 0) FailExpertIndex(params, idx, bad);
+  GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+                   /*required=*/true);
+  return true;
+}
+
+void RunMoeRoutedExpertsCpu(Ort::KernelContext& ctx, const experts::Def::Inputs& in,
+                            const experts::Def::Attrs& attrs) {
+  using namespace experts;
+  const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(in, attrs);
+  const void* idx = in[kInExpertIdx].data;
+  if (EmptyCall(ctx, params, idx)) return;
+  CheckScratch(params);
+  cpu::MoeRoutedExpertsPlan plan;
+  int64_t bad_pair = -1;
+  bool built = false;
+  try {
+    built = plan.Build(params, idx, &bad_pair);
+  } catch (const std::bad_alloc&) {
+    CheckScratch(params, /*allocation_failed=*/true);
+  } catch (const std::length_error&) {
+    CheckScratch(params, /*allocation_failed=*/true);
+  }
+  if (!built) FailExpertIndex(params, idx, bad_pair);
+  cpu::MoeRoutedExpertsBuffers b;
+  b.x = static_cast<const float*>(in[kInX].data);
+  b.expert_idx = in[kInExpertIdx].data;
+  b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
+  if (params.quant_bits == 0) {
+    b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
+    b.down = static_cast<const float*>(in[kInDownWeights].data);
+  } else {
+    b.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
+    b.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
+    b.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
+    b.down_scales = static_cast<const float*>(in[kInDownScales].data);
+  }
+  b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
+  plan.PrepareInputs(b);
+  ParallelForRange(ctx, plan.num_up_items(), 1,
+                   [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
+  ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),
+                   [&](int64_t begin, int64_t end) { plan.DownColumns(b, begin, end); });
+}
+
 // The four weight inputs' data: which buffers a repack was made from.
 struct WeightBuffers {
   const void* data[4] = {nullptr, nullptr, nullptr, nullptr};
@@ -91,6 +143,7 @@ struct WeightBuffers {
   }
 };
 
+// The CPU kernel keeps state: with act_quant 1 and constant weights, their repacked copy.
 struct MoeRoutedExpertsCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
@@ -103,54 +156,15 @@ struct MoeRoutedExpertsCpuKernel {
 
   void Compute(Ort::KernelContext& ctx) {
     using namespace experts;
-    const RoutedExpertsInputs in = GetInputViews(ctx, kName, kInputs);
+    const Def::Inputs in = Def::GetInputs(ctx);
+    if (attrs_.act_quant != 1) {
+      RunMoeRoutedExpertsCpu(ctx, in, attrs_);
+      return;
+    }
     const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(in, attrs_);
-    const void* idx = in[kInExpertIdx].data;
-    if (params.tokens == 0 || params.hidden == 0) {
-      // y is empty: nothing to compute, and the weights may declare any E and I (they hold no
-      // element when H = 0), so no buffer is sized from them; the indices are still checked.
-      const int64_t bad = FirstBadExpertIndex(params, idx);
-      if (bad >= 0) FailExpertIndex(params, idx, bad);
-      GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
-                       ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true);
-      return;
-    }
+    if (EmptyCall(ctx, params, in[kInExpertIdx].data)) return;
     CheckScratch(params);
-    if (attrs_.act_quant == 1) {
-      ComputeA8(ctx, in, params);
-      return;
-    }
-    cpu::MoeRoutedExpertsPlan plan;
-    int64_t bad_pair = -1;
-    bool built = false;
-    try {
-      built = plan.Build(params, idx, &bad_pair);
-    } catch (const std::bad_alloc&) {
-      CheckScratch(params, /*allocation_failed=*/true);
-    } catch (const std::length_error&) {
-      CheckScratch(params, /*allocation_failed=*/true);
-    }
-    if (!built) FailExpertIndex(params, idx, bad_pair);
-    cpu::MoeRoutedExpertsBuffers b;
-    b.x = static_cast<const float*>(in[kInX].data);
-    b.expert_idx = in[kInExpertIdx].data;
-    b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
-    if (params.quant_bits == 0) {
-      b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
-      b.down = static_cast<const float*>(in[kInDownWeights].data);
-    } else {
-      b.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
-      b.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
-      b.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
-      b.down_scales = static_cast<const float*>(in[kInDownScales].data);
-    }
-    b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
-                                               ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
-    plan.PrepareInputs(b);
-    ParallelForRange(ctx, plan.num_up_items(), 1,
-                     [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
-    ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { plan.DownColumns(b, begin, end); });
+    ComputeA8(ctx, in, params);
   }
 
  private:
@@ -262,9 +276,8 @@ struct MoeRoutedExpertsCpuKernel {
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps() {
-  static const AscendMoeOp<experts::Def, MoeRoutedExpertsCpuKernel> cpu_op;
-  static const AscendMoeOp<experts::Def, MoeRoutedExpertsCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return OpKernels<experts::Def, MoeRoutedExpertsCpuKernel,
+                   MoeRoutedExpertsCannKernel>();
 }
 
 }  // namespace ascend_moe

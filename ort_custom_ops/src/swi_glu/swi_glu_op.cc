@@ -68,31 +68,19 @@ void RunSwiGlu(Ort::KernelContext& ctx, const cpu::SwiGluParams& p, const void* 
 
 namespace {
 
-struct SwiGluCpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit SwiGluCpuKernel(const OrtKernelInfo* info) : attrs_(swiglu::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    using namespace swiglu;
-    const auto in = GetInputViews(ctx, kName, kInputs);
-    std::vector<int64_t> y_shape;
-    int64_t axis = 0;
-    const cpu::SwiGluParams p = ValidateSwiGlu(in[kInX], attrs_, &y_shape, &axis);
-    void* y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, y_shape, in[kInX].type, /*required=*/true);
-    RunSwiGlu(ctx, p, in[kInX].data, y);
-  }
-
- private:
-  swiglu::Attrs attrs_;
-};
+void RunSwiGluCpu(Ort::KernelContext& ctx, const swiglu::Def::Inputs& in, const swiglu::Def::Attrs& attrs) {
+  using namespace swiglu;
+  std::vector<int64_t> y_shape;
+  int64_t axis = 0;
+  const cpu::SwiGluParams p = ValidateSwiGlu(in[kInX], attrs, &y_shape, &axis);
+  void* y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, y_shape, in[kInX].type, /*required=*/true);
+  RunSwiGlu(ctx, p, in[kInX].data, y);
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> SwiGluOps() {
-  static const AscendMoeOp<swiglu::Def, SwiGluCpuKernel> cpu_op;
-  static const AscendMoeOp<swiglu::Def, SwiGluCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return OpKernels<swiglu::Def, CpuKernel<swiglu::Def, &RunSwiGluCpu>, SwiGluCannKernel>();
 }
 
 }  // namespace ascend_moe
