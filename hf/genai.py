@@ -229,9 +229,14 @@ def cache_layout(model: torch.nn.Module) -> CacheLayout:
     """What each layer of ``model`` caches, from one probing call (2 tokens, no past)."""
     cache = GraphCache(None, None)
     ids = torch.zeros(1, 2, dtype=torch.int64)
-    with torch.no_grad():
-        model(input_ids=ids, attention_mask=torch.ones(1, 1, 1, 2, dtype=torch.bool),
-              position_ids=torch.arange(2)[None], past_key_values=cache, use_cache=True)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=torch.ones(1, 1, 1, 2, dtype=torch.bool),
+                  position_ids=torch.arange(2)[None], past_key_values=cache, use_cache=True)
+    except (AttributeError, TypeError, NotImplementedError) as e:  # a cache API beyond update()
+        raise GenAIExportError(f"{model_type_of(model.config)}: its layers keep state other than one key/value "
+                               f"cache per layer (linear-attention or recurrent state: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:160]}); this decoder carries key/value caches only") from None
     text = model.config.get_text_config()
     n = text.num_hidden_layers
     missing = [i for i in range(n) if i not in cache.seen]
