@@ -3,7 +3,11 @@ against transformers' eager model: ms/token of a 128-token prefill and of one de
 context of 128 and 1024 tokens, 1 and 2 threads, ratios in one process (interleaved samples).
 
     python -m ascend_moe_onnx.benchmarks.genai_decode [--families qwen3_moe,deepseek_v3,gpt_oss]
-        [--threads 1,2] [--contexts 128,1024] [--prefill 128]
+        [--threads 1,2] [--contexts 128,1024] [--prefill 128] [--builder]
+
+``--builder`` also times gpt-oss through onnxruntime-genai itself (whole decode steps, genai's own
+work included), this exporter's folder against the one onnxruntime-genai's model builder writes
+from the same checkpoint (float32, CPU).
 
 The models are small random checkpoints built from transformers' config classes (``SMALL``), float32.
 The decoder runs on ONNX Runtime's CPU provider with the library, through the same cache contract
@@ -79,6 +83,86 @@ def _hf_step(model, tokens: int, past: int, vocab: int):
     return run
 
 
+def save_tokenizer(directory, vocab: int) -> None:
+    """A word-level tokenizer of ``vocab`` tokens ("t0" ... ) saved beside a random checkpoint
+    (the genai model builder needs one)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"t{i}": i for i in range(vocab)}
+    backend = Tokenizer(models.WordLevel(words, unk_token="t0"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="t0", pad_token="t0", bos_token="t1",
+                            eos_token="t2").save_pretrained(directory)
+
+
+def _with_threads(folder, threads: int) -> None:
+    """Set the decoder's intra-op threads in a genai folder's config."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / "genai_config.json"
+    config = json.loads(path.read_text())
+    config["model"]["decoder"]["session_options"].update(intra_op_num_threads=threads, inter_op_num_threads=1)
+    path.write_text(json.dumps(config, indent=4))
+
+
+def _genai_decode(folder, context: int, steps: int, vocab: int):
+    """A callable timing ``steps`` genai decode steps after a ``context``-token prompt (seconds per step)."""
+    import onnxruntime_genai as og
+
+    model = og.Model(str(folder))
+    prompt = np.random.default_rng(0).integers(3, vocab, (1, context), dtype=np.int32)
+
+    def run() -> float:
+        params = og.GeneratorParams(model)
+        params.set_search_options(do_sample=False, max_length=context + steps + 1)
+        gen = og.Generator(model, params)
+        gen.append_tokens(prompt)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            gen.generate_next_token()
+        return (time.perf_counter() - t0) / steps
+    return run
+
+
+def builder_comparison(threads_list, contexts, repeats: int = 5, steps: int = 16) -> list[dict]:
+    """gpt-oss through onnxruntime-genai: this exporter's folder against the genai model builder's
+    (float32, CPU), ms per decode step after a prompt of each context, interleaved."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ascend_moe_onnx.hf import genai
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        small_model("gpt_oss").save_pretrained(root / "hf")
+        save_tokenizer(root / "hf", SMALL["vocab_size"])
+        genai.export_genai(small_model("gpt_oss"), root / "ours", checkpoint=root / "hf", check=False)
+        built = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(root / "hf"),
+                                "-o", str(root / "builder"), "-p", "fp32", "-e", "cpu", "-c", str(root / "cache")],
+                               capture_output=True, text=True)
+        if built.returncode:
+            raise RuntimeError(f"the genai builder failed: {built.stderr.strip().splitlines()[-1:]}")
+        for threads in threads_list:
+            for folder in ("ours", "builder"):
+                _with_threads(root / folder, threads)
+            for context in contexts:
+                runs = {k: _genai_decode(root / k, context, steps, SMALL["vocab_size"]) for k in ("ours", "builder")}
+                samples = {k: [] for k in runs}
+                for rep in range(repeats):
+                    for k in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):
+                        samples[k].append(runs[k]())
+                ours, theirs = (1e3 * float(np.median(samples[k])) for k in ("ours", "builder"))
+                rows.append(dict(family="gpt_oss", threads=threads, case=f"genai decode @{context}",
+                                 hf_ms=theirs, onnx_ms=ours, ratio=ours / theirs))
+                print(f"gpt_oss      {threads} thr  genai decode @{context:<5d} builder {theirs:8.3f} ms/token  "
+                      f"ours {ours:8.3f} ms/token  ours/builder {ours / theirs:5.2f}", flush=True)
+    return rows
+
+
 def run(families, threads_list, contexts, prefill: int, repeats: int = 5) -> list[dict]:
     """Measure every case; returns rows of {family, threads, case, hf_ms, onnx_ms, ratio}."""
     from ascend_moe_onnx.hf import genai
@@ -116,9 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--contexts", default="128,1024")
     p.add_argument("--prefill", type=int, default=128)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--builder", action="store_true",
+                   help="also gpt-oss through onnxruntime-genai against the genai model builder's folder")
     a = p.parse_args(argv)
-    run(a.families.split(","), [int(t) for t in a.threads.split(",")], [int(c) for c in a.contexts.split(",")],
-        a.prefill, a.repeats)
+    threads, contexts = [int(t) for t in a.threads.split(",")], [int(c) for c in a.contexts.split(",")]
+    if a.families:
+        run(a.families.split(","), threads, contexts, a.prefill, a.repeats)
+    if a.builder:
+        builder_comparison(threads, contexts, a.repeats)
     return 0
 
 

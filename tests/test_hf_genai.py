@@ -21,8 +21,9 @@ from ascend_moe_onnx.hf import genai  # noqa: E402
 from ascend_moe_onnx.onnx_schemas._common import walk_graphs  # noqa: E402
 
 PROMPT, NEW = 16, 32
-# families exported for generation by default (each export takes seconds on the test machine)
+# families exported for generation by default; the others with --all-families
 FAMILIES = ("qwen3_moe", "deepseek_v3", "gpt_oss")
+MORE_FAMILIES = ("mixtral", "glm4_moe", "qwen2_moe", "olmoe")
 
 
 def _prompts(seed: int = 1) -> list[list[int]]:
@@ -52,7 +53,8 @@ def _nodes(path, op_type: str) -> int:
     return sum(n.op_type == op_type for g in walk_graphs(model.graph) for n in g.node)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [*FAMILIES, *(pytest.param(f, marks=pytest.mark.all_families)
+                                                   for f in MORE_FAMILIES)])
 def test_genai_folder_generates_hf_tokens(family, exported):
     og = pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai not installed (pip install '.[genai]')")
     folder, reference = exported(family)
