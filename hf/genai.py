@@ -48,6 +48,13 @@ GENAI_TYPES = {"qwen3_moe": "qwen3", "qwen2_moe": "qwen2", "mixtral": "mistral",
                "granitemoe": "granite", "olmoe": "olmo", "ernie4_5_moe": "ernie", "nemotron_h": "nemotron"}
 
 
+# Families whose attention this decoder does not reproduce (refused in one line, docs/huggingface.md).
+UNSUPPORTED = {
+    "llama4_text": "its chunked local attention (attention_chunk_size) is not reproduced by the decoder's "
+                   "attention, and its complex rotary embeddings do not convert with torch.onnx",
+}
+
+
 class GenAIExportError(ValueError):
     """A model that cannot be exported for generation (the message names the field and why)."""
 
@@ -322,6 +329,9 @@ def export_genai(model: torch.nn.Module, out_dir, *, checkpoint=None, weights_qu
     from .patching import patch
 
     model_type = model_type_of(model.config)
+    text_type = getattr(model.config.get_text_config(), "model_type", model_type)
+    for name in {model_type, text_type} & set(UNSUPPORTED):
+        raise GenAIExportError(f"{name}: cannot be exported for generation ({UNSUPPORTED[name]})")
     if model_type in WHOLE_MODEL_UNSUPPORTED:
         raise GenAIExportError(f"{model_type}: cannot be exported for generation "
                                f"({WHOLE_MODEL_UNSUPPORTED[model_type]})")

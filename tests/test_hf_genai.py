@@ -85,7 +85,7 @@ def test_own_loop_generates_hf_tokens(family, exported):
 def test_int4_experts_generate_the_dequantized_models_tokens(tmp_path):
     root = tmp_path
     hf_families.model("qwen3_moe").save_pretrained(root / "hf")
-    assert cli.main(["verify", "--hf", str(root / "hf"), "--generate", "16", "--weights-quant", "int4",
+    assert cli.main(["verify", "--hf", str(root / "hf"), "--generate", "16", "--weights-quant", "int4", "--quant-block-size", "16",
                      "--runtime", "ort", "-o", str(root / "genai")]) == 0
     assert _nodes(root / "genai" / genai.GRAPH_FILE, "MoeRoutedExperts") >= 1
     graph = onnx.load(str(root / "genai" / genai.GRAPH_FILE), load_external_data=False)
@@ -124,3 +124,12 @@ def test_genai_export_refuses_bad_arguments(tmp_path, capsys):
     assert "--genai go with --hf" in capsys.readouterr().err
     assert cli.main(["verify", "--generate", "4"]) == 2
     assert "--hf DIR go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family, why", [("qwen3_5_moe", "linear-attention or recurrent state"),
+                                         ("deepseek_v4", "key/value caches only"),
+                                         ("llama4", "chunked local attention")])
+def test_families_genai_cannot_serve_are_refused_in_one_line(family, why, tmp_path):
+    with pytest.raises(genai.GenAIExportError, match=why) as e:
+        genai.export_genai(hf_families.model(family), tmp_path)
+    assert "\n" not in str(e.value)
