@@ -76,10 +76,7 @@ def _hf_step(model, tokens: int, past: int, vocab: int):
         with torch.no_grad():
             model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
                   logits_to_keep=1)
-        if past:
-            cache.crop(past)
-        else:
-            cache.crop(0)
+        cache.crop(-tokens)  # back to the context
     return run
 
 
