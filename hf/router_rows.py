@@ -15,9 +15,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ascend_moe_onnx.models.hf_routing import HFConfigError
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
-
-from .hf_routing import HFConfigError
 
 SCORINGS = {"softmax": spec.NORM_SOFTMAX, "sigmoid": spec.NORM_SIGMOID, "sqrtsoftplus": spec.NORM_SQRT_SOFTPLUS}
 
