@@ -16,8 +16,7 @@ from tests import hf_families  # skips the module without transformers
 
 from ascend_moe_onnx.cli import main as cli  # noqa: E402
 from ascend_moe_onnx.hf import export as hf_export  # noqa: E402
-from ascend_moe_onnx.hf import generate  # noqa: E402
-from ascend_moe_onnx.hf import genai  # noqa: E402
+from ascend_moe_onnx.hf import genai, generate  # noqa: E402
 from ascend_moe_onnx.onnx_schemas._common import walk_graphs  # noqa: E402
 
 PROMPT, NEW = 16, 32
