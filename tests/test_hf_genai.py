@@ -87,9 +87,12 @@ def test_int4_experts_generate_the_dequantized_models_tokens(tmp_path):
     assert cli.main(["verify", "--hf", str(root / "hf"), "--generate", "16", "--weights-quant", "int4", "--quant-block-size", "16",
                      "--runtime", "ort", "-o", str(root / "genai")]) == 0
     assert _nodes(root / "genai" / genai.GRAPH_FILE, "MoeRoutedExperts") >= 1
-    graph = onnx.load(str(root / "genai" / genai.GRAPH_FILE), load_external_data=False)
-    assert any(i.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.UINT8)
-               for i in graph.graph.initializer)
+    graph = onnx.load(str(root / "genai" / genai.GRAPH_FILE), load_external_data=False).graph
+    tensors = [t for g in walk_graphs(graph) for t in g.initializer]
+    tensors += [a.t for g in walk_graphs(graph) for n in g.node if n.op_type == "Constant" for a in n.attribute
+                if a.type == onnx.AttributeProto.TENSOR]
+    packed = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.UINT8, onnx.TensorProto.INT8)
+    assert any(t.data_type in packed for t in tensors)  # the experts' weights stored quantized
 
 
 def test_genai_config_reads_generation_config(tmp_path):
