@@ -34,7 +34,7 @@ SMALL = dict(vocab_size=8192, hidden_size=512, intermediate_size=1024, moe_inter
              kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64, n_shared_experts=1,
              pad_token_id=0, bos_token_id=1, eos_token_id=2, sliding_window=128, norm_topk_prob=True)
 # DeepSeek-V3 attention as published: one key/value head per query head (MLA)
-PER_FAMILY = {"deepseek_v3": dict(num_key_value_heads=8)}
+PER_FAMILY = {"deepseek_v3": dict(num_key_value_heads=8, head_dim=32)}  # head_dim: the rotary width
 
 
 def small_model(model_type: str, seed: int = 0):
