@@ -49,7 +49,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         fc1 = _dequantized(g, fc1, op("Gather", gate_up_scales, idx64, axis=0), bits, block)
         fc2 = _dequantized(g, fc2, op("Gather", down_scales, idx64, axis=0), bits, block)
     a8 = attrs["act_quant"] == 1
-    x_in, x_scale = _quantized_rows(g, x) if a8 else (x, None)
+    x_in, x_scale = _quantized_rows(g, x) if a8 else (x, "")  # x_scale read only when a8
     xk = op("Unsqueeze", x_in, const([1, 3], np.int64))  # [T, 1, H, 1]
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
     if a8:
@@ -65,7 +65,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         gate = op("Min", gate, const(limit, np.float32))
         up = op("Clip", up, const(-limit, np.float32), const(limit, np.float32))
     act = op("Mul", op("Mul", gate, op("Sigmoid", gate)), up)  # [T, k, I]
-    act_scale = None
+    act_scale = ""  # read only when a8
     if a8:
         act, act_scale = _quantized_rows(g, act)  # act_scale [T, k, 1]
     out = op("MatMul", fc2, op("Unsqueeze", act, const([3], np.int64)))  # [T, k, H, 1]

@@ -22,8 +22,8 @@ from .activations import npu_geglu, npu_swiglu_clip_quant
 from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
 from .distribute_v1 import npu_moe_distribute_combine, npu_moe_distribute_dispatch
 from .dtypes import DTYPES
-from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
 from .experts import npu_grouped_matmul, npu_swiglu
+from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
 from .mx_quant import npu_dynamic_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
 from .routing import (

@@ -11,7 +11,6 @@ from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 from . import _ops
 from ._args import require, require_none, unsupported
 
-
 # op-plugin's docs (torch_npu-npu_moe_gating_top_k_softmax.md): k <= 1024, any number of experts
 SOFTMAX_MAX_K = 1024
 

@@ -43,10 +43,11 @@
 // AVX2, and AVX-512 VNNI on top of the AVX-512 path's extensions.
 #define ASCEND_MOE_CPU_TARGET_AVXVNNI_BEGIN \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,avxvnni\")") _Pragma("GCC diagnostic push")
-#define ASCEND_MOE_CPU_TARGET_AVX512VNNI_BEGIN                                                                  \
-  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma\")") \
-      _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")                \
-          _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define ASCEND_MOE_CPU_TARGET_AVX512VNNI_BEGIN                                                       \
+  _Pragma("GCC push_options")                                                                        \
+      _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma\")")              \
+          _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
+              _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define ASCEND_MOE_CPU_TARGET_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 
 namespace ascend_moe::cpu {

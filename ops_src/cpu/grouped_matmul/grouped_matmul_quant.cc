@@ -198,7 +198,9 @@ int WeightAt(const GroupedMatmulParams& p, const void* w, int64_t k, int64_t n) 
   const int64_t i = p.transpose_weight ? n * p.depth + k : k * p.cols + n;
   if (p.weight == GmmWeight::kInt8) return static_cast<const int8_t*>(w)[i];
   const uint8_t byte = static_cast<const uint8_t*>(w)[i / 2];
-  const int nibble = (i % 2 == 0 ? byte : byte >> 4) & 0xF;  // element 2j in the low nibble
+  const unsigned bits =
+      i % 2 == 0 ? byte : static_cast<unsigned>(byte) >> 4U;  // element 2j in the low nibble
+  const int nibble = static_cast<int>(bits & 0xFU);
   return nibble >= 8 ? nibble - 16 : nibble;
 }
 

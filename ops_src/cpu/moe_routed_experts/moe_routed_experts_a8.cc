@@ -40,11 +40,16 @@ constexpr int64_t kBlocksPerUpItem = 8;  // 64 gate/up rows (32 intermediate row
 A8BlocksFn* BlocksOf(A8Dot dot) {
 #if ASCEND_MOE_CPU_X86_PATHS
   switch (dot) {
-    case A8Dot::kMaddubs: return &experts_a8_maddubs::Blocks;
-    case A8Dot::kEmulatedVnni: return &experts_a8_emulated_vnni::Blocks;
-    case A8Dot::kAvxVnni: return &experts_a8_avxvnni::Blocks;
-    case A8Dot::kAvx512Vnni: return &experts_a8_avx512vnni::Blocks;
-    default: break;
+    case A8Dot::kMaddubs:
+      return &experts_a8_maddubs::Blocks;
+    case A8Dot::kEmulatedVnni:
+      return &experts_a8_emulated_vnni::Blocks;
+    case A8Dot::kAvxVnni:
+      return &experts_a8_avxvnni::Blocks;
+    case A8Dot::kAvx512Vnni:
+      return &experts_a8_avx512vnni::Blocks;
+    default:
+      break;
   }
 #endif
   (void)dot;
@@ -53,17 +58,22 @@ A8BlocksFn* BlocksOf(A8Dot dot) {
 
 bool CpuRunsDot(A8Dot dot) {
   switch (dot) {
-    case A8Dot::kScalar: return true;
+    case A8Dot::kScalar:
+      return true;
     case A8Dot::kMaddubs:
-    case A8Dot::kEmulatedVnni: return kCpuX86Paths && CpuRuns(CpuIsa::kAvx2);
-    case A8Dot::kAvxVnni: return kCpuX86Paths && CpuHasAvxVnni();
-    case A8Dot::kAvx512Vnni: return kCpuX86Paths && CpuRuns(CpuIsa::kAvx512) && CpuHasAvx512Vnni();
+    case A8Dot::kEmulatedVnni:
+      return kCpuX86Paths && CpuRuns(CpuIsa::kAvx2);
+    case A8Dot::kAvxVnni:
+      return kCpuX86Paths && CpuHasAvxVnni();
+    case A8Dot::kAvx512Vnni:
+      return kCpuX86Paths && CpuRuns(CpuIsa::kAvx512) && CpuHasAvx512Vnni();
   }
   return false;
 }
 
 bool ParseDot(std::string_view name, A8Dot* dot) {
-  for (A8Dot d : {A8Dot::kScalar, A8Dot::kMaddubs, A8Dot::kAvxVnni, A8Dot::kAvx512Vnni, A8Dot::kEmulatedVnni}) {
+  for (A8Dot d :
+       {A8Dot::kScalar, A8Dot::kMaddubs, A8Dot::kAvxVnni, A8Dot::kAvx512Vnni, A8Dot::kEmulatedVnni}) {
     if (name == A8DotName(d)) {
       *dot = d;
       return true;
@@ -125,11 +135,16 @@ A8Matrix ExpertMatrix(const A8Weights& w, int64_t e) {
 
 const char* A8DotName(A8Dot dot) {
   switch (dot) {
-    case A8Dot::kScalar: return "scalar";
-    case A8Dot::kMaddubs: return "maddubs";
-    case A8Dot::kAvxVnni: return "avxvnni";
-    case A8Dot::kAvx512Vnni: return "avx512vnni";
-    case A8Dot::kEmulatedVnni: return "emulated-vnni";
+    case A8Dot::kScalar:
+      return "scalar";
+    case A8Dot::kMaddubs:
+      return "maddubs";
+    case A8Dot::kAvxVnni:
+      return "avxvnni";
+    case A8Dot::kAvx512Vnni:
+      return "avx512vnni";
+    case A8Dot::kEmulatedVnni:
+      return "emulated-vnni";
   }
   return "?";
 }
@@ -150,7 +165,8 @@ A8Dot ActiveA8Dot() {
   } else if (isa != CpuIsa::kBaseline && CpuRunsDot(A8Dot::kMaddubs)) {
     best = A8Dot::kMaddubs;
   }
-  if (forced != A8Dot::kAvx512Vnni && CpuRunsDot(forced) && (isa != CpuIsa::kBaseline || forced == A8Dot::kScalar)) {
+  if (forced != A8Dot::kAvx512Vnni && CpuRunsDot(forced) &&
+      (isa != CpuIsa::kBaseline || forced == A8Dot::kScalar)) {
     return forced;
   }
   return best;
@@ -194,11 +210,14 @@ A8Weights RepackA8(const int8_t* q, const float* scales, int bits, int64_t block
           } else {
             const int64_t j = k % 8;
             uint8_t& byte = dst[(k / 8) * 32 + r * 4 + (j % 4)];
-            byte = static_cast<uint8_t>(j < 4 ? ((byte & 0xF0) | v) : ((byte & 0x0F) | (v << 4)));
+            const auto held = static_cast<unsigned>(byte), nibble = static_cast<unsigned>(v);  // v in [0, 16)
+            byte =
+                static_cast<uint8_t>(j < 4 ? ((held & 0xF0U) | nibble) : ((held & 0x0FU) | (nibble << 4U)));
           }
         }
         if (src != nullptr) {
-          for (int64_t g = 0; g < w.groups; ++g) sdst[g * kRowsPerBlock + r] = scales[(e * N + n) * w.groups + g];
+          for (int64_t g = 0; g < w.groups; ++g)
+            sdst[g * kRowsPerBlock + r] = scales[(e * N + n) * w.groups + g];
         }
       }
     }
@@ -211,7 +230,8 @@ A8ExpertWeights RepackA8Experts(const MoeRoutedExpertsParams& p, const int8_t* g
                                 A8Dot dot) {
   A8ExpertWeights w;
   w.dot = dot;
-  w.gate_up = RepackA8(gate_up_q, gate_up_scales, p.quant_bits, p.block_size, p.experts, 2 * p.inter, p.hidden, dot);
+  w.gate_up =
+      RepackA8(gate_up_q, gate_up_scales, p.quant_bits, p.block_size, p.experts, 2 * p.inter, p.hidden, dot);
   w.down = RepackA8(down_q, down_scales, p.quant_bits, p.block_size, p.experts, p.hidden, p.inter, dot);
   return w;
 }
@@ -269,7 +289,8 @@ void MoeRoutedExpertsA8Plan::QuantizeTokens(const float* x, int64_t begin, int64
   const int64_t H = p_.hidden;
   const int64_t group = p_.block_size > 0 ? p_.block_size : h_pad_;
   for (int64_t t = begin; t < end; ++t) {
-    xscale_[t] = QuantizeRow(x + t * H, H, h_pad_, group, qx_.data() + t * h_pad_, xsum_.data() + t * h_groups_);
+    xscale_[t] =
+        QuantizeRow(x + t * H, H, h_pad_, group, qx_.data() + t * h_pad_, xsum_.data() + t * h_groups_);
   }
 }
 
@@ -297,8 +318,8 @@ void MoeRoutedExpertsA8Plan::UpItems(const A8ExpertWeights& w, int64_t begin, in
       xs[q] = xscale_[t];
     }
     const A8Matrix m = ExpertMatrix(w.gate_up, e);
-    blocks(m, item.block_begin, item.block_end - item.block_begin, X.data(), S.data(), xs.data(), n, out.data(),
-           kOutLd);
+    blocks(m, item.block_begin, item.block_end - item.block_begin, X.data(), S.data(), xs.data(), n,
+           out.data(), kOutLd);
     const int64_t i0 = item.block_begin * (kRowsPerBlock / 2);
     const int64_t i1 = std::min(I, item.block_end * (kRowsPerBlock / 2));
     {

@@ -19,10 +19,10 @@ namespace ascend_moe::cpu {
 
 // How the integer dot products are computed (the path and the int8 weights' stored encoding).
 enum class A8Dot : int {
-  kScalar = 0,      // portable C++ (baseline ISA)
-  kMaddubs = 1,     // AVX2 vpmaddubsw + vpmaddwd; int8 weights stored signed
-  kAvxVnni = 2,     // AVX-VNNI vpdpbusd (256-bit); int8 weights stored + 128
-  kAvx512Vnni = 3,  // AVX-512 VNNI + VL vpdpbusd on 256-bit registers; int8 weights stored + 128
+  kScalar = 0,        // portable C++ (baseline ISA)
+  kMaddubs = 1,       // AVX2 vpmaddubsw + vpmaddwd; int8 weights stored signed
+  kAvxVnni = 2,       // AVX-VNNI vpdpbusd (256-bit); int8 weights stored + 128
+  kAvx512Vnni = 3,    // AVX-512 VNNI + VL vpdpbusd on 256-bit registers; int8 weights stored + 128
   kEmulatedVnni = 4,  // AVX2 code computing vpdpbusd's sums exactly (tests the VNNI encoding anywhere)
 };
 const char* A8DotName(A8Dot dot);
@@ -99,7 +99,7 @@ class MoeRoutedExpertsA8Plan {
 
  private:
   struct UpItem {
-    int64_t expert;              // index into active_
+    int64_t expert;                  // index into active_
     int64_t block_begin, block_end;  // row blocks of the [2I, H] matrix
   };
   MoeRoutedExpertsParams p_;
@@ -107,19 +107,19 @@ class MoeRoutedExpertsA8Plan {
   int64_t h_pad_ = 0, i_pad_ = 0, h_groups_ = 1, i_groups_ = 1;
   std::vector<int64_t> active_, begin_, pair_;
   std::vector<UpItem> items_;
-  std::vector<int8_t> qx_;      // [T, h_pad]
-  std::vector<int32_t> xsum_;   // [T, h_groups]: sum of each group's q (for the stored offset)
-  std::vector<float> xscale_;   // [T]
-  std::vector<float> act_;      // [P, I] SwiGLU rows, sorted pair order
-  std::vector<int8_t> qa_;      // [P, i_pad]
-  std::vector<int32_t> asum_;   // [P, i_groups]
-  std::vector<float> ascale_;   // [P]
+  std::vector<int8_t> qx_;     // [T, h_pad]
+  std::vector<int32_t> xsum_;  // [T, h_groups]: sum of each group's q (for the stored offset)
+  std::vector<float> xscale_;  // [T]
+  std::vector<float> act_;     // [P, I] SwiGLU rows, sorted pair order
+  std::vector<int8_t> qa_;     // [P, i_pad]
+  std::vector<int32_t> asum_;  // [P, i_groups]
+  std::vector<float> ascale_;  // [P]
 };
 
 // The entry point of each path's tiles (moe_routed_experts_a8_tiles.inc): the dequantized values
 // out[q * ld + 8 j + r] of row r of block b + j of `m` (rows 8(b+j) + r), j < nb, for n activation
 // rows X[q] ([inputs_pad] int8), their group sums S[q] ([groups]) and scales xs[q].
-using A8BlocksFn = void(const A8Matrix& m, int64_t b, int64_t nb, const int8_t* const* X, const int32_t* const* S,
-                        const float* xs, int64_t n, float* out, int64_t ld);
+using A8BlocksFn = void(const A8Matrix& m, int64_t b, int64_t nb, const int8_t* const* X,
+                        const int32_t* const* S, const float* xs, int64_t n, float* out, int64_t ld);
 
 }  // namespace ascend_moe::cpu

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
 from ascend_moe_onnx.onnx_schemas import weight_quant
-from tests.cpu_isa import call_on_isa, cpu_isa_paths
+from tests.cpu_isa import call_on_isa
 
 WEIGHTS = ("gate_up_weights", "down_weights", "gate_up_scales", "down_scales")
 
