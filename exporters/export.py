@@ -94,7 +94,7 @@ class _DataAsDetach(torch.overrides.TorchFunctionMode):
     """
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__self__", None) is torch._C.TensorBase.data and len(args) == 1:
+        if getattr(func, "__self__", None) is torch.Tensor.data and len(args) == 1:
             tensor = args[0]
             return tensor.detach() if tensor.requires_grad else tensor
         return func(*args, **(kwargs or {}))
