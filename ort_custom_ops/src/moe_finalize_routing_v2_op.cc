@@ -5,7 +5,7 @@
 // weighted gather over the output rows.
 #include <limits>
 
-#include "moe_finalize_routing_v2_cann.h"
+#include "cann_kernel.h"
 #include "moe_finalize_routing_v2_host.h"
 #include "op_base.h"
 #include "weighted_gather_ort.h"
@@ -179,8 +179,7 @@ struct MoeFinalizeRoutingV2CpuKernel {
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
   static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CpuKernel> cpu_op;
-  static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, MoeFinalizeRoutingV2CannOp()};
 }
 
 }  // namespace ascend_moe

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "moe_init_routing_cann.h"
+#include "cann_kernel.h"
 #include "moe_init_routing_host.h"
 #include "op_base.h"
 
@@ -145,8 +145,7 @@ struct CpuKernel {
 
 std::vector<const OrtCustomOp*> MoeInitRoutingOps() {
   static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
-  static const AscendMoeOp<d::Def, MoeInitRoutingCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, MoeInitRoutingCannOp()};
 }
 
 }  // namespace ascend_moe

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "moe_init_routing_common.h"
-#include "moe_init_routing_v3_cann.h"
+#include "cann_kernel.h"
 #include "moe_init_routing_v3_host.h"
 #include "op_base.h"
 
@@ -270,24 +270,12 @@ struct CpuKernel {
   Attrs attrs_;
 };
 
-// The generated definition plus the output type the attributes decide.
-struct Def : d::Def {
-  // expanded_x is x's type without quantisation and int8 with it.
-  static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
-                                                            const std::vector<GraphTensor>& inputs) {
-    std::vector<ONNXTensorElementDataType> types(kNumOutputs, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
-    const int64_t quant = ReadIntAttr(info, kOp, d::kAttrs[d::kAttrQuantMode]);
-    types[d::kOutExpandedX] = quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : inputs[d::kInX].type;
-    return types;
-  }
-};
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {
-  static const AscendMoeOp<Def, CpuKernel> cpu_op;
-  static const AscendMoeOp<Def, MoeInitRoutingV3CannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  static const AscendMoeOp<MoeInitRoutingV3Def, CpuKernel> cpu_op;
+  return {&cpu_op, MoeInitRoutingV3CannOp()};
 }
 
 }  // namespace ascend_moe

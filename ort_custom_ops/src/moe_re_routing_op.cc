@@ -1,7 +1,7 @@
 // ascend.moe::MoeReRouting for ONNX Runtime (docs/operators.md §2): what the generated definition
 // (op_defs.gen.h) leaves to the op: shape inference, and the CPU kernel, which validates
 // (moe_re_routing_validate, shared with the CANN kernel) and calls ops_src/cpu.
-#include "moe_re_routing_cann.h"
+#include "cann_kernel.h"
 #include "moe_re_routing_validate.h"
 #include "op_base.h"
 #include "ops_src/cpu/moe_re_routing.h"
@@ -121,8 +121,7 @@ struct MoeReRoutingCpuKernel {
 
 std::vector<const OrtCustomOp*> MoeReRoutingOps() {
   static const AscendMoeOp<rerouting_defs::Def, MoeReRoutingCpuKernel> cpu_op;
-  static const AscendMoeOp<rerouting_defs::Def, MoeReRoutingCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, MoeReRoutingCannOp()};
 }
 
 }  // namespace ascend_moe

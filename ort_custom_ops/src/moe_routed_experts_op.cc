@@ -8,7 +8,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "moe_routed_experts_cann.h"
+#include "cann_kernel.h"
 #include "moe_routed_experts_validate.h"
 #include "op_base.h"
 #include "ops_src/cpu/moe_routed_experts.h"
@@ -131,8 +131,7 @@ struct MoeRoutedExpertsCpuKernel {
 
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps() {
   static const AscendMoeOp<experts::Def, MoeRoutedExpertsCpuKernel> cpu_op;
-  static const AscendMoeOp<experts::Def, MoeRoutedExpertsCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, MoeRoutedExpertsCannOp()};
 }
 
 }  // namespace ascend_moe

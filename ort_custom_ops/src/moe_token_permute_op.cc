@@ -6,7 +6,7 @@
 #include <iterator>
 #include <string>
 
-#include "moe_token_permute_cann.h"
+#include "cann_kernel.h"
 #include "moe_token_permute_host.h"
 #include "op_base.h"
 
@@ -143,8 +143,7 @@ struct CpuKernel {
 
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {
   static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
-  static const AscendMoeOp<d::Def, MoeTokenPermuteCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, MoeTokenPermuteCannOp()};
 }
 
 }  // namespace ascend_moe

@@ -4,7 +4,7 @@
 // token-major indices (the validation is shared with the CANN kernel, moe_token_unpermute_cann).
 #include <algorithm>
 
-#include "moe_token_unpermute_cann.h"
+#include "cann_kernel.h"
 #include "moe_token_unpermute_host.h"
 #include "op_base.h"
 #include "weighted_gather_ort.h"
@@ -121,8 +121,7 @@ struct MoeTokenUnpermuteCpuKernel {
 
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
   static const AscendMoeOp<unpermute::Def, MoeTokenUnpermuteCpuKernel> cpu_op;
-  static const AscendMoeOp<unpermute::Def, MoeTokenUnpermuteCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, MoeTokenUnpermuteCannOp()};
 }
 
 }  // namespace ascend_moe

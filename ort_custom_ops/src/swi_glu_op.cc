@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "op_base.h"
-#include "swi_glu_cann.h"
+#include "cann_kernel.h"
 #include "swi_glu_host.h"
 
 namespace ascend_moe {
@@ -88,8 +88,7 @@ struct SwiGluCpuKernel {
 
 std::vector<const OrtCustomOp*> SwiGluOps() {
   static const AscendMoeOp<swiglu::Def, SwiGluCpuKernel> cpu_op;
-  static const AscendMoeOp<swiglu::Def, SwiGluCannKernel> cann_op;
-  return {&cpu_op, &cann_op};
+  return {&cpu_op, SwiGluCannOp()};
 }
 
 }  // namespace ascend_moe

@@ -19,11 +19,9 @@ from tests.cann.helpers import (
     placement,
     run,
     session,
-    skip_without_cann,
 )
 
-skip_without_cann()
-NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
+NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeFinalizeRoutingV2")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 OP = "aclnnMoeFinalizeRoutingV2"
 TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}

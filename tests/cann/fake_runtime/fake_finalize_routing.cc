@@ -29,7 +29,7 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
                                               const void* expert_idx, int64_t drop_pad_mode, const void* out,
                                               uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeFinalizeRoutingV2GetWorkspaceSize");
-  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
+  c.RequireKernels();
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   if (drop_pad_mode < 0 || drop_pad_mode > 3)
     c.Fail(kTilingError, "the value of drop_pad_mode should be [0,3].");
