@@ -1,5 +1,5 @@
 """Ascend code against the project's own block: cann-recipes-infer's DeepSeek-V3 MoE layer as its
-sources write it (``models/ascend_code/recipes_deepseek.py``, torch_npu calls through the stand-in:
+sources write it (``tests/ascend_code/recipes_deepseek.py``, torch_npu calls through the stand-in:
 gating -> init routing -> grouped matmul -> swiglu -> grouped matmul -> finalize with the shared
 expert as ``skip1``), exported with ``exporters.export`` and run in ONNX Runtime with the library,
 against the project's DeepSeek-V3 block (``models/`` preset, the ``ort`` formulation that
@@ -61,7 +61,11 @@ def recipes_layer(block):
     """The recipes' DeepseekV3MoE (TP path, one device) holding ``block``'s weights in the recipe's
     layouts: router ``[H, E]``, w13 ``[E, H, 2I]`` (gate columns, then up), w2 ``[E, I, H]``, the
     shared expert's ``[H, 2I]`` / ``[I, H]``."""
-    from ascend_moe_onnx.models.ascend_code import recipes_deepseek as rd
+    try:
+        from tests.ascend_code import recipes_deepseek as rd
+    except ImportError as e:  # the recipes are test fixtures of the source tree, not in the wheel
+        raise RuntimeError("the ascend_layer benchmark needs the source tree's tests/ascend_code "
+                           "(run it from a checkout)") from e
 
     c = block.cfg
     if c.norm_type != 1 or not c.bias or c.group_select_mode != 1 or c.renorm != 0:

@@ -9,7 +9,7 @@ next layer's router input: h = x + y (the residual stream), routed by a router o
 shape (the block's own router weights stand in for the next layer's): ``top-k same`` = the share
 of tokens whose top-k expert set is unchanged, ``top-k overlap`` = the mean share of the k experts
 kept. The quantized block computes with its dequantized weights (what the exported graph's kernel
-computes, to float32 rounding: tests/test_quantized_experts.py). Random Gaussian weights have no
+computes, to float32 rounding: tests/ops/moe_routed_experts/test_quantized_experts.py). Random Gaussian weights have no
 outlier channels; real checkpoints differ (per-group scales matter more there).
 """
 

@@ -247,7 +247,7 @@ def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
 
     Blocks of the ``BLOCK_CLASSES`` architectures (or subclasses) get the block-level patch; every
     other transformers 5 MoE block gets its router patched by its table row
-    (``models.hf_router_rows``) and its stacked experts by the routed-rows formulation
+    (``hf.router_rows``) and its stacked experts by the routed-rows formulation
     (``hf.routers``). Returns the names of the MoE blocks whose router is fused. A block left
     unfused gets one line on stderr (unless ``quiet``); ``layer_status(model)`` lists them all.
     Raises HFConfigError when the config asks for routing the op cannot reproduce.

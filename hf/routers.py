@@ -1,5 +1,5 @@
 """Generic patching of transformers 5 MoE layers: the router through MoeGatingTopKHash by its table
-row (``models.hf_router_rows``), the stacked experts through the project's routed-rows formulation.
+row (``hf.router_rows``), the stacked experts through the project's routed-rows formulation.
 
 transformers 5 MoE blocks call ``router(hidden) -> (logits, weights, indices)`` and
 ``experts(hidden, indices, weights)``. Both modules are patched in place (their class changes to a
@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from ascend_moe_onnx import exporters  # noqa: F401  (defines torch.ops.custom.npu_moe_gating_top_k)
+from ascend_moe_onnx.hf.router_rows import RouterRow, row_for, scoring_of
 from ascend_moe_onnx.models import experts as formulations
 from ascend_moe_onnx.models import layers
-from ascend_moe_onnx.models.hf_router_rows import RouterRow, row_for, scoring_of
 from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 

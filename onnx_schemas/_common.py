@@ -160,6 +160,24 @@ def type_list(types: Sequence[str]) -> str:
     return types[0] if len(types) == 1 else f"{', '.join(types[:-1])} or {types[-1]}"
 
 
+
+def check_types(schema: OpSchema, inputs: dict[str, tuple | None]) -> None:
+    """Element types in input order, as the C++ library checks them at session creation: each in
+    its type constraint, and like the first earlier input sharing its type parameter."""
+    first: dict[str, tuple[str, str]] = {}
+    for p in schema.inputs:
+        desc = inputs.get(p.name)
+        if desc is None:
+            continue
+        dtype = desc[1]
+        if p.type_str in first and first[p.type_str][1] != dtype:
+            name, want = first[p.type_str]
+            raise ValueError(f"{schema.name}: input '{p.name}' must have the type of {name} ({want}), got {dtype}")
+        allowed = allowed_types(schema, p.type_str)
+        if dtype not in allowed:
+            raise ValueError(f"{schema.name}: input '{p.name}' must be {type_list(allowed)}, got {dtype}")
+        first.setdefault(p.type_str, (p.name, dtype))
+
 def onnx_type_name(dtype) -> str:
     """ONNX element type name ('float', 'double', 'bfloat16', ...) of a NumPy dtype, as the C++
     library names types; the NumPy name when ONNX has no such type."""

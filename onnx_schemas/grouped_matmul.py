@@ -136,7 +136,7 @@ def _dim(d) -> str:
 
 
 # ---- validation (docs/operators.md §4.3), shared by the NumPy reference and the torch op ---------
-# The messages are those of the C++ kernel (ort_custom_ops/src/grouped_matmul_op.cc).
+# The messages are those of the C++ kernel (ort_custom_ops/src/grouped_matmul/grouped_matmul_op.cc).
 
 
 def validate_attributes(attrs: dict[str, Any]) -> None:

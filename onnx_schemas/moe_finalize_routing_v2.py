@@ -20,6 +20,7 @@ from ._common import (
     allowed_types,
     attribute,
     attribute_defaults,
+    check_types,
     inferred_int_attributes,
     input_dims,
     input_names,
@@ -31,7 +32,6 @@ from ._common import (
     resolve_attributes,
     shape_text,
     tensor_input,
-    type_list,
 )
 
 OP_TYPE = "MoeFinalizeRoutingV2"
@@ -116,24 +116,6 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
     if attrs["drop_pad_mode"] not in (0, 1, 2, 3):
         raise _err("attribute 'drop_pad_mode' must be 0, 1, 2 or 3 (0, 2: dropless; 1, 3: drop-pad; "
                    f"0, 1: slot-major index; 2, 3: token-major index), got {attrs['drop_pad_mode']}")
-
-
-def check_types(schema: OpSchema, inputs: dict[str, tuple | None]) -> None:
-    """Element types in input order, as the C++ library checks them at session creation: each in
-    its type constraint, and like the first earlier input sharing its type parameter."""
-    first: dict[str, tuple[str, str]] = {}
-    for p in schema.inputs:
-        desc = inputs.get(p.name)
-        if desc is None:
-            continue
-        dtype = desc[1]
-        if p.type_str in first and first[p.type_str][1] != dtype:
-            name, want = first[p.type_str]
-            raise ValueError(f"{schema.name}: input '{p.name}' must have the type of {name} ({want}), got {dtype}")
-        allowed = allowed_types(schema, p.type_str)
-        if dtype not in allowed:
-            raise ValueError(f"{schema.name}: input '{p.name}' must be {type_list(allowed)}, got {dtype}")
-        first.setdefault(p.type_str, (p.name, dtype))
 
 
 def _required(inputs: dict[str, tuple | None], name: str) -> tuple:

@@ -96,7 +96,7 @@ def _err(what: str) -> ValueError:
 
 
 # ---- validation (docs/operators.md §2.3), shared by the NumPy reference and the torch op -------------------
-# The messages are those of the C++ kernel (ort_custom_ops/src/moe_re_routing_validate.cc).
+# The messages are those of the C++ kernel (ort_custom_ops/src/moe_re_routing/moe_re_routing_validate.cc).
 
 
 def validate_attributes(attrs: dict[str, Any]) -> None:

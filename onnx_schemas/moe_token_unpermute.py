@@ -19,6 +19,7 @@ from ._common import (
     allowed_types,
     attribute,
     attribute_defaults,
+    check_types,
     inferred_int_attributes,
     input_dims,
     input_names,
@@ -31,7 +32,7 @@ from ._common import (
     shape_text,
     tensor_input,
 )
-from .moe_finalize_routing_v2 import check_types, weighted_gather
+from .moe_finalize_routing_v2 import weighted_gather
 
 OP_TYPE = "MoeTokenUnpermute"
 

@@ -17,6 +17,7 @@ from ._common import (
     OPSET_VERSION,
     attribute,
     attribute_defaults,
+    check_types,
     input_dims,
     input_names,
     input_type,
@@ -28,7 +29,6 @@ from ._common import (
     shape_text,
     tensor_input,
 )
-from .moe_finalize_routing_v2 import check_types
 
 OP_TYPE = "SwiGlu"
 
@@ -59,7 +59,7 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-# ---- validation (docs/operators.md §11.3); messages as ort_custom_ops/src/swi_glu_op.cc ----
+# ---- validation (docs/operators.md §11.3); messages as ort_custom_ops/src/swi_glu/swi_glu_op.cc ----
 
 
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> int:

@@ -1,4 +1,4 @@
-"""Dense per-token references for the layers of models/ascend_code, written from the operators'
+"""Dense per-token references for the layers of tests/ascend_code, written from the operators'
 definitions (no torch_npu stand-in call), and shared helpers for their tests."""
 
 from __future__ import annotations
@@ -105,6 +105,6 @@ def assert_fused(model: onnx.ModelProto, expected: list) -> None:
 def ort_outputs(model: onnx.ModelProto, feeds: dict, library: bool) -> list[np.ndarray]:
     """Run the model on CPU with (custom-op library) or without (function bodies) the library."""
     from tests import ort_values
-    from tests.rerouting_cases import session
+    from tests.ops.moe_re_routing.rerouting_cases import session
 
     return ort_values.run(session(model, library=library), feeds)

@@ -52,6 +52,34 @@ class BadCase:
     ort_message: str | None = None
 
 
+# The ORT kernel's text for the kinds ORT's custom-op API reads as empty INTS and FLOATS lists.
+UNREADABLE_KIND = ("an attribute of a kind the ONNX Runtime custom-op API cannot read (an empty INTS or FLOATS, "
+                   "STRINGS, TENSORS, GRAPH, GRAPHS, SPARSE_TENSOR, SPARSE_TENSORS, TYPE_PROTO or TYPE_PROTOS)")
+
+
+def attribute_kind_cases(x: dict, attr: str = "norm_type", want: str = "INT", k: dict | None = None) -> list:
+    """``attr`` given as every other attribute kind ONNX has (TENSOR, GRAPH, ...); each is named."""
+    from onnx import AttributeProto as A
+    from onnx import TensorProto, numpy_helper
+
+    k = dict(k=2) if k is None else k
+    tensor = numpy_helper.from_array(np.array(1, np.int64))
+    graph = helper.make_graph([], "g", [], [])
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                       numpy_helper.from_array(np.array([0], np.int64)), [2])
+    type_proto = helper.make_tensor_type_proto(TensorProto.FLOAT, [1])
+    kinds = [("TENSOR", tensor, "TENSOR"), ("GRAPH", graph, None), ("STRINGS", ["a", "b"], None),
+             ("TENSORS", [tensor], None), ("GRAPHS", [graph], None), ("SPARSE_TENSOR", sparse, None),
+             ("SPARSE_TENSORS", [sparse], None), ("TYPE_PROTO", type_proto, None),
+             ("TYPE_PROTOS", [type_proto], None),
+             ("INTS []", helper.make_attribute(attr, [], attr_type=A.INTS), None),
+             ("FLOATS []", helper.make_attribute(attr, [], attr_type=A.FLOATS), None)]
+    return [BadCase(f"kind_{attr}_{name.split()[0].lower()}{'_empty' if '[]' in name else ''}", x, {**k, attr: value},
+                    f"attribute '{attr}' must be {want}, got {name}", torch=False,
+                    ort_message=None if ort_text else f"attribute '{attr}' must be {want}, got {UNREADABLE_KIND}")
+            for name, value, ort_text in kinds]
+
+
 @dataclass(frozen=True)
 class Sample:
     """A named valid call (ONNX input name -> array; None or missing = absent) that every layer
@@ -121,19 +149,19 @@ def _grouped_matmul_torch(inputs: dict, attrs: dict):
 
 
 def _grouped_matmul_cases():
-    from tests.grouped_matmul_cases import bad_cases
+    from tests.ops.grouped_matmul.grouped_matmul_cases import bad_cases
 
     return bad_cases()
 
 
 def _grouped_matmul_every_input():
-    from tests.grouped_matmul_cases import every_input
+    from tests.ops.grouped_matmul.grouped_matmul_cases import every_input
 
     return every_input()
 
 
 def _grouped_matmul_samples():
-    from tests.grouped_matmul_cases import samples
+    from tests.ops.grouped_matmul.grouped_matmul_cases import samples
 
     return samples()
 
@@ -157,25 +185,25 @@ def _unpermute_torch(inputs: dict, attrs: dict):
 
 
 def _finalize_cases():
-    from tests.finalize_cases import finalize_bad_cases
+    from tests.ops.moe_finalize_routing_v2.finalize_cases import finalize_bad_cases
 
     return finalize_bad_cases()
 
 
 def _unpermute_cases():
-    from tests.finalize_cases import unpermute_bad_cases
+    from tests.ops.moe_finalize_routing_v2.finalize_cases import unpermute_bad_cases
 
     return unpermute_bad_cases()
 
 
 def _finalize_samples():
-    from tests.finalize_cases import finalize_samples
+    from tests.ops.moe_finalize_routing_v2.finalize_cases import finalize_samples
 
     return finalize_samples()
 
 
 def _unpermute_samples():
-    from tests.finalize_cases import unpermute_samples
+    from tests.ops.moe_finalize_routing_v2.finalize_cases import unpermute_samples
 
     return unpermute_samples()
 
@@ -189,13 +217,13 @@ def _swiglu_torch(inputs: dict, attrs: dict):
 
 
 def _swiglu_cases():
-    from tests.swiglu_cases import swiglu_bad_cases
+    from tests.ops.swi_glu.swiglu_cases import swiglu_bad_cases
 
     return swiglu_bad_cases()
 
 
 def _swiglu_samples():
-    from tests.swiglu_cases import swiglu_samples
+    from tests.ops.swi_glu.swiglu_cases import swiglu_samples
 
     return swiglu_samples()
 
@@ -232,61 +260,61 @@ def _init_routing_v1_torch(inputs: dict, attrs: dict):
 
 
 def _init_routing_v1_cases():
-    from tests.init_routing_cases import v1_bad_cases
+    from tests.ops.moe_init_routing_v3.init_routing_cases import v1_bad_cases
 
     return v1_bad_cases()
 
 
 def _init_routing_v1_samples():
-    from tests.init_routing_cases import v1_samples
+    from tests.ops.moe_init_routing_v3.init_routing_cases import v1_samples
 
     return v1_samples()
 
 
 def _init_routing_cases():
-    from tests.init_routing_cases import init_bad_cases
+    from tests.ops.moe_init_routing_v3.init_routing_cases import init_bad_cases
 
     return init_bad_cases()
 
 
 def _init_routing_samples():
-    from tests.init_routing_cases import init_samples
+    from tests.ops.moe_init_routing_v3.init_routing_cases import init_samples
 
     return init_samples()
 
 
 def _token_permute_cases():
-    from tests.init_routing_cases import permute_bad_cases
+    from tests.ops.moe_init_routing_v3.init_routing_cases import permute_bad_cases
 
     return permute_bad_cases()
 
 
 def _token_permute_samples():
-    from tests.init_routing_cases import permute_samples
+    from tests.ops.moe_init_routing_v3.init_routing_cases import permute_samples
 
     return permute_samples()
 
 
 def _gating_cases():
-    from tests.gating_cases import bad_cases
+    from tests.ops.moe_gating_top_k_hash.gating_cases import bad_cases
 
     return bad_cases()
 
 
 def _rerouting_cases():
-    from tests.rerouting_cases import bad_cases
+    from tests.ops.moe_re_routing.rerouting_cases import bad_cases
 
     return bad_cases()
 
 
 def _gating_samples():
-    from tests.gating_cases import samples
+    from tests.ops.moe_gating_top_k_hash.gating_cases import samples
 
     return samples()
 
 
 def _rerouting_samples():
-    from tests.rerouting_cases import samples
+    from tests.ops.moe_re_routing.rerouting_cases import samples
 
     return samples()
 
@@ -332,8 +360,7 @@ def _experts_samples():
 
 
 def _experts_cases():
-    from tests.gating_cases import attribute_kind_cases
-
+    
     rng = np.random.default_rng(15)
     good = _experts_inputs(rng)
 
@@ -490,7 +517,7 @@ def node_model(op: OpInfo | str, inputs: dict, attrs: dict, opset_version: int |
     hands a kernel an empty initializer with a null data pointer), so only the first is fed.
     Attributes given as ``AttributeProto`` keep their kind (TENSOR, GRAPH, ...).
     ``op`` is an OpInfo or an op name."""
-    from tests.rerouting_cases import TYPES, type_name
+    from tests.ops.moe_re_routing.rerouting_cases import TYPES, type_name
 
     if isinstance(op, str):
         op = next(o for o in OPS if o.name == op)

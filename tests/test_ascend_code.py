@@ -1,4 +1,4 @@
-"""Ascend MoE layers written as their sources write them (models/ascend_code, calling torch_npu after
+"""Ascend MoE layers written as their sources write them (tests/ascend_code, calling torch_npu after
 ``install()``): eager against a dense per-token reference, export (dynamo; legacy where the code
 allows), ONNX Runtime with the custom-op library and through the function bodies, at the export
 token count and another."""
@@ -16,10 +16,10 @@ import torch
 from torch.export import Dim
 
 from ascend_moe_onnx import exporters
-from ascend_moe_onnx.models import ascend_code
-from ascend_moe_onnx.models.ascend_code import recipes_deepseek as rd
-from ascend_moe_onnx.models.ascend_code import recipes_softmax as rs
-from ascend_moe_onnx.models.ascend_code import vllm_ascend as va
+from tests import ascend_code
+from tests.ascend_code import recipes_deepseek as rd
+from tests.ascend_code import recipes_softmax as rs
+from tests.ascend_code import vllm_ascend as va
 from tests.ascend_code_cases import (
     FINALIZE,
     GATING,
@@ -287,7 +287,7 @@ def test_legacy_export_runs_in_onnx_runtime(name):
 def test_recipes_w8a8_experts_clamped_swiglu():
     """The recipe's ``swiglu_limit`` (swiglu_mode 1: gate / up interleaved, both clamped) against the
     dense computation on the dequantised weights."""
-    from ascend_moe_onnx.models.ascend_code.recipes_w8a8 import W8A8Int8MoEGMM
+    from tests.ascend_code.recipes_w8a8 import W8A8Int8MoEGMM
 
     e, h, i, limit = 3, 16, 8, 0.5
     w13, w2, g = _float_experts(e, h, i, 13)

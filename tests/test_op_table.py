@@ -20,7 +20,7 @@ from ascend_moe_onnx.ort_custom_ops import generate_op_defs
 from tests.op_table import OPS, bad_case_id, bad_case_params, node_model, present, torch_bad_case_params
 
 ort = pytest.importorskip("onnxruntime")
-from tests.rerouting_cases import ort_errors, run_feeds, session, to_torch  # noqa: E402
+from tests.ops.moe_re_routing.rerouting_cases import ort_errors, run_feeds, session, to_torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = "CPUExecutionProvider"
@@ -50,7 +50,7 @@ def test_kernel_structs_take_their_defaults_from_the_schema():
     fake runtime and the benchmarks all fill them from attr_defaults.gen.h)."""
     names = "|".join(n for op in OPS for n in op.spec.SCHEMA.attributes if n != "k")
     literal = re.compile(rf"^\s*(?:int64_t|float|int)\s+({names})\s*=\s*[-0-9.]", re.M)
-    for header in sorted((ROOT / "ops_src" / "cpu").glob("*.h")):
+    for header in sorted((ROOT / "ops_src" / "cpu").rglob("*.h")):
         assert not literal.findall(header.read_text()), (header.name, literal.findall(header.read_text()))
 
 
@@ -71,11 +71,12 @@ _NAMED_INPUT = re.compile("|".join([r'(?:FailInput|CheckBiasLike)\("(\w+)"', r"i
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)
 def test_inputs_named_in_messages_are_the_schemas(op):
     stem = op.spec.__name__.rsplit(".", 1)[1]
-    cpp = [ROOT / "ort_custom_ops" / "src" / f"{stem}_{part}.cc" for part in ("op", "validate")]
+    cpp = [ROOT / "ort_custom_ops" / "src" / stem / f"{stem}_{part}.cc" for part in ("op", "validate")]
+    assert cpp[0].is_file(), f"the op's ORT glue is {cpp[0].relative_to(ROOT)}"
     sources = [p for p in cpp if p.is_file()] + [ROOT / "onnx_schemas" / f"{stem}.py"]
     named = {n for path in sources for m in _NAMED_INPUT.finditer(path.read_text()) for n in m.groups() if n}
-    assert len(named) >= min(3, len(op.spec.INPUT_NAMES)) and named <= set(op.spec.INPUT_NAMES), \
-        sorted(named - set(op.spec.INPUT_NAMES))
+    # (an op whose checks all come from the generated table names no input by hand: nothing to check)
+    assert named <= set(op.spec.INPUT_NAMES), sorted(named - set(op.spec.INPUT_NAMES))
 
 
 @pytest.mark.parametrize("op", OPS, ids=bad_case_id)
@@ -278,7 +279,7 @@ def test_layers_agree_on_samples(op, sample):
     layers an op has: MoeRoutedExperts has no torch op; its kernel and body sum in float32, the
     reference in float64)."""
     from ascend_moe_onnx.onnx_schemas.functions import attach_functions
-    from tests.rerouting_cases import to_numpy
+    from tests.ops.moe_re_routing.rerouting_cases import to_numpy
 
     rtol = op.rtol if sample.rtol is None else sample.rtol
     atol = op.atol if sample.atol is None else sample.atol

@@ -29,6 +29,6 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=lib
 $py -c "from ascend_moe_onnx import ort_custom_ops as o; import sys; p = o.get_library_path(); print('sanitized library:', p); sys.exit(p != '$ASCEND_MOE_ORT_LIBRARY')"
 # shellcheck disable=SC2086
 $py -m pytest -q -p no:cacheprovider -n 2 $deselect \
-  tests/test_gating_ort.py tests/test_rerouting_ort.py tests/test_routed_experts_kernel.py tests/test_library_manifest.py \
-  tests/test_grouped_matmul.py tests/test_init_routing.py tests/test_moe_finalize_routing_v2.py \
+  tests/ops/moe_gating_top_k_hash/test_gating_ort.py tests/ops/moe_re_routing/test_rerouting_ort.py tests/ops/moe_routed_experts/test_routed_experts_kernel.py tests/test_library_manifest.py \
+  tests/ops/grouped_matmul/test_grouped_matmul.py tests/ops/moe_init_routing_v3/test_init_routing.py tests/ops/moe_finalize_routing_v2/test_moe_finalize_routing_v2.py \
   tests/test_concurrency.py tests/fuzz

@@ -20,8 +20,8 @@ wheel=$(ls "$work"/dist/ascend_moe_onnx-*.whl)
 # The tests run from a copy, where the repository's folders are not importable.
 cp -r tests "$work/tests"
 
-ort_tests=(tests/test_ort_version.py tests/test_library_manifest.py tests/test_gating_ort.py
-           tests/test_rerouting_ort.py tests/test_gating_function.py tests/test_rerouting_reference.py)
+ort_tests=(tests/test_ort_version.py tests/test_library_manifest.py tests/ops/moe_gating_top_k_hash/test_gating_ort.py
+           tests/ops/moe_re_routing/test_rerouting_ort.py tests/ops/moe_gating_top_k_hash/test_gating_function.py tests/ops/moe_re_routing/test_rerouting_reference.py)
 
 # make_venv NAME PIP-ARGS...: a venv with the wheel (no deps) and the given packages.
 make_venv() {

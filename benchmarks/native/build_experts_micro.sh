@@ -15,12 +15,13 @@ if [[ $# -ge 1 ]]; then
   git archive "$1" ops_src/cpu | tar -x -C "$before"
   extra=(-DEXPERTS_MICRO_BEFORE)
   # the kernel with its ISA paths and isa.cc (the tiles and the path choice live there)
-  for src in "$before"/ops_src/cpu/moe_routed_experts*.cc "$before"/ops_src/cpu/isa.cc; do
+  # (the commit may predate the per-op folder)
+  for src in $(find "$before"/ops_src/cpu -name 'moe_routed_experts*.cc') "$before"/ops_src/cpu/isa.cc; do
     [[ -f $src ]] || continue
     obj="$before/$(basename "$src" .cc).o"
     "$CXX" "${FLAGS[@]/-I./-I$before}" -Dascend_moe=ascend_moe_before -c "$src" -o "$obj"
     extra+=("$obj")
   done
 fi
-"$CXX" "${FLAGS[@]}" benchmarks/native/experts_micro.cc ops_src/cpu/moe_routed_experts*.cc ops_src/cpu/isa.cc "${extra[@]}" \
+"$CXX" "${FLAGS[@]}" benchmarks/native/experts_micro.cc ops_src/cpu/moe_routed_experts/*.cc ops_src/cpu/isa.cc "${extra[@]}" \
   -o build/experts_micro

@@ -11,8 +11,9 @@ CXX=${CXX:-g++}
 FLAGS=(-O3 -g -std=c++17 -I.)
 # Today's kernel sources, compiled once for both binaries (two at a time).
 objs=()
-for src in ops_src/cpu/*.cc; do objs+=("build/gating_micro_objs/$(basename "$src" .cc).o"); done
-printf '%s\n' ops_src/cpu/*.cc | xargs -P 2 -I{} sh -c \
+mapfile -t srcs < <(find ops_src/cpu -name '*.cc' | sort)
+for src in "${srcs[@]}"; do objs+=("build/gating_micro_objs/$(basename "$src" .cc).o"); done
+printf '%s\n' "${srcs[@]}" | xargs -P 2 -I{} sh -c \
   '"$0" "$@" -c {} -o build/gating_micro_objs/$(basename {} .cc).o' "$CXX" "${FLAGS[@]}"
 "$CXX" "${FLAGS[@]}" benchmarks/native/gating_micro.cc "${objs[@]}" -o build/gating_micro
 if [[ $# -ge 1 ]]; then
@@ -20,7 +21,7 @@ if [[ $# -ge 1 ]]; then
   rm -rf "$before" && mkdir -p "$before"
   git archive "$1" ops_src/cpu | tar -x -C "$before"
   before_objs=()
-  for src in "$before"/ops_src/cpu/*.cc; do
+  for src in $(find "$before"/ops_src/cpu -name '*.cc' | sort); do
     obj="$before/$(basename "$src" .cc).o"
     "$CXX" "${FLAGS[@]/-I./-I$before}" -Dascend_moe=ascend_moe_before -c "$src" -o "$obj"
     before_objs+=("$obj")

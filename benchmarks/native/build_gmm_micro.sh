@@ -7,14 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p build
 CXX=${CXX:-g++}
-FLAGS=(-O3 -g -std=c++17 -Wall -Wextra -I. -Iops_src/cpu)
+FLAGS=(-O3 -g -std=c++17 -Wall -Wextra -I. -Iops_src/cpu/grouped_matmul)
 extra=()
 if [[ $# -ge 1 ]]; then
   before=build/gmm_before
   rm -rf "$before" && mkdir -p "$before"
   git archive "$1" ops_src/cpu | tar -x -C "$before"
-  "$CXX" "${FLAGS[@]/-I./-I$before}" -I"$before/ops_src/cpu" -Dascend_moe=ascend_moe_before \
-    -c "$before/ops_src/cpu/grouped_matmul.cc" -o "$before/grouped_matmul.o"
-  extra=(-DGMM_MICRO_BEFORE="\"$before/ops_src/cpu/grouped_matmul.h\"" "$before/grouped_matmul.o")
+  # (the commit may predate the per-op folder)
+  kernel=$(dirname "$(find "$before/ops_src/cpu" -name grouped_matmul.cc)")
+  "$CXX" "${FLAGS[@]/-I./-I$before}" -I"$kernel" -Dascend_moe=ascend_moe_before \
+    -c "$kernel/grouped_matmul.cc" -o "$before/grouped_matmul.o"
+  extra=(-DGMM_MICRO_BEFORE="\"$kernel/grouped_matmul.h\"" "$before/grouped_matmul.o")
 fi
-"$CXX" "${FLAGS[@]}" benchmarks/native/gmm_micro.cc ops_src/cpu/grouped_matmul.cc "${extra[@]}" -o build/gmm_micro
+"$CXX" "${FLAGS[@]}" benchmarks/native/gmm_micro.cc ops_src/cpu/grouped_matmul/grouped_matmul.cc "${extra[@]}" -o build/gmm_micro

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p build
 CXX=${CXX:-g++}
-"$CXX" -O3 -g -std=c++17 -Wall -Wextra -I. benchmarks/native/gmm_quant_micro.cc ops_src/cpu/grouped_matmul*.cc \
+"$CXX" -O3 -g -std=c++17 -Wall -Wextra -I. benchmarks/native/gmm_quant_micro.cc ops_src/cpu/grouped_matmul/grouped_matmul*.cc \
   ops_src/cpu/isa.cc -o build/gmm_quant_micro

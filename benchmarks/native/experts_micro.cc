@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ops_src/cpu/moe_routed_experts.h"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 
 using namespace ascend_moe::cpu;
 

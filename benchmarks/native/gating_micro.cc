@@ -1,7 +1,7 @@
 // Single-thread micro-benchmark of the MoeGatingTopKHash CPU kernel, per instruction-set path,
 // without ONNX Runtime or Python in the way (also for perf / valgrind --tool=callgrind).
 // Build from the repository root (benchmarks/native/build_gating_micro.sh does both):
-//   g++ -O3 -g -std=c++17 -I. benchmarks/native/gating_micro.cc ops_src/cpu/*.cc -o build/gating_micro
+//   g++ -O3 -g -std=c++17 -I. benchmarks/native/gating_micro.cc $(find ops_src/cpu -name "*.cc") -o build/gating_micro
 // or, to time an older kernel in the same process ("before" column), with its sources extracted
 // into DIR and compiled under another namespace:
 //   build/gating_micro_before (see build_gating_micro.sh BASE_COMMIT)
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "ops_src/cpu/half.h"
-#include "ops_src/cpu/moe_gating_top_k_hash.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
 
 #ifdef GATING_MICRO_BEFORE
 // The older kernel's header and objects, compiled with -Dascend_moe=ascend_moe_before.

@@ -1,4 +1,4 @@
-// GroupedMatmul kernel alone (ops_src/cpu/grouped_matmul.cc), one thread, in thread CPU time:
+// GroupedMatmul kernel alone (ops_src/cpu/grouped_matmul/grouped_matmul.cc), one thread, in thread CPU time:
 // K x N bfloat16 / float32 weights, 8 groups of `rows` rows per call, rotating through disjoint
 // expert sets so that each call reads its weights from DRAM; prints the best and median ms per
 // call, GB/s of weights read and GFLOP/s.
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "ops_src/cpu/grouped_matmul.h"
+#include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 #ifdef GMM_MICRO_BEFORE
 #define ascend_moe ascend_moe_before
 #include GMM_MICRO_BEFORE

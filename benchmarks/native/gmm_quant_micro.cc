@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ops_src/cpu/grouped_matmul.h"
+#include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 using namespace ascend_moe::cpu;
 

@@ -9,7 +9,7 @@
 
 #include "ops_src/cann/acl.h"
 #include "ops_src/cann/device.h"
-#include "ops_src/cpu/grouped_matmul.h"
+#include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 namespace ascend_moe::cann {
 

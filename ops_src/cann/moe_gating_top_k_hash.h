@@ -9,7 +9,7 @@
 
 #include "ops_src/cann/acl.h"
 #include "ops_src/cann/device.h"
-#include "ops_src/cpu/moe_gating_top_k_hash.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
 
 namespace ascend_moe::cann {
 

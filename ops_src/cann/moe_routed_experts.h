@@ -13,7 +13,7 @@
 
 #include "ops_src/cann/acl.h"
 #include "ops_src/cann/device.h"
-#include "ops_src/cpu/moe_routed_experts.h"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 
 namespace ascend_moe::cann {
 

@@ -7,7 +7,7 @@
 
 #include "cann_facts.h"
 #include "cann_support.h"
-#include "grouped_matmul_validate.h"
+#include "grouped_matmul/grouped_matmul_validate.h"
 #include "op_defs.gen.h"
 #include "ops_src/cann/grouped_matmul.h"
 #include "ops_src/cann/moe_finalize_routing_v2.h"

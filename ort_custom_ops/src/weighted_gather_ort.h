@@ -3,7 +3,7 @@
 #pragma once
 
 #include "op_base.h"
-#include "ops_src/cpu/moe_finalize_routing_v2.h"
+#include "ops_src/cpu/weighted_gather.h"
 
 namespace ascend_moe {
 

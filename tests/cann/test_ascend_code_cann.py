@@ -1,4 +1,4 @@
-"""Graphs exported from Ascend code (models/ascend_code: cann-recipes-infer's DeepSeek-V3 / Qwen3 paths
+"""Graphs exported from Ascend code (tests/ascend_code: cann-recipes-infer's DeepSeek-V3 / Qwen3 paths
 and vllm-ascend's A2 path, as tests/test_ascend_code.py exports them, here with ``target="cann"``)
 on the real CANN EP with the fake runtime at 1, 16, 256 and 4096 tokens: every ascend.moe node with
 a CANN kernel and every MatMul on CANNExecutionProvider; on the CPU EP only shape bookkeeping and

@@ -124,7 +124,7 @@ def test_host_read_of_device_memory_crashes():
 
 
 def test_no_tensor_left_behind_by_the_kernels():
-    from tests.cann.test_rerouting_cann import compare, random_case
+    from tests.cann.test_moe_re_routing_cann import compare, random_case
 
     nn = ctypes.CDLL("libnnopbase.so")
     before = nn.FakeAclnnLiveTensors()

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.cann import test_finalize_routing_cann as fin
 from tests.cann import test_grouped_matmul_cann as gmm
-from tests.cann import test_init_routing_v3_cann as v3
-from tests.cann import test_routed_experts_cann as experts
-from tests.cann import test_token_permute_cann as tp
+from tests.cann import test_moe_finalize_routing_v2_cann as fin
+from tests.cann import test_moe_init_routing_v3_cann as v3
+from tests.cann import test_moe_routed_experts_cann as experts
+from tests.cann import test_moe_token_permute_cann as tp
 from tests.cann.helpers import (
     assert_bits_equal,
     calls,

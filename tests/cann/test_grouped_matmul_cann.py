@@ -3,7 +3,7 @@ CANN, its output is bit-identical to the CPU EP's (the fake computes with the CP
 checks the argument mapping: tensor lists, the transposed-weight view, the int64 group list, the
 zeroed rows past the last group), aclnnGroupedMatmulV4 runs where its limits allow (host fallback
 elsewhere, logged once with the reason), and bad group lists fail with the CPU's message. The
-quantized forms (tests/grouped_matmul_cases.py's samples and the antiquant grid below) equal the CPU
+quantized forms (tests/ops/grouped_matmul/grouped_matmul_cases.py's samples and the antiquant grid below) equal the CPU
 EP, natively where aclnnGroupedMatmulV4 takes them (W8A8, W8A16 per channel, W4A16 as ACL_INT4,
 a zero antiquant offset when none is given) and on the host fallback otherwise, and break their
 rules with the CPU's messages (the shared validation)."""
@@ -160,7 +160,7 @@ def test_bad_group_list_same_message_as_cpu(group_list_type, values):
 
 
 def _quant_samples():
-    from tests.grouped_matmul_cases import samples
+    from tests.ops.grouped_matmul.grouped_matmul_cases import samples
 
     return [s for s in samples() if s.id.startswith(("w8a16", "w4a16", "w8a8"))]
 
@@ -202,7 +202,7 @@ def test_quantized_samples_cover_both_paths():
 
 
 def _quant_bad():
-    from tests.grouped_matmul_cases import _quant_bad_cases
+    from tests.ops.grouped_matmul.grouped_matmul_cases import _quant_bad_cases
 
     return [b for b in _quant_bad_cases() if b.ort]
 
@@ -233,8 +233,8 @@ def test_antiquant_grid_native_unless_int8_per_group(monkeypatch, weight, x_type
     antiquant_offset: native (one aclnnGroupedMatmulV4 call) except int8 per group, and equal to the
     CPU EP. New device memory holds 0x5A bytes (FAKE_ACL_DIRTY_MALLOC), so a zero offset that was
     never written, or weights read in another nibble order, give other results."""
-    from tests.grouped_matmul_cases import make_quant_inputs
     from tests.op_table import node_model
+    from tests.ops.grouped_matmul.grouped_matmul_cases import make_quant_inputs
 
     monkeypatch.setenv("FAKE_ACL_DIRTY_MALLOC", "1")
     rng = np.random.default_rng(len(ANTIQUANT) + groups + 2 * transpose + 4 * offset)
@@ -255,8 +255,8 @@ def test_int8_per_group_fallback_says_why(capfd):
     import onnxruntime as ort
 
     from ascend_moe_onnx import ort_custom_ops
-    from tests.grouped_matmul_cases import make_quant_inputs
     from tests.op_table import node_model
+    from tests.ops.grouped_matmul.grouped_matmul_cases import make_quant_inputs
 
     inputs = make_quant_inputs(np.random.default_rng(6), [2, 2], 32, 8, "int8", "float16", groups=2)
     data = node_model("GroupedMatmul", inputs, dict(group_list_type=1)).SerializeToString()

@@ -20,8 +20,8 @@ import onnx
 from ascend_moe_onnx.cli import main as cli
 from ascend_moe_onnx.ort_custom_ops.cann import soc_name
 from tests.cann.helpers import assert_bits_equal, calls, run, session
-from tests.cann.test_gating_cann import gating_model
-from tests.cann.test_rerouting_cann import random_case, rerouting_model
+from tests.cann.test_moe_gating_top_k_hash_cann import gating_model
+from tests.cann.test_moe_re_routing_cann import random_case, rerouting_model
 
 rng = np.random.default_rng(0)
 gating = {"x": rng.standard_normal((6, 16)).astype(np.float16)}

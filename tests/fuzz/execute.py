@@ -159,7 +159,7 @@ def _subnormal_slack(x: np.ndarray, ridx: np.ndarray, norm_type: int) -> np.ndar
 # docs/kernel.md: the kernel's scores lie within 16 ulp of the correctly rounded value (4 for
 # sigmoid / sqrt-softplus), NumPy's within a few: experts whose reference selection scores are this
 # close (e.g. logits one ulp apart that NumPy rounds to one score) may rank either way. Random
-# campaigns meet such rows; the fixed-seed tests compare exactly (tests/gating_cases.py).
+# campaigns meet such rows; the fixed-seed tests compare exactly (tests/ops/moe_gating_top_k_hash/gating_cases.py).
 _NEAR_TIE_ULP = 32
 
 
@@ -175,7 +175,7 @@ def _score_near_tie_rows(got: np.ndarray, ref: np.ndarray, b: np.ndarray) -> np.
 
 
 def _compare_gating(case: Case, got: dict, ref) -> str | None:
-    from tests.gating_cases import WEIGHT_RTOL, assert_routing_equal, selection_scores
+    from tests.ops.moe_gating_top_k_hash.gating_cases import WEIGHT_RTOL, assert_routing_equal, selection_scores
 
     ry, ridx, rout = ref
     x = case.inputs["x"]

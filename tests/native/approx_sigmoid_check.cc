@@ -1,9 +1,9 @@
-// Exhaustive check of the AVX2 build's ApproxSigmoid (ops_src/cpu/gating/select_avx2.inc,
+// Exhaustive check of the AVX2 build's ApproxSigmoid (ops_src/cpu/moe_gating_top_k_hash/select_avx2.inc,
 // the candidate filter of LazySigmoidTopK): for every float32 x, |ApproxSigmoid(x) - Sigmoid1(x)|
 // <= kApproxSigmoidError (the bound the filter's margin is built on), NaN exactly for NaN x.
 // Sigmoid1 is the kernel's own score (what the selection ranks). Built and run by
-// tests/test_gating_kernel.py on CPUs with AVX2 + FMA; prints the largest error, exits 1 past
-// the bound. Also prints the x of the largest error of either sign (the test builds rows of
+// tests/ops/moe_gating_top_k_hash/test_gating_kernel.py on CPUs with AVX2 + FMA; prints the largest
+// error, exits 1 past the bound. Also prints the x of the largest error of either sign (the test builds rows of
 // near-tied keys from them, where a margin below the two errors' sum loses an expert).
 #include <climits>
 #include <cmath>
@@ -14,19 +14,19 @@
 
 #include "ops_src/cpu/half.h"
 #include "ops_src/cpu/isa.h"
-#include "ops_src/cpu/moe_gating_top_k_hash.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
 
 ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
 namespace ascend_moe::cpu::approx_check {
 constexpr CpuIsa kIsa = CpuIsa::kAvx2;
 constexpr int kLanes = 8;
 namespace narrow_build = approx_check;  // the AVX-512 build's `narrow` selection: unused here
-#include "ops_src/cpu/gating/vector.inc"
-#include "ops_src/cpu/gating/simd_x86.inc"
-#include "ops_src/cpu/gating/simd_avx2.inc"
-#include "ops_src/cpu/gating/normalise.inc"
-#include "ops_src/cpu/gating/select.inc"
-#include "ops_src/cpu/gating/select_avx2.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/vector.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/simd_x86.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/simd_avx2.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/normalise.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/select.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/select_avx2.inc"
 
 __attribute__((noinline)) int Check(double* worst, uint32_t* worst_bits, float* x_over,
                                     float* x_under) {

@@ -1,5 +1,5 @@
 // Inputs that once hit undefined behaviour or overflowed a buffer in the CPU kernels, for an
-// ASan + UBSan build (tests/test_gating_kernel_sanitize.py compiles it):
+// ASan + UBSan build (tests/ops/moe_gating_top_k_hash/test_gating_kernel_sanitize.py compiles it):
 // NaN logits through the scalar exp (row tails, hash rows), k_group > 64, tied rows, the ungrouped
 // sigmoid selection's chunk and estimate paths, and the re-routing chunk size of huge rows. Exits 0
 // when every call returns; the sanitizers abort on UB.
@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops_src/cpu/moe_gating_top_k_hash.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
 #include "ops_src/cpu/moe_re_routing.h"
 
 using namespace ascend_moe::cpu;

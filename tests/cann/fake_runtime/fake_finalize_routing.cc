@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fake_aclnn.h"
-#include "ops_src/cpu/moe_finalize_routing_v2.h"
+#include "ops_src/cpu/weighted_gather.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;

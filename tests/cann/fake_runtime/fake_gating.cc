@@ -3,7 +3,7 @@
 #include <string>
 
 #include "fake_aclnn.h"
-#include "ops_src/cpu/moe_gating_top_k_hash.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
 
 namespace fake_cann {
 

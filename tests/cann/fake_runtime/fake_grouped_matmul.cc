@@ -15,7 +15,7 @@
 
 #include "fake_aclnn.h"
 #include "fake_lists.h"
-#include "ops_src/cpu/grouped_matmul.h"
+#include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 using namespace fake_cann;
 

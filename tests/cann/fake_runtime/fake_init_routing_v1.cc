@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fake_aclnn.h"
-#include "ops_src/cpu/moe_init_routing.h"
+#include "ops_src/cpu/expert_sort.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;

@@ -9,7 +9,7 @@
 
 #include "fake_aclnn.h"
 #include "fake_lists.h"
-#include "ops_src/cpu/moe_finalize_routing_v2.h"
+#include "ops_src/cpu/weighted_gather.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;

@@ -1,0 +1,51 @@
+// The AVX-512 (F, BW, DQ, VL; 16 lanes) build of the MoeGatingTopKHash row code, on CPUs that have
+// it (x86-64 with GCC; empty elsewhere). See isa.h for the pattern and vector.inc for the
+// code.
+#include "ops_src/cpu/isa.h"
+
+#if ASCEND_MOE_CPU_X86_PATHS
+#include <immintrin.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "ops_src/cpu/half.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
+#include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash_paths.h"
+
+// The AVX2 build's selection, which this build runs where it selects `narrow` (select.inc:
+// SelectTopKFastOf), compiled into this unit too, so that GCC inlines it into the AVX-512 code
+// where it would inline a function of the AVX-512 build itself.
+ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
+namespace ascend_moe::cpu::gating_avx512::narrow_build {
+
+constexpr CpuIsa kIsa = CpuIsa::kAvx2;
+constexpr int kLanes = 8;
+
+#include "ops_src/cpu/moe_gating_top_k_hash/vector.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/simd_x86.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/simd_avx2.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/normalise.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/select.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/select_avx2.inc"
+
+}  // namespace ascend_moe::cpu::gating_avx512::narrow_build
+ASCEND_MOE_CPU_TARGET_END
+
+ASCEND_MOE_CPU_TARGET_AVX512_BEGIN
+namespace ascend_moe::cpu::gating_avx512 {
+
+constexpr CpuIsa kIsa = CpuIsa::kAvx512;
+constexpr int kLanes = 16;
+
+#include "ops_src/cpu/moe_gating_top_k_hash/vector.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/simd_x86.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/simd_avx512.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/normalise.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/select.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/select_avx512.inc"
+#include "ops_src/cpu/moe_gating_top_k_hash/rows.inc"
+
+}  // namespace ascend_moe::cpu::gating_avx512
+ASCEND_MOE_CPU_TARGET_END
+#endif

@@ -1,0 +1,207 @@
+// CPU kernel of MoeRoutedExperts. See the header and docs/operators.md §3.
+//
+// The tiles (moe_routed_experts_tiles.inc) are built once per instruction-set path (isa.h:
+// portable C++ / SSE2, AVX2 + FMA and AVX-512), chosen at run time, so the library runs on any
+// x86-64 CPU. The paths differ only in the dot products' summation order (a few float32 ulp).
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ops_src/cpu/isa.h"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
+
+namespace ascend_moe::cpu {
+
+namespace {
+
+constexpr int64_t kUpRowsPerItem = 64;  // intermediate rows per phase-1 work item (a thread's unit)
+
+// The tiles of a path this library has.
+ExpertsUpRowsFn* UpRowsOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::UpRows;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::UpRows;
+  }
+  return &experts_baseline::UpRows;
+}
+ExpertsDownRowsFn* DownRowsOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::DownRows;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::DownRows;
+  }
+  return &experts_baseline::DownRows;
+}
+
+ExpertsUpRowsQFn* UpRowsQOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::UpRowsQ;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::UpRowsQ;
+  }
+  return &experts_baseline::UpRowsQ;
+}
+ExpertsDownRowsQFn* DownRowsQOf(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::DownRowsQ;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::DownRowsQ;
+  }
+  return &experts_baseline::DownRowsQ;
+}
+ExpertsPermuteInt4Fn* PermuteInt4Of(CpuIsa isa) {
+  if constexpr (kCpuX86Paths) {
+    if (isa == CpuIsa::kAvx512) return &experts_avx512::PermuteInt4;
+    if (isa == CpuIsa::kAvx2) return &experts_avx2::PermuteInt4;
+  }
+  return &experts_baseline::PermuteInt4;
+}
+
+// Expert e's quantized [rows, K] matrix of `q` (bits per value) with its scales.
+QRowsView QuantView(const int8_t* q, const float* scales, int bits, int64_t block_size, int64_t e,
+                    int64_t rows, int64_t K) {
+  QRowsView v;
+  v.row_bytes = bits == 4 ? K / 2 : K;
+  v.block = block_size > 0 ? block_size : K;
+  v.groups = block_size > 0 ? K / block_size : 1;
+  v.w = q + e * rows * v.row_bytes;
+  v.scales = scales + e * rows * v.groups;
+  return v;
+}
+
+int64_t IndexAt(const void* idx, bool index64, int64_t i) {
+  return index64 ? static_cast<const int64_t*>(idx)[i] : static_cast<const int32_t*>(idx)[i];
+}
+
+}  // namespace
+
+bool MoeRoutedExpertsPlan::UseIsa(CpuIsa isa) {
+  if (!CpuRuns(isa)) return false;
+  isa_ = isa;
+  return true;
+}
+
+bool MoeRoutedExpertsPlan::Build(const MoeRoutedExpertsParams& params, const void* expert_idx,
+                                 int64_t* bad_pair) {
+  p_ = params;
+  isa_ = ActiveCpuIsa();
+  const int64_t P = params.tokens * params.k, E = params.experts;
+  // Counting sort of the pairs by expert (stable: pairs of one expert stay in token order).
+  std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
+  for (int64_t i = 0; i < P; ++i) {
+    const int64_t e = IndexAt(expert_idx, params.index64, i);
+    if (e < 0 || e >= E) {
+      if (bad_pair != nullptr) *bad_pair = i;
+      return false;
+    }
+    ++count[static_cast<size_t>(e) + 1];
+  }
+  active_.clear();
+  begin_.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    if (count[e + 1] > 0) {
+      active_.push_back(e);
+      begin_.push_back(count[e]);
+    }
+    count[e + 1] += count[e];  // count[e] = first sorted position of expert e
+  }
+  begin_.push_back(P);
+  pair_.resize(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) pair_[count[IndexAt(expert_idx, params.index64, i)]++] = i;
+  items_.clear();
+  for (int64_t a = 0; a < active_experts(); ++a) {
+    for (int64_t r = 0; r < params.inter; r += kUpRowsPerItem) {
+      items_.push_back({a, r, std::min(params.inter, r + kUpRowsPerItem)});
+    }
+  }
+  act_.resize(static_cast<size_t>(P * params.inter));
+  return true;
+}
+
+void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
+  if (p_.quant_bits != 4) return;
+  const int64_t H = p_.hidden;
+  xperm_.resize(static_cast<size_t>(p_.tokens * H));
+  ExpertsPermuteInt4Fn* const permute = PermuteInt4Of(isa_);
+  for (int64_t t = 0; t < p_.tokens; ++t) {
+    permute(b.x + t * H, xperm_.data() + t * H, H, p_.block_size > 0 ? p_.block_size : H);
+  }
+}
+
+int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
+  const int64_t bits = p_.quant_bits == 0 ? 32 : p_.quant_bits;
+  const int64_t per_column = std::max<int64_t>(1, active_experts() * p_.inter * bits / 8);
+  // multiples of 16: the widest lane tiles of the quantized down rows start at such columns
+  return std::max<int64_t>(16, (bytes / per_column + 15) / 16 * 16);
+}
+
+void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {
+  const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
+  ExpertsUpRowsFn* const up_rows = UpRowsOf(isa_);
+  ExpertsUpRowsQFn* const up_rows_q = UpRowsQOf(isa_);
+  const int bits = p_.quant_bits;
+  const float* x = bits == 4 ? xperm_.data() : b.x;
+  // 4-bit down rows read the activations in their tiles' order (blocks of I when per channel)
+  const int64_t down_block = bits == 4 ? (p_.block_size > 0 ? p_.block_size : I) : 0;
+  std::vector<const float*> rows;
+  std::vector<float> dots;
+  for (int64_t it = begin; it < end; ++it) {
+    const UpItem& item = items_[static_cast<size_t>(it)];
+    const int64_t e = active_[static_cast<size_t>(item.expert)];
+    const int64_t first = begin_[static_cast<size_t>(item.expert)];
+    const int64_t n = begin_[static_cast<size_t>(item.expert) + 1] - first;
+    rows.resize(static_cast<size_t>(n));
+    for (int64_t q = 0; q < n; ++q) rows[q] = x + pair_[first + q] / k * H;
+    float* act = act_.data() + first * I;
+    dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
+    if (bits == 0) {
+      const float* fc1 = b.gate_up + e * 2 * I * H;
+      up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
+    } else {
+      const QRowsView fc1 = QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
+      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
+                down_block, dots.data());
+    }
+  }
+}
+
+void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) const {
+  const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
+  for (int64_t t = 0; t < p_.tokens; ++t) std::fill(b.y + t * H + begin, b.y + t * H + end, 0.f);
+  ExpertsDownRowsFn* const down_rows = DownRowsOf(isa_);
+  ExpertsDownRowsQFn* const down_rows_q = DownRowsQOf(isa_);
+  std::vector<const float*> act;
+  std::vector<float*> out;
+  std::vector<float> scale;
+  for (int64_t a = 0; a < active_experts(); ++a) {
+    const int64_t e = active_[static_cast<size_t>(a)];
+    const int64_t first = begin_[static_cast<size_t>(a)];
+    const int64_t n = begin_[static_cast<size_t>(a) + 1] - first;
+    act.resize(static_cast<size_t>(n));
+    out.resize(static_cast<size_t>(n));
+    scale.resize(static_cast<size_t>(n));
+    for (int64_t q = 0; q < n; ++q) {
+      const int64_t pair = pair_[first + q];
+      act[q] = act_.data() + (first + q) * I;
+      out[q] = b.y + pair / k * H;
+      scale[q] = b.routing_weights[pair];
+    }
+    if (p_.quant_bits == 0) {
+      down_rows(b.down + e * H * I, I, act.data(), scale.data(), out.data(), n, begin, end);
+    } else {
+      const QRowsView fc2 = QuantView(b.down_q, b.down_scales, p_.quant_bits, p_.block_size, e, H, I);
+      down_rows_q(fc2, p_.quant_bits, I, act.data(), scale.data(), out.data(), n, begin, end);
+    }
+  }
+}
+
+bool MoeRoutedExperts(const MoeRoutedExpertsParams& params, const MoeRoutedExpertsBuffers& buffers,
+                      int64_t* bad_pair) {
+  MoeRoutedExpertsPlan plan;
+  if (!plan.Build(params, buffers.expert_idx, bad_pair)) return false;
+  plan.PrepareInputs(buffers);
+  plan.UpItems(buffers, 0, plan.num_up_items());
+  plan.DownColumns(buffers, 0, params.hidden);
+  return true;
+}
+
+}  // namespace ascend_moe::cpu

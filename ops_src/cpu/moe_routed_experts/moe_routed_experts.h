@@ -1,0 +1,94 @@
+// MoeRoutedExperts CPU kernel (docs/operators.md §3): routed SwiGLU experts on the routed rows only.
+//
+// The T*k (token, slot) pairs are grouped by expert (counting sort); each selected expert's weight
+// rows are then streamed once, each row applied to all of that expert's pairs while it is in
+// registers. Two phases, each splittable over threads without write conflicts:
+//   1. gate/up + activation: work items (expert, block of intermediate rows) write act[pair, i];
+//   2. down + weighted sum: a range of hidden columns h, all experts in ascending order, writes
+//      y[:, h] (the summation order of y does not depend on a split at multiples of 16 columns).
+// Plain C++ over raw float32 pointers; AVX-512 / AVX2+FMA / baseline paths chosen at run time.
+// Knows nothing of ONNX Runtime or torch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops_src/cpu/attr_defaults.gen.h"
+#include "ops_src/cpu/isa.h"
+
+namespace ascend_moe::cpu {
+
+struct MoeRoutedExpertsParams {
+  int64_t tokens = 0;   // T
+  int64_t hidden = 0;   // H
+  int64_t k = 0;        // slots per token
+  int64_t experts = 0;  // E
+  int64_t inter = 0;    // I (gate_up_weights has 2I rows per expert)
+  bool index64 = true;  // expert_idx is int64 (else int32)
+  // > 0: gate clamped to <= limit and up to [-limit, limit] before the activation
+  float swiglu_limit = attr_defaults::moe_routed_experts::kSwigluLimit;
+  // 0: float weights; 8 or 4 (attribute weight_bits): int8 weights, one or two values per byte,
+  // with scales (onnx_schemas/weight_quant.py), one per row (block_size 0) or per block_size inputs.
+  int quant_bits = 0;
+  int64_t block_size = attr_defaults::moe_routed_experts::kBlockSize;
+};
+
+struct MoeRoutedExpertsBuffers {
+  const float* x = nullptr;                // [T, H]
+  const void* expert_idx = nullptr;        // [T, k] int32 or int64
+  const float* routing_weights = nullptr;  // [T, k]
+  const float* gate_up = nullptr;          // [E, 2I, H], rows gate_0, up_0, gate_1, up_1, ...
+  const float* down = nullptr;             // [E, H, I]
+  // Quantized weights (weight_bits 8 / 4) instead of gate_up / down: [E, 2I, H] / [E, H, I] int8,
+  // or with the last dimension halved for 4 bits; scales [E, 2I] / [E, H] or [.., H/B] / [.., I/B].
+  const int8_t* gate_up_q = nullptr;
+  const int8_t* down_q = nullptr;
+  const float* gate_up_scales = nullptr;
+  const float* down_scales = nullptr;
+  float* y = nullptr;  // [T, H]
+};
+
+// One call's pairs grouped by expert, and its activation buffer.
+class MoeRoutedExpertsPlan {
+ public:
+  // Reads expert_idx. Returns false, touching nothing else, when an index is outside [0, E);
+  // *bad_pair is then the first such pair (t * k + j).
+  // The plan runs on ActiveCpuIsa()'s path unless UseIsa picks another.
+  bool Build(const MoeRoutedExpertsParams& params, const void* expert_idx, int64_t* bad_pair);
+
+  // Before phase 1 when the weights have 4 bits: the x rows in the order the tiles read them.
+  void PrepareInputs(const MoeRoutedExpertsBuffers& b);
+  // Phase 1 over work items [begin, end) of [0, num_up_items()).
+  int64_t num_up_items() const { return static_cast<int64_t>(items_.size()); }
+  void UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end);
+  // Phase 2 over hidden columns [begin, end) of [0, H) (also zeroes y there first); splits of
+  // [0, H) at multiples of 16 give the same y bit for bit.
+  void DownColumns(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) const;
+
+  // Columns per phase-2 chunk and items per phase-1 chunk for about `bytes` of weights each.
+  int64_t ColumnsPerChunk(int64_t bytes) const;
+  int64_t active_experts() const { return static_cast<int64_t>(active_.size()); }
+
+  // Forces an ISA (tests, benchmarks); false when the CPU lacks it.
+  bool UseIsa(CpuIsa isa);
+
+ private:
+  struct UpItem {
+    int64_t expert;              // index into active_
+    int64_t row_begin, row_end;  // intermediate rows [begin, end)
+  };
+  MoeRoutedExpertsParams p_;
+  CpuIsa isa_ = CpuIsa::kBaseline;
+  std::vector<int64_t> active_;  // experts with pairs, ascending
+  std::vector<int64_t> begin_;   // first sorted pair of each active expert (+ end sentinel)
+  std::vector<int64_t> pair_;    // sorted position -> pair index t * k + j
+  std::vector<UpItem> items_;
+  std::vector<float> act_;    // [P, I] in sorted order (4-bit down weights: each row in their order)
+  std::vector<float> xperm_;  // 4 bits: x [T, H] in the order of the gate/up tiles
+};
+
+// The whole op on the calling thread. Returns false (writing nothing) when an index is out of range.
+bool MoeRoutedExperts(const MoeRoutedExpertsParams& params, const MoeRoutedExpertsBuffers& buffers,
+                      int64_t* bad_pair);
+
+}  // namespace ascend_moe::cpu

@@ -1,0 +1,124 @@
+// ascend.moe::GroupedMatmul for ONNX Runtime (docs/operators.md §4): what the generated definition
+// (op_defs.gen.h) leaves to the op: shape inference, the attribute rules and the CPU kernel, which
+// runs ops_src/cpu's work items on the session's intra-op pool. The type, shape and group_list
+// validation (docs/operators.md §4.3) is grouped_matmul_validate's, shared with the CANN kernel.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cann_kernel.h"
+#include "grouped_matmul_validate.h"
+#include "op_base.h"
+#include "op_defs.gen.h"
+#include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
+
+namespace ascend_moe {
+
+namespace gmm = defs::grouped_matmul;
+
+namespace {
+
+constexpr int64_t kInt4PerWord = 8;  // int4 weights: 8 per int32 word
+constexpr ONNXTensorElementDataType kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+constexpr ONNXTensorElementDataType kInt8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+constexpr ONNXTensorElementDataType kInt32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+
+}  // namespace
+
+// y is x's type, [M, N] (symbolic dims kept); [?, ?] when a rank is unknown (a wrong rank fails
+// at run time with the validation's message). Bad attributes fail here after y is declared.
+OrtStatusPtr ORT_API_CALL gmm::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  const OrtApi& api = Ort::GetApi();
+  Attrs attrs;
+  attrs.group_list_type = InferAttrInt(api, ctx, kAttrs[kAttrGroupListType]);
+  attrs.transpose_weight = InferAttrInt(api, ctx, kAttrs[kAttrTransposeWeight]);
+  attrs.output_dtype = InferAttrInt(api, ctx, kAttrs[kAttrOutputDtype]);
+  const std::string error = CheckAttrs(attrs);
+  InferredTensor x{}, w{};
+  if (GetInferInput(api, ctx, kInX, &x)) {
+    // int8 x: output_dtype's type (float when it is missing: the kernel refuses the node)
+    const ONNXTensorElementDataType y_type = x.type != kInt8 ? x.type
+                                             : GroupedMatmulOutputType(attrs.output_dtype) != kNone
+                                                 ? GroupedMatmulOutputType(attrs.output_dtype)
+                                                 : kFloat;
+    InferredTensor y{y_type, {InferDim{}, InferDim{}}, true};
+    if (x.dims.size() == 2) y.dims[0] = x.dims[0];
+    if (GetInferInput(api, ctx, kInWeight, &w) && w.dims.size() == 3) {
+      y.dims[1] = w.dims[attrs.transpose_weight == 1 ? 1 : 2];
+      if (w.type == kInt32 && attrs.transpose_weight != 1) {  // int4 words along N
+        y.dims[1] = InferDim{y.dims[1].value >= 0 ? y.dims[1].value * kInt4PerWord : -1, {}};
+      }
+    }
+    if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutY, y)) return s;
+  }
+  return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
+}
+
+std::string gmm::CheckAttrs(const Attrs& a) {
+  if (a.group_list_type != kCumsum && a.group_list_type != kCount) {
+    return Str(kName, ": attribute '", kAttrs[kAttrGroupListType].name,
+               "' must be 0 (cumulative ends) or 1 (rows per group), got ", a.group_list_type);
+  }
+  if (a.transpose_weight != 0 && a.transpose_weight != 1) {
+    return Str(kName, ": attribute '", kAttrs[kAttrTransposeWeight].name,
+               "' must be 0 (weight [E, K, N]) or 1 (weight [E, N, K]), got ", a.transpose_weight);
+  }
+  if (a.output_dtype != 0 && GroupedMatmulOutputType(a.output_dtype) == kNone) {
+    return Str(kName, ": attribute '", kAttrs[kAttrOutputDtype].name,
+               "' must be 0 (x's type), 1 (float), 10 (float16), 16 (bfloat16) or 6 (int32), got ",
+               a.output_dtype);
+  }
+  return {};
+}
+
+namespace {
+
+struct GroupedMatmulCpuKernel {
+  static constexpr const char* kProvider = kCpuProvider;
+
+  explicit GroupedMatmulCpuKernel(const OrtKernelInfo* info) : attrs_(gmm::ReadAttrs(info)) {
+    // The type rules fail at session creation too (the table's checks ran already).
+    const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(
+        GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
+    if (!mt.error.empty()) Fail(mt.error);
+  }
+
+  void Compute(Ort::KernelContext& ctx) {
+    using namespace gmm;
+    const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
+    const cpu::GroupedMatmulParams params = ValidateGroupedMatmulShapes(in, attrs_);
+    const std::vector<int64_t> ends =
+        GroupedMatmulEnds(in[kInGroupList], params.rows, attrs_.group_list_type);
+    const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs_.output_dtype);
+    cpu::GroupedMatmulBuffers b;
+    b.x = in[kInX].data;
+    b.weight = in[kInWeight].data;
+    auto optional = [&](In i) { return in[i].present ? in[i].data : nullptr; };
+    b.bias = optional(kInBias);
+    b.scale = optional(kInScale);
+    b.antiquant_scale = optional(kInAntiquantScale);
+    b.antiquant_offset = optional(kInAntiquantOffset);
+    b.per_token_scale = static_cast<const float*>(optional(kInPerTokenScale));
+    b.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.rows, params.cols}, mt.y, /*required=*/true);
+    cpu::GroupedMatmulPlan plan;
+    plan.Build(params, ends.data());
+    plan.Prepare(b);
+    ParallelForRange(ctx, plan.num_items(), 1,
+                     [&](int64_t begin, int64_t end) { plan.RunItems(b, begin, end); });
+    ParallelForRange(ctx, plan.num_finish_items(), 1,
+                     [&](int64_t begin, int64_t end) { plan.FinishItems(b, begin, end); });
+  }
+
+ private:
+  gmm::Attrs attrs_;
+};
+
+}  // namespace
+
+std::vector<const OrtCustomOp*> GroupedMatmulOps() {
+  static const AscendMoeOp<GroupedMatmulDef, GroupedMatmulCpuKernel> cpu_op;
+  return {&cpu_op, GroupedMatmulCannOp()};
+}
+
+}  // namespace ascend_moe
