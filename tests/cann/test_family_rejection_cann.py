@@ -141,7 +141,11 @@ def test_fake_init_routing_v3_defers_its_limits_to_phase_2():
     work = P()
     if ws.value:
         assert acl.aclrtMalloc(ctypes.byref(work), ws.value, 0) == 0
-    assert op.aclnnMoeInitRoutingV3(work, ws.value, ex, stream) == 561002
+    status = op.aclnnMoeInitRoutingV3(work, ws.value, ex, stream)  # queued with FAKE_ACL_ASYNC=1
+    assert (status or acl.aclrtSynchronizeStream(stream)) == 561002
+    assert "expert_end should be less than or equal to 10240" in acl.aclGetRecentErrMsg().decode()  # read: cleared
+    if ws.value:
+        acl.aclrtFree(work)
     for t in ts:
         nn.aclDestroyTensor(t)
     nn.aclDestroyIntArray(rng)
