@@ -19,6 +19,12 @@ SIZES = {FLOAT: 4, FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8, BFLOAT16: 2, INT4: 0
 M, K, N, E = 6, 16, 8, 2
 
 
+@pytest.fixture(autouse=True)
+def _on_a_910b(monkeypatch):
+    """These rules are the ascend910b / ascend910_93 ones (Ascend310P refuses every quantized form)."""
+    monkeypatch.delenv("FAKE_ACL_SOC_NAME", raising=False)
+
+
 def w8a8_status(*, x=INT8, w=INT8, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, per_token_dims=(M,), offset=False,
                 bias=INT32, aq_scale=None, aq_offset=None, aq_dims=(E, N)):
     """Phase 1 (and, when it accepts, phase 2) of the fake's aclnnGroupedMatmulV4 (W8A8 by default)
