@@ -48,6 +48,23 @@ def isa_path() -> str:
     return paths[-1]
 
 
+def a8_dot_path() -> str:
+    """The integer dot products MoeRoutedExperts' int8-activation kernel takes here, inferred as the
+    library decides: AVX-512 VNNI (with the AVX-512 path), else AVX-VNNI, else AVX2 vpmaddubsw, else
+    scalar; ASCEND_MOE_CPU_A8_DOT names another (tests, benchmarks)."""
+    flags = set(_cpuinfo().get("flags", "").split()) if platform.machine() in ("x86_64", "AMD64") else set()
+    isa = isa_path().split(" ")[0]
+    runs = {"scalar"}
+    if isa != "baseline":
+        runs |= {"maddubs", "emulated-vnni"} | ({"avxvnni"} if "avx_vnni" in flags else set())
+    if isa == "avx512" and "avx512_vnni" in flags:
+        runs.add("avx512vnni")
+    wanted = os.environ.get("ASCEND_MOE_CPU_A8_DOT")
+    if wanted in runs:
+        return f"{wanted} (forced by ASCEND_MOE_CPU_A8_DOT)"
+    return next(p for p in ("avx512vnni", "avxvnni", "maddubs", "scalar") if p in runs)
+
+
 def machine_info() -> dict:
     """CPU model, core count, load, library versions and the ISA path, as a JSON-ready dict."""
     import numpy

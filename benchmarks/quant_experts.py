@@ -4,6 +4,10 @@
 read bound of each candidate's own bytes.
 
     python -m ascend_moe_onnx.benchmarks.quant_experts [--tokens 1,16,256] [--blocks ...] [--threads 1]
+        [--candidates float32,int4,w4a8,...]
+
+``--threads 1,2`` times each candidate with both thread counts in the same interleaved samples
+(candidate names get ``@2t``; ``x 1 thread`` is the 2-thread time over the 1-thread time).
 
 What runs: the experts node of the model suite's blocks (benchmarks.model.BLOCKS: the Qwen3-like
 block at its real width, the DeepSeek-V3-like one at width 64, its shared expert folded in as one
@@ -11,7 +15,9 @@ more expert of weight 1, as the exported ``ort`` formulation runs it), on token 
 distinct random experts. Successive calls rotate through ``ROTATION`` inputs with other experts
 (decode reads each call's experts from DRAM, not from the cache the previous call filled).
 
-Candidates: ``float32``; ``int8`` (per channel); ``int4`` (per group of 32); ``qmoe-int8`` /
+Candidates: ``float32``; ``int8`` (per channel); ``int4`` (per group of 32); ``w8a8`` / ``w4a8``:
+the same integers with int8 activations (``act_quant`` 1: per-token dynamic int8, integer dot
+products on weights repacked at session creation); ``qmoe-int8`` /
 ``qmoe-int4``: QMoE with the same integers as its unsigned layout (the stored byte XOR 0x80 /
 0x88: its zero point 2^(bits-1)), the same scales, fed router probabilities that select exactly the
 same experts and ``router_weights`` with the same mixing weights. QMoE's per-channel 8-bit kernel
@@ -40,7 +46,7 @@ from . import timing
 
 ROTATION = 8
 INT4_BLOCK = weight_quant.DEFAULT_INT4_BLOCK  # the tiny presets' widths (32) take it too
-CANDIDATES = ("float32", "int8", "int4", "qmoe-int8", "qmoe-int4")
+CANDIDATES = ("float32", "int8", "int4", "w8a8", "w4a8", "qmoe-int8", "qmoe-int4")
 
 
 def block_shapes(name: str, size: str = "full") -> dict:
@@ -112,12 +118,15 @@ def _save(nodes, inputs, shared: dict, path: str, domains) -> None:
         f.truncate(offset)
 
 
-def own_model(path: str, arrays: dict, bits: int, block: int) -> None:
-    """MoeRoutedExperts on ``arrays`` (float, or quantized with ``bits`` / ``block``)."""
+def own_model(path: str, arrays: dict, bits: int, block: int, act_quant: int = 0) -> None:
+    """MoeRoutedExperts on ``arrays`` (float, or quantized with ``bits`` / ``block``; ``act_quant``
+    1: int8 activations)."""
     from ascend_moe_onnx import onnx_schemas
 
     names = ["x", "expert_idx", "routing_weights", "fc1", "fc2"] + (["fc1_scales", "fc2_scales"] if bits else [])
     attrs = {"weight_bits": bits, "block_size": block} if bits else {}
+    if act_quant:
+        attrs["act_quant"] = act_quant
     node = helper.make_node("MoeRoutedExperts", names, ["y"], domain=onnx_schemas.DOMAIN, **attrs)
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", None]),
               helper.make_tensor_value_info("expert_idx", TensorProto.INT64, ["T", None]),
@@ -177,25 +186,32 @@ def selected_bytes(arrays: dict, rotation: list[dict]) -> float:
     return float(np.mean([len(np.unique(inp["expert_idx"])) * per_expert for inp in rotation]))
 
 
-def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: float, tmp: str,
-              size: str = "full") -> list[dict]:
+def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, tmp: str,
+              size: str = "full", candidates=CANDIDATES) -> list[dict]:
     """Rows of ``format_rows`` for one block: every candidate at every token count."""
     shape = block_shapes(name, size)
     E = shape["E"] + shape["shared"]
     k = shape["k"] + shape["shared"]
     w = weights(shape)
-    schemes = {"float32": (w, 0, 0), "int8": (quantized(w, 8, 0), 8, 0),
-               "int4": (quantized(w, 4, INT4_BLOCK), 4, INT4_BLOCK)}
+    q8, q4 = quantized(w, 8, 0), quantized(w, 4, INT4_BLOCK)
+    schemes = {"float32": (w, 0, 0, 0), "int8": (q8, 8, 0, 0), "int4": (q4, 4, INT4_BLOCK, 0),
+               "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
+    thread_counts = [threads] if isinstance(threads, int) else list(threads)
+    tag = {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
     sessions = {}
-    for cand, (arrays, bits, block) in schemes.items():
+    for cand, (arrays, bits, block, act_quant) in schemes.items():
+        if cand not in candidates:
+            continue
         path = os.path.join(tmp, f"{name}-{cand}.onnx")
-        own_model(path, arrays, bits, block)
-        sessions[cand] = (model_suite.shared_session(path, arrays, threads), arrays)
-        if bits:
+        own_model(path, arrays, bits, block, act_quant)
+        for n in thread_counts:
+            sessions[cand + tag[n]] = (model_suite.shared_session(path, arrays, n), arrays)
+        if bits and not act_quant and "qmoe-" + cand in candidates:
             qa = qmoe_arrays(arrays, bits)
             path = os.path.join(tmp, f"{name}-qmoe-{cand}.onnx")
             qmoe_model(path, qa, bits, block, k)
-            sessions["qmoe-" + cand] = (model_suite.shared_session(path, qa, threads), qa)
+            for n in thread_counts:
+                sessions["qmoe-" + cand + tag[n]] = (model_suite.shared_session(path, qa, n), qa)
     rows = []
     for T in tokens:
         rotation = routing(shape, T, ROTATION if T <= 16 else 1)
@@ -205,31 +221,37 @@ def run_block(name: str, tokens: list[int], threads: int, repeats: int, rate: fl
             runners[cand] = _runner(sess, rot)
         for r in runners.values():
             r()
-        ref = runners["int8"].runs[0].binding.get_outputs()[0].numpy()
-        ref4 = runners["int4"].runs[0].binding.get_outputs()[0].numpy()
+        ref = {c: runners[c].runs[0].binding.get_outputs()[0].numpy() for c in ("int8", "int4") if c in runners}
         timings = timing.measure(runners, repeats=repeats, min_sample_s=0.02)
-        base = timings["float32"].fastest / len(rotation)
+        base = timings["float32"].fastest / len(rotation) if "float32" in timings else float("nan")
         for cand, t in timings.items():
             best = t.fastest / len(rotation)
             nbytes = selected_bytes(sessions[cand][1], rotation)
             row = dict(block=name, tokens=T, candidate=cand, us=best * 1e6, vs_float32=base / best,
                        mib=nbytes / 2**20, gbs=nbytes / best / 1e9, share=nbytes / rate / best)
-            if cand.startswith("qmoe"):
+            plain = cand.split("@")[0]
+            if plain != cand and plain in timings:
+                row["vs_1_thread"] = best / (timings[plain].fastest / len(rotation))
+            own = {"qmoe-int8": "int8", "qmoe-int4": "int4", "w8a8": "int8", "w4a8": "int4"}.get(plain)
+            if own in ref:  # the same integers with float activations (this library's A16 kernel)
                 got = runners[cand].runs[0].binding.get_outputs()[0].numpy()
-                want = ref if cand.endswith("int8") else ref4
+                want = ref[own]
                 row["max_rel_vs_own"] = float(np.abs(got - want).max() / np.abs(want).max())
+                row["vs"] = own
             rows.append(row)
     return rows
 
 
 def format_rows(rows: list[dict]) -> str:
     """A fixed-width table of run_block's rows."""
-    head = f"{'block':15s} {'T':>4s} {'candidate':10s} {'us/call':>9s} {'x float32':>9s} {'MiB read':>9s} " \
+    head = f"{'block':15s} {'T':>4s} {'candidate':13s} {'us/call':>9s} {'x float32':>9s} {'MiB read':>9s} " \
            f"{'GB/s':>6s} {'share':>6s}  note"
     lines = [head, "-" * len(head)]
     for r in rows:
-        note = f"max rel diff vs ours {r['max_rel_vs_own']:.1e}" if "max_rel_vs_own" in r else ""
-        lines.append(f"{r['block']:15s} {r['tokens']:4d} {r['candidate']:10s} {r['us']:9.1f} {r['vs_float32']:9.2f} "
+        note = f"max rel diff vs {r['vs']} {r['max_rel_vs_own']:.1e}" if "max_rel_vs_own" in r else ""
+        if "vs_1_thread" in r:
+            note = f"x 1 thread {r['vs_1_thread']:.2f}  " + note
+        lines.append(f"{r['block']:15s} {r['tokens']:4d} {r['candidate']:13s} {r['us']:9.1f} {r['vs_float32']:9.2f} "
                      f"{r['mib']:9.2f} {r['gbs']:6.1f} {r['share']:6.2f}  {note}")
     return "\n".join(lines)
 
@@ -238,20 +260,23 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--blocks", default=",".join(model_suite.BLOCKS))
     p.add_argument("--tokens", default="1,16,256")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", default="1", help="intra-op threads; 1,2: both, interleaved")
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--size", default="full", choices=("tiny", "full"), help="tiny: a smoke run")
+    p.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
     args = p.parse_args(argv)
-    from .machine import isa_path
+    from .machine import a8_dot_path, isa_path
 
-    rate = model_suite.read_rate(4 * (model_suite.last_level_cache_bytes() or 2**25), args.threads)
+    threads = [int(n) for n in args.threads.split(",")]
+    rate = model_suite.read_rate(4 * (model_suite.last_level_cache_bytes() or 2**25), threads[0])
     print(f"read rate {rate / 1e9:.1f} GB/s (1 core, read_probe), kernel path {isa_path()}, "
+          f"int8-activation dot path {a8_dot_path()}, "
           f"{args.threads} thread(s), int4 block {INT4_BLOCK}, rotation {ROTATION} inputs up to 16 tokens")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.blocks.split(","):
-            rows += run_block(name, [int(t) for t in args.tokens.split(",")], args.threads, args.repeats, rate, tmp,
-                              args.size)
+            rows += run_block(name, [int(t) for t in args.tokens.split(",")], threads, args.repeats, rate, tmp,
+                              args.size, tuple(args.candidates.split(",")))
             print(format_rows([r for r in rows if r["block"] == name]), flush=True)
     return 0
 

@@ -19,7 +19,7 @@ def _gating_rows(results: dict, **match) -> list[dict]:
 
 
 def targets(results: dict) -> list[dict]:
-    """Each target of the issue with what this run measured and whether it is met."""
+    """Each speed target (docs/benchmarks.md) with what this run measured and whether it is met."""
     out = []
 
     def add(name, rows, measured, met):

@@ -2,11 +2,14 @@
 
     moe-onnx export PRESET [--size tiny|full] [--weights PATH] [--dtype D] [--tokens N] -o model.onnx
     moe-onnx export --hf DIR [--layers N-M | --whole-model] [--dtype D] -o model.onnx
+    moe-onnx export --hf DIR --genai [--weights-quant int8|int4] -o FOLDER   (onnxruntime-genai model folder)
     moe-onnx export PRESET | --hf DIR --weights-quant int8|int4 [--quant-block-size N] -o model.onnx
     moe-onnx export PRESET --ep-ranks N [--quant int8] -o DIR   (expert parallel: docs/expert-parallel.md)
     moe-onnx verify PRESET... | --all [--size ...] [--dtype D] [--weights PATH] [--provider cpu|cann]
+    moe-onnx verify --hf DIR --generate N [-o FOLDER] [--runtime genai|ort]   (greedy tokens vs transformers)
     moe-onnx info model.onnx
     moe-onnx bench [--quick | --smoke] [--suites gating,rerouting,model,ascend_layer]   (docs/benchmarks.md)
+    moe-onnx cann plugin build|install [--ascend-home DIR] [--opp-path DIR | --custom-opp-path DIR]
 
 Subcommands live in ``SUBCOMMANDS`` (name -> (help, add_arguments, run)); a new one (e.g. ``bench``)
 is one more entry. Exit codes: 0 success, 1 verification failure, 2 usage or input error (one line
@@ -16,9 +19,11 @@ on stderr, no traceback).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
@@ -61,6 +66,9 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quant-block-size", type=int, metavar="N",
                    help="with --weights-quant: one scale per N inputs of a row (0 = per channel; int4 "
                         "default 32, even; must divide the hidden size and the expert width)")
+    p.add_argument("--act-quant", choices=("int8",),
+                   help="with --weights-quant: int8 activations too, quantized per token inside the op "
+                        "(W8A8 / W4A8, Ascend's dynamic quantization; integer dot products; docs/quantization.md)")
     p.add_argument("--experts", default=None, metavar="ort|onnx|padded",
                    help="expert formulation in the graph: ort (com.microsoft.MoE, ONNX Runtime >= 1.23; "
                         "default), onnx (standard ops, any runtime), padded (E x C buckets); docs/models.md")
@@ -71,13 +79,17 @@ def _weights_quant(args):
     if getattr(args, "weights_quant", None) is None:
         if getattr(args, "quant_block_size", None) is not None:
             raise CLIError("--quant-block-size goes with --weights-quant")
+        if getattr(args, "act_quant", None) is not None:
+            raise CLIError("--act-quant goes with --weights-quant")
         return None
+    if getattr(args, "act_quant", None) is not None and getattr(args, "target", "cpu") != "cpu":
+        raise CLIError(f"--act-quant runs in the library's MoeRoutedExperts (--target cpu), not --target {args.target}")
     if args.experts not in (None, "ort"):
         raise CLIError(f"--weights-quant runs in the ort expert formulation, not --experts {args.experts}")
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
     try:
-        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size)
+        return WeightsQuant.from_scheme(args.weights_quant, args.quant_block_size, getattr(args, "act_quant", None))
     except ValueError as e:
         raise CLIError(f"--weights-quant: {e}") from None
 
@@ -113,10 +125,15 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     which = hf.add_mutually_exclusive_group()
     which.add_argument("--layers", metavar="N-M", help="export the MoE blocks of layers N..M (default: whole model)")
     which.add_argument("--whole-model", action="store_true", help="export the causal LM's prefill graph (default)")
+    which.add_argument("--genai", action="store_true",
+                       help="export an onnxruntime-genai model folder (decoder with a key/value cache, "
+                            "genai_config.json, the library, the tokenizer); -o names the folder")
     p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="where to write the model")
-    p.add_argument("--target", default="cpu", choices=("cpu", "cann"),
-                   help="runtime the graph is for: cpu (ONNX Runtime's CPU EP; default) or cann (the CANN EP "
-                        "on Ascend NPUs: opset 18, MoeRoutedExperts at every size; docs/ascend.md)")
+    p.add_argument("--target", default="cpu", choices=("cpu", "cann", "ge"),
+                   help="runtime the graph is for: cpu (ONNX Runtime's CPU EP; default), cann (the CANN EP "
+                        "on Ascend NPUs with enable_cann_graph=0: opset 18, MoeRoutedExperts at every size) or "
+                        "ge (CANN's graph engine: atc --framework=5, or the CANN EP with enable_cann_graph=1, "
+                        "with the parser plugin installed; docs/ascend.md)")
     p.add_argument("--ep-ranks", type=int, metavar="N",
                    help="expert parallel: write a router graph, one expert graph per rank and ep.json "
                         "into the directory -o (docs/expert-parallel.md)")
@@ -156,6 +173,8 @@ def _cmd_export_hf(args) -> int:
         raise CLIError("--hf takes the model from DIR: give no PRESET and no --weights")
     if args.tokens < 2:
         raise CLIError(f"--tokens must be >= 2 (a 1-token example fixes the token dimension), got {args.tokens}")
+    if args.genai:
+        return _cmd_export_genai(args)
     out = Path(args.output)
     if out.parent and not out.parent.exists():
         raise CLIError(f"output directory does not exist: {out.parent}")
@@ -203,6 +222,69 @@ def _cmd_export_hf(args) -> int:
     return EXIT_OK
 
 
+def _load_hf(args, dtype):
+    from ascend_moe_onnx.hf import export as hf_export
+
+    try:
+        return hf_export.load(args.hf, dtype)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as e:
+        raise CLIError(f"--hf {args.hf}: {e}".splitlines()[0]) from None
+
+
+def _genai_folder(args, model, out: Path, wq=None) -> dict:
+    """Export ``model`` as a genai folder at ``out``; user errors as CLIError."""
+    from ascend_moe_onnx.hf import export as hf_export
+    from ascend_moe_onnx.hf import genai
+    from ascend_moe_onnx.models.hf_routing import HFConfigError
+
+    try:
+        if getattr(model, "_ascend_w8a8", None):
+            from ascend_moe_onnx.hf import w8a8
+
+            wq = w8a8.quantized_export(model, wq)
+        elif wq is not None:
+            from ascend_moe_onnx.hf.quantize import quantize_hf_model
+
+            hf_export.patch(model)
+            quantize_hf_model(model, wq)
+        return genai.export_genai(model, out, checkpoint=args.hf, weights_quant=wq)
+    except (HFConfigError, ValueError) as e:
+        raise CLIError(f"--hf {args.hf}: {e}") from None
+    except Exception as e:  # torch.onnx cannot convert some part of the model: one line, no traceback
+        raise CLIError(f"--hf {args.hf}: torch.onnx could not export the decoder: "
+                       f"{type(e).__name__}: {hf_export.first_line(e)}") from None
+
+
+def _cmd_export_genai(args) -> int:
+    """``export --hf DIR --genai -o FOLDER``: the onnxruntime-genai model folder."""
+    import torch
+
+    from ascend_moe_onnx.hf import export as hf_export
+
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--genai writes a folder: -o {out} is a file")
+    if args.dtype not in (None, "float32"):
+        raise CLIError(f"--genai exports float32 (ONNX Runtime's CPU provider has no bfloat16 attention), "
+                       f"got --dtype {args.dtype}")
+    wq = _weights_quant(args)
+    with _progress(2, "export --hf --genai") as bar:
+        bar.set_postfix_str("loading the checkpoint")
+        model = _load_hf(args, torch.float32)
+        bar.update(1)
+        bar.set_postfix_str("patching and torch.onnx.export")
+        config = _genai_folder(args, model, out, wq)
+        bar.update(1)
+    for line in hf_export.layer_summary(model):
+        print(line)
+    dec = config["model"]["decoder"]
+    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+    print(f"wrote {out}/ ({size / 2**20:.1f} MiB): {model.config.model_type} decoder for onnxruntime-genai, "
+          f"{dec['num_hidden_layers']} layers, cache [batch, {dec['num_key_value_heads']}, sequence, "
+          f"{dec['head_size']}], files {', '.join(sorted(f.name for f in out.iterdir()))}")
+    return EXIT_OK
+
+
 def _cmd_export(args) -> int:
     from ascend_moe_onnx.exporters.experts_graph import ExpertsError
     from ascend_moe_onnx.exporters.targets import TargetError
@@ -214,8 +296,8 @@ def _cmd_export(args) -> int:
         raise CLIError(f"--target {args.target} applies to PRESET exports; --hf and --ep-ranks export for the CPU EP")
     if args.hf:
         return _cmd_export_hf(args)
-    if args.layers or args.whole_model:
-        raise CLIError("--layers and --whole-model go with --hf DIR")
+    if args.layers or args.whole_model or args.genai:
+        raise CLIError("--layers, --whole-model and --genai go with --hf DIR")
     if not args.preset:
         raise CLIError("export: name a PRESET, or pass --hf DIR")
     _check_block_args(args)
@@ -271,6 +353,14 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", default="cpu", choices=("cpu", "cann"),
                    help="execution provider of the library run: cpu, or cann (onnxruntime-cann on an "
                         "Ascend host; docs/ascend.md)")
+    gen = p.add_argument_group("generation (Hugging Face checkpoint)")
+    gen.add_argument("--hf", metavar="DIR", help="a local transformers checkpoint directory")
+    gen.add_argument("--generate", type=int, metavar="N",
+                     help="export DIR for onnxruntime-genai and compare N greedy tokens with transformers' generate")
+    gen.add_argument("--prompt-tokens", type=int, default=16, metavar="N", help="length of the seeded random prompt")
+    gen.add_argument("--runtime", choices=("genai", "ort"),
+                     help="genai (onnxruntime-genai; default when installed) or ort (the project's own loop)")
+    gen.add_argument("-o", "--output", metavar="FOLDER", help="keep the exported folder here (default: temporary)")
 
 
 def _token_counts(text: str | None):
@@ -285,10 +375,58 @@ def _token_counts(text: str | None):
     return counts
 
 
+def _cmd_verify_generate(args) -> int:
+    """``verify --hf DIR --generate N``: greedy tokens of the exported folder against transformers."""
+    import tempfile
+
+    import torch
+
+    from ascend_moe_onnx.hf import generate
+
+    if args.presets or args.all:
+        raise CLIError("--hf takes the model from DIR: give no PRESET and no --all")
+    if not args.generate or args.generate < 1:
+        raise CLIError(f"--generate must be >= 1 (tokens to generate), got {args.generate}")
+    if args.prompt_tokens < 1:
+        raise CLIError(f"--prompt-tokens must be >= 1, got {args.prompt_tokens}")
+    if args.runtime == "genai" and not generate.genai_installed():
+        raise CLIError("--runtime genai needs onnxruntime-genai (pip install 'ascend-moe-onnx[genai]')")
+    wq = _weights_quant(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(args.output) if args.output else Path(tmp) / "genai"
+        model = _load_hf(args, torch.float32)
+        reference = _load_hf(args, torch.float32)
+        _genai_folder(args, model, out, wq)
+        if wq is not None:  # the reference computes with the same quantized weights, dequantized
+            from ascend_moe_onnx.hf import export as hf_export
+            from ascend_moe_onnx.hf.quantize import quantize_hf_model
+
+            hf_export.patch(reference, quiet=True)
+            quantize_hf_model(reference, wq)
+        vocab = model.config.get_text_config().vocab_size
+        special = {model.config.get_text_config().pad_token_id, 0}
+        g = torch.Generator().manual_seed(args.seed)
+        prompt = [t for t in torch.randint(0, vocab, (4 * args.prompt_tokens,), generator=g).tolist()
+                  if t not in special][:args.prompt_tokens]
+        c = generate.compare(out, reference, [prompt], args.generate, runtime=args.runtime)
+    same = sum(a == b for a, b in zip(c.tokens[0], c.hf_tokens[0]))
+    print(f"{args.generate} greedy tokens from a {len(prompt)}-token prompt: {same}/{args.generate} equal "
+          f"({c.runtime}: {c.ms_per_token:.2f} ms/token, transformers: {c.hf_ms_per_token:.2f} ms/token)")
+    if not c.equal:
+        print(f"first difference at token {c.first_difference[0]}: {c.runtime} {c.tokens[0]}, "
+              f"transformers {c.hf_tokens[0]}")
+    return EXIT_OK if c.equal else EXIT_FAILED
+
+
 def _cmd_verify(args) -> int:
     from ascend_moe_onnx.models import presets
 
     from . import verify
+
+    if args.hf or args.generate is not None:
+        if not args.hf or args.generate is None:
+            raise CLIError("--generate N and --hf DIR go together")
+        return _cmd_verify_generate(args)
 
     if args.list:
         for name, entry in presets.PRESETS.items():
@@ -376,18 +514,58 @@ def _cmd_bench(args) -> int:
     return runner.run(args)
 
 
+# ---- cann plugin ------------------------------------------------------------------------------
+
+def _cann_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="cann_command", required=True, metavar="WHAT")
+    plugin = sub.add_parser("plugin", help="the graph engine's ONNX parser plugin (docs/ascend.md)")
+    action = plugin.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
+    build = action.add_parser("build", help="build it against the installed CANN")
+    install = action.add_parser("install", help="build it (unless --library) and install it as a vendor package")
+    for q in (build, install):
+        q.add_argument("--ascend-home", metavar="DIR", help="CANN toolkit (default: $ASCEND_TOOLKIT_HOME)")
+        q.add_argument("--build-dir", metavar="DIR", default="build-ge-plugin", help="CMake build folder")
+        q.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
+    install.add_argument("--library", metavar="SO", help="an already built plugin to install")
+    install.add_argument("--opp-path", metavar="DIR", help="CANN's OPP folder (default: $ASCEND_OPP_PATH)")
+    install.add_argument("--vendor", default="ascend_moe", help="vendor folder name under <opp>/vendors")
+    install.add_argument("--custom-opp-path", metavar="DIR",
+                         help="install into DIR/framework/onnx instead (list DIR in $ASCEND_CUSTOM_OPP_PATH)")
+
+
+def _cmd_cann(args) -> int:
+    from ascend_moe_onnx import ge_plugin
+
+    try:
+        library = (Path(args.library) if getattr(args, "library", None) else
+                   ge_plugin.build(args.build_dir, args.ascend_home, args.jobs))
+        if args.plugin_command == "build":
+            print(f"built {library}")
+            return EXIT_OK
+        installed = ge_plugin.install(library, args.opp_path, args.vendor, args.custom_opp_path)
+    except ge_plugin.PluginError as e:
+        raise CLIError(str(e)) from None
+    print(f"installed {installed}")
+    if args.custom_opp_path:
+        print(f"export ASCEND_CUSTOM_OPP_PATH={Path(args.custom_opp_path).resolve()}:$ASCEND_CUSTOM_OPP_PATH")
+    return EXIT_OK
+
+
 # name -> (help, add_arguments, run)
 SUBCOMMANDS = {
     "export": ("export a preset's MoE block to ONNX", _export_arguments, _cmd_export),
     "verify": ("export, run in ONNX Runtime next to torch, compare", _verify_arguments, _cmd_verify),
     "info": ("list a model's ascend.moe nodes and where they would run", _info_arguments, _cmd_info),
     "bench": ("benchmark the ops against their baselines (docs/benchmarks.md)", _bench_arguments, _cmd_bench),
+    "cann": ("build / install the graph engine's ONNX parser plugin (docs/ascend.md)", _cann_arguments, _cmd_cann),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per SUBCOMMANDS entry."""
     parser = argparse.ArgumentParser(prog="moe-onnx", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log each step, keep torch's warnings, print tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (text, add_arguments, run) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=text, description=text)
@@ -399,6 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``moe-onnx`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+        logging.getLogger("ascend_moe_onnx").setLevel(logging.INFO)
     try:
         from ascend_moe_onnx.models.presets import PresetError
         from ascend_moe_onnx.models.weights import WeightsError
@@ -419,6 +600,8 @@ def main(argv: list[str] | None = None) -> int:
         message = str(e) if not e.filename else f"no such file: {e.filename}"
     except KeyboardInterrupt:
         message = "interrupted"
+    if args.verbose:
+        traceback.print_exc()
     print(f"moe-onnx: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 

@@ -21,6 +21,9 @@ _TORCH_TO_ONNX_NAME = {
     torch.bool: "bool",
     torch.float8_e4m3fn: "float8e4m3fn",
     torch.float8_e5m2: "float8e5m2",
+    torch.float8_e4m3fnuz: "float8e4m3fnuz",
+    torch.float8_e5m2fnuz: "float8e5m2fnuz",
+    torch.float8_e8m0fnu: "float8e8m0",
 }
 
 _LIBRARIES: dict[str, torch.library.Library] = {}
@@ -28,7 +31,11 @@ _LIBRARIES: dict[str, torch.library.Library] = {}
 # torch dtype -> (ml_dtypes type, torch raw type, NumPy raw type).
 _ML_DTYPES = {torch.bfloat16: (ml_dtypes.bfloat16, torch.int16, np.int16),
               torch.float8_e4m3fn: (ml_dtypes.float8_e4m3fn, torch.uint8, np.uint8),
-              torch.float8_e5m2: (ml_dtypes.float8_e5m2, torch.uint8, np.uint8)}
+              torch.float8_e5m2: (ml_dtypes.float8_e5m2, torch.uint8, np.uint8),
+              torch.float8_e4m3fnuz: (ml_dtypes.float8_e4m3fnuz, torch.uint8, np.uint8),
+              torch.float8_e5m2fnuz: (ml_dtypes.float8_e5m2fnuz, torch.uint8, np.uint8),
+              # MX scales: the ops' validation then names the input and its type
+              torch.float8_e8m0fnu: (ml_dtypes.float8_e8m0fnu, torch.uint8, np.uint8)}
 _FROM_ML = {np.dtype(v[0]): (k, v[2]) for k, v in _ML_DTYPES.items()}
 
 # The dispatch key the CPU implementations are registered under: they move data to the host
@@ -44,7 +51,11 @@ def to_numpy(t: torch.Tensor | None) -> np.ndarray | None:
     if t.dtype in _ML_DTYPES:
         np_dtype, raw, _ = _ML_DTYPES[t.dtype]
         return t.view(raw).numpy().view(np_dtype)
-    return t.numpy()
+    try:
+        return t.numpy()
+    except TypeError as exc:  # e.g. float4 pairs: no NumPy element type, so no operator here takes it
+        raise ValueError(f"a {onnx_type_name(t.dtype)}{list(t.shape)} tensor: element type {t.dtype} has no "
+                         "NumPy / ONNX counterpart that these operators take") from exc
 
 
 def from_numpy(a: np.ndarray, device) -> torch.Tensor:
@@ -120,3 +131,27 @@ def torchscript_symbolic(schema: str, fn):
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ["g"] + [name for _, name in args]])
     symbolic.__doc__ = fn.__doc__
     return parse_args(*(_SYMBOLIC_ARG_KINDS[kind] for kind, _ in args))(symbolic)
+
+
+def symbolic_present(v) -> bool:
+    """Whether a TorchScript symbolic's argument ``v`` is a tensor (not an absent optional one)."""
+    return v is not None and not v.node().mustBeNone()
+
+
+def symbolic_inputs(g, values_in_order):
+    """The node's inputs: trailing absent ones dropped, a middle one as a None constant of
+    optional type (an empty input name in ONNX)."""
+    out = [v if symbolic_present(v) else None for v in values_in_order]
+    while out and out[-1] is None:
+        out.pop()
+    return [v if v is not None else g.op("prim::Constant").setType(torch.OptionalType.ofTensor()) for v in out]
+
+
+def symbolic_rows_type(out, rows, n_source, h_source):
+    """[N, H] of rows' type, when the shapes are known (TorchScript cannot infer custom ops)."""
+    t = rows.type()
+    if t.dim() is None or n_source.type().dim() is None:
+        return out
+    n = n_source.type().varyingSizes()[0]
+    out.setType(t.with_sizes([n, h_source.type().varyingSizes()[-1]]))
+    return out

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 FLOAT32_OPS = frozenset({
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Sqrt", "Reciprocal", "Pow", "Exp", "Log",
     "Sigmoid", "Tanh", "Relu", "Erf", "Softmax", "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceMax",
-    "ReduceMin", "Max", "Min", "Sum", "Mean",
+    "ReduceMin", "Max", "Min", "Sum", "Mean", "Clip",
 })
 
 

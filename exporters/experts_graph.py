@@ -33,7 +33,8 @@ This module knows nothing of the project's blocks: ``using`` switches any submod
 from __future__ import annotations
 
 import contextlib
-import itertools
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -44,6 +45,9 @@ from ascend_moe_onnx.onnx_schemas._common import DOMAIN as OWN_DOMAIN
 from ascend_moe_onnx.onnx_schemas._common import walk_graphs
 from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNEL_OP
 
+from . import ge_chain, quantized_chain
+from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+
 FORMULATIONS = ("ort", "onnx", "padded")
 DEFAULT = "ort"
 DOMAIN = "ascend.moe.experts"  # placeholder nodes only; never left in an exported model
@@ -52,10 +56,6 @@ _NEVER = -1e30  # pseudo-logit of the experts a row did not choose
 # ``ort``: routed rows (T·k) up to which the library's MoeRoutedExperts runs instead of ORT's MoE op
 # (where the two cross in benchmarks/experts_threshold.py; docs/models.md has the figures).
 OWN_KERNEL_MAX_ROWS = 2048
-
-
-class ExpertsError(ValueError):
-    """An unknown formulation or one that cannot express a block (message says which and why)."""
 
 
 def check(formulation: str) -> str:
@@ -84,51 +84,7 @@ def using(module: torch.nn.Module, formulation: str | None):
             m.experts_formulation = f
 
 
-class _Builder:
-    """Appends nodes with unique names (``prefix`` + counter) to a list."""
-
-    def __init__(self, prefix: str, initializers: dict | None = None, weights_quant=None, types: dict | None = None):
-        self.prefix, self.nodes, self._n = prefix, [], itertools.count()
-        self.weights_quant = weights_quant  # exporters.weights_quant.WeightsQuant or None
-        self.initializers = initializers if initializers is not None else {}  # the model's, by name
-        self.types = types if types is not None else {}  # element types the export declared, by value name
-        self.new_initializers: list[onnx.TensorProto] = []
-        # float32 outputs that are exact widenings of a 16-bit value: name -> (that value, its type)
-        self.widened: dict[str, tuple[str, int]] = {}
-
-    def initializer(self, array: np.ndarray, hint: str) -> str:
-        name = self.name(hint)
-        self.new_initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(array), name))
-        return name
-
-    def name(self, hint: str = "t") -> str:
-        return f"{self.prefix}{hint}_{next(self._n)}"
-
-    def op(self, op_type: str, inputs: list, n_out: int = 1, domain: str = "", outputs=None, **attrs):
-        outs = outputs or [self.name(op_type.lower()) for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.name("n"), domain=domain,
-                                           **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def const(self, value, dtype=np.int64) -> str:
-        arr = np.asarray(value, dtype=dtype)
-        return self.op("Constant", [], value=onnx.numpy_helper.from_array(arr, self.name("c")))
-
-    def dims(self, v: str, start: int, end: int) -> str:
-        """``Shape(v)[start:end]``; a constant for an initializer (which may then be dropped)."""
-        if v in self.initializers:
-            return self.const(list(self.initializers[v].dims[start:end]))
-        return self.op("Shape", [v], start=start, end=end)
-
-    def cast(self, v: str, to: int) -> str:
-        return self.op("Cast", [v], to=to)
-
-
-def _attrs(node) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def _swiglu_nodes(b: _Builder, x: str, project, a: dict) -> str:
+def _swiglu_nodes(b: Builder, x: str, project, a: dict) -> str:
     """SwiGLU on rows ``x``; ``project(rows, which)`` is ``rows`` through the expert's ``gate``,
     ``up`` or ``down`` projection. Every result rounded to the block dtype when it is bfloat16
     (models.layers)."""
@@ -158,15 +114,7 @@ def _swiglu_nodes(b: _Builder, x: str, project, a: dict) -> str:
     return rnd(project(h, "down"))
 
 
-def _stored(b: _Builder, names) -> list[np.ndarray] | None:
-    """The initializers ``names`` as arrays, or None when one is not an in-memory initializer."""
-    protos = [b.initializers.get(n) for n in names]
-    if any(p is None or p.data_location == TensorProto.EXTERNAL for p in protos):
-        return None
-    return [onnx.numpy_helper.to_array(p) for p in protos]
-
-
-def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, shared=(), slices: int = 0):
+def _weights(b: Builder, gate: str, up: str, down: str, a: dict, to: int, shared=(), slices: int = 0):
     """Stacked expert weights in the MoE layout both `ort` branches read: fc1 [E, 2I, H] with gate/up
     rows interleaved, fc2 [E, H, I] as stored. ``shared``: the shared expert's (gate [sI, H], up,
     down [H, sI]), appended as ``slices`` = s more experts (``shared_slices``).
@@ -174,7 +122,7 @@ def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, share
     Written as new initializers when the weights are initializers (always, for exported blocks):
     ONNX Runtime 1.27+ does not constant-fold results over 1 GiB, so layout nodes on a full-size
     block's weights would run again on every call. Otherwise (weights fed at run time) as nodes."""
-    arrays = _stored(b, (gate, up, down, *shared))
+    arrays = stored_arrays(b, (gate, up, down, *shared))
     if arrays is not None:
         g, u, d, *sh = (x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False) for x in arrays)
         if sh:
@@ -200,7 +148,7 @@ def _weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, share
     return b.op("Reshape", [pair, shape]), down
 
 
-def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
+def _ort_moe(b: Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
     """``com.microsoft.MoE`` in float32 on float32 rows ``x`` with float32 ``pseudo``-logits and the
     interleaved weights ``fc1`` / ``fc2`` (``_weights``) -> float32 rows."""
     attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
@@ -210,18 +158,18 @@ def _ort_moe(b: _Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: di
     return b.op("MoE", [x, pseudo, fc1, "", fc2], domain="com.microsoft", outputs=outputs, **attrs)
 
 
-def _float_rows(b: _Builder, x: str, a: dict) -> str:
+def _float_rows(b: Builder, x: str, a: dict) -> str:
     """The rows in float32 (bfloat16 blocks already hand their experts float32 rows)."""
     return x if a["dtype"] in (TensorProto.FLOAT, TensorProto.BFLOAT16) else b.cast(x, TensorProto.FLOAT)
 
 
-def _branch(b: _Builder, name: str, output: str, elem_type: int = TensorProto.FLOAT) -> onnx.GraphProto:
+def _branch(b: Builder, name: str, output: str, elem_type: int = TensorProto.FLOAT) -> onnx.GraphProto:
     """The nodes of ``b`` as an ``If`` branch whose one output is ``output`` (float32 by default)."""
     return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(output, elem_type, None)])
 
 
-def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
-                       moe: "_Builder", moe_out: str, outputs: list, routed: str | None = None) -> None:
+def _own_kernel_or_moe(b: Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
+                       moe: "Builder", moe_out: str, outputs: list, routed: str | None = None) -> None:
     """An ``If`` on the routed rows (the size of ``routed``, by default ``idx``; the shared
     expert's slots do not count, as in the measured threshold): up to ``OWN_KERNEL_MAX_ROWS`` the
     library's MoeRoutedExperts on ``rows`` / ``idx`` / ``weights`` (reads each selected expert once,
@@ -229,7 +177,7 @@ def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str,
     read the same interleaved weights ``fc1`` / ``fc2``."""
     from ascend_moe_onnx import onnx_schemas
 
-    own = _Builder(b.prefix + "own_")
+    own = Builder(b.prefix + "own_")
     own_out = own.op(OWN_KERNEL_OP, [rows, idx, weights, fc1, fc2], domain=onnx_schemas.DOMAIN,
                      swiglu_limit=float(a["limit"]))
     small = b.op("LessOrEqual", [b.op("Size", [routed or idx]), b.const(OWN_KERNEL_MAX_ROWS)])
@@ -237,10 +185,10 @@ def _own_kernel_or_moe(b: _Builder, rows: str, idx: str, weights: str, fc1: str,
          else_branch=_branch(moe, "ort_moe", moe_out))
 
 
-def _expand_routed_ort(b: _Builder, node) -> None:
+def _expand_routed_ort(b: Builder, node) -> None:
     """MoeRoutedExperts or, past ``OWN_KERNEL_MAX_ROWS`` routed rows, ``com.microsoft.MoE`` on
     pseudo-logits (``_own_kernel_or_moe``)."""
-    a = _attrs(node)
+    a = node_attributes(node)
     x, w, idx, gate, up, down, *shared = node.input
     routed = idx
     wf = b.cast(w, TensorProto.FLOAT)
@@ -257,7 +205,7 @@ def _expand_routed_ort(b: _Builder, node) -> None:
         _quantized_experts(b, xin, idx, wf, gate, up, down, shared, slices, a, node.output[0])
         return
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
-    moe = _Builder(b.prefix + "moe_")
+    moe = Builder(b.prefix + "moe_")
     shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), moe.const([E + slices])], axis=0)
     zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     summed = moe.op("ScatterElements", [zeros, moe.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
@@ -267,11 +215,11 @@ def _expand_routed_ort(b: _Builder, node) -> None:
     _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]], routed)
 
 
-def _shared_as_experts(b: _Builder, shared, slices: int) -> tuple[str, str]:
+def _shared_as_experts(b: Builder, shared, slices: int) -> tuple[str, str]:
     """The shared expert (gate [sI, H], up [sI, H], down [H, sI] initializers) as ``slices`` = s
     experts of width I in MoeRoutedExperts' layout: new float32 initializers fc1 [s, 2I, H] (gate/up
     rows interleaved) and fc2 [s, H, I]."""
-    arrays = _stored(b, shared)
+    arrays = stored_arrays(b, shared)
     if arrays is None:
         raise ExpertsError("experts: the CANN target needs the shared expert's weights as in-memory initializers")
     g, u, d = (x.astype(np.float32, copy=False) for x in arrays)
@@ -283,13 +231,13 @@ def _shared_as_experts(b: _Builder, shared, slices: int) -> tuple[str, str]:
     return b.initializer(fc1, "shared_fc1"), b.initializer(fc2, "shared_fc2")
 
 
-def _expand_routed_cann(b: _Builder, node) -> None:
+def _expand_routed_cann(b: Builder, node) -> None:
     """The CANN target: MoeRoutedExperts on the routed rows at every size (no If, no
     ``com.microsoft.MoE``: the CANN EP has no kernel for either). A shared expert of width s·I is a
     second MoeRoutedExperts call over s experts whose slots (expert j, weight 1) are built from x's
     shape alone, added to the routed sum: every node but that shape bookkeeping has a CANN kernel,
     and no routed data leaves the device (docs/ascend.md)."""
-    a = _attrs(node)
+    a = node_attributes(node)
     x, w, idx, gate, up, down, *shared = node.input
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
     xin = _float_rows(b, x, a)
@@ -309,7 +257,7 @@ def _expand_routed_cann(b: _Builder, node) -> None:
     b.op("Add", [routed, y_shared], outputs=[out])
 
 
-def _quantized_experts(b: _Builder, rows: str, idx: str, weights: str, gate: str, up: str, down: str, shared,
+def _quantized_experts(b: Builder, rows: str, idx: str, weights: str, gate: str, up: str, down: str, shared,
                        slices: int, a: dict, output: str) -> None:
     """MoeRoutedExperts on the block's expert weights quantized as ``b.weights_quant`` says (the
     shared expert's s slices as s more experts), at every routed-row count: one copy of the
@@ -317,7 +265,7 @@ def _quantized_experts(b: _Builder, rows: str, idx: str, weights: str, gate: str
     from ascend_moe_onnx import onnx_schemas
 
     wq = b.weights_quant
-    arrays = _stored(b, (gate, up, down, *shared))
+    arrays = stored_arrays(b, (gate, up, down, *shared))
     if arrays is None:
         raise ExpertsError("experts: --weights-quant needs the expert weights as in-memory initializers")
     arrays = [x.astype(np.float32, copy=False) for x in arrays]
@@ -336,13 +284,13 @@ def _quantized_experts(b: _Builder, rows: str, idx: str, weights: str, gate: str
     inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
               b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")]
     b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),
-         weight_bits=wq.bits, block_size=wq.block_size)
+         weight_bits=wq.bits, block_size=wq.block_size, **({"act_quant": 1} if wq.act_quant else {}))
 
 
-def _expand_segments_ort(b: _Builder, node) -> None:
+def _expand_segments_ort(b: Builder, node) -> None:
     """Each row through its segment's expert: MoeRoutedExperts with one slot of weight 1 per row
     or, past ``OWN_KERNEL_MAX_ROWS`` rows, ``com.microsoft.MoE`` on one-hot pseudo-logits."""
-    a = _attrs(node)
+    a = node_attributes(node)
     x, counts, gate, up, down = node.input
     ends = b.op("CumSum", [b.cast(counts, TensorProto.INT64), b.const(0)])
     rows = b.op("Range", [b.const(0), b.op("Squeeze", [b.op("Shape", [x], start=0, end=1)]), b.const(1)])
@@ -354,7 +302,7 @@ def _expand_segments_ort(b: _Builder, node) -> None:
                 value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
     xin = _float_rows(b, x, a)
-    moe = _Builder(b.prefix + "moe_")
+    moe = Builder(b.prefix + "moe_")
     shape = moe.op("Concat", [moe.op("Shape", [x], start=0, end=1), b.dims(gate, 0, 1)], axis=0)
     never = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("n", TensorProto.FLOAT, [1], [_NEVER]))
     zero = moe.op("ConstantOfShape", [moe.op("Shape", [expert])],
@@ -369,12 +317,12 @@ def _expand_segments_ort(b: _Builder, node) -> None:
         b.op("Identity", [y], outputs=[node.output[0]])
 
 
-def _expert_weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int, experts: int) -> dict:
+def _expert_weights(b: Builder, gate: str, up: str, down: str, a: dict, to: int, experts: int) -> dict:
     """``gate`` / ``up`` / ``down`` ([E, N, K], torch's layout) as one MatMul-layout matrix [K, N]
     per expert: name -> list of E names. New initializers when the weights are in-memory
     initializers (as in ``_weights``), else Gather + Transpose nodes per expert (constant-folded by
     ONNX Runtime at session creation)."""
-    arrays = _stored(b, (gate, up, down))
+    arrays = stored_arrays(b, (gate, up, down))
     out = {}
     for i, (which, w) in enumerate((("gate", gate), ("up", up), ("down", down))):
         if arrays is not None:
@@ -386,7 +334,7 @@ def _expert_weights(b: _Builder, gate: str, up: str, down: str, a: dict, to: int
     return out
 
 
-def _segment_unrolled(b: _Builder, xs: str, counts: str, weights: dict, a: dict, compute: int) -> str:
+def _segment_unrolled(b: Builder, xs: str, counts: str, weights: dict, a: dict, compute: int) -> str:
     """One ``If`` per expert, in expert order: an expert with rows runs on its segment [start_e,
     end_e) of ``xs`` with its own weights (``_expert_weights``: MatMul reads the initializer in
     place, no copy), an expert without rows gives a [0, H] block; the blocks are concatenated
@@ -397,11 +345,11 @@ def _segment_unrolled(b: _Builder, xs: str, counts: str, weights: dict, a: dict,
     empty = b.op("Slice", [xs, b.const([0]), b.const([0]), b.const([0])])  # [0, H]
     parts = []
     for e in range(len(weights["gate"])):
-        run = _Builder(f"{b.prefix}e{e}_")
+        run = Builder(f"{b.prefix}e{e}_")
         at = (run.const([e]), run.const([e + 1]))
         seg = run.op("Slice", [xs, run.op("Slice", [starts, *at]), run.op("Slice", [ends, *at]), run.const([0])])
         y = _swiglu_nodes(run, seg, lambda rows, which: run.op("MatMul", [rows, weights[which][e]]), a)
-        skip = _Builder(f"{b.prefix}s{e}_")
+        skip = Builder(f"{b.prefix}s{e}_")
         none = skip.op("Identity", [empty])
         parts.append(b.op("If", [b.op("Gather", [active, b.const(e)])],
                           then_branch=_branch(run, f"expert{e}", y, compute),
@@ -409,8 +357,8 @@ def _segment_unrolled(b: _Builder, xs: str, counts: str, weights: dict, a: dict,
     return b.op("Concat", parts, axis=0)
 
 
-def _expand_routed_onnx(b: _Builder, node) -> None:
-    a = _attrs(node)
+def _expand_routed_onnx(b: Builder, node) -> None:
+    a = node_attributes(node)
     x, w, idx, gate, up, down = node.input
     bf16 = a["dtype"] == TensorProto.BFLOAT16
     compute = TensorProto.FLOAT if bf16 else a["dtype"]
@@ -433,8 +381,8 @@ def _expand_routed_onnx(b: _Builder, node) -> None:
     b.op("Squeeze", [summed, b.const([1])], outputs=[node.output[0]])
 
 
-def _expand_segments_onnx(b: _Builder, node) -> None:
-    a = _attrs(node)
+def _expand_segments_onnx(b: Builder, node) -> None:
+    a = node_attributes(node)
     x, counts, gate, up, down = node.input
     compute = TensorProto.FLOAT if a["dtype"] == TensorProto.BFLOAT16 else a["dtype"]
     weights = _expert_weights(b, gate, up, down, a, compute, a["experts"])
@@ -442,15 +390,54 @@ def _expand_segments_onnx(b: _Builder, node) -> None:
     b.op("Identity", [y], outputs=[node.output[0]])
 
 
-_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_ort, (OP_ROUTED, "onnx"): _expand_routed_onnx,
-              (OP_SEGMENTS, "ort"): _expand_segments_ort, (OP_SEGMENTS, "onnx"): _expand_segments_onnx}
-# What the CANN target (exporters.targets) expands instead: no If and no com.microsoft.MoE.
-_CANN_EXPANDERS = {(OP_ROUTED, "ort"): _expand_routed_cann}
+@dataclass(frozen=True)
+class Expansion:
+    """How a placeholder op (``OP_ROUTED``, ``OP_SEGMENTS``) is written in one formulation for one
+    target, and whether it takes quantized expert weights (``expand_quantized``; None: it does not)."""
+
+    op_type: str
+    formulation: str
+    target: str  # exporters.targets: "cpu" serves every target without an expansion of its own
+    expand: Callable[[Builder, onnx.NodeProto], None]
+    expand_quantized: Callable[[Builder, onnx.NodeProto], None] | None = None
+
+
+# The formulation × target × quantization matrix, in one place. ``padded`` has no expansion: the
+# blocks compute it in torch (models.layers.GroupedExperts), never through a placeholder.
+ROUTED_ORT = Expansion(OP_ROUTED, "ort", "cpu", _expand_routed_ort, expand_quantized=_expand_routed_ort)
+ROUTED_ONNX = Expansion(OP_ROUTED, "onnx", "cpu", _expand_routed_onnx)
+SEGMENTS_ORT = Expansion(OP_SEGMENTS, "ort", "cpu", _expand_segments_ort)
+SEGMENTS_ONNX = Expansion(OP_SEGMENTS, "onnx", "cpu", _expand_segments_onnx)
+# the CANN EP's: no If and no com.microsoft.MoE; quantized weights as the op family's chain
+ROUTED_ORT_CANN = Expansion(OP_ROUTED, "ort", "cann", _expand_routed_cann,
+                            expand_quantized=quantized_chain.expand_routed_quantized_cann)
+# the graph engine's: the op family's chain (quantized weights refused there, saying why)
+ROUTED_ORT_GE = Expansion(OP_ROUTED, "ort", "ge", ge_chain.expand_routed_ge, expand_quantized=ge_chain.expand_routed_ge)
+SEGMENTS_ORT_GE = Expansion(OP_SEGMENTS, "ort", "ge", ge_chain.expand_segments_ge,
+                            expand_quantized=ge_chain.expand_segments_ge)
+EXPANSIONS = {(e.op_type, e.formulation, e.target): e
+              for e in (ROUTED_ORT, ROUTED_ONNX, SEGMENTS_ORT, SEGMENTS_ONNX, ROUTED_ORT_CANN, ROUTED_ORT_GE,
+                        SEGMENTS_ORT_GE)}
+
+
+def expansion(op_type: str, formulation: str, target: str, quantized: bool) -> Callable:
+    """The expander of a placeholder ``op_type`` node in ``formulation`` for ``target``, or an
+    ExpertsError naming what is not supported."""
+    e = EXPANSIONS.get((op_type, formulation, target)) or EXPANSIONS.get((op_type, formulation, "cpu"))
+    if e is None:
+        raise ExpertsError(f"experts: no '{formulation}' formulation for {op_type}")
+    if not quantized:
+        return e.expand
+    if e.expand_quantized is None:
+        raise ExpertsError(f"experts: quantized expert weights run in the 'ort' formulation of routed "
+                           f"blocks only, not in '{formulation}' {op_type}")
+    return e.expand_quantized
 
 
 def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> onnx.ModelProto:
     """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
-    ``target`` "cann" takes the CANN EP's variant of a formulation where one exists.
+    ``target`` "cann" takes the CANN EP's variant of a formulation where one exists, "ge" the op
+    family's chain for routed blocks (exporters.ge_chain).
     ``weights_quant`` (exporters.weights_quant.WeightsQuant): the routed blocks' expert weights
     are stored quantized (``ort`` formulation only; for "cann" the op family's chain in the block's
     16-bit dtype, exporters.quantized_chain).
@@ -467,21 +454,10 @@ def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> o
         if node.domain != DOMAIN:
             nodes.append(node)
             continue
-        a = _attrs(node)
+        a = node_attributes(node)
         formulation = a["formulation"].decode() if isinstance(a["formulation"], bytes) else a["formulation"]
-        expander = _EXPANDERS.get((node.op_type, formulation))
-        if target == "cann":
-            expander = _CANN_EXPANDERS.get((node.op_type, formulation), expander)
-        if expander is None:
-            raise ExpertsError(f"experts: no '{formulation}' formulation for {node.op_type}")
-        if weights_quant is not None and expander is _expand_routed_cann:
-            from . import quantized_chain  # imports this module
-
-            expander = quantized_chain.expand_routed_quantized_cann
-        elif weights_quant is not None and expander is not _expand_routed_ort:
-            raise ExpertsError(f"experts: quantized expert weights run in the 'ort' formulation of routed "
-                               f"blocks only, not in '{formulation}' {node.op_type}")
-        b = _Builder(f"experts{count}_", initializers, weights_quant, types)
+        expander = expansion(node.op_type, formulation, target, quantized=weights_quant is not None)
+        b = Builder(f"experts{count}_", initializers, weights_quant, types)
         expander(b, node)
         widened.update(b.widened)
         nodes.extend(b.nodes)
@@ -515,7 +491,7 @@ def _narrowed_directly(nodes: list, widened: dict, graph_outputs: set) -> list:
     out = []
     for n in nodes:
         src = widened.get(n.input[0]) if n.op_type == "Cast" and n.domain in ("", "ai.onnx") and n.input else None
-        if src is not None and _attrs(n).get("to") == src[1]:
+        if src is not None and node_attributes(n).get("to") == src[1]:
             n = helper.make_node("Identity", [src[0]], list(n.output), name=n.name)
         out.append(n)
     read = {i for g in walk_graphs(helper.make_graph(out, "g", [], [])) for n in g.node for i in n.input}

@@ -14,7 +14,7 @@ import torch
 
 from ascend_moe_onnx import onnx_schemas
 
-from . import experts_graph, targets
+from . import experts_graph, registry, targets
 from . import export_checks as checks
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
@@ -23,9 +23,16 @@ DEFAULT_OPSET = 20
 _PROTO_LIMIT = 2**31 - 1
 
 
+_log = logging.getLogger(__name__)
+
+
 @contextlib.contextmanager
 def _quiet_exporter():
-    """Silence the exporter's noise that says nothing about this model (e.g. torchvision absent)."""
+    """Silence the exporter's noise that says nothing about this model (e.g. torchvision absent),
+    unless this module logs at INFO (``moe-onnx --verbose``)."""
+    if _log.isEnabledFor(logging.INFO):
+        yield
+        return
     # torch.onnx has no public switch for these registry warnings: its module's logger, only here.
     logger = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = logger.level
@@ -48,9 +55,7 @@ def _parameter_bytes(model) -> int:
 
 def custom_translation_table() -> dict:
     """``{torch OpOverload: onnxscript translation}`` for ``torch.onnx.export(dynamo=True)``."""
-    from . import OPS
-
-    return {getattr(getattr(torch.ops, ns), name).default: fn for ns, name, fn, _ in OPS}
+    return {getattr(getattr(torch.ops, f.namespace), f.name).default: f.translation for f in registry.front_ends()}
 
 
 _symbolics_registered: set[int] = set()
@@ -58,12 +63,10 @@ _symbolics_registered: set[int] = set()
 
 def register_torchscript_symbolics(opset_version: int = DEFAULT_OPSET) -> None:
     """Register the legacy TorchScript exporter symbolics (``dynamo=False``) for an opset."""
-    from . import OPS
-
     if opset_version in _symbolics_registered:
         return
-    for ns, name, _, symbolic in OPS:
-        torch.onnx.register_custom_op_symbolic(f"{ns}::{name}", symbolic, opset_version)
+    for f in registry.front_ends():
+        torch.onnx.register_custom_op_symbolic(f.op, f.symbolic, opset_version)
     _symbolics_registered.add(opset_version)
 
 
@@ -79,17 +82,45 @@ def _explained():
         raise explained from exc
 
 
+class _DataAsDetach(torch.overrides.TorchFunctionMode):
+    """While tracing: ``t.data`` reads ``t`` itself (a traced ``detach`` of it where it requires grad).
+
+    Ascend code reads weights as ``layer.weight.data`` in forward. Eagerly that is the parameter's
+    storage; torch.export's non-strict tracer instead records the untraced result as a fake
+    constant, which the exporter cannot write. The same tensor (same storage, no autograd) is what
+    ``.data`` means in a forward pass, and traced it keeps the parameter or buffer an input of the
+    graph, its initializer under its own name, not a copy folded into a constant. Active only
+    inside ``export``.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__self__", None) is torch._C.TensorBase.data and len(args) == 1:
+            tensor = args[0]
+            return tensor.detach() if tensor.requires_grad else tensor
+        return func(*args, **(kwargs or {}))
+
+
+def _as_onnx_export(fn):
+    """``fn`` run with ``torch.onnx.is_in_onnx_export()`` true, as torch.onnx's capture runs the model:
+    the models' export-only branches (placeholder ops instead of data-dependent eager loops) are taken."""
+    try:
+        from torch.onnx._internal.exporter._flags import set_onnx_exporting_flag
+    except ImportError:  # another torch: the flag is not settable
+        return fn
+    return set_onnx_exporting_flag(fn)
+
+
 def _capture(model, args, kwargs, dynamic_shapes, strict: bool) -> torch.export.ExportedProgram:
     """torch.export as torch.onnx.export captures (its capture strategies: size-oblivious 0/1 dims,
     deferred runtime asserts; ``torch.onnx.is_in_onnx_export()`` true, which the models' placeholder
     ops test), plain torch.export where those are not available."""
     try:
         from torch.onnx._internal.exporter import _capture_strategies as strategies
-        from torch.onnx._internal.exporter._flags import set_onnx_exporting_flag
         strategy = strategies.TorchExportStrictStrategy if strict else strategies.TorchExportNonStrictStrategy
     except (ImportError, AttributeError):  # another torch: its public entry point
-        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-    result = set_onnx_exporting_flag(strategy())(model, args, kwargs, dynamic_shapes)
+        return _as_onnx_export(torch.export.export)(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                                                    strict=strict)
+    result = _as_onnx_export(strategy())(model, args, kwargs, dynamic_shapes)
     if result.exported_program is None:
         raise result.exception
     return result.exported_program
@@ -99,45 +130,66 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
     """The program to convert: torch.onnx's non-strict capture, unless a plain non-strict trace shows
     that the model fixes a dimension declared dynamic (e.g. ``x.shape[:-1].numel()``; torch.onnx's
     capture settings defer such guards into constants the graph keeps silently): then torch.export's
-    strict mode, which keeps such sizes symbolic. Raises :class:`checks.ExportError` naming the
-    inputs and dimensions when strict tracing fixes them too."""
+    strict mode, which keeps such sizes symbolic. Every trace runs the model as the ONNX export does
+    (``torch.onnx.is_in_onnx_export()`` true). Raises :class:`checks.ExportError` naming the inputs
+    and dimensions when strict tracing fixes them too."""
     if not isinstance(model, torch.nn.Module):
         return model
     where = dict(model=model, args=args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
     fixed = []
     if dynamic_shapes is not None:
         try:
-            plain = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+            # the program the ONNX capture sees (a trace of the eager path would stop at its
+            # data-dependent loops, logging the whole graph, and say nothing about the dims)
+            plain = _as_onnx_export(torch.export.export)(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                                                         strict=False)
             fixed = checks.specialised_dims(plain, **where)
-        except Exception:  # noqa: BLE001  (code only the ONNX capture takes, e.g. export placeholders: no check)
+        except Exception:  # noqa: BLE001  (what only the ONNX capture's settings trace: the capture is checked below)
             fixed = []
     if not fixed:
-        failures = []
+        failures, fixed_by = [], []
         for strict in (False, True):
             try:
                 captured = _capture(model, args, kwargs, dynamic_shapes, strict)
             except Exception as exc:  # noqa: BLE001  (torch.onnx's order: non-strict, then strict)
                 failures.append(exc)
                 continue
-            # the plain trace could not run (or saw nothing): the capture itself is checked
+            # the plain trace could not run (a named Dim it specialised raises there): the capture
+            # itself is checked, and a size the non-strict capture fixed gets the strict one
             fixed = checks.specialised_dims(captured, **where)
             if fixed:
-                raise checks.specialisation_error(fixed, tried_strict=strict)
+                fixed_by.append(fixed)
+                continue
+            if strict and fixed_by:
+                warnings.warn(f"export: non-strict tracing fixed {_listed(fixed_by[0])}; traced in torch.export's "
+                              "strict mode instead, which keeps it dynamic", stacklevel=4)
             return captured
+        if fixed_by:
+            raise checks.specialisation_error(fixed_by[0], tried_strict=True) from (failures[0] if failures else None)
         raise checks.explain(failures[0]) or checks.traced_specialisation(failures[0]) or failures[0]
     try:
         with _explained():
-            strict = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=True)
+            strict = _as_onnx_export(torch.export.export)(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                                                          strict=True)
     except Exception as exc:  # noqa: BLE001
         raise checks.specialisation_error(fixed, tried_strict=True) from exc
     if checks.specialised_dims(strict, **where):
         raise checks.specialisation_error(fixed, tried_strict=True)
+    warnings.warn(f"export: non-strict tracing fixed {_listed(fixed)}; traced in torch.export's strict mode "
+                  "instead, which keeps it dynamic", stacklevel=4)
     return strict
+
+
+def _listed(fixed) -> str:
+    return ", ".join(f"input '{n}' dimension {d}" for n, d, _ in fixed)
 
 
 def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
-    traced = _trace(model, args, kwargs, dynamic_shapes)
+    _log.info("export: tracing %s", type(model).__name__)
+    with _DataAsDetach():
+        traced = _trace(model, args, kwargs, dynamic_shapes)
+    _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():
         program = torch.onnx.export(
             traced, args, kwargs=kwargs, dynamo=True, custom_translation_table=custom_translation_table(),
@@ -173,6 +225,15 @@ def strip_metadata(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 def _target_opset(target: str, opset_version: int | None, experts: str | None) -> int:
     """The opset to export for ``target``; a TargetError for options the target cannot honour."""
+    if target == "ge":
+        if opset_version not in (None, targets.GE_OPSET):
+            raise targets.TargetError(f"target 'ge': opset {opset_version} requested, but GE's ONNX parser "
+                                      f"registers the layers' standard ops at opset {targets.GE_OPSET} at most "
+                                      f"(exporters.targets)")
+        if experts not in (None, "ort"):
+            raise targets.TargetError(f"target 'ge': the '{experts}' expert formulation is not what GE runs; use "
+                                      f"the default (the op family's chain)")
+        return targets.GE_OPSET
     if target != "cann":
         return DEFAULT_OPSET if opset_version is None else opset_version
     if opset_version not in (None, targets.CANN_OPSET):
@@ -192,6 +253,15 @@ def _for_cann(proto: onnx.ModelProto) -> None:
         shown = "; ".join(host[:8]) + (f"; ... ({len(host)} in all)" if len(host) > 8 else "")
         warnings.warn(f"export(target='cann'): these nodes have no CANN kernel and will run on the host: {shown}",
                       stacklevel=3)
+
+
+def _for_ge(proto: onnx.ModelProto) -> None:
+    """The graph-engine target's rewrites and checks (in place), and a warning naming FLOAT attributes
+    GE's parser would read rounded."""
+    changed = targets.rewrite_for_ge(proto)
+    if changed:
+        warnings.warn("export(target='ge'): GE's ONNX parser prints FLOAT attributes with %g (6 significant "
+                      "digits), which changes: " + "; ".join(changed), stacklevel=3)
 
 
 def export(
@@ -230,7 +300,9 @@ def export(
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
     MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host). ``opset_version`` defaults to the target's.
+    would still compute on the host) or ``ge`` (CANN's graph engine through the project's parser
+    plugin: opset 18, the op family's chain, exporters.targets). ``opset_version`` defaults to the
+    target's.
     ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
     (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
     for the CANN EP, whose bfloat16 MatMul runs natively.
@@ -238,7 +310,8 @@ def export(
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise
     raises :class:`export_checks.ExportError` naming the input and dimension, as it does for
-    exporter failures caused by known idioms (``weight.data`` in forward, stable argsort).
+    exporter failures caused by known idioms (stable argsort). ``t.data`` read in forward is traced
+    as ``t`` itself (docs/ascend-code.md).
     """
     opset_version = _target_opset(targets.check(target), opset_version, experts)
     onnx_schemas.register()
@@ -257,6 +330,7 @@ def export(
             proto = onnx.load(os.fspath(path), load_external_data=weights_quant is not None)
         else:
             proto = program.model_proto
+        _log.info("export: expanding the expert formulation placeholders (target %s)", target)
         proto = experts_graph.expand(proto, target, weights_quant)
     else:
         if external_data:
@@ -282,6 +356,8 @@ def export(
         compute_bfloat16_in_float32(proto)
     if target == "cann":
         _for_cann(proto)
+    elif target == "ge":
+        _for_ge(proto)
     if attach_functions:
         from ascend_moe_onnx.onnx_schemas.functions import attach_functions as attach
 

@@ -138,9 +138,9 @@ def _chain(exc: BaseException):
 
 _KNOWN_FAILURES = (
     (("fake tensor in the exported program constant", ".numpy() is not supported for tensor subclasses"),
-     "the model reads a parameter through `.data` inside forward (e.g. `torch.matmul(x, layer.weight.data)`), "
-     "which the dynamo exporter cannot trace: use the parameter itself (`layer.weight`), or export with "
-     "dynamo=False."),
+     "the model reads a tensor through `.data` inside forward (e.g. `torch.matmul(x, layer.weight.data)`) "
+     "where torch.export's strict mode traced it (export takes it when non-strict tracing fixed a size), "
+     "which cannot: use the parameter itself (`layer.weight`) there, or export with dynamo=False."),
     (("aten.sort', overload='stable'", "aten.sort.stable", "Sort, Out parameter is not supported"),
      "`torch.argsort(..., stable=True)` / `torch.sort(stable=True)` has no ONNX translation: sort unique "
      "keys instead (`torch.argsort(key * n + torch.arange(n))` is stable), or route with "

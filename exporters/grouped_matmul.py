@@ -17,6 +17,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 
+from . import registry
 from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, schema_default, to_numpy
 
 D = spec.DEFAULTS
@@ -69,6 +70,7 @@ def _fake(x, weight, group_list, bias=None, scale=None, offset=None, antiquant_s
     return x.new_empty((x.shape[0], n), dtype=TORCH_DTYPES[y_type])
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.grouped_matmul (idempotent)."""
     if op_defined("ascend_moe", "grouped_matmul"):

@@ -6,13 +6,14 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 
-from ._torch_lib import torchscript_symbolic
+from . import registry
 from .grouped_matmul import ATTR_ORDER, SCHEMA, TENSOR_INPUTS
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 GROUPED_MATMUL_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 
 
+@registry.translation("ascend_moe::grouped_matmul")
 def grouped_matmul_translation(x, weight, group_list, bias=None, scale=None, offset=None, antiquant_scale=None,
                                antiquant_offset=None, per_token_scale=None,
                                group_list_type=spec.DEFAULTS["group_list_type"],
@@ -25,7 +26,8 @@ def grouped_matmul_translation(x, weight, group_list, bias=None, scale=None, off
                              transpose_weight=int(transpose_weight), **extra)
 
 
-def _grouped_matmul(g, x, weight, group_list, *rest):
+@registry.symbolic("ascend_moe::grouped_matmul", SCHEMA)
+def grouped_matmul_symbolic(g, x, weight, group_list, *rest):
     """TorchScript symbolic of torch.ops.ascend_moe.grouped_matmul (schema argument order)."""
     optional, attrs = rest[:len(TENSOR_INPUTS)], rest[len(TENSOR_INPUTS):]
     present = [v is not None and not v.node().mustBeNone() for v in optional]
@@ -45,5 +47,3 @@ def _grouped_matmul(g, x, weight, group_list, *rest):
         y.setType(x_type.with_sizes([x_type.varyingSizes()[0], n]))
     return y
 
-
-grouped_matmul_symbolic = torchscript_symbolic(SCHEMA, _grouped_matmul)

@@ -15,6 +15,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_finalize_routing_v2 as spec
 
+from . import registry
 from ._torch_lib import described, from_numpy, op_defined, to_numpy
 
 OP = "ascend_moe::moe_finalize_routing_v2"
@@ -47,6 +48,7 @@ def _fake(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None, scales=None
     return expanded_x.new_empty((n, expanded_x.shape[-1]))
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_finalize_routing_v2 (idempotent)."""
     if op_defined("ascend_moe", "moe_finalize_routing_v2"):

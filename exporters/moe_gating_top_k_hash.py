@@ -19,7 +19,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
-from . import gating_grad
+from . import gating_grad, registry
 from ._torch_lib import IMPL_KEY, described, from_numpy, library, onnx_type_name, op_defined, schema_default, to_numpy
 
 D = spec.DEFAULTS
@@ -147,6 +147,7 @@ def _npu_norm_type(kw: dict) -> None:
         )
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define the router op and both torch front ends where nothing (torch_npu, Ascend custom ops)
     defines them."""

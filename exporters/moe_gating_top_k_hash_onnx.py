@@ -6,7 +6,8 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
-from ._torch_lib import torchscript_symbolic
+from . import registry
+from ._torch_lib import symbolic_inputs
 from .moe_gating_top_k_hash import (
     CUSTOM_ATTR_ORDER,
     CUSTOM_SCHEMA,
@@ -21,6 +22,8 @@ _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 GATING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 
 
+@registry.translation("custom::npu_moe_gating_top_k")
+@registry.translation("npu::npu_moe_gating_top_k")
 def gating_translation(x, k, bias=None, input_ids=None, tid2eid=None, additional_bias=None,
                        additional_token_mask=None, **attributes):
     """Dynamo translation: one MoeGatingTopKHash node carrying every attribute and all outputs.
@@ -34,43 +37,37 @@ def gating_translation(x, k, bias=None, input_ids=None, tid2eid=None, additional
                      **typed, _num_outputs=3)
 
 
+@registry.translation("ascend_moe::moe_gating_top_k_hash")
 def router_translation(x, *args):
     """Dynamo translation of torch.ops.ascend_moe.moe_gating_top_k_hash (positional arguments)."""
     tensors, attrs = split_router_args(args)
     return gating_translation(x, attrs.pop("k"), *tensors, **attrs)
 
 
-def _custom_gating(g, x, k, bias, input_ids, tid2eid, additional_bias, additional_token_mask, *attrs):
+@registry.symbolic("custom::npu_moe_gating_top_k", CUSTOM_SCHEMA)
+def custom_gating_symbolic(g, x, k, bias, input_ids, tid2eid, additional_bias, additional_token_mask, *attrs):
     """TorchScript symbolic of torch.ops.custom.npu_moe_gating_top_k (schema argument order)."""
     return _gating_symbolic(g, x, k, [bias, input_ids, tid2eid, additional_bias, additional_token_mask],
                             dict(zip(CUSTOM_ATTR_ORDER, attrs)))
 
 
-def _npu_gating(g, x, k, bias, *attrs):
+@registry.symbolic("npu::npu_moe_gating_top_k", NPU_SCHEMA)
+def npu_gating_symbolic(g, x, k, bias, *attrs):
     """TorchScript symbolic of torch.ops.npu.npu_moe_gating_top_k (schema argument order)."""
     return _gating_symbolic(g, x, k, [bias], dict(zip(NPU_ATTR_ORDER, attrs)))
 
 
-def _router(g, x, *args):
+@registry.symbolic("ascend_moe::moe_gating_top_k_hash", ROUTER_SCHEMA)
+def router_symbolic(g, x, *args):
     """TorchScript symbolic of torch.ops.ascend_moe.moe_gating_top_k_hash (schema argument order)."""
     tensors, attrs = split_router_args(args)
     return _gating_symbolic(g, x, attrs.pop("k"), list(tensors), attrs)
 
 
-custom_gating_symbolic = torchscript_symbolic(CUSTOM_SCHEMA, _custom_gating)
-npu_gating_symbolic = torchscript_symbolic(NPU_SCHEMA, _npu_gating)
-router_symbolic = torchscript_symbolic(ROUTER_SCHEMA, _router)
-
-
 def _gating_symbolic(g, x, k: int, optional_tensors, attrs):
     import torch
 
-    inputs = [x] + [None if t is None or t.node().mustBeNone() else t for t in optional_tensors]
-    while inputs[-1] is None:
-        inputs.pop()
-    # An absent middle input is an empty name in ONNX: a None constant of optional type.
-    inputs = [t if t is not None else g.op("prim::Constant").setType(torch.OptionalType.ofTensor())
-              for t in inputs]
+    inputs = symbolic_inputs(g, [x, *optional_tensors])
     kw = {f"{name}_f" if name in FLOAT_ATTRS else f"{name}_i": float(v) if name in FLOAT_ATTRS else int(v)
           for name, v in attrs.items()}
     y, idx, out = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, k_i=k, outputs=3, **kw)

@@ -12,6 +12,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_init_routing as spec
 
+from . import registry
 from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, to_numpy
 
 NAME = "ascend_moe::moe_init_routing"
@@ -49,6 +50,7 @@ def compute_expert_tokens(sorted_experts: torch.Tensor, num_experts: int) -> tor
     return (sorted_experts[None, :] <= experts[:, None]).sum(dim=1).to(sorted_experts.dtype)
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_init_routing unless already defined."""
     if op_defined("ascend_moe", "moe_init_routing"):

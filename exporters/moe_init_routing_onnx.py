@@ -7,13 +7,14 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_init_routing as spec
 
-from ._torch_lib import torchscript_symbolic
+from . import registry
 from .moe_init_routing import ALL_TOKENS, SCHEMA
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 INIT_ROUTING_V1_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 
 
+@registry.translation("ascend_moe::moe_init_routing")
 def init_routing_v1_translation(x, row_idx, expert_idx, active_num):
     """Dynamo translation: one MoeInitRouting node. A symbolic active_num runs the node keeping every
     token and slices expanded_x to active_num * K rows (Slice clamps it to N * K)."""
@@ -26,7 +27,8 @@ def init_routing_v1_translation(x, row_idx, expert_idx, active_num):
     return op.Slice(expanded_x, zero, end, zero), row, experts
 
 
-def _init_routing_v1(g, x, row_idx, expert_idx, active_num):
+@registry.symbolic("ascend_moe::moe_init_routing", SCHEMA)
+def init_routing_v1_symbolic(g, x, row_idx, expert_idx, active_num):
     """TorchScript symbolic (active_num must be a constant there)."""
     import torch
 
@@ -38,5 +40,3 @@ def _init_routing_v1(g, x, row_idx, expert_idx, active_num):
         outs[2].setType(x_type.with_sizes([None]).with_dtype(torch.int32))
     return tuple(outs)
 
-
-init_routing_v1_symbolic = torchscript_symbolic(SCHEMA, _init_routing_v1)

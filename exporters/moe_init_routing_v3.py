@@ -12,6 +12,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as spec
 
+from . import registry
 from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, to_numpy
 
 NAME = "ascend_moe::moe_init_routing_v3"
@@ -77,6 +78,7 @@ def _fake(x, expert_idx, scale=None, offset=None, *args, **kwargs):
             x.new_empty((rows,), dtype=torch.float32))
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_init_routing_v3 unless already defined."""
     if op_defined("ascend_moe", "moe_init_routing_v3"):

@@ -7,7 +7,7 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as spec
 
-from ._torch_lib import torchscript_symbolic
+from . import registry
 from .moe_init_routing_v3 import SCHEMA, node_attributes
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
@@ -15,6 +15,7 @@ INIT_ROUTING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 _ALL_ROWS = 2**62
 
 
+@registry.translation("ascend_moe::moe_init_routing_v3")
 def init_routing_translation(x, expert_idx, scale=None, offset=None, active_num=-1, expert_capacity=-1,
                              expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0,
                              expert_tokens_num_flag=False, quant_mode=-1, active_expert_range=(),
@@ -34,7 +35,8 @@ def init_routing_translation(x, expert_idx, scale=None, offset=None, active_num=
     return (op.Slice(expanded_x, zero, end, zero), row_idx, counts, op.Slice(expanded_scale, zero, end, zero))
 
 
-def _init_routing(g, x, expert_idx, scale, offset, *args):
+@registry.symbolic("ascend_moe::moe_init_routing_v3", SCHEMA)
+def init_routing_symbolic(g, x, expert_idx, scale, offset, *args):
     """TorchScript symbolic (active_num must be a constant there)."""
     import torch
 
@@ -56,5 +58,3 @@ def _init_routing(g, x, expert_idx, scale, offset, *args):
         outs[3].setType(x_type.with_sizes([None]).with_dtype(torch.float32))
     return tuple(outs)
 
-
-init_routing_symbolic = torchscript_symbolic(SCHEMA, _init_routing)

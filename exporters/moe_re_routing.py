@@ -14,6 +14,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
+from . import registry
 from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, schema_default, to_numpy
 
 D = spec.DEFAULTS
@@ -62,6 +63,7 @@ def _fake(tokens, counts, per_token_scales=None, **attributes):
             counts.new_empty((counts.shape[1],)))
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.npu.npu_moe_re_routing unless torch_npu already does."""
     if op_defined("npu", "npu_moe_re_routing"):

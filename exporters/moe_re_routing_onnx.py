@@ -6,13 +6,14 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
-from ._torch_lib import torchscript_symbolic
+from . import registry
 from .moe_re_routing import ATTR_ORDER, SCHEMA
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 RE_ROUTING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 
 
+@registry.translation("npu::npu_moe_re_routing")
 def re_routing_translation(tokens, expert_token_num_per_rank, per_token_scales=None,
                            expert_token_num_type=spec.DEFAULTS["expert_token_num_type"],
                            idx_type=spec.DEFAULTS["idx_type"]):
@@ -23,7 +24,8 @@ def re_routing_translation(tokens, expert_token_num_per_rank, per_token_scales=N
     )
 
 
-def _re_routing(g, tokens, expert_token_num_per_rank, per_token_scales, *attrs):
+@registry.symbolic("npu::npu_moe_re_routing", SCHEMA)
+def re_routing_symbolic(g, tokens, expert_token_num_per_rank, per_token_scales, *attrs):
     """TorchScript symbolic of torch.ops.npu.npu_moe_re_routing (schema argument order)."""
     import torch
 
@@ -48,5 +50,3 @@ def _re_routing(g, tokens, expert_token_num_per_rank, per_token_scales, *attrs):
         outs[3].setType(c_type.with_sizes(c_sizes[1:]))
     return tuple(outs)
 
-
-re_routing_symbolic = torchscript_symbolic(SCHEMA, _re_routing)

@@ -11,6 +11,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_token_permute as spec
 
+from . import registry
 from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, to_numpy
 
 NAME = "ascend_moe::moe_token_permute"
@@ -45,6 +46,7 @@ def _fake(tokens, indices, num_out_tokens=None, padded_mode=False):
     return tokens.new_empty((rows, tokens.shape[1])), tokens.new_empty((pairs,), dtype=torch.int32)
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_token_permute unless already defined."""
     if op_defined("ascend_moe", "moe_token_permute"):

@@ -7,7 +7,7 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_token_permute as spec
 
-from ._torch_lib import torchscript_symbolic
+from . import registry
 from .moe_token_permute import SCHEMA, node_attributes
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
@@ -15,6 +15,7 @@ TOKEN_PERMUTE_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 _ALL_ROWS = 2**62
 
 
+@registry.translation("ascend_moe::moe_token_permute")
 def token_permute_translation(tokens, indices, num_out_tokens=None, padded_mode=False):
     """Dynamo translation: one MoeTokenPermute node. A symbolic num_out_tokens runs the node with 0
     (all rows) and slices permuted_tokens: Slice's end n > 0 keeps min(n, N*K) rows, n < 0 keeps
@@ -29,7 +30,8 @@ def token_permute_translation(tokens, indices, num_out_tokens=None, padded_mode=
     return op.Slice(permuted, zero, end, zero), sorted_indices
 
 
-def _token_permute(g, tokens, indices, num_out_tokens, padded_mode):
+@registry.symbolic("ascend_moe::moe_token_permute", SCHEMA)
+def token_permute_symbolic(g, tokens, indices, num_out_tokens, padded_mode):
     """TorchScript symbolic (num_out_tokens must be a constant or None there)."""
     import torch
 
@@ -42,5 +44,3 @@ def _token_permute(g, tokens, indices, num_out_tokens, padded_mode):
         outs[1].setType(t_type.with_sizes([None]).with_dtype(torch.int32))
     return tuple(outs)
 
-
-token_permute_symbolic = torchscript_symbolic(SCHEMA, _token_permute)

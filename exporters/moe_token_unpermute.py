@@ -15,6 +15,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_token_unpermute as spec
 
+from . import registry
 from ._torch_lib import described, from_numpy, op_defined, to_numpy
 from .moe_finalize_routing_v2 import _static
 
@@ -37,6 +38,7 @@ def _fake(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restor
     return permuted_tokens.new_empty((n, permuted_tokens.shape[-1]))
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_token_unpermute (idempotent)."""
     if op_defined("ascend_moe", "moe_token_unpermute"):

@@ -29,12 +29,12 @@ from onnx import TensorProto, helper
 
 from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
-from .experts_graph import ExpertsError, _attrs, _Builder, _stored
+from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
 
 HALF_TYPES = {TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
 
 
-def _scale_initializer(b: _Builder, scales: np.ndarray, to: int, hint: str) -> str:
+def _scale_initializer(b: Builder, scales: np.ndarray, to: int, hint: str) -> str:
     """float32 ``scales`` rounded to ``to`` (float16 / bfloat16, round to nearest even) as a new
     initializer: the antiquant scale GroupedMatmul takes in x's dtype."""
     t = torch.from_numpy(np.ascontiguousarray(scales, np.float32)).to(HALF_TYPES[to])
@@ -44,7 +44,7 @@ def _scale_initializer(b: _Builder, scales: np.ndarray, to: int, hint: str) -> s
     return name
 
 
-def _gmm_weight(b: _Builder, q: np.ndarray, bits: int, hint: str) -> str:
+def _gmm_weight(b: Builder, q: np.ndarray, bits: int, hint: str) -> str:
     """Quantized ``[E, N, K]`` integers as GroupedMatmul's weight (``transpose_weight`` 1): int8 as
     they are; int4 (int8 [E, N, K/2], two per byte) as int32 words [E, N, K/8], the same bytes."""
     q = np.ascontiguousarray(q)
@@ -62,7 +62,7 @@ def _gmm_scales(scales: np.ndarray, block_size: int) -> np.ndarray:
     return scales if block_size == 0 else scales.transpose(0, 2, 1)
 
 
-def _chain(b: _Builder, rows: str, idx: str, scales: str, experts: int, weights: tuple, dtype: int,
+def _chain(b: Builder, rows: str, idx: str, scales: str, experts: int, weights: tuple, dtype: int,
            skip: str = "", outputs=None) -> str:
     """The op-family chain on ``rows`` [T, H] (``dtype``) routed by ``idx`` [T, k] with routing
     weights ``scales`` [T, k]; ``weights`` = (gate/up q, gate/up scales, down q, down scales) names;
@@ -78,7 +78,7 @@ def _chain(b: _Builder, rows: str, idx: str, scales: str, experts: int, weights:
                 outputs=outputs)
 
 
-def _quantized_stacks(b: _Builder, arrays: list, slices: int, dtype: int) -> tuple[tuple, tuple | None]:
+def _quantized_stacks(b: Builder, arrays: list, slices: int, dtype: int) -> tuple[tuple, tuple | None]:
     """The routed experts' (and the shared expert's slices', or None) GroupedMatmul inputs from the
     float32 weights ``arrays`` (gate, up, down[, shared gate, up, down]), quantized as
     ``b.weights_quant`` says (or as recorded for them)."""
@@ -109,7 +109,7 @@ def _finalize_scale_types(dtype: int) -> tuple[int, ...]:
     return (dtype, TensorProto.FLOAT) if dtype == TensorProto.BFLOAT16 else (dtype,)
 
 
-def _routing_scales(b: _Builder, w: str, dtype: int) -> str:
+def _routing_scales(b: Builder, w: str, dtype: int) -> str:
     """The routing weights ``w`` as MoeFinalizeRoutingV2's scales; a Cast only where needed."""
     accepted = _finalize_scale_types(dtype)
     return w if b.types.get(w) in accepted else b.cast(w, accepted[-1])
@@ -130,14 +130,14 @@ def check_chain(a: dict, weights_quant) -> None:
                            f"weights; use int4 for per-group scales")
 
 
-def expand_routed_quantized_cann(b: _Builder, node: onnx.NodeProto) -> None:
+def expand_routed_quantized_cann(b: Builder, node: onnx.NodeProto) -> None:
     """RoutedExperts (``ort`` formulation) with quantized weights for the CANN target: the
     op-family chain in the block's dtype (module docstring), the result cast to the placeholder's
     float32."""
-    a = _attrs(node)
+    a = node_attributes(node)
     check_chain(a, b.weights_quant)
     x, w, idx, gate, up, down, *shared = node.input
-    arrays = _stored(b, (gate, up, down, *shared))
+    arrays = stored_arrays(b, (gate, up, down, *shared))
     if arrays is None:
         raise ExpertsError("experts: --weights-quant needs the expert weights as in-memory initializers")
     arrays = [v.astype(np.float32, copy=False) for v in arrays]

@@ -11,6 +11,7 @@ import torch
 
 from ascend_moe_onnx.onnx_schemas import swi_glu as spec
 
+from . import registry
 from ._torch_lib import described, from_numpy, op_defined, to_numpy
 from .moe_finalize_routing_v2 import _static
 
@@ -46,6 +47,7 @@ def _backward(ctx, grad):
     return torch.cat([da, db], dim=ctx.dim).to(x.dtype), None
 
 
+@registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.swi_glu (idempotent)."""
     if op_defined("ascend_moe", "swi_glu"):

@@ -6,19 +6,21 @@ from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import swi_glu as spec
 
-from ._torch_lib import torchscript_symbolic
-from .swi_glu import SCHEMA
+from . import registry
+from .swi_glu import OP, SCHEMA
 
 _OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
 SWIGLU_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
 
 
+@registry.translation(OP)
 def swiglu_translation(x, dim=spec.DEFAULTS["dim"]):
     """Dynamo translation: one SwiGlu node."""
     return SWIGLU_OP(x, dim=int(dim))
 
 
-def _swiglu(g, x, dim):
+@registry.symbolic(OP, SCHEMA)
+def swiglu_symbolic(g, x, dim):
     """TorchScript symbolic of torch.ops.ascend_moe.swi_glu."""
     y = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", x, dim_i=int(dim))
     t = x.type()
@@ -29,5 +31,3 @@ def _swiglu(g, x, dim):
         y.setType(t.with_sizes(sizes))
     return y
 
-
-swiglu_symbolic = torchscript_symbolic(SCHEMA, _swiglu)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ascend_moe_onnx.onnx_schemas import weight_quant
+from ascend_moe_onnx.onnx_schemas.moe_routed_experts import A8_STEP
 
 SCHEMES = weight_quant.SCHEMES
 
@@ -39,6 +40,8 @@ class WeightsQuant:
 
     bits: int
     block_size: int = 0
+    # 1: int8 activations too (MoeRoutedExperts act_quant 1: W8A8 / W4A8, per-token dynamic int8)
+    act_quant: int = 0
     # fingerprint of a float32 weight (as exported) -> (q, scales) in the expert-stack layout
     stored: dict = field(default_factory=dict, repr=False)
 
@@ -48,22 +51,29 @@ class WeightsQuant:
         if self.block_size < 0 or (self.bits == 4 and self.block_size % 2):
             raise ValueError(f"weights quantization: block size must be >= 0 (0 = per channel) and even for "
                              f"4 bits, got {self.block_size}")
+        if self.act_quant not in (0, 1):
+            raise ValueError(f"activation quantization: must be 0 (float) or 1 (int8), got {self.act_quant}")
+        if self.act_quant and self.block_size % A8_STEP:
+            raise ValueError(f"int8 activations need a block size that is a multiple of {A8_STEP} (or 0), "
+                             f"got {self.block_size}")
 
     @classmethod
-    def from_scheme(cls, scheme: str, block_size: int | None = None) -> "WeightsQuant":
+    def from_scheme(cls, scheme: str, block_size: int | None = None, act_quant: str | None = None) -> "WeightsQuant":
         """``int8`` (per channel unless ``block_size``) or ``int4`` (per group of ``block_size``,
-        default weight_quant.DEFAULT_INT4_BLOCK)."""
+        default weight_quant.DEFAULT_INT4_BLOCK); ``act_quant`` ``"int8"``: int8 activations too."""
+        if act_quant not in (None, "int8"):
+            raise ValueError(f"activation quantization: unknown scheme '{act_quant}' (known: int8)")
         if scheme not in SCHEMES:
             raise ValueError(f"weights quantization: unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
         bits = SCHEMES[scheme]
         if block_size is None:
             block_size = weight_quant.DEFAULT_INT4_BLOCK if bits == 4 else 0
-        return cls(bits, block_size)
+        return cls(bits, block_size, 1 if act_quant == "int8" else 0)
 
     @property
     def name(self) -> str:
         per = "per channel" if self.block_size == 0 else f"per group of {self.block_size}"
-        return f"int{self.bits} {per}"
+        return f"int{self.bits} {per}" + (", int8 activations" if self.act_quant else "")
 
     def record(self, exported: np.ndarray, q: np.ndarray, scales: np.ndarray) -> None:
         """``exported`` (a float32 weight as the export will see it) is stored as ``q`` / ``scales``."""

@@ -33,6 +33,8 @@ from ascend_moe_onnx.exporters.experts_graph import (  # noqa: F401  (re-exporte
     using,
 )
 
+from .numerics import swiglu
+
 _ONNX_DTYPE = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
                torch.bfloat16: TensorProto.BFLOAT16}
 
@@ -53,9 +55,7 @@ def _attributes(experts, formulation: str) -> dict:
 def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formulation: str) -> torch.Tensor:
     """Eager: row ``p`` of ``x`` through expert ``expert[p]``, one matmul chain per active expert
     (``ort``: in float32 like the MoE op, float32 result; else in the block's numerics and dtype,
-    models.layers.swiglu)."""
-    from .layers import swiglu
-
+    models.numerics.swiglu)."""
     ort = formulation == "ort"
     dtype = ort_dtype(experts.dtype) if ort else experts.dtype
     rows = x.float() if ort else x
@@ -115,9 +115,7 @@ def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Te
     y = _rows_through_experts(experts, rows, flat, formulation)
     out = (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
     if shared is not None:  # in float32, as the kernel runs it
-        from .layers import swiglu
-
-        out = out + swiglu(x.float(), *extra, ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
+            out = out + swiglu(x.float(), *extra, ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
     return out
 
 

@@ -29,6 +29,7 @@ from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import DEFAULTS as GATIN
 from ascend_moe_onnx.onnx_schemas.moe_re_routing import DEFAULTS as RE_ROUTING_DEFAULTS
 
 from . import experts as routed_experts
+from .numerics import matmul_t, rounded, swiglu, swiglu_native
 
 
 @dataclass
@@ -68,44 +69,6 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the export path computes in: float32 for bfloat16 blocks, else the dtype."""
     return torch.float32 if dtype == torch.bfloat16 else dtype
-
-
-def rounded(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``t`` rounded to ``dtype`` but kept in its own dtype (emulates an op with ``dtype`` output)."""
-    return t if t.dtype == dtype else t.to(dtype).to(t.dtype)
-
-
-def _mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``x @ w^T`` for 2-D or batched ``[E, out, in]`` weights, in x's dtype."""
-    return torch.matmul(x, w.to(x.dtype).transpose(-1, -2))
-
-
-def swiglu(x, w_gate, w_up, w_down, dtype, limit: float = 0.0, act_fp32: bool = False):
-    """Export-path SwiGLU expert ``down(silu(gate(x)) * up(x))`` on compute-dtype ``x``; every op's
-    result is rounded to ``dtype`` (the activation is rounded once when ``act_fp32``)."""
-    g = rounded(_mm(x, w_gate), dtype)
-    u = rounded(_mm(x, w_up), dtype)
-    if act_fp32:
-        g, u = g.float(), u.float()
-    if limit:
-        u = torch.clamp(u, min=-limit, max=limit)
-        g = torch.clamp(g, max=limit)
-    if act_fp32:
-        h = rounded(F.silu(g) * u, dtype).to(x.dtype)
-    else:
-        h = rounded(rounded(F.silu(g), dtype) * u, dtype)
-    return rounded(_mm(h, w_down), dtype)
-
-
-def swiglu_native(x, w_gate, w_up, w_down, limit: float = 0.0, act_fp32: bool = False):
-    """Reference SwiGLU expert with native torch ops in x's dtype (Hugging Face style)."""
-    g, u = F.linear(x, w_gate), F.linear(x, w_up)
-    if act_fp32:
-        g, u = g.float(), u.float()
-    if limit:
-        u = torch.clamp(u, min=-limit, max=limit)
-        g = torch.clamp(g, max=limit)
-    return F.linear((F.silu(g) * u).to(x.dtype), w_down)
 
 
 def padded_positions(expert: torch.Tensor, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,7 +175,7 @@ class RoutedMoE(torch.nn.Module):
         """Router logits [T, E]: float32 when the model keeps them float32, else in the block dtype."""
         if self.cfg.router_fp32:
             return F.linear(x.float(), self.gate.weight.float())
-        return _mm(x.to(self.compute), self.gate.weight).to(self.dtype)
+        return matmul_t(x.to(self.compute), self.gate.weight).to(self.dtype)
 
     def router_logits_native(self, x: torch.Tensor) -> torch.Tensor:
         """Reference router logits: ``F.linear`` in float32 or natively in the block dtype."""

@@ -26,7 +26,7 @@ def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
 
     ``external_data`` writes the weights beside ``path`` (needed past 2 GiB) and returns None.
     ``experts``: the expert formulation (models.experts; None: the block's own, ``ort``).
-    ``target``: the runtime the graph is for (exporters.targets: ``cpu`` or ``cann``).
+    ``target``: the runtime the graph is for (exporters.targets: ``cpu``, ``cann`` or ``ge``).
     """
     from ascend_moe_onnx.exporters import export
 

@@ -21,7 +21,7 @@ class BodyBuilder:
     def __init__(self) -> None:
         self.nodes: list[onnx.NodeProto] = []
         self._count = 0
-        self._consts: dict[tuple, str] = {}
+        self._consts: dict[tuple, str] = {}  # constants, and shapes read once per tensor
 
     def _name(self, hint: str) -> str:
         self._count += 1
@@ -45,6 +45,57 @@ class BodyBuilder:
         if cache_key not in self._consts:
             self._consts[cache_key] = self.op("Constant", value=numpy_helper.from_array(arr, self._name("const")))
         return self._consts[cache_key]
+
+    def shape(self, tensor: str) -> str:
+        """``Shape(tensor)``, one node per tensor."""
+        key = ("shape", tensor)
+        if key not in self._consts:
+            self._consts[key] = self.op("Shape", tensor)
+        return self._consts[key]
+
+    def dims(self, tensor: str, count: int) -> str:
+        """The first ``count`` dims of ``tensor`` as [count] int64, -1 past its rank (so that
+        conditions on them are defined for every rank); one set of nodes per tensor and count."""
+        key = ("dims", tensor, count)
+        if key not in self._consts:
+            padded = self.op("Concat", self.shape(tensor), self.const([-1] * count, np.int64), axis=0)
+            self._consts[key] = self.op("Slice", padded, self.const([0], np.int64), self.const([count], np.int64))
+        return self._consts[key]
+
+    def dim(self, tensor: str, i: int, count: int = 4) -> str:
+        """Dim ``i`` of ``tensor`` as a scalar int64, -1 past its rank."""
+        return self.op("Gather", self.dims(tensor, max(count, i + 1)), self.const(i, np.int64), axis=0)
+
+    def rank(self, tensor: str) -> str:
+        """The rank of ``tensor`` as a scalar int64."""
+        return self.op("Size", self.shape(tensor))
+
+    def all_of(self, *conditions: str) -> str:
+        """The conjunction of scalar bool conditions."""
+        out = conditions[0]
+        for c in conditions[1:]:
+            out = self.op("And", out, c)
+        return out
+
+    def all_equal(self, a: str, b: str) -> str:
+        """Whether two non-empty 1-D int64 vectors of one length are equal, as a scalar bool."""
+        same = self.op("Cast", self.op("Equal", a, b), to=onnx.TensorProto.INT64)
+        return self.op("Equal", self.op("ReduceMin", same, keepdims=0), self.const(1, np.int64))
+
+    def check(self, op_type: str, a: str, b) -> str:
+        """A scalar comparison (``Equal``, ``GreaterOrEqual``, ...) of ``a`` with ``b`` (an int or a name)."""
+        return self.op(op_type, a, self.const(b, np.int64) if isinstance(b, int) else b)
+
+    def require(self, tensor: str, condition: str) -> str:
+        """``tensor`` itself where the scalar bool ``condition`` holds, else a Reshape that fails
+        (standard ONNX has no assertion op): how a body refuses the ranks and dims it can see.
+        The result must be what the body goes on with, so that the check is part of the graph.
+        The failing shape is every dim plus 1 and a trailing 2: never the tensor's element count."""
+        bad = self.op("Cast", self.op("Not", condition), to=onnx.TensorProto.INT64)
+        shape = self.op("Add", self.shape(tensor), bad)
+        extra = self.op("Slice", self.const([2], np.int64), self.const([0], np.int64),
+                        self.op("Unsqueeze", bad, self.const([0], np.int64)))
+        return self.op("Reshape", tensor, self.op("Concat", shape, extra, axis=0))
 
     def empty_float(self, output: str) -> str:
         """An empty [0] float tensor as ``output`` (an optional output that carries nothing)."""

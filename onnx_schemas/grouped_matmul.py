@@ -77,7 +77,7 @@ SCHEMA = OpSchema(
         tensor_input("antiquant_scale", "TA",
                      "Antiquant scale, x's type: per channel [E, N] or per group [E, G, N] (G divides K).",
                      optional=True),
-        tensor_input("antiquant_offset", "TA", "Antiquant offset, antiquant_scale's shape and type.",
+        tensor_input("antiquant_offset", "TAO", "Antiquant offset, antiquant_scale's shape and type.",
                      optional=True),
         tensor_input("per_token_scale", "TP", "W8A8: per-row dequant scale [M].", optional=True),
     ],
@@ -92,7 +92,10 @@ SCHEMA = OpSchema(
          "Bias type (x's or float; int32 for int8 x)."),
         ("TS", ["tensor(float)", "tensor(bfloat16)"], "W8A8 scale type."),
         ("TO", ["tensor(float)"], "Offset type."),
-        ("TA", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Antiquant scale / offset type (x's)."),
+        ("TA", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Antiquant scale type (x's)."),
+        # its own parameter: the rule is "antiquant_scale's type", checked after antiquant_scale's
+        # own rule (x's type), so that a wrong antiquant_scale is never blamed on the offset
+        ("TAO", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Antiquant offset type (antiquant_scale's)."),
         ("TP", ["tensor(float)"], "Per-token scale type."),
         ("TY", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(int32)"], "Output type."),
     ],
@@ -218,6 +221,9 @@ def mode_and_output_type(types: dict[str, str | None], attrs: dict[str, Any]) ->
         raise _err(f"input 'antiquant_scale' is required for {w} weight, got none")
     if types["antiquant_scale"] != x:
         raise _err(f"input 'antiquant_scale' must have the type of x ({x}), got {types['antiquant_scale']}")
+    if types.get("antiquant_offset") not in (None, x):
+        raise _err(f"input 'antiquant_offset' must have the type of antiquant_scale ({x}), "
+                   f"got {types['antiquant_offset']}")
     return ANTIQUANT, x
 
 

@@ -40,6 +40,22 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     w8a8 = has[scale] or OUTPUT_DTYPES[attrs["output_dtype"]] == "int32"
     compute = _T.DOUBLE if w8a8 else _T.FLOAT
 
+    # the ranks and dims the body sees (docs/operators.md §4.3): x [M, K], group_list [E] with E =
+    # weight.shape[0], weight of rank 3, antiquant_offset of antiquant_scale's shape
+    checks = [g.check("Equal", g.rank(x), 2), g.check("Equal", g.rank(weight), 3),
+              g.check("Equal", g.rank(group_list), 1),
+              g.check("Equal", g.dim(group_list, 0), g.dim(weight, 0))]
+    if has[a_scale] and has[a_offset]:
+        checks.append(g.all_equal(g.dims(a_offset, 4), g.dims(a_scale, 4)))
+    if has[_offset]:  # reserved, always refused (its message names its type, which a body does not know)
+        checks.append(g.const(False, np.bool_))
+    if has[a_scale] and attrs["transpose_weight"]:  # int4 words along K: K / G even
+        k_words, k = g.dim(weight, 2), g.dim(x, 1)
+        groups = op("Where", g.check("Equal", g.rank(a_scale), 3), g.dim(a_scale, 1), const(1, i64))
+        int4 = op("Less", k_words, k)
+        odd = op("Equal", op("Mod", op("Div", k, op("Max", groups, const(1, i64))), const(2, i64)), const(1, i64))
+        checks.append(op("Not", op("And", int4, odd)))
+    x = g.require(x, g.all_of(*checks))
     ends = op("Cast", group_list, to=_T.INT64)
     if attrs["group_list_type"] == COUNT:
         ends = op("CumSum", ends, const(0, i64))

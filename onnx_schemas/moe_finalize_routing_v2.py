@@ -8,7 +8,7 @@ own MoeTokenUnpermute is this op with ``drop_pad_mode`` 2 on its newest chips.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 from onnx import TensorProto
@@ -38,7 +38,7 @@ OP_TYPE = "MoeFinalizeRoutingV2"
 
 # drop_pad_mode: dropless / drop-pad, expanded_row_idx slot-major (k * N + i) / token-major (i * K + k)
 DROPLESS_SLOT_MAJOR, DROP_PAD_SLOT_MAJOR, DROPLESS_TOKEN_MAJOR, DROP_PAD_TOKEN_MAJOR = 0, 1, 2, 3
-DROPPED = -1  # expanded_row_idx value of a slot whose row was dropped (drop-pad modes)
+DROPPED = -1  # expanded_row_idx value of a slot without a row (dropped, or an expert out of range): a zero row
 
 SCHEMA = OpSchema(
     OP_TYPE,
@@ -48,7 +48,8 @@ SCHEMA = OpSchema(
         "Combines the expert outputs of each token: y[i] = x1[i] + x2[i] + sum_j scales[i, j] * "
         "(expanded_x[r(i, j)] + bias[expert_idx[i, j]]), where r(i, j) is read from "
         "expanded_row_idx slot-major (drop_pad_mode 0, 1) or token-major (2, 3); in the drop-pad "
-        "modes (1, 3) expanded_x is [E, C, H] and r = -1 marks a dropped slot (its row counts as 0)."
+        "modes (1, 3) expanded_x is [E, C, H]; r = -1 marks a slot without a row (dropped, or an expert "
+        "outside init routing's active range): its row counts as 0, its bias term is still added."
     ),
     inputs=[
         tensor_input("expanded_x", "T", "Expert outputs: [N*K, H] (modes 0, 2) or [E, C, H] (modes 1, 3)."),
@@ -126,6 +127,15 @@ def _required(inputs: dict[str, tuple | None], name: str) -> tuple:
     return spec
 
 
+def check_presence(present: Collection[str]) -> None:
+    """The rules of which optional inputs go together (known from the node alone: the function
+    body checks them when it is built): x2 only with x1, bias only with expert_idx."""
+    if "x2" in present and "x1" not in present:
+        raise _err("input 'x2' must be absent when x1 is absent")
+    if "bias" in present and "expert_idx" not in present:
+        raise _err("input 'bias' needs expert_idx (the expert of each slot), got no expert_idx")
+
+
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> tuple:
     """Check attributes, types, ranks and dims; ``inputs[name] = (shape, onnx type name)`` or None.
 
@@ -168,12 +178,9 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
         shape = tuple(desc[0])
         if len(shape) != 2 or any(known(a, b) and a != b for a, b in zip(shape, (N, H))):
             raise _err(f"input '{name}' must be [N, H] = {shape_text((N, H))}, got shape {shape_text(shape)}")
-    if inputs.get("x2") is not None and inputs.get("x1") is None:
-        raise _err("input 'x2' must be absent when x1 is absent")
+    check_presence({n for n, d in inputs.items() if d is not None})
     bias, experts = inputs.get("bias"), inputs.get("expert_idx")
     if bias is not None:
-        if experts is None:
-            raise _err("input 'bias' needs expert_idx (the expert of each slot), got no expert_idx")
         b_shape = tuple(bias[0])
         if len(b_shape) != 2 or (known(b_shape[0]) and b_shape[0] < 1) or (known(b_shape[1], H) and b_shape[1] != H):
             raise _err(f"input 'bias' must be 2-D [E, H] with E >= 1 and H = {H} (expanded_x.shape[-1]), "
@@ -189,17 +196,14 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
 
 
 def validate_indices(row_idx: np.ndarray, R: int, mode: int, expert_idx: np.ndarray | None, E: int | None) -> None:
-    """Check the index values: rows in range (-1 allowed in the drop-pad modes), experts in [0, E)."""
+    """Check the index values: rows in [0, R) or -1 (a zero row), experts in [0, E)."""
     idx = np.asarray(row_idx).astype(np.int64)
-    low = DROPPED if drop_pad(mode) else 0
-    bad = np.flatnonzero((idx < low) | (idx >= R))
+    bad = np.flatnonzero((idx < DROPPED) | (idx >= R))
     if bad.size:
         i = int(bad[0])
-        if drop_pad(mode):
-            raise _err(f"input 'expanded_row_idx' must be -1 (dropped) or in [0, E*C) = [0, {R}) when "
-                       f"drop_pad_mode is 1 or 3, got {int(idx[i])} at [{i}]")
-        raise _err(f"input 'expanded_row_idx' must be in [0, N*K) = [0, {R}) when drop_pad_mode is 0 or 2, "
-                   f"got {int(idx[i])} at [{i}]")
+        rows = "E*C" if drop_pad(mode) else "N*K"
+        raise _err(f"input 'expanded_row_idx' must be -1 (no row) or in [0, {rows}) = [0, {R}) when "
+                   f"drop_pad_mode is {_modes(mode)}, got {int(idx[i])} at [{i}]")
     if expert_idx is not None and E is not None:
         e = np.asarray(expert_idx).astype(np.int64)
         bad_r, bad_c = np.nonzero((e < 0) | (e >= E))

@@ -6,7 +6,7 @@ Both are a weighted gather: the slot rows [N, K] of row indices are gathered fro
 float32) into [N, K, H], the bias rows added, the weights multiplied in, and the slots summed
 (ReduceSum keepdims=1 + Squeeze: keepdims=0 over an empty axis gives the wrong shape on
 ONNX Runtime <= 1.31.1); the result is cast back once. A zero row is appended to the rows for
-dropped slots (index -1 in the drop-pad modes; an index >= P for MoeTokenUnpermute).
+slots without a row (index -1; an index >= P for MoeTokenUnpermute).
 
 Out-of-range indices: ONNX Gather accepts negative indices and would wrap them silently, so every
 index outside the op's valid range (docs/operators.md §5.3, §6.3) is replaced by ``OUT_OF_RANGE``
@@ -83,11 +83,25 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     attrs = resolve_attributes(schema, dict(attributes))
     finalize.validate_attributes(attrs)
     has = present_flags(schema, present_inputs)
+    finalize.check_presence({n for n, h in has.items() if h})
     mode = attrs["drop_pad_mode"]
     x, row_idx, x1, x2, bias, scales, experts = finalize.INPUT_NAMES
     g = BodyBuilder()
     b = WeightedGatherBody(g)
     op = b.op
+
+    # The ranks and dims the body sees (docs/operators.md §8.3) that its Reshapes and broadcasts
+    # would not refuse: expanded_row_idx 1-D, expert_idx [N, K], bias [E, H] with E the rows of
+    # expanded_x in the drop-pad modes.
+    checks = [g.check("Equal", g.rank(row_idx), 1)]
+    if has[experts]:
+        n_dim = g.dim(scales, 0) if has[scales] else g.dim(row_idx, 0)
+        k_dim = g.dim(scales, 1) if has[scales] else g.const(1, np.int64)
+        checks += [g.check("Equal", g.rank(experts), 2), g.check("Equal", g.dim(experts, 0), n_dim),
+                   g.check("Equal", g.dim(experts, 1), k_dim)]
+    if has[bias] and finalize.drop_pad(mode):
+        checks.append(g.check("Equal", g.dim(bias, 0), g.dim(x, 0)))
+    row_idx = g.require(row_idx, g.all_of(*checks))
 
     # [R, H]; allowzero=1 on every Reshape: a 0 in a computed shape (0 tokens) is a size, not "copy"
     if finalize.drop_pad(mode):
@@ -105,13 +119,10 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         slots = op("Reshape", idx, op("Concat", n, k, axis=0), allowzero=1)
     else:
         slots = op("Transpose", op("Reshape", idx, op("Concat", k, n, axis=0), allowzero=1), perm=[1, 0])
-    if finalize.drop_pad(mode):  # -1 reads the zero row at R
-        table = b.with_zero_row(rows)
-        valid = b.in_range(slots, g.const(-1, np.int64), r)
-        slots = op("Where", op("Equal", slots, g.const(-1, np.int64)), op("Squeeze", r, b.axis0), slots)
-    else:
-        table = rows
-        valid = b.in_range(slots, b.zero, r)
+    # -1 (no row: dropped, or an expert outside init routing's range) reads the zero row at R
+    table = b.with_zero_row(rows)
+    valid = b.in_range(slots, g.const(-1, np.int64), r)
+    slots = op("Where", op("Equal", slots, g.const(-1, np.int64)), op("Squeeze", r, b.axis0), slots)
     terms = op("Gather", table, b.guard(slots, valid), axis=0)  # [N, K, H]
     if has[bias]:
         e = op("Cast", experts, to=TensorProto.INT64)

@@ -131,6 +131,16 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     # Rows: [..., E] -> [R, E] (dynamic leading dims; R = 0 is fine since E >= 1 fixes the -1).
     xf = g.op("Cast", "x", to=TensorProto.FLOAT)
+    # The ranks and dims the body sees that its broadcasts would not refuse (docs/operators.md
+    # §1.3): x of rank >= 2, biases [E], k <= k_group * E / group_count.
+    e_scalar = g.op("Gather", g.shape("x"), g.const(-1, np.int64), axis=0)
+    checks = [g.check("GreaterOrEqual", g.rank("x"), 2),
+              g.check("LessOrEqual", g.const(k * int(attrs["group_count"]), np.int64),
+                      g.op("Mul", e_scalar, g.const(int(attrs["k_group"]), np.int64)))]
+    for name in ("bias", "additional_bias"):
+        if has[name]:
+            checks += [g.check("Equal", g.rank(name), 1), g.check("Equal", g.dim(name, 0), e_scalar)]
+    xf = g.require(xf, g.all_of(*checks))
     lead = g.op("Shape", "x", end=-1)
     e_dim = g.op("Shape", "x", start=-1)
     shape_re = g.op("Concat", minus_one, e_dim, axis=0)

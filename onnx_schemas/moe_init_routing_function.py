@@ -35,6 +35,13 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     const = g.const
     zero, one, start = const(0, np.int64), const(1, np.int64), const([0], np.int64)
+    # The ranks and dims the body sees (docs/operators.md §10.3): x [N, H >= 1], expert_idx
+    # [N, K >= 1], row_idx of its shape
+    checks = [g.check("Equal", g.rank(x), 2), g.check("GreaterOrEqual", g.dim(x, 1), 1),
+              g.check("Equal", g.rank(expert_idx), 2), g.check("Equal", g.dim(expert_idx, 0), g.dim(x, 0)),
+              g.check("GreaterOrEqual", g.dim(expert_idx, 1), 1),
+              g.all_equal(g.dims(row_idx, 3), g.dims(expert_idx, 3))]
+    expert_idx = g.require(expert_idx, g.all_of(*checks))
     flat = op("Reshape", op("Cast", expert_idx, to=TensorProto.INT64), const([-1], np.int64))
     rows_flat = op("Reshape", op("Cast", row_idx, to=TensorProto.INT64), const([-1], np.int64))
     p_1d = op("Shape", flat)

@@ -9,7 +9,7 @@ dropped. Dropless mode (drop_pad_mode 0) writes the sorted rows one after the ot
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 from onnx import TensorProto
@@ -173,6 +173,18 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
                        f"got [{start}, {end})")
 
 
+def check_presence(present: Collection[str], attrs: dict[str, Any]) -> None:
+    """The rules of which optional inputs go together (known from the node alone: the function
+    body checks them when it is built): scale and offset with static quantisation, offset only then."""
+    quant = attrs["quant_mode"]
+    if quant == STATIC_QUANT:
+        for name in ("scale", "offset"):
+            if name not in present:
+                raise _err(f"input '{name}' is required when quant_mode is 0")
+    elif "offset" in present:
+        raise _err(f"input 'offset' must be absent when quant_mode is {quant}")
+
+
 def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tuple | None,
                     attrs: dict[str, Any]) -> None:
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)`` or None
@@ -205,15 +217,13 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
     for name, desc in (("scale", scale), ("offset", offset)):
         if desc is not None and desc[1] != "float":
             raise _err(f"input '{name}' must be float, got {desc[1]}")
+    check_presence({n for n, d in (("scale", scale), ("offset", offset)) if d is not None}, attrs)
     if quant == STATIC_QUANT:
         for name, desc in (("scale", scale), ("offset", offset)):
-            if desc is None:
-                raise _err(f"input '{name}' is required when quant_mode is 0")
+            assert desc is not None  # check_presence
             if len(desc[0]) != 1 or (known(desc[0][0]) and desc[0][0] != 1):
                 raise _err(f"input '{name}' must have shape [1] when quant_mode is 0, got shape {shape_text(desc[0])}")
         return
-    if offset is not None:
-        raise _err(f"input 'offset' must be absent when quant_mode is {quant}")
     if scale is None:
         return
     s_shape = scale[0]

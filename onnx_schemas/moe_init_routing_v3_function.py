@@ -29,6 +29,7 @@ from .moe_init_routing_v3 import (
     OUTPUT_NAMES,
     SCHEMA,
     STATIC_QUANT,
+    check_presence,
     expert_range,
     validate_attributes,
 )
@@ -42,6 +43,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     attrs = resolve_attributes(SCHEMA, dict(attributes))
     validate_attributes(attrs)
     has = present_flags(SCHEMA, present_inputs)
+    check_presence({n for n, h in has.items() if h}, attrs)
     x, expert_idx, scale, offset = INPUT_NAMES
     out_x, out_idx, out_counts, out_scale = OUTPUT_NAMES
     start, end = expert_range(attrs)
@@ -60,6 +62,24 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     def scalar(v1d: str) -> str:
         return op("Squeeze", v1d, axis0)
+
+    # The ranks and dims the body sees (docs/operators.md §5.3): x [N, H >= 1], expert_idx
+    # [N, K >= 1], scale [N] (no quantisation) or [end - start or 1, H] (dynamic), [1] (static).
+    checks = [g.check("Equal", g.rank(x), 2), g.check("GreaterOrEqual", g.dim(x, 1), 1),
+              g.check("Equal", g.rank(expert_idx), 2), g.check("Equal", g.dim(expert_idx, 0), g.dim(x, 0)),
+              g.check("GreaterOrEqual", g.dim(expert_idx, 1), 1)]
+    quant = attrs["quant_mode"]
+    if has[scale] and quant == NO_QUANT:
+        checks += [g.check("Equal", g.rank(scale), 1), g.check("Equal", g.dim(scale, 0), g.dim(x, 0))]
+    elif has[scale] and quant == STATIC_QUANT:
+        checks += [g.check("Equal", g.rank(scale), 1), g.check("Equal", g.dim(scale, 0), 1)]
+    elif has[scale]:
+        rows = g.dim(scale, 0)
+        checks += [g.check("Equal", g.rank(scale), 2), g.check("Equal", g.dim(scale, 1), g.dim(x, 1)),
+                   op("Or", g.check("Equal", rows, 1), g.check("Equal", rows, width))]
+    if has[offset]:
+        checks += [g.check("Equal", g.rank(offset), 1), g.check("Equal", g.dim(offset, 0), 1)]
+    expert_idx = g.require(expert_idx, g.all_of(*checks))
 
     # Sort: unique keys, ascending, sentinel appended (never an empty TopK).
     flat = op("Reshape", op("Cast", expert_idx, to=TensorProto.INT64), minus_one)  # [P]

@@ -77,6 +77,14 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     # Rows travel as float32 (see the module docstring); ONNX Runtime has no Shape kernel for
     # float8 either, so A is read from the float32 copy.
     tokens_f32 = op("Cast", tokens, to=TensorProto.FLOAT)
+    # The ranks and dims the body sees that its Reshapes would not refuse (docs/operators.md §2.3):
+    # tokens [A, H >= 1], counts with N >= 1 and E >= 1, scales [A] or [A, S]
+    checks = [g.check("Equal", g.rank(tokens_f32), 2), g.check("GreaterOrEqual", g.dim(tokens_f32, 1), 1),
+              g.check("GreaterOrEqual", g.dim(counts, 0), 1), g.check("GreaterOrEqual", g.dim(counts, 1), 1)]
+    if has[scales]:
+        s_rank = g.rank(scales)
+        checks.append(op("Or", g.check("Equal", s_rank, 1), g.check("Equal", s_rank, 2)))
+    tokens_f32 = g.require(tokens_f32, g.all_of(*checks))
     a_1d = op("Shape", tokens_f32, start=0, end=1)  # [A]
     # ScatterElements takes indices in [-(A+1), 0) as counting from the end: a negative count's
     # block end goes to A + 1, out of range, so that negative counts fail instead of routing.

@@ -82,7 +82,14 @@ SCHEMA = OpSchema(
                   "two's complement); w = q * scale. Unused for float weights."),
         attribute("block_size", 0,
                   "int8 weights: 0 = one scale per output row; G > 0 = one scale per G consecutive inputs "
-                  "of a row (G divides H and I; even for 4 bits). Unused for float weights."),
+                  "of a row (G divides H and I; even for 4 bits; a multiple of 8 with act_quant 1). Unused "
+                  "for float weights."),
+        attribute("act_quant", 0,
+                  "int8 weights: 0 = float activations (W8A16 / W4A16); 1 = per-token dynamic int8 "
+                  "activations (W8A8 / W4A8, Ascend's npu_dynamic_quant): each x row and each pair's "
+                  "SwiGLU row is quantized symmetrically (scale = max |v| / 127, q = round half to even "
+                  "of v / scale, clamped to [-127, 127]), the products are summed in int32 and dequantized "
+                  "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float weights."),
     ],
 )
 
@@ -95,6 +102,10 @@ SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, d
 ]
 
 DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+# act_quant 1: inputs per step of the integer dot products (a per-group block is whole steps), and
+# the longest row whose int32 sums cannot overflow (|q_x| <= 127, |q_w| <= 128: 127 * 128 * 2^17 < 2^31).
+LIMITS = {"A8_STEP": 8, "A8_MAX_INPUTS": 1 << 17}
+A8_STEP, A8_MAX_INPUTS = LIMITS["A8_STEP"], LIMITS["A8_MAX_INPUTS"]
 INDEX_TYPES = allowed_types(SCHEMA, "TI")
 WEIGHT_TYPES = allowed_types(SCHEMA, "TW")
 
@@ -117,6 +128,12 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
     if attrs["weight_bits"] == 4 and attrs["block_size"] % 2:
         raise _err(f"attribute 'block_size' must be even with weight_bits 4 (whole bytes per block), "
                    f"got {attrs['block_size']}")
+    if attrs["act_quant"] not in (0, 1):
+        raise _err(f"attribute 'act_quant' must be 0 (float activations) or 1 (per-token int8), "
+                   f"got {attrs['act_quant']}")
+    if attrs["act_quant"] and attrs["block_size"] % A8_STEP:
+        raise _err(f"attribute 'block_size' must be a multiple of {A8_STEP} with act_quant 1 (whole steps of "
+                   f"the integer dot products), got {attrs['block_size']}")
 
 
 def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E, H, I) -> None:
@@ -171,6 +188,10 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
     k = idx[1]
     if tuple(w) != (T, k):
         raise _err(f"input 'routing_weights' must have the shape of expert_idx [{T}, {k}], got shape {shape_text(w)}")
+    if attrs["act_quant"] and not quantized:
+        raise _err(f"attribute 'act_quant' = {attrs['act_quant']} needs int8 weights, got {wtype} gate_up_weights")
+    if attrs["act_quant"] and known(H) and H > A8_MAX_INPUTS:
+        raise _err(f"input 'x' with act_quant 1 must have H <= {A8_MAX_INPUTS} (int32 sums), got H = {H}")
     if not quantized:
         for name in ("gate_up_scales", "down_scales"):
             if inputs.get(name) is not None:
@@ -190,6 +211,8 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
     if tuple(down) != (E, H, I // pack):
         raise _err(f"input 'down_weights' must be [E, H, {'I' if pack == 1 else 'I/2'}] = [{E}, {H}, {I // pack}] "
                    f"(from gate_up_weights), got shape {shape_text(down)}")
+    if attrs["act_quant"] and I > A8_MAX_INPUTS:
+        raise _err(f"input 'down_weights' with act_quant 1 must have I <= {A8_MAX_INPUTS} (int32 sums), got I = {I}")
     if quantized:
         _validate_quantized(inputs, attrs, E, H, I)
     return T, H, k, E, I
@@ -247,6 +270,9 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
     validate_indices(idx, E)
     if np.size(x) == 0:  # y is empty (T = 0 or H = 0): the weights may declare any E and I
         return (np.zeros(np.shape(x), np.float32),)
+    if attrs["act_quant"]:
+        return (_reference_a8(np.asarray(x, np.float32), idx, np.asarray(routing_weights, np.float32),
+                              gate_up_weights, down_weights, gate_up_scales, down_scales, attrs),)
     x64, w64 = np.asarray(x, np.float64), np.asarray(routing_weights, np.float64)
     if gate_up_scales is not None and down_scales is not None:  # validated: both or neither
         bits, G = attrs["weight_bits"], attrs["block_size"]
@@ -260,3 +286,76 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
         act = swiglu(np.einsum("tnh,th->tn", fc1[e], x64), attrs["swiglu_limit"])
         y += w64[:, j:j + 1] * np.einsum("thi,ti->th", fc2[e], act)
     return (y.astype(np.float32),)
+
+
+# ---- act_quant 1 (W8A8 / W4A8): the integer arithmetic, float32 step by step (docs/quantization.md) ----
+
+
+def quantize_rows_int8(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row symmetric dynamic int8 of float32 rows [R, K] (Ascend's npu_dynamic_quant): scale =
+    max |v| / 127 in float32; q = round half to even of v / scale (float32 division), clamped to
+    [-127, 127]. A row of zeros (scale 0) gets q = 0; a row holding NaN or +-inf gets q = 0 and a NaN
+    scale, so everything computed from it is NaN. Returns (q int8 [R, K], scale float32 [R])."""
+    v = np.asarray(v, np.float32)
+    finite = np.isfinite(v).all(axis=1)
+    amax = np.where(finite, np.abs(np.where(np.isfinite(v), v, 0)).max(axis=1, initial=0), 0).astype(np.float32)
+    scale = np.where(finite, amax / np.float32(127), np.float32(np.nan)).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1))[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.clip(np.rint(np.where(np.isfinite(v), v, 0) / safe), -127, 127)
+    q = np.where((scale > 0)[:, None], q, 0)
+    return q.astype(np.int8), scale
+
+
+def _dequantized_dots(q_act: np.ndarray, q_w: np.ndarray, w_scales: np.ndarray, act_scale: np.ndarray,
+                      block: int) -> np.ndarray:
+    """Rows [P, K] of int8 activations against each pair's int8 weight rows [P, N, K]: the int32 dot of
+    every block of ``block`` inputs (the whole row: one block) converted to float32, times its weight
+    scale, summed over the blocks in order in float32, times the activation row's scale."""
+    P, N, K = q_w.shape
+    G = K // block
+    dots = np.einsum("pngb,pgb->png", q_w.reshape(P, N, G, block).astype(np.int64),
+                     q_act.reshape(P, G, block).astype(np.int64))
+    dots = dots.astype(np.int32).astype(np.float32)  # exact int32 sums (A8_MAX_INPUTS), then rounded
+    scales = np.asarray(w_scales, np.float32).reshape(P, N, G)
+    acc = np.zeros((P, N), np.float32)
+    for g in range(G):
+        acc = acc + dots[:, :, g] * scales[:, :, g]
+    return acc * act_scale[:, None]
+
+
+def _silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """g / (1 + e) * u in float32, e = exp(-g) computed in float64 and rounded to float32."""
+    with np.errstate(over="ignore"):
+        e = np.exp(-g.astype(np.float64)).astype(np.float32)
+    return g / (np.float32(1) + e) * u
+
+
+def _reference_a8(x, idx, routing_weights, gate_up_q, down_q, gate_up_scales, down_scales, attrs) -> np.ndarray:
+    """y of act_quant 1, the kernels' arithmetic step by step: x rows quantized per token; gate/up as
+    int32 dots dequantized per block; SwiGLU in float32; each pair's row quantized; down likewise;
+    y[t] summed in float32 over the token's slots in ascending expert order (ties: slot order)."""
+    from .weight_quant import unpack_int4  # the stored integers, unscaled
+
+    bits, G, limit = attrs["weight_bits"], attrs["block_size"], np.float32(attrs["swiglu_limit"])
+    T, H = x.shape
+    k = idx.shape[1]
+    fc1 = unpack_int4(gate_up_q) if bits == 4 else np.asarray(gate_up_q, np.int8)
+    fc2 = unpack_int4(down_q) if bits == 4 else np.asarray(down_q, np.int8)
+    I = fc2.shape[2]
+    qx, sx = quantize_rows_int8(x)
+    e = idx.reshape(-1)
+    t = np.repeat(np.arange(T), k)
+    gu = _dequantized_dots(qx[t], fc1[e], np.asarray(gate_up_scales)[e], sx[t], G or H)  # [P, 2I]
+    gate, up = gu[:, 0::2], gu[:, 1::2]
+    if limit > 0:
+        gate, up = np.minimum(gate, limit), np.clip(up, -limit, limit)
+    qa, sa = quantize_rows_int8(_silu_mul(gate, up))
+    out = _dequantized_dots(qa, fc2[e], np.asarray(down_scales)[e], sa, G or I).reshape(T, k, H)
+    order = np.argsort(idx, axis=1, kind="stable")
+    y = np.zeros((T, H), np.float32)
+    rows = np.arange(T)
+    for j in range(k):
+        s = order[:, j]
+        y = y + routing_weights[rows, s][:, None] * out[rows, s]
+    return y

@@ -6,7 +6,10 @@ for any input, but its memory grows with T·k times one expert's weights: the ex
 only for small routed-row counts. Out-of-range indices make the Gather fail (the runtime's
 message, not the validation's; a negative id is reported as E, the index it is mapped to). With
 H = 0 the body still allocates the [T, k, 2I] gate/up products. Quantized weights are gathered
-as stored (int8) and dequantized after the Gather, in standard ops (``_dequantized``).
+as stored (int8) and dequantized after the Gather, in standard ops (``_dequantized``). With
+``act_quant`` 1 the x rows and each pair's SwiGLU row are quantized to int8 values (held in
+float) by the kernels' rule (``_quantized_rows``); the products then run in float32 MatMuls, so
+the body agrees with the kernels to float32 summation order, not bit for bit.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     g = BodyBuilder()
     op, const = g.op, g.const
 
+    # The dims a Gather or a broadcast would not refuse (docs/operators.md §3.3): routing_weights of
+    # expert_idx's shape, down_weights of gate_up_weights' E
+    idx = g.require(idx, g.all_of(g.all_equal(g.dims(w, 3), g.dims(idx, 3)),
+                                  g.check("Equal", g.dim(down, 0), g.dim(gate_up, 0))))
     idx64 = op("Cast", idx, to=onnx.TensorProto.INT64)
     # Gather takes ids in [-E, 0) as counting from the end: map them to E so that it fails instead.
     idx64 = op("Where", op("Less", idx64, const(0, np.int64)), op("Shape", gate_up, start=0, end=1), idx64)
@@ -41,8 +48,12 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         bits, block = attrs["weight_bits"], attrs["block_size"]
         fc1 = _dequantized(g, fc1, op("Gather", gate_up_scales, idx64, axis=0), bits, block)
         fc2 = _dequantized(g, fc2, op("Gather", down_scales, idx64, axis=0), bits, block)
-    xk = op("Unsqueeze", x, const([1, 3], np.int64))  # [T, 1, H, 1]
+    a8 = attrs["act_quant"] == 1
+    x_in, x_scale = _quantized_rows(g, x) if a8 else (x, None)
+    xk = op("Unsqueeze", x_in, const([1, 3], np.int64))  # [T, 1, H, 1]
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
+    if a8:
+        gu = op("Mul", gu, op("Unsqueeze", x_scale, const([1], np.int64)))  # x_scale [T, 1] -> [T, 1, 1]
     pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), op("Div", op("Shape", gu, start=2, end=3), const([2], np.int64)),
                                       const([2], np.int64), axis=0))
     gate = op("Squeeze", op("Slice", pairs, const([0], np.int64), const([1], np.int64), const([3], np.int64)),
@@ -54,10 +65,27 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         gate = op("Min", gate, const(limit, np.float32))
         up = op("Clip", up, const(-limit, np.float32), const(limit, np.float32))
     act = op("Mul", op("Mul", gate, op("Sigmoid", gate)), up)  # [T, k, I]
+    act_scale = None
+    if a8:
+        act, act_scale = _quantized_rows(g, act)  # act_scale [T, k, 1]
     out = op("MatMul", fc2, op("Unsqueeze", act, const([3], np.int64)))  # [T, k, H, 1]
+    if a8:
+        out = op("Mul", out, op("Unsqueeze", act_scale, const([3], np.int64)))
     weighted = op("Mul", out, op("Unsqueeze", w, const([2, 3], np.int64)))
     op("Squeeze", op("ReduceSum", weighted, const([1], np.int64), keepdims=0), const([2], np.int64), outputs=[y])
     return make_function(SCHEMA, attrs, has, g, opset)
+
+
+def _quantized_rows(g: BodyBuilder, v: str) -> tuple[str, str]:
+    """Rows of ``v`` (last axis) as the kernels quantize them: (q held in float, scale [..., 1]),
+    scale = max |v| / 127, q = round half to even of v / scale clamped to [-127, 127], q = 0 where
+    the scale is 0 (or NaN: the scale's NaN then reaches the result)."""
+    op, const = g.op, g.const
+    scale = op("Div", op("ReduceMax", op("Abs", v), const([-1], np.int64), keepdims=1), const(127.0, np.float32))
+    positive = op("Greater", scale, const(0.0, np.float32))
+    safe = op("Where", positive, scale, const(1.0, np.float32))
+    q = op("Clip", op("Round", op("Div", v, safe)), const(-127.0, np.float32), const(127.0, np.float32))
+    return op("Where", positive, q, const(0.0, np.float32)), scale
 
 
 def _signed_nibble(g: BodyBuilder, v: str) -> str:
@@ -68,7 +96,8 @@ def _signed_nibble(g: BodyBuilder, v: str) -> str:
 
 def _dequantized(g: BodyBuilder, q: str, scales: str, bits: int, block: int) -> str:
     """int8 weights [..., N, K / (8 / bits)] and their scales [..., N] (block 0) or [..., N, K / block]
-    -> float [..., N, K] (onnx_schemas/weight_quant.py); exact in float32."""
+    -> float [..., N, K] (onnx_schemas/weight_quant.py); exact in float32. Every Reshape names
+    each dim: a -1 cannot be inferred where the gathered weights are empty (no tokens)."""
     op, const = g.op, g.const
     v = op("Cast", q, to=onnx.TensorProto.FLOAT)
     if bits == 4:  # byte b (as unsigned) = 16 hi + lo
@@ -78,9 +107,11 @@ def _dequantized(g: BodyBuilder, q: str, scales: str, bits: int, block: int) -> 
         lo = op("Sub", f, op("Mul", hi, const(16.0, np.float32)))
         pairs = op("Concat", op("Unsqueeze", _signed_nibble(g, lo), const([-1], np.int64)),
                    op("Unsqueeze", _signed_nibble(g, hi), const([-1], np.int64)), axis=-1)
-        v = op("Reshape", pairs, op("Concat", op("Shape", q, start=0, end=-1), const([-1], np.int64), axis=0))
+        v = op("Reshape", pairs, op("Concat", op("Shape", q, start=0, end=-1),
+                                    op("Mul", op("Shape", q, start=-1), const([2], np.int64)), axis=0))
     if block == 0:
         return op("Mul", v, op("Unsqueeze", scales, const([-1], np.int64)))
     blocks = op("Reshape", v, op("Concat", op("Shape", scales), const([block], np.int64), axis=0))
     scaled = op("Mul", blocks, op("Unsqueeze", scales, const([-1], np.int64)))
-    return op("Reshape", scaled, op("Concat", op("Shape", scales, start=0, end=-1), const([-1], np.int64), axis=0))
+    return op("Reshape", scaled, op("Concat", op("Shape", scales, start=0, end=-1),
+                                    op("Mul", op("Shape", scales, start=-1), const([block], np.int64)), axis=0))

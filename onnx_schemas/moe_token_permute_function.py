@@ -3,6 +3,7 @@
 Stable sort through unique int64 keys ``id * P + p`` (P = number of pairs, ids < 2**31) and
 TopK(largest=0) with one sentinel key appended, so that TopK never runs over an empty axis (ONNX
 Runtime <= 1.30 dies on it at 0 tokens). The rows are one Gather (bit for bit for every token type).
+Ranks and dims of tokens and indices that break §6.3 make a Reshape fail (``BodyBuilder.require``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,20 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     const = g.const
     zero, one = const(0, np.int64), const(1, np.int64)
+    # tokens [N, H >= 1], indices [N] or [N, K >= 1] (docs/operators.md §6.3): the shapes a body sees
+    t_dims, i_dims = g.dims(tokens, 3), g.dims(indices, 3)
+    at = [const(i, np.int64) for i in range(3)]
+
+    def dim(dims: str, i: int) -> str:
+        return op("Gather", dims, at[i], axis=0)
+
+    i_rank = g.rank(indices)
+    shapes_ok = g.all_of(
+        op("Equal", g.rank(tokens), const(2, np.int64)), op("GreaterOrEqual", dim(t_dims, 1), const(1, np.int64)),
+        op("Equal", dim(i_dims, 0), dim(t_dims, 0)),
+        op("Or", op("Equal", i_rank, const(1, np.int64)),
+           op("And", op("Equal", i_rank, const(2, np.int64)), op("GreaterOrEqual", dim(i_dims, 1), const(1, np.int64)))))
+    indices = g.require(indices, shapes_ok)
     flat = op("Reshape", op("Cast", indices, to=TensorProto.INT64), const([-1], np.int64))  # [P]
     p_1d = op("Shape", flat)
     n_1d = op("Shape", tokens, start=0, end=1)

@@ -29,6 +29,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     b = WeightedGatherBody(g)
     op = b.op
 
+    # sorted_indices 1-D (docs/operators.md §9.3; a Reshape would take [N, K] as well)
+    sorted_indices = g.require(sorted_indices, g.check("Equal", g.rank(sorted_indices), 1))
     rows = b.f32(tokens)  # [P, H]
     p = b.dim(rows, 0)
     if has[probs]:

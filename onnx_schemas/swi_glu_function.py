@@ -23,6 +23,9 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     (x,) = swi_glu.INPUT_NAMES
     g = BodyBuilder()
     op = g.op
+    # an even size along dim (docs/operators.md §11.3): Split would give halves 1 and 0 for 1
+    size = op("Gather", op("Shape", x), g.const(int(attrs["dim"]), np.int64), axis=0)
+    x = g.require(x, op("Equal", op("Mod", size, g.const(2, np.int64)), g.const(0, np.int64)))
     a, b = op("Split", op("Cast", x, to=TensorProto.FLOAT), outputs=2, axis=int(attrs["dim"]), num_outputs=2)
     # a / (1 + exp(-a)) as the kernels compute it (ONNX Runtime's Sigmoid is an approximation
     # several hundred ulps off for large negative a)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import warnings
 
+from .library import get_library_path, register, session_options
+
 CANN = "CANNExecutionProvider"
 # The libraries ONNX Runtime's CANN EP links against: without any of them it falls back to CPU.
 CANN_EP_LIBRARIES = ("libascendcl.so", "libacl_op_compiler.so", "libfmk_onnx_parser.so")
@@ -17,21 +19,22 @@ class CannFallbackWarning(UserWarning):
     """The CANN execution provider was requested but the session runs on the CPU."""
 
 
-def cann_provider(device_id: int = 0, **options) -> tuple[str, dict]:
-    """The ``providers`` entry for the CANN EP that runs the ascend.moe CANN kernels.
+def cann_provider(device_id: int = 0, graph: bool = False, **options) -> tuple[str, dict]:
+    """The ``providers`` entry for the CANN EP.
 
-    ``enable_cann_graph=0`` is the point: with CANN's default (1) the EP hands the whole graph,
-    the ascend.moe nodes included, to CANN's graph engine, whose ONNX parser does not know them,
-    and with ``enable_cann_subgraph=1`` they run on the CPU kernel. With 0 every node runs through
-    its own kernel, ours included. Other ``options`` (e.g. ``npu_mem_limit``) are passed on as
-    strings.
+    By default ``enable_cann_graph=0``: every node runs through its own kernel, the ascend.moe nodes
+    through the library's CANN kernels (models exported with ``--target cann``). ``graph=True`` gives
+    ``enable_cann_graph=1``: the EP hands the whole graph to CANN's graph engine, whose ONNX parser
+    reads ascend.moe nodes only once the project's parser plugin is installed (``moe-onnx cann plugin
+    install``) and only as ``--target ge`` writes them (docs/ascend.md). Other ``options`` (e.g.
+    ``npu_mem_limit``) are passed on as strings.
     """
-    opts = {"device_id": str(device_id), "enable_cann_graph": "0"}
+    opts = {"device_id": str(device_id), "enable_cann_graph": "1" if graph else "0"}
     opts.update({k: str(int(v)) if isinstance(v, bool) else str(v) for k, v in options.items()})
-    if opts["enable_cann_graph"] not in ("0", "False"):
-        warnings.warn("enable_cann_graph=1 compiles the whole graph with CANN's graph engine, which "
-                      "cannot parse the ascend.moe nodes: the session will fail or run them elsewhere",
-                      stacklevel=2)
+    if not graph and opts["enable_cann_graph"] not in ("0", "False"):
+        warnings.warn("enable_cann_graph=1 compiles the whole graph with CANN's graph engine, which reads the "
+                      "ascend.moe nodes only with the project's parser plugin installed and a --target ge export: "
+                      "ask for it with cann_provider(graph=True) (docs/ascend.md)", stacklevel=2)
     return CANN, opts
 
 
@@ -75,7 +78,6 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 
     from ascend_moe_onnx import onnx_schemas
 
-    from . import register, session_options
 
     if provider not in ("cpu", "cann"):
         raise ValueError(f"provider must be 'cpu' or 'cann', got {provider!r}")
@@ -105,8 +107,6 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 
 
 def _library_function(name: str, nargs: int):
-    from . import get_library_path
-
     fn = getattr(ctypes.CDLL(get_library_path()), name)
     fn.restype = ctypes.c_char_p
     fn.argtypes = [ctypes.c_char_p] * nargs

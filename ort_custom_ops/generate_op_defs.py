@@ -78,7 +78,8 @@ def _attrs_block(schema: OpSchema) -> list[str]:
         lines.append(f"  {_FIELD_TYPES[attr.type]} {name} = {_field_default(attr)};{note}")
     lines += ["};", "",
               "// The value rules of the attributes that do not depend on the inputs: the message for the",
-              f"// first one broken, empty when all hold. Defined in {_snake(schema.name)}_op.cc or its validator.",
+              f"// first one broken, empty when all hold. Defined in {_snake(schema.name)}/{_snake(schema.name)}_op.cc or its",
+              "// validator.",
               "std::string CheckAttrs(const Attrs& attrs);", "",
               "// Reads every attribute through kAttrs (absent optional ones keep their default; another",
               "// kind or a missing required one fails, naming it), then fails on CheckAttrs' message.",
@@ -91,6 +92,18 @@ def _attrs_block(schema: OpSchema) -> list[str]:
     lines += ["  const std::string error = CheckAttrs(a);",
               "  if (!error.empty()) Fail(error);",
               "  return a;",
+              "}", "",
+              "// The attributes as shape inference reads them (INT ones through kAttrs, their default when",
+              "// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.",
+              "inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {",
+              "  Attrs a;"]
+    ints = [name for name, attr in attrs if attr.type == OpSchema.AttrType.INT]
+    if not ints:
+        lines += ["  (void)api;", "  (void)ctx;"]
+    for name in ints:
+        lines.append(f"  a.{name} = InferAttrInt(api, ctx, kAttrs[kAttr{_camel(name)}]);")
+    lines += ["  *error = CheckAttrs(a);",
+              "  return a;",
               "}"]
     return lines
 
@@ -99,8 +112,11 @@ def _def_block(schema: OpSchema) -> list[str]:
     """The op definition AscendMoeOp<Def, Kernel> takes (op_base.h) and its shape inference hook."""
     ns = _snake(schema.name)
     return [
-        f"// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in {ns}_op.cc.",
+        f"// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in {ns}/{ns}_op.cc.",
         "OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);",
+        "",
+        "// Every input of a call, in table order (InputView: present, type, shape, data).",
+        "using Inputs = std::array<InputView, kNumIns>;",
         "",
         "// The op definition, independent of the execution provider (see op_base.h).",
         "struct Def {",
@@ -113,6 +129,11 @@ def _def_block(schema: OpSchema) -> list[str]:
         f"  static constexpr const AttrSpec* kAttrs = {ns}::kAttrs;",
         f"  static constexpr size_t kNumAttrs = {ns}::kNumAttrs;",
         f"  static constexpr auto InferShapes = &{ns}::InferShapes;",
+        f"  using Attrs = {ns}::Attrs;",
+        f"  using Inputs = {ns}::Inputs;",
+        f"  static Attrs ReadAttrs(const OrtKernelInfo* info) {{ return {ns}::ReadAttrs(info); }}",
+        "  // every input of a call, checked against kInputs (GetInputViews)",
+        f"  static Inputs GetInputs(Ort::KernelContext& ctx) {{ return GetInputViews(ctx, kName, {ns}::kInputs); }}",
         "};",
     ]
 
@@ -163,7 +184,7 @@ def _op_block(schema: OpSchema) -> list[str]:
 
 def _all_ops_block(schemas: list[OpSchema]) -> list[str]:
     lines = ["// Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;",
-             "// defined in <op>_op.cc. Constructing them registers the op's manifest entry (no ORT call)."]
+             "// defined in <op>/<op>_op.cc. Constructing them registers the op's manifest entry (no ORT call)."]
     lines += [f"std::vector<const OrtCustomOp*> {s.name}Ops();" for s in schemas]
     lines += ["", "// Every op of the library, in the order of onnx_schemas.OP_MODULES.",
               "inline std::vector<const OrtCustomOp*> AllOps() {",
@@ -192,6 +213,7 @@ def generate() -> str:
         f"// {_TEST} fails when this file and the schemas differ.",
         "#pragma once",
         "",
+        "#include <array>",
         "#include <cstdint>",
         "#include <iterator>",
         "#include <string>",

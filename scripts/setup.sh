@@ -33,12 +33,14 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 py=.venv/bin/python
-$py -m pip install -q --upgrade pip
+# pip -qq: errors only (a pip configuration's index locations may warn once per package otherwise)
+echo "setup: installing torch and the package into .venv (builds the C++ library: several minutes)"
+$py -m pip install -qq --upgrade pip
 # Pin torch first: an unpinned torch would pull a multi-GB CUDA build.
-$py -m pip install -q "torch==${TORCH_VERSION}"
-$py -m pip install -q "scikit-build-core>=0.11"
+$py -m pip install -qq "torch==${TORCH_VERSION}"
+$py -m pip install -qq "scikit-build-core>=0.11"
 # --no-build-isolation keeps the build directory reusable (incremental rebuilds).
-$py -m pip install -q --no-build-isolation -e ".[test,bench,models,hf]"
+$py -m pip install -qq --no-build-isolation -e ".[test,bench,models,hf,genai]"
 $py -c "from ascend_moe_onnx import ort_custom_ops; print('setup: custom-op library at', ort_custom_ops.get_library_path())"
 
 if [ $with_cann = 1 ]; then
@@ -47,10 +49,10 @@ if [ $with_cann = 1 ]; then
   # package goes in without its dependencies too (no torch here: tests/cann need none).
   [ -x .venv-cann/bin/python ] || python3 -m venv .venv-cann
   cpy=.venv-cann/bin/python
-  $cpy -m pip install -q --upgrade pip
-  $cpy -m pip install -q "numpy<2" "ml_dtypes<0.6" onnx pytest pytest-xdist "scikit-build-core>=0.11" flatbuffers packaging protobuf sympy
-  $cpy -m pip install -q --no-deps "onnxruntime-cann==1.24.4"
-  $cpy -m pip install -q --no-deps --no-build-isolation -e .
+  $cpy -m pip install -qq --upgrade pip
+  $cpy -m pip install -qq "numpy<2" "ml_dtypes<0.6" onnx pytest pytest-xdist "scikit-build-core>=0.11" flatbuffers packaging protobuf sympy
+  $cpy -m pip install -qq --no-deps "onnxruntime-cann==1.24.4"
+  $cpy -m pip install -qq --no-deps --no-build-isolation -e .
   echo "setup: .venv-cann ready (tests: .ci/jobs/20-cann.sh)"
 fi
 

@@ -45,7 +45,9 @@ def _deepseek_reference(m: rd.DeepseekV3MoE, x):
     c = m.config
     idx, w = sigmoid_grouped_routing(x.float() @ m.gate.weight, m.gate.e_score_correction_bias, c.num_experts_per_tok,
                                      c.n_group, c.topk_group, c.routed_scaling_factor)
-    routed = moe_sum(x, idx, w, lambda e, r: swiglu_expert(r, m.experts.w13_weight[e], m.experts.w2_weight[e]))
+    # ids >= n_routed_experts: LongCat's identity experts
+    routed = moe_sum(x, idx, w, lambda e, r: r.double() if e >= c.n_routed_experts else
+                     swiglu_expert(r, m.experts.w13_weight[e], m.experts.w2_weight[e]))
     shared = swiglu_expert(x, m.shared_experts.gate_up_proj.weight, m.shared_experts.down_proj.weight)
     return routed + shared
 
@@ -169,6 +171,12 @@ PATHS = {
                                 [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
     "recipes_deepseek_decode": Path(lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(), path="dispatch_combine"),
                                     _deepseek_reference, [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
+    "recipes_deepseek_tp_copy_experts": Path(
+        lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(n_copy_experts=4), path="tp"), _deepseek_reference,
+        [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
+    "recipes_deepseek_decode_copy_experts": Path(
+        lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(n_copy_experts=4), path="dispatch_combine"),
+        _deepseek_reference, [GATING, INIT_ROUTING, GMM, GMM, FINALIZE]),
     "recipes_ep_receiving_rank": Path(lambda: rd.DeepseekV3ExpertRank(rd.DeepseekMoeConfig(), moe_ep_size=4),
                                       _expert_rank_reference, [RE_ROUTING, GMM, GMM], legacy=True),
     "recipes_qwen3_softmax": Path(lambda: rs.Qwen3MoeSparseMoeBlock(rs.SoftmaxMoeConfig()), _qwen3_reference,
@@ -176,9 +184,9 @@ PATHS = {
     "recipes_gpt_oss_v1_routing": Path(lambda: rs.GptOssMLP(rs.SoftmaxMoeConfig()), _gpt_oss_reference,
                                        [GATING, GMM, GMM, FINALIZE]),
     "vllm_ascend_a2": Path(lambda: va.AscendFusedMoE(va.VllmMoeConfig(), device="A2"), _vllm_reference,
-                           [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO),
+                           [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE]),
     "vllm_ascend_a5": Path(lambda: va.AscendFusedMoE(va.VllmMoeConfig(), device="A5"), _vllm_reference,
-                           [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO),
+                           [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE]),
     "recipes_deepseek_tp_w8a8": Path(
         lambda: rd.DeepseekV3MoE(rd.DeepseekMoeConfig(gmm_quant_mode="w8a8int8"), path="tp"),
         _deepseek_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, FINALIZE], load=_load_deepseek_w8a8,
@@ -189,11 +197,15 @@ PATHS = {
         tol=W8A8_TOL, ort_tol=W8A8_ORT_TOL),
     "vllm_ascend_a2_w8a8": Path(
         lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A2"), _vllm_w8a8_reference,
-        [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8, tol=W8A8_TOL,
+        [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], load=_load_vllm_w8a8, tol=W8A8_TOL,
         ort_tol=W8A8_ORT_TOL),
+    "vllm_ascend_a2_w8a8_fused_gmm_swiglu": Path(
+        lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A2", fused_gmm_swiglu=True),
+        _vllm_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8,
+        tol=W8A8_TOL, ort_tol=W8A8_ORT_TOL),
     "vllm_ascend_a5_w8a8_mlp_quant": Path(
         lambda: va.AscendW8A8FusedMoE(va.VllmMoeConfig(), device="A5", dispatch_with_quant=False),
-        _vllm_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], dim=Dim.AUTO, load=_load_vllm_w8a8,
+        _vllm_w8a8_reference, [GATING, INIT_ROUTING, GMM, GMM, UNPERMUTE], load=_load_vllm_w8a8,
         tol=W8A8_TOL, ort_tol=W8A8_ORT_TOL),
 }
 
@@ -204,6 +216,9 @@ def _model(name):
     model = fill(PATHS[name].build(), seed=sum(map(ord, name)))
     if PATHS[name].load is not None:
         PATHS[name].load(model)
+    process = getattr(model, "process_weights_after_loading", None)
+    if process is not None:  # the recipes' load step: NZ weights (torch_npu.npu_format_cast)
+        process()
     return model
 
 

@@ -159,3 +159,103 @@ def test_cann_target_refuses_quantized_float32_experts():
     block = presets.build("qwen3-moe", "tiny", "float32", seed=2, weights_quant=WeightsQuant.from_scheme("int8"))
     with pytest.raises(experts_graph.ExpertsError, match=r"export with --dtype bfloat16 \(or float16\)$"):
         export_block(block, 4, target="cann")
+
+
+# ---- --target ge: what CANN's graph engine reads through the project's parser plugin ------------
+
+def _ge_model(name: str, dtype: str = "float32") -> tuple:
+    block = presets.build(name, "tiny", dtype, seed=3)
+    return block, export_block(block, target="ge")
+
+
+@pytest.mark.parametrize("name", ["qwen3-moe", "deepseek-v3"])
+def test_ge_target_graph_and_numbers(name):
+    """Opset 18, the op family's chain with [E, K, N] weights, every output named, every ascend.moe
+    node one the plugin maps; and the default target's numbers (ONNX Runtime, the library's kernels)."""
+    block, data = _ge_model(name)
+    model = onnx.load_from_string(data)
+    assert [o.version for o in model.opset_import if o.domain == ""] == [targets.GE_OPSET]
+    ops = _ops(model)
+    assert not ops & {"If", "MoE", "MoeRoutedExperts"} and {"MoeInitRoutingV3", "GroupedMatmul"} <= ops
+    assert all(o for g in walk_graphs(model.graph) for n in g.node for o in n.output)
+    inits = {t.name: t for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.domain == "ascend.moe":
+            assert targets.ge_refusal(n) is None, n.name
+        if n.op_type == "GroupedMatmul":
+            assert {a.name: a.i for a in n.attribute}.get("transpose_weight", 0) == 0
+            w = inits[n.input[1]]
+            assert w.dims[0] in (block.cfg.experts, block.cfg.shared or 0)  # [E, K, N]
+    cpu = export_block(block)
+    for tokens in (1, 5):
+        x = block.example_inputs(tokens, seed=tokens)[0].numpy()
+        (got, got_idx), (ref, ref_idx) = _cpu(data).run(None, {"hidden_states": x}), _cpu(cpu).run(None, {"hidden_states": x})
+        np.testing.assert_array_equal(got_idx, ref_idx)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+def _one_node_model(node, inputs, outputs, initializers=()):
+    graph = helper.make_graph([node], "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", targets.GE_OPSET),
+                                                   helper.make_opsetid("ascend.moe", 1)], ir_version=8)
+
+
+def test_ge_target_names_outputs_casts_indices_and_warns_on_g_format():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    gating = helper.make_node("MoeGatingTopKHash", ["x"], ["w", "idx", ""], name="gate", domain="ascend.moe", k=2,
+                              routed_scaling_factor=1.2345678)
+    model = _one_node_model(gating, [x], [helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 2])])
+    changed = targets.rewrite_for_ge(model)
+    assert model.graph.node[0].output[2] == "gate_unused_output2"
+    assert changed == ["MoeGatingTopKHash 'gate' routed_scaling_factor: 1.2345677614212036 -> 1.23457"]
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [4, 2])
+    init = helper.make_node("MoeInitRoutingV3", ["x", "idx"], ["ex", "rows", "counts", "scale"], name="init",
+                            domain="ascend.moe", expert_num=8)
+    model = _one_node_model(init, [x, idx], [helper.make_tensor_value_info("ex", TensorProto.FLOAT, None)])
+    assert targets.rewrite_for_ge(model) == []
+    cast, node = model.graph.node
+    assert cast.op_type == "Cast" and cast.input == ["idx"] and node.input[1] == cast.output[0]
+    assert helper.get_attribute_value(cast.attribute[0]) == TensorProto.INT32
+
+
+def test_ge_target_stores_grouped_matmul_weights_ekn():
+    rng = np.random.default_rng(1)
+    w_enk = rng.standard_normal((3, 5, 4)).astype(np.float32)  # [E, N, K]
+    node = helper.make_node("GroupedMatmul", ["x", "w", "counts"], ["y"], name="gmm", domain="ascend.moe",
+                            transpose_weight=1, group_list_type=1)
+    model = _one_node_model(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4]),
+                                   helper.make_tensor_value_info("counts", TensorProto.INT64, [3])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 5])],
+                            [onnx.numpy_helper.from_array(w_enk, "w")])
+    before = model.SerializeToString()
+    targets.rewrite_for_ge(model)
+    gmm = model.graph.node[-1]
+    assert {a.name: a.i for a in gmm.attribute}["transpose_weight"] == 0
+    stored = onnx.numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == gmm.input[1]))
+    np.testing.assert_array_equal(stored, w_enk.transpose(0, 2, 1))
+    feeds = {"x": rng.standard_normal((6, 4)).astype(np.float32), "counts": np.array([2, 1, 3], np.int64)}
+    # the same products, summed in another order by the other layout's kernel path
+    np.testing.assert_allclose(_cpu(model.SerializeToString()).run(None, feeds)[0], _cpu(before).run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_ge_target_refuses_what_the_plugin_would_refuse():
+    from ascend_moe_onnx.exporters import export
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    block = presets.build("qwen3-moe", "tiny", "float32")
+    with pytest.raises(targets.TargetError, match="target 'ge': the 'onnx' expert formulation"):
+        export_block(block, experts="onnx", target="ge")
+    with pytest.raises(targets.TargetError, match="target 'ge': opset 20 requested"):
+        export(block, block.example_inputs(4), target="ge", opset_version=20)
+    quantized = presets.build("qwen3-moe", "tiny", "bfloat16", seed=2, weights_quant=WeightsQuant.from_scheme("int8"))
+    with pytest.raises(experts_graph.ExpertsError, match="--target ge exports float expert weights only"):
+        export_block(quantized, 4, target="ge")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    extra = helper.make_node("MoeGatingTopKHash", ["x", "", "", "", "x"], ["w", "i", "o"], name="g",
+                             domain="ascend.moe", k=2)
+    with pytest.raises(targets.TargetError, match="node 'g' .*additional_bias"):
+        targets.rewrite_for_ge(_one_node_model(extra, [x], []))
+    erf = helper.make_node("Gelu", ["x"], ["y"], name="e")
+    with pytest.raises(targets.TargetError, match="registers no opset-18 version of: Gelu 'e'"):
+        targets.rewrite_for_ge(_one_node_model(erf, [x], []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PARTS = ("onnx_schemas", "ort_custom_ops", "exporters", "models", "benchmarks", "cli", "hf", "ep")
+PARTS = ("onnx_schemas", "ort_custom_ops", "ge_plugin", "exporters", "models", "benchmarks", "cli", "hf", "ep")
 
 
 def test_parts_import_only_under_the_namespace():

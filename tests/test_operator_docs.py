@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,28 @@ def test_documented_torch_signatures_are_the_schemas():
         documented = re.search(rf"`torch\.ops\.{re.escape(op)}(\([^)]*\))", text)
         assert documented, op
         assert _arguments(documented.group(1)) == _arguments(schema), op
+
+
+def _documented_body_blind() -> dict:
+    """docs/operators.md's table of what each function body does not check: {op: {bad case ids}}."""
+    text = DOC.read_text(encoding="utf-8")
+    table = text[text.index("<!-- BODY-BLIND:"):].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines()[3:] if line.startswith("| ")]
+    out = {}
+    for row in rows:
+        op, _, cases = (cell.strip() for cell in row.strip("|").split("|"))
+        out[op] = set(re.findall(r"`([\w-]+)`", cases))
+    return out
+
+
+@pytest.mark.skipif(not DOC.is_file(), reason="needs the source tree's docs/")
+def test_documented_body_limits_are_the_op_tables_xfails():
+    """The list of what a function body cannot check is exactly the bad cases that run as strict
+    xfails through the bodies (tests/op_table.py: ``body=False`` or the op's ``body_blind``)."""
+    from tests.op_table import OPS, bad_case_params
+
+    blind = {op.name: set() for op in OPS}
+    for op, case in bad_case_params():
+        if not case.body:
+            blind[op.name].add(case.id)
+    assert _documented_body_blind() == blind

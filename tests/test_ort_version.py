@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ascend_moe_onnx import ort_custom_ops
-from ascend_moe_onnx.ort_custom_ops import MIN_ORT_VERSION, _version_tuple
+from ascend_moe_onnx.ort_custom_ops import MIN_ORT_VERSION, version_tuple
 
 ort = pytest.importorskip("onnxruntime")
 REPO = Path(__file__).resolve().parent.parent
@@ -43,13 +43,13 @@ def test_check_ort_version(version, ok):
             ort_custom_ops.check_ort_version(version)
 
 
-def test_version_tuple():
-    assert _version_tuple("1.24.4") == (1, 24, 4)
-    assert _version_tuple("1.32.0+cann") == (1, 32, 0)
-    assert _version_tuple("1.25") == (1, 25, 0)
+def testversion_tuple():
+    assert version_tuple("1.24.4") == (1, 24, 4)
+    assert version_tuple("1.32.0+cann") == (1, 32, 0)
+    assert version_tuple("1.25") == (1, 25, 0)
 
 
-@pytest.mark.skipif(_version_tuple(ort.__version__) >= _version_tuple(MIN_ORT_VERSION),
+@pytest.mark.skipif(version_tuple(ort.__version__) >= version_tuple(MIN_ORT_VERSION),
                     reason="runs on an ONNX Runtime older than the floor (CI's ort-versions job)")
 def test_older_runtime_is_refused_with_a_clear_error():
     # Both layers refuse: the Python helper, and the library itself when registered directly.
@@ -61,7 +61,7 @@ def test_older_runtime_is_refused_with_a_clear_error():
         so.register_custom_ops_library(ort_custom_ops.get_library_path())
 
 
-@pytest.mark.skipif(_version_tuple(ort.__version__) < _version_tuple(MIN_ORT_VERSION),
+@pytest.mark.skipif(version_tuple(ort.__version__) < version_tuple(MIN_ORT_VERSION),
                     reason="needs a supported ONNX Runtime")
 def test_supported_runtime_registers():
     so = ort.SessionOptions()
@@ -71,7 +71,7 @@ def test_supported_runtime_registers():
 
 # ORT < 1.32 aborts the process when custom-op shape inference sets an output the node does not
 # have (measured on 1.24.1; the library's shape inference cannot see the node's output count).
-@pytest.mark.skipif(_version_tuple(ort.__version__) < (1, 32, 0),
+@pytest.mark.skipif(version_tuple(ort.__version__) < (1, 32, 0),
                     reason="ORT < 1.32 aborts when shape inference sets a missing output")
 @pytest.mark.parametrize("outputs, message", [
     (["t", "s"], "has output size 2 not in range"),

@@ -51,6 +51,11 @@ top = {str(f).split("/")[0] for f in md.files("ascend-moe-onnx") if not str(f).s
 dist = md.distribution("ascend-moe-onnx")
 assert top == {"ascend_moe_onnx", f"ascend_moe_onnx-{dist.version}.dist-info"}, top
 print("wheel: top-level entries", sorted(top))
+# The GE parser plugin ships as sources (built on the Ascend host), never prebuilt.
+files = {str(f) for f in md.files("ascend-moe-onnx")}
+assert {"ascend_moe_onnx/ge_plugin/CMakeLists.txt", "ascend_moe_onnx/ge_plugin/src/plugin.cc",
+        "ascend_moe_onnx/ge_plugin/src/mapping.gen.h"} <= files, sorted(f for f in files if "ge_plugin" in f)
+assert not [f for f in files if "cust_onnx_parsers" in f], "a prebuilt GE plugin in the wheel"
 EOF
 
 # Core only: no torch, the library loads and runs a model; the function body runs without it.

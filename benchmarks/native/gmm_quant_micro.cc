@@ -8,7 +8,11 @@
 // thread CPU time (on a shared machine a process waits for a core much of its wall time; the CPU
 // time leaves the wait out, for the probes and the kernels alike).
 //   benchmarks/native/build_gmm_quant_micro.sh && build/gmm_quant_micro [K N experts rows...]
-// GMM_MICRO_TRANSPOSE=1: the weights stored [E, N, K] (transpose_weight 1, the exported layout).
+// GMM_MICRO_TRANSPOSE=1: the weights stored [E, N, K] (transpose_weight 1, the exported layout);
+// GMM_MICRO_REPS=N: N samples per scheme (default 7; more on a loaded machine).
+// Built with a base commit (build_gmm_quant_micro.sh BASE), it also times that commit's antiquant
+// paths ("before", linked in under another namespace), interleaved with today's, and prints the
+// before / today ratios (same process).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +26,20 @@
 #include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 using namespace ascend_moe::cpu;
+
+#ifdef GMM_QUANT_MICRO_BEFORE
+// The base commit's headers and objects, compiled with -Dascend_moe=ascend_moe_before (its isa.h
+// first, by its own path: "ops_src/cpu/isa.h" would find today's, already included).
+#define ascend_moe ascend_moe_before
+#include "build/gmm_quant_before/ops_src/cpu/isa.h"
+#if __has_include("build/gmm_quant_before/ops_src/cpu/grouped_matmul/grouped_matmul.h")
+#include "build/gmm_quant_before/ops_src/cpu/grouped_matmul/grouped_matmul.h"
+#else  // a commit before the per-op folders
+#include "build/gmm_quant_before/ops_src/cpu/grouped_matmul.h"
+#endif
+#undef ascend_moe
+namespace before = ascend_moe_before::cpu;
+#endif
 
 namespace {
 
@@ -64,7 +82,38 @@ struct Scheme {
   GroupedMatmulBuffers b;
   double bytes_per_weight;
   std::vector<double> times, cpu_times;
+  bool before = false;  // the base commit's kernel on the same parameters and buffers
 };
+
+// One call of a plan (Build untimed): wall and thread CPU seconds added to t and c.
+template <class Plan, class Params, class Buffers>
+void TimeCall(const Params& p, const Buffers& b, const int64_t* ends, double& t, double& c) {
+  Plan plan;
+  plan.Build(p, ends);
+  const double t0 = Now(), c0 = CpuNow();
+  plan.Prepare(b);
+  plan.RunItems(b, 0, plan.num_items());
+  plan.FinishItems(b, 0, plan.num_finish_items());
+  t += Now() - t0;
+  c += CpuNow() - c0;
+}
+
+#ifdef GMM_QUANT_MICRO_BEFORE
+before::GroupedMatmulParams Before(const GroupedMatmulParams& p) {
+  before::GroupedMatmulParams o;
+  o.rows = p.rows, o.depth = p.depth, o.cols = p.cols, o.groups = p.groups;
+  o.type = static_cast<before::GmmType>(p.type), o.bias_float32 = p.bias_float32;
+  o.transpose_weight = p.transpose_weight, o.weight = static_cast<before::GmmWeight>(p.weight);
+  o.out_type = static_cast<before::GmmType>(p.out_type), o.antiquant_groups = p.antiquant_groups;
+  o.antiquant_type = static_cast<before::GmmType>(p.antiquant_type);
+  o.scale_type = static_cast<before::GmmType>(p.scale_type);
+  return o;
+}
+
+before::GroupedMatmulBuffers Before(const GroupedMatmulBuffers& b) {
+  return {b.x, b.weight, b.bias, b.scale, b.antiquant_scale, b.antiquant_offset, b.per_token_scale, b.y};
+}
+#endif
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -79,6 +128,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> row_counts;
   for (int i = 4; i < argc; ++i) row_counts.push_back(atoll(argv[i]));
   if (row_counts.empty()) row_counts = {1, 4, 16};
+  const char* reps_env = std::getenv("GMM_MICRO_REPS");  // samples per scheme (the first is a warm-up)
+  const int reps = reps_env != nullptr ? std::max(2, atoi(reps_env)) : 7;
   const char* transpose_env = std::getenv("GMM_MICRO_TRANSPOSE");
   const bool transpose = transpose_env != nullptr && std::string(transpose_env) == "1";
   std::mt19937 rng(1);
@@ -144,8 +195,16 @@ int main(int argc, char** argv) {
     schemes[3].p.weight = GmmWeight::kInt8;
     schemes[3].p.type = GmmType::kInt8;
     schemes[3].p.out_type = GmmType::kBFloat16;
+#ifdef GMM_QUANT_MICRO_BEFORE
+    for (int i : {1, 2}) {
+      Scheme s = schemes[i];
+      s.name = i == 1 ? "w8a16 before" : "w4a16 before";
+      s.before = true;
+      schemes.push_back(s);
+    }
+#endif
     const int64_t steps = std::max<int64_t>(1, E / kTopK);
-    for (int rep = 0; rep < 7; ++rep) {
+    for (int rep = 0; rep < reps; ++rep) {
       for (auto& s : schemes) {
         double t = 0, c = 0;
         for (int64_t step = 0; step < steps; ++step) {
@@ -155,14 +214,13 @@ int main(int argc, char** argv) {
             if (e >= step * kTopK && e < (step + 1) * kTopK) end += rows;
             ends[e] = end;
           }
-          GroupedMatmulPlan plan;
-          plan.Build(s.p, ends.data());
-          const double t0 = Now(), c0 = CpuNow();
-          plan.Prepare(s.b);
-          plan.RunItems(s.b, 0, plan.num_items());
-          plan.FinishItems(s.b, 0, plan.num_finish_items());
-          t += Now() - t0;
-          c += CpuNow() - c0;
+#ifdef GMM_QUANT_MICRO_BEFORE
+          if (s.before) {
+            TimeCall<before::GroupedMatmulPlan>(Before(s.p), Before(s.b), ends.data(), t, c);
+            continue;
+          }
+#endif
+          TimeCall<GroupedMatmulPlan>(s.p, s.b, ends.data(), t, c);
         }
         if (rep > 0) {
           s.times.push_back(t / steps);
@@ -178,6 +236,14 @@ int main(int argc, char** argv) {
       std::printf("| %lld | %s | %.2f | %.0f%% | %.2fx | %.2f | %.0f%% | %.2fx |\n",
                   static_cast<long long>(rows), s.name, t * 1e3, 100.0 * bytes / rate / t, base_t / t,
                   c * 1e3, 100.0 * bytes / cpu_rate / c, base_c / c);
+    }
+    for (const auto& s : schemes) {  // today's time over the base commit's, same process
+      if (!s.before) continue;
+      const Scheme& now = schemes[std::string(s.name).rfind("w8a16", 0) == 0 ? 1 : 2];
+      std::printf("| %lld | %s / before | wall %.3f | CPU %.3f |\n", static_cast<long long>(rows), now.name,
+                  Median(now.times) / Median(s.times),
+                  *std::min_element(now.cpu_times.begin(), now.cpu_times.end()) /
+                      *std::min_element(s.cpu_times.begin(), s.cpu_times.end()));
     }
   }
   return 0;

@@ -3,9 +3,9 @@
 The functions keep torch_npu's current names, signatures and defaults (op-plugin's
 ``op_plugin_functions.yaml``), run on any device, and export as ``ascend.moe`` nodes (gating,
 re-routing, init routing, grouped matmul, finalize, permute / unpermute) or standard ONNX ops
-(swiglu, small index helpers, the w8a8 quantisation helpers). Arguments with no ONNX meaning
-here (weight-only / int4 / float8 quantisation, multi-rank communication) raise with the argument
-named. :func:`install` makes ``import torch_npu`` return
+(swiglu, geglu, small index helpers, the int8 / int4 / MX quantisation helpers). MC2 dispatch /
+combine with several ranks run eagerly over torch.distributed. Arguments with no ONNX meaning here
+raise with the argument named. :func:`install` makes ``import torch_npu`` return
 this module where no real torch_npu is importable (docs/ascend-code.md).
 """
 
@@ -14,10 +14,17 @@ from __future__ import annotations
 import sys
 import types
 
+import torch
+
 from .._torch_lib import try_import_torch_npu
 from . import c_ascend
+from .activations import npu_geglu, npu_swiglu_clip_quant
 from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
+from .distribute_v1 import npu_moe_distribute_combine, npu_moe_distribute_dispatch
+from .dtypes import DTYPES
 from .experts import npu_grouped_matmul, npu_swiglu
+from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
+from .mx_quant import npu_dynamic_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
 from .routing import (
     npu_moe_compute_expert_tokens,
@@ -30,13 +37,20 @@ from .routing import (
     npu_moe_token_permute,
     npu_moe_token_unpermute,
 )
+from .routing_variants import npu_moe_gating_top_k_softmax_v2, npu_moe_init_routing_quant
+
+# torch_npu.hifloat8, torch_npu.float4_e2m1fn_x2, ... (ints, as torch_npu defines them)
+globals().update(DTYPES)
 
 __all__ = [
-    "install", "npu_dequant_swiglu_quant", "npu_dynamic_quant", "npu_grouped_matmul",
-    "npu_grouped_matmul_swiglu_quant", "npu_moe_compute_expert_tokens", "npu_moe_distribute_combine_v2",
+    "Format", "get_npu_format", "npu_format_cast", "npu_format_cast_", *DTYPES,
+    "install", "npu_dequant_swiglu_quant", "npu_dynamic_mx_quant", "npu_dynamic_quant", "npu_geglu",
+    "npu_grouped_matmul", "npu_grouped_matmul_swiglu_quant", "npu_moe_compute_expert_tokens",
+    "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch",
     "npu_moe_distribute_dispatch_v2", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
-    "npu_moe_gating_top_k_softmax", "npu_moe_init_routing", "npu_moe_init_routing_v2", "npu_moe_re_routing",
-    "npu_moe_token_permute", "npu_moe_token_unpermute", "npu_swiglu",
+    "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing",
+    "npu_moe_init_routing_quant", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_moe_token_permute",
+    "npu_moe_token_unpermute", "npu_swiglu", "npu_swiglu_clip_quant",
 ]
 
 
@@ -51,5 +65,26 @@ def install() -> types.ModuleType:
     present = sys.modules.get("torch_npu")
     if present is None and not try_import_torch_npu():
         sys.modules["torch_npu"] = this
+    if sys.modules["torch_npu"] is this:
+        _add_npu_methods()
     c_ascend.define_ops()
     return sys.modules["torch_npu"]
+
+
+def _to_npu_tensor(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    """torch.Tensor.npu as torch_npu adds it; here the CPU is the device: ``self``."""
+    return self
+
+
+def _to_npu_module(self, device=None):
+    """torch.nn.Module.npu as torch_npu adds it; here the CPU is the device: the module, unchanged."""
+    return self
+
+
+def _add_npu_methods() -> None:
+    """``Tensor.npu()`` / ``Module.npu()``, which torch_npu adds to torch and Ascend code calls at
+    construction (e.g. ``torch.tensor(...).npu()``); only where torch has none."""
+    if not hasattr(torch.Tensor, "npu"):
+        torch.Tensor.npu = _to_npu_tensor
+    if not hasattr(torch.nn.Module, "npu"):
+        torch.nn.Module.npu = _to_npu_module

@@ -93,10 +93,52 @@ def group_list_tensor(fn: str, group_list, device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
+def has_values(t: torch.Tensor) -> bool:
+    """Whether ``t`` holds values to check (eager), not a tracer's stand-in (export)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return not is_fake(t)
+
+
+# an index no ScatterElements / Gather accepts: an invalid entry fails the exported graph too
+_OUT_OF_RANGE = 2**62
+
+
 def key_value_counts(fn: str, arg: str, kv: torch.Tensor, groups: int) -> torch.Tensor:
     """int64 counts [groups] from (group, count) rows [n, 2] (init routing's expert_tokens_num_type=2:
-    the non-empty experts first, then (0, 0) rows)."""
+    the non-empty groups in ascending order, then (0, 0) rows).
+
+    A group id outside [0, groups), a negative count or non-empty groups out of ascending order are
+    refused, eagerly by value and in an exported graph by an index its ScatterElements rejects.
+    """
     require(kv.dim() == 2 and kv.shape[1] == 2, fn, arg, "must be (expert, count) rows [n, 2] in key-value mode", kv)
     kv = kv.to(torch.int64)
+    ids, counts = kv[:, 0], kv[:, 1]
+    n = kv.shape[0]
+    earlier = torch.arange(n, device=kv.device)[:, None] > torch.arange(n, device=kv.device)[None, :]
+    # row i is in order when every earlier non-empty row has a smaller group id
+    in_order = ~(earlier & (counts[None, :] > 0) & (ids[None, :] >= ids[:, None])).any(1) | (counts == 0)
+    valid = (ids >= 0) & (ids < groups) & (counts >= 0) & in_order
+    if has_values(kv) and not bool(valid.all()):
+        bad = int(torch.nonzero(~valid)[0, 0])
+        group, count = int(ids[bad]), int(counts[bad])
+        if not 0 <= group < groups:
+            fail(fn, arg, f"must hold group ids in [0, {groups}) in column 0", f"{group} in row {bad}")
+        if count < 0:
+            fail(fn, arg, "must hold non-negative counts in column 1", f"{count} in row {bad}")
+        fail(fn, arg, "must list its non-empty groups in ascending group order (the rows of x are sorted by "
+             "group)", f"group {group} in row {bad} after a group >= {group}")
     zeros = torch.zeros(groups, dtype=torch.int64, device=kv.device)
-    return zeros.scatter_add(0, kv[:, 0].clamp(0, groups - 1), kv[:, 1])
+    return zeros.scatter_add(0, torch.where(valid, ids, _OUT_OF_RANGE), counts)
+
+
+def per_expert_rows(fn: str, arg: str, value, experts: int) -> torch.Tensor:
+    """A per-expert ``[E, N]`` argument (``scale``) as one tensor: ``[S]`` with S ``[E, N]``, or E
+    tensors ``[N]`` (one per expert, as op-plugin's w8a8 tests pass it); a bare tensor works too."""
+    tensors = [value] if isinstance(value, torch.Tensor) else list(value) if isinstance(value, Sequence) else None
+    if tensors and all(isinstance(t, torch.Tensor) for t in tensors):
+        if len(tensors) == 1 and tensors[0].dim() == 2:
+            return tensors[0]
+        if len(tensors) == experts and all(t.dim() == 1 for t in tensors) and len({t.shape for t in tensors}) == 1:
+            return torch.stack(tensors)
+    fail(fn, arg, lambda: f"must be [S] with S of shape [E, N], or {experts} tensors [N]", value)

@@ -17,6 +17,15 @@ def gating_top_k(x, k, bias, input_ids, tid2eid, **attrs):
     return gating.router(x, k, bias=bias, input_ids=input_ids, tid2eid=tid2eid, **attrs)
 
 
+def softmax_top_k(x, k):
+    """Softmax (in float32) and top-k over the last dim as standard ops (Softmax, TopK, whose ties go
+    to the lower index in ONNX): ``(y in x's dtype, expert_idx int32)``; for the sizes beyond
+    MoeGatingTopKHash's limits (E > 2048 or k > 64) that torch_npu's softmax gating accepts."""
+    probs = torch.softmax(x.float(), dim=-1)
+    y, idx = torch.topk(probs, k, dim=-1, largest=True, sorted=True)
+    return y.to(x.dtype), idx.to(torch.int32)
+
+
 def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type):
     """MoeReRouting (torch.ops.npu.npu_moe_re_routing)."""
     return torch.ops.npu.npu_moe_re_routing(tokens, counts, per_token_scales=per_token_scales,
@@ -33,24 +42,15 @@ def init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, e
 
 
 def init_routing(x, row_idx, expert_idx, active_num):
-    """MoeInitRouting (first version) through MoeTokenPermute, which sorts the (token, slot) pairs
-    stably by expert as this op does: ``(expanded_x, expanded_row_idx, expanded_expert_idx)``;
-    ``row_idx`` is the slot-major arange ``npu_moe_gating_top_k_softmax`` returns."""
-    rows, k = expert_idx.shape
-    if statically_known_true(active_num >= rows):  # every row (Ascend code passes active_num = rows)
-        permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
-        expanded_x = permuted
-    elif isinstance(active_num, int) and active_num > 0:  # the permute keeps active_num * k rows
-        permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, active_num * k, False)
-        expanded_x = permuted
-    else:  # a symbolic active_num not known to cover the rows, or 0 (num_out_tokens 0 would keep all)
-        permuted, position = torch.ops.ascend_moe.moe_token_permute(x, expert_idx, None, False)
-        expanded_x = permuted[:torch.sym_min(active_num, rows) * k]
-    position = position.to(torch.int64)
-    # expanded_row_idx is indexed by row_idx's values (slot-major: entry j*rows + t).
-    expanded_row_idx = torch.zeros_like(position).scatter(0, row_idx.reshape(-1).to(torch.int64), position)
-    expanded_expert_idx = torch.zeros_like(expert_idx.reshape(-1)).scatter(0, position, expert_idx.reshape(-1))
-    return expanded_x, expanded_row_idx.to(torch.int32), expanded_expert_idx
+    """MoeInitRouting (torch.ops.ascend_moe.moe_init_routing, first version): ``(expanded_x,
+    expanded_row_idx, expanded_expert_idx)``; the node checks ``row_idx`` (a permutation of
+    [0, N·K)), ``expert_idx`` (int32) and ``active_num`` (>= 0) eagerly and in ONNX Runtime."""
+    from ..moe_init_routing import ALL_TOKENS
+
+    rows = expert_idx.shape[0]
+    if not isinstance(active_num, int) and statically_known_true(active_num >= rows):
+        active_num = ALL_TOKENS  # every row, as Ascend code's active_num = rows: no Slice after the node
+    return torch.ops.ascend_moe.moe_init_routing(x, row_idx, expert_idx, active_num)
 
 
 def transposed_view(weight) -> bool:

@@ -3,28 +3,39 @@
 
 On one rank (ep_world_size = 1, no TP group) the all-to-all moves nothing: dispatch is init routing
 (rows sorted by expert, per-expert counts) and combine the weighted un-sort plus the shared
-expert's output. Larger groups need the project's expert-parallel export.
+expert's output. With ep_world_size > 1 both run eagerly over torch.distributed
+(``distribute_ranks.py``); such a layer exports per rank with the project's expert-parallel export.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import _ops
+from . import _ops, distribute_ranks
 from ._args import EXPERT_PARALLEL_DOC, require, unsupported
 
 
+def _several_ranks(fn: str, ep_world_size, **unsupported_args) -> bool:
+    """Whether the call takes the several-ranks path (refusing what that path does not carry)."""
+    if ep_world_size == 1:
+        return False
+    require(isinstance(ep_world_size, int) and ep_world_size >= 1, fn, "ep_world_size", "must be >= 1",
+            ep_world_size)
+    for name, value in unsupported_args.items():
+        if value is not None:
+            unsupported(fn, name, value, "pass None (dispatch / combine of every token)")
+    return True
+
+
 def _one_rank(fn: str, ep_world_size, ep_rank_id, tp_world_size, **special) -> None:
-    if ep_world_size != 1 or tp_world_size not in (0, 1):
+    if tp_world_size not in (0, 1):
         raise NotImplementedError(
-            f"{fn}: ep_world_size={ep_world_size}, tp_world_size={tp_world_size}: only the one-rank "
-            f"meaning (ep_world_size=1, tp_world_size 0 or 1) exports as one graph; export each rank's "
-            f"expert side with the project's expert-parallel export ({EXPERT_PARALLEL_DOC})")
+            f"{fn}: tp_world_size={tp_world_size}: torch_npu reserves it (0 or 1: no TP group); export each "
+            f"rank's expert side with the project's expert-parallel export ({EXPERT_PARALLEL_DOC})")
     require(ep_rank_id == 0, fn, "ep_rank_id", "must be 0 with ep_world_size=1", ep_rank_id)
     for name, value in special.items():
         if value:
-            unsupported(fn, name, value, "zero / copy / constant experts and shared-expert ranks need "
-                        f"more than one rank ({EXPERT_PARALLEL_DOC})")
+            unsupported(fn, name, value, f"shared-expert ranks need more than one rank ({EXPERT_PARALLEL_DOC})")
 
 
 def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *,
@@ -44,8 +55,17 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     quantised per row after multiplying by the expert's row of ``scales`` [E, H] when given.
     """
     fn = "npu_moe_distribute_dispatch_v2"
-    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
-              zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expert_scales=expert_scales,
+                      elastic_info=elastic_info, y_dtype=y_dtype, x_dtype=x_dtype, scales_dtype=scales_dtype):
+        if quant_mode not in (0, 2):
+            unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
+        return distribute_ranks.dispatch(
+            x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales=scales, quant_mode=quant_mode,
+            global_bs=global_bs, expert_token_nums_type=expert_token_nums_type, tp_world_size=tp_world_size,
+            shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
+            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
+    _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
     if quant_mode not in (0, 2):
         unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
     if scales is not None and quant_mode != 2:
@@ -65,9 +85,11 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
         require(scales.dim() == 2 and scales.shape[0] == moe_expert_num and scales.shape[1] == x.shape[1], fn,
                 "scales", lambda: f"must be [moe_expert_num, H] = [{moe_expert_num}, {x.shape[1]}]", scales)
     # quant_mode 2 on one rank: each (token, expert) row times the expert's smoothing row, then
-    # per-row dynamic int8 (init routing's quant_mode 1)
+    # per-row dynamic int8 (init routing's quant_mode 1). Pairs routed to zero / copy / constant
+    # experts (ids >= moe_expert_num) are not dispatched: outside the active range, their row is -1.
+    all_experts = moe_expert_num + zero_expert_num + copy_expert_num + const_expert_num
     expand_x, row_of_pair, counts, dynamic_scales = _ops.init_routing_v2(
-        x, expert_ids, scales, None, rows * k, -1, moe_expert_num, 0, 1, True, 1 if quant_mode == 2 else -1,
+        x, expert_ids, scales, None, rows * k, -1, all_experts, 0, 1, True, 1 if quant_mode == 2 else -1,
         [0, moe_expert_num], 0)
     ep_recv_counts = counts.cumsum(0).to(torch.int32)
     expert_token_nums = counts if expert_token_nums_type == 1 else counts.cumsum(0)
@@ -87,16 +109,64 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
     """torch_npu.npu_moe_distribute_combine_v2 on one rank:
     ``out[t] = Σ_j expert_scales[t, j]·expand_x[row(t, j)] + shared_expert_x[t]`` (one finalize)."""
     fn = "npu_moe_distribute_combine_v2"
-    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num,
-              zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    # ori_x feeds only copy / constant experts, which the several-ranks path refuses: ignored there
+    if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expand_scales=expand_scales,
+                      elastic_info=elastic_info):
+        if comm_quant_mode != 0:
+            unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (rows travel unquantised here)")
+        return distribute_ranks.combine(
+            expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
+            ep_rank_id, moe_expert_num, shared_expert_x=shared_expert_x, tp_world_size=tp_world_size,
+            shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
+            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
+    _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
     if comm_quant_mode != 0:
         unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (no quantised communication on one rank)")
     for name, value in (("x_active_mask", x_active_mask), ("expand_scales", expand_scales),
-                        ("elastic_info", elastic_info), ("ori_x", ori_x)):
+                        ("elastic_info", elastic_info)):
         if value is not None:
             unsupported(fn, name, value, "pass None")
     require(expert_scales.shape == expert_ids.shape, fn, "expert_scales", lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
-    return _ops.finalize_routing(expand_x, shared_expert_x, None, None, expert_scales, assist_info_for_combine, None, 2)
+    special = _special_experts(fn, expert_ids, expert_scales, expand_x, ori_x, moe_expert_num, zero_expert_num,
+                               copy_expert_num, const_expert_num, const_expert_alpha_1, const_expert_alpha_2,
+                               const_expert_v)
+    skips = [t for t in (shared_expert_x, special) if t is not None] + [None, None]
+    return _ops.finalize_routing(expand_x, skips[0], skips[1], None, expert_scales, assist_info_for_combine, None, 2)
+
+
+def _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num) -> None:
+    for name, value in (("zero_expert_num", zero_expert_num), ("copy_expert_num", copy_expert_num),
+                        ("const_expert_num", const_expert_num)):
+        require(isinstance(value, int) and value >= 0, fn, name, "must be an int >= 0", value)
+
+
+def _special_experts(fn, expert_ids, expert_scales, expand_x, ori_x, experts, zero, copy, const, alpha_1, alpha_2,
+                     v):
+    """The zero / copy / constant experts' weighted outputs [BS, H] in expand_x's dtype (None when
+    there are none): op-plugin's Moe(ori_x) = 0, ori_x, alpha_1[c]·ori_x + alpha_2[c]·v[c] for the
+    ids [E, E+zero), [E+zero, E+zero+copy), [E+zero+copy, E+zero+copy+const)."""
+    if copy == 0 and const == 0:
+        return None
+    bs, h = expert_ids.shape[0], expand_x.shape[-1]
+    require(ori_x is not None and ori_x.dim() == 2 and ori_x.shape[0] == bs and ori_x.shape[1] == h, fn, "ori_x",
+            lambda: f"must be the tokens before the experts [BS, H] = [{bs}, {h}] with copy or constant experts",
+            ori_x)
+    ids = expert_ids.to(torch.int64)
+    w = expert_scales.float()
+    x = ori_x.float()
+    copy_start, const_start = experts + zero, experts + zero + copy
+    out = (w * ((ids >= copy_start) & (ids < const_start))).sum(1, keepdim=True) * x
+    if const:
+        for name, t in (("const_expert_alpha_1", alpha_1), ("const_expert_alpha_2", alpha_2),
+                        ("const_expert_v", v)):
+            require(t is not None and tuple(t.shape) == (const, h), fn, name,
+                    lambda: f"must be [const_expert_num, H] = [{const}, {h}] with constant experts", t)
+        is_const = (ids >= const_start) & (ids < const_start + const)
+        c = torch.where(is_const, ids - const_start, 0)  # [BS, K]
+        term = alpha_1.float()[c] * x[:, None, :] + (alpha_2.float() * v.float())[c]  # [BS, K, H]
+        out = out + (term * (w * is_const)[..., None]).sum(1)
+    return out.to(expand_x.dtype)
 
 
 __all__ = ["npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch_v2"]

@@ -8,6 +8,7 @@ from . import _ops
 from ._args import (
     group_list_tensor,
     key_value_counts,
+    per_expert_rows,
     require,
     require_none,
     single_tensor,
@@ -38,6 +39,8 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     and the reserved arguments raise.
     """
     fn = "npu_grouped_matmul"
+    if group_list_type is None:  # torch_npu: group_list_type.value_or(0)
+        group_list_type = 0
     require_none(fn, offset=offset, activation_input=activation_input,
                  activation_quant_scale=activation_quant_scale, activation_quant_offset=activation_quant_offset,
                  x_dtype=x_dtype, weight_dtype=weight_dtype, scale_dtype=scale_dtype,
@@ -61,8 +64,9 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
             "or int32 (int4 packed 8 per word)", w)
     b = stacked_bias(fn, bias, w.shape[0])
     extra = {name: None if t is None else single_tensor(fn, name, t) for name, t in
-             (("scale", scale), ("antiquant_scale", antiquant_scale), ("antiquant_offset", antiquant_offset),
+             (("antiquant_scale", antiquant_scale), ("antiquant_offset", antiquant_offset),
               ("per_token_scale", per_token_scale))}
+    extra["scale"] = None if scale is None else per_expert_rows(fn, "scale", scale, w.shape[0])
     if x.dtype == torch.int8:
         for name in ("antiquant_scale", "antiquant_offset"):
             if extra[name] is not None:

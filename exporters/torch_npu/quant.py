@@ -7,7 +7,7 @@ and ``y = round_half_even(r / scale)`` in float32, ``r`` the row times the smoot
 all-zero row gives scale 0 and y 0 (MoeInitRoutingV3's ``quant_mode=1`` quantises the same way).
 Each function is written in torch and exports as standard ONNX ops (ReduceMax, Div, Round, Clip,
 Cast; Round rounds half to even), which state it exactly: ONNX's DynamicQuantizeLinear cannot
-(per-tensor, uint8, asymmetric). Variants without an ONNX meaning here (int4 / float8 outputs,
+(per-tensor, uint8, asymmetric). Variants without an ONNX meaning here (float8 / hifloat8 outputs,
 per-tensor or per-channel modes, other rounding) raise with the argument named.
 """
 
@@ -21,10 +21,25 @@ from ._args import key_value_counts, require, unsupported
 INT8_MAX = 127.0
 
 
+INT4_MAX = 7.0
+# torch_npu takes dst_type as a ScalarType: torch dtypes, or their codes (int8 1, quint4x2 16)
+_INT8_CODES = (None, torch.int8, 1)
+_INT4_CODES = (torch.quint4x2, 16)
+
+
 def _int8_dst(fn: str, dst_type) -> None:
-    """dst_type: None or int8 (torch_npu takes a ScalarType; ACL's int code 2 = INT8 is accepted too)."""
-    if dst_type not in (None, torch.int8, 2):
+    """dst_type: None or int8."""
+    if dst_type not in _INT8_CODES:
         unsupported(fn, "dst_type", dst_type, "only int8 outputs export here (None or torch.int8)")
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """int32 [..., H/8] holding 8 signed 4-bit values each (value j of a group in bits 4j..4j+3, as
+    torch_npu packs quint4x2 outputs) from integer-valued ``q`` [..., H] in [-8, 7]."""
+    nibbles = (q.to(torch.int64) + 16) % 16
+    weights = torch.tensor([16 ** j for j in range(8)], dtype=torch.int64, device=q.device)
+    words = (nibbles.reshape(*q.shape[:-1], q.shape[-1] // 8, 8) * weights).sum(-1)
+    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
 
 
 def quantize_rows(r: torch.Tensor, valid: torch.Tensor | None = None):
@@ -59,13 +74,19 @@ def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=N
                       dst_type_max=0.0):
     """torch_npu.npu_dynamic_quant: ``(y int8 [..., H], scale float32 [...])``, per-token symmetric.
 
+    ``dst_type=torch.quint4x2``: ``scale = rowmax|r| / 7``, the values rounded half to even into
+    [-8, 7] and packed 8 to an int32 (``y`` int32 [..., H/8], value j in bits 4j..4j+3).
+
     ``smooth_scales`` [H] multiplies every row first; with ``group_index`` (int32 [G], the end row
     of each group, increasing, the last = the number of rows) ``smooth_scales`` is [G, H] and row r
     takes the smoothing row of its group.
     """
     fn = "npu_dynamic_quant"
     x = input
-    _int8_dst(fn, dst_type)
+    int4 = dst_type in _INT4_CODES
+    if not int4 and dst_type not in _INT8_CODES:
+        unsupported(fn, "dst_type", dst_type, "only int8 (None, torch.int8) and int4 (torch.quint4x2) outputs "
+                    "export here")
     if quant_mode != "pertoken":
         unsupported(fn, "quant_mode", quant_mode, "only per-token quantisation ('pertoken') exports here")
     if dst_type_max not in (0, 0.0):
@@ -74,6 +95,8 @@ def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=N
     require(x.dtype in (torch.float32, torch.float16, torch.bfloat16), fn, "input",
             "must be float16, bfloat16 or float32", x)
     h = x.shape[-1]
+    if int4:
+        require(h % 8 == 0, fn, "input", "must have a last dim divisible by 8 for int4 outputs", x)
     r = x.float()
     if group_index is not None:
         require(smooth_scales is not None, fn, "smooth_scales", "is required with group_index", None)
@@ -89,7 +112,13 @@ def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=N
         require(smooth_scales.dim() == 1 and smooth_scales.shape[0] == h, fn, "smooth_scales",
                 lambda: f"must be [{h}] (one per column of input) without group_index", smooth_scales)
         r = r * smooth_scales.float()
-    return quantize_rows(r)
+    if not int4:
+        return quantize_rows(r)
+    scale = r.abs().amax(dim=-1) / INT4_MAX
+    positive = scale > 0
+    safe = torch.where(positive, scale, torch.ones_like(scale))
+    q = torch.where(positive[..., None], r / safe[..., None], torch.zeros_like(r))
+    return pack_int4(q.round().clamp(-8.0, INT4_MAX)), scale
 
 
 def _group_counts(fn: str, group_index: torch.Tensor, groups: int) -> torch.Tensor:
@@ -213,4 +242,4 @@ def npu_grouped_matmul_swiglu_quant(x, weight, group_list, weight_scale, x_scale
     return y, scale, torch.empty(0, dtype=torch.float32, device=x.device)
 
 
-__all__ = ["npu_dequant_swiglu_quant", "npu_dynamic_quant", "npu_grouped_matmul_swiglu_quant"]
+__all__ = ["npu_dequant_swiglu_quant", "npu_dynamic_quant", "npu_grouped_matmul_swiglu_quant", "pack_int4"]

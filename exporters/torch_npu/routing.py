@@ -11,6 +11,9 @@ from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 from . import _ops
 from ._args import require, require_none, unsupported
 
+# op-plugin's docs (torch_npu-npu_moe_gating_top_k_softmax.md): k <= 1024, any number of experts
+SOFTMAX_MAX_K = 1024
+
 
 def _gating_checks(fn: str, x, norm_type: int) -> None:
     require(x.dim() == 2, fn, "x", "must be 2-D [rows, experts]", x)
@@ -52,7 +55,13 @@ def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
     """
     fn = "npu_moe_gating_top_k_softmax"
     require(x.dim() in (2, 3), fn, "x", "must be 2-D or 3-D", x)
-    y, idx, _ = _ops.gating_top_k(x, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX)
+    # op-plugin's docs: 0 < k <= E and k <= 1024; E itself is not limited
+    require(0 < k <= min(x.shape[-1], SOFTMAX_MAX_K), fn, "k", lambda: f"must be in (0, min(E, {SOFTMAX_MAX_K})] "
+            f"with E = {x.shape[-1]}", k)
+    if x.shape[-1] <= gating_spec.MAX_EXPERTS and k <= gating_spec.MAX_K:
+        y, idx, _ = _ops.gating_top_k(x, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX)
+    else:  # beyond MoeGatingTopKHash's limits: the same softmax and top-k in standard ops
+        y, idx = _ops.softmax_top_k(x, k)
     if finished is not None:
         require(finished.dtype == torch.bool and tuple(finished.shape) == tuple(x.shape[:-1]), fn, "finished",
                 lambda: f"must be bool of shape {list(x.shape[:-1])}", finished)

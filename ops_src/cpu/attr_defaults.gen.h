@@ -25,6 +25,7 @@ inline constexpr int64_t kIdxType = 0;
 }  // namespace moe_re_routing
 
 namespace moe_routed_experts {
+inline constexpr int64_t kActQuant = 0;
 inline constexpr int64_t kBlockSize = 0;
 inline constexpr float kSwigluLimit = 0.0f;
 inline constexpr int64_t kWeightBits = 8;
@@ -81,6 +82,11 @@ inline constexpr int64_t kMaxExperts = 2048;
 namespace moe_re_routing {
 inline constexpr int64_t kMaxTokens = 2147483647;
 }  // namespace moe_re_routing
+
+namespace moe_routed_experts {
+inline constexpr int64_t kA8Step = 8;
+inline constexpr int64_t kA8MaxInputs = 131072;
+}  // namespace moe_routed_experts
 
 namespace moe_init_routing_v3 {
 inline constexpr int64_t kMaxPairs = 2147483647;

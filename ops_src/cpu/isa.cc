@@ -22,9 +22,19 @@ bool DetectAmd() {
   __builtin_cpu_init();
   return __builtin_cpu_is("amd");
 }
+bool DetectAvxVnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avxvnni");
+}
+bool DetectAvx512Vnni() {
+  __builtin_cpu_init();
+  return DetectBestIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512vnni");
+}
 #else
 CpuIsa DetectBestIsa() { return CpuIsa::kBaseline; }
 bool DetectAmd() { return false; }
+bool DetectAvxVnni() { return false; }
+bool DetectAvx512Vnni() { return false; }
 #endif
 
 // ASCEND_MOE_CPU_ISA, read once; kAvx512 (no lowering) when unset or unknown.
@@ -82,6 +92,16 @@ bool SetCpuIsa(std::string_view name) {
   if (!ParseCpuIsa(name, &isa)) return false;
   set_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
   return true;
+}
+
+bool CpuHasAvxVnni() {
+  static const bool has = DetectAvxVnni();
+  return has;
+}
+
+bool CpuHasAvx512Vnni() {
+  static const bool has = DetectAvx512Vnni();
+  return has;
 }
 
 bool IsAmdCpu() {

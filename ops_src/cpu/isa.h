@@ -39,6 +39,14 @@
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma\")") \
       _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")     \
           _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+// The integer dot products of int8 activations (moe_routed_experts_a8_*.cc): AVX-VNNI on top of
+// AVX2, and AVX-512 VNNI on top of the AVX-512 path's extensions.
+#define ASCEND_MOE_CPU_TARGET_AVXVNNI_BEGIN \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,avxvnni\")") _Pragma("GCC diagnostic push")
+#define ASCEND_MOE_CPU_TARGET_AVX512VNNI_BEGIN                                                                  \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma\")") \
+      _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")                \
+          _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define ASCEND_MOE_CPU_TARGET_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 
 namespace ascend_moe::cpu {
@@ -68,6 +76,10 @@ CpuIsa ActiveCpuIsa();
 // Sets the override by name (e.g. from a session configuration entry); it applies to every
 // kernel of the process from their next call. False, changing nothing, for an unknown name.
 bool SetCpuIsa(std::string_view name);
+
+// Whether the CPU has AVX-VNNI (vpdpbusd on VEX-encoded 256-bit registers) / AVX-512 VNNI.
+bool CpuHasAvxVnni();
+bool CpuHasAvx512Vnni();
 
 // Whether the CPU is an AMD one (kernels pick narrower code where AMD splits 512-bit operations).
 bool IsAmdCpu();

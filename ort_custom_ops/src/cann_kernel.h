@@ -6,7 +6,8 @@
 //       validate on the host, fill the device args, then node.Run(blocker, native launch, host run)
 //   optional: static OrtMemType InputMemoryType(size_t);  the inputs checked on the host
 //   optional: static constexpr const char* kFallback;     what runs instead ("host fallback")
-// and registers CannKernel<Steps> beside its CPU kernel through `<Op>CannOp()` (below).
+// and registers CannKernel<Steps> (`KernelOp<Def, CannKernel<Steps>>()`) through `<Op>CannOp()`
+// (below), which the op's Ops() lists after its CPU kernel: `OpKernels<Def, Cpu>(<Op>CannOp())`.
 #pragma once
 
 #include <type_traits>

@@ -11,7 +11,7 @@
 //   optional: static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo*,
 //                 const std::vector<GraphTensor>& inputs);  // output types an attribute decides
 //                                         // (one per output, UNDEFINED = from the inputs)
-// Input element types are checked against kInputs at session creation (when the kernel is
+// Input presence and element types are checked against kInputs at session creation (when the kernel is
 // created; also at shape inference, which ORT only logs): the inputs are declared with an
 // undefined type because each accepts several. Output types are checked there too: ORT types
 // an output the shape inference left unset like the node's last input, which may be wrong.
@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "op_defs.gen.h"
 #include "op_utils.h"
 
 namespace ascend_moe {
@@ -112,8 +113,12 @@ struct AscendMoeOp
   ONNXTensorElementDataType GetInputType(size_t /*index*/) const {
     return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // several types allowed: checked at run time
   }
-  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
-    return Characteristic(Def::kInputs[index].optional);
+  // Every input is declared optional to ORT: ORT's own check of a required input (left out, or
+  // named "") reports it by position only, before any kernel exists. The kernel, which gets the
+  // node's input count and the types of the present inputs, checks presence against kInputs at
+  // creation (CheckKernelInputTypes) and names the input.
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t /*index*/) const {
+    return Characteristic(/*optional=*/true);
   }
   OrtMemType GetInputMemoryType(size_t index) const {
     if constexpr (HasInputMemoryType<Kernel>::value) return Kernel::InputMemoryType(index);
@@ -148,5 +153,38 @@ struct AscendMoeOp
                     : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   }
 };
+
+// The CPU kernel of an op: the attributes read and checked once, when the session creates the
+// kernel (a bad attribute fails session creation); per call, every input checked against the
+// op's table (Def::GetInputs) and handed to `Run(ctx, inputs, attrs)`, the op's own work.
+template <typename Def,
+          void (*Run)(Ort::KernelContext&, const typename Def::Inputs&, const typename Def::Attrs&)>
+struct CpuKernel {
+  static constexpr const char* kProvider = kCpuProvider;
+
+  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(Def::ReadAttrs(info)) {}
+
+  void Compute(Ort::KernelContext& ctx) { Run(ctx, Def::GetInputs(ctx), attrs_); }
+
+ private:
+  typename Def::Attrs attrs_;
+};
+
+// The op registration of one execution provider's kernel: one static instance per (Def, Kernel).
+template <typename Def, typename Kernel>
+const OrtCustomOp* KernelOp() {
+  static const AscendMoeOp<Def, Kernel> op;
+  return &op;
+}
+
+// An op's kernels for ORT, in the order given (the CPU kernel first): what <Op>Ops() returns.
+// Kernels registered in a file of their own (the CANN kernel: its `<Op>CannOp()`, cann_kernel.h)
+// follow as arguments.
+template <typename Def, typename... Kernels, typename... Registered>
+std::vector<const OrtCustomOp*> OpKernels(Registered... registered) {
+  static_assert((std::is_same_v<Registered, const OrtCustomOp*> && ...),
+                "OpKernels: the arguments are registered ops (const OrtCustomOp*)");
+  return {KernelOp<Def, Kernels>()..., registered...};
+}
 
 }  // namespace ascend_moe

@@ -5,6 +5,7 @@
 // tests/test_op_table.py::test_generated_headers_are_current fails when this file and the schemas differ.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <string>
@@ -76,7 +77,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_gating_top_k_hash_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_gating_top_k_hash/moe_gating_top_k_hash_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -97,8 +99,26 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_gating_top_k_hash_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.group_count = InferAttrInt(api, ctx, kAttrs[kAttrGroupCount]);
+  a.group_select_mode = InferAttrInt(api, ctx, kAttrs[kAttrGroupSelectMode]);
+  a.k = InferAttrInt(api, ctx, kAttrs[kAttrK]);
+  a.k_group = InferAttrInt(api, ctx, kAttrs[kAttrKGroup]);
+  a.norm_type = InferAttrInt(api, ctx, kAttrs[kAttrNormType]);
+  a.out_flag = InferAttrInt(api, ctx, kAttrs[kAttrOutFlag]);
+  a.renorm = InferAttrInt(api, ctx, kAttrs[kAttrRenorm]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_gating_top_k_hash/moe_gating_top_k_hash_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -111,6 +131,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_gating_top_k_hash::kAttrs;
   static constexpr size_t kNumAttrs = moe_gating_top_k_hash::kNumAttrs;
   static constexpr auto InferShapes = &moe_gating_top_k_hash::InferShapes;
+  using Attrs = moe_gating_top_k_hash::Attrs;
+  using Inputs = moe_gating_top_k_hash::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_gating_top_k_hash::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_gating_top_k_hash::kInputs); }
 };
 
 }  // namespace moe_gating_top_k_hash
@@ -155,7 +180,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_re_routing_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_re_routing/moe_re_routing_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -169,8 +195,21 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_re_routing_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.expert_token_num_type = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokenNumType]);
+  a.idx_type = InferAttrInt(api, ctx, kAttrs[kAttrIdxType]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_re_routing/moe_re_routing_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -183,6 +222,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_re_routing::kAttrs;
   static constexpr size_t kNumAttrs = moe_re_routing::kNumAttrs;
   static constexpr auto InferShapes = &moe_re_routing::InferShapes;
+  using Attrs = moe_re_routing::Attrs;
+  using Inputs = moe_re_routing::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_re_routing::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_re_routing::kInputs); }
 };
 
 }  // namespace moe_re_routing
@@ -195,7 +239,7 @@ inline constexpr int kSinceVersion = 1;
 
 enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kInGateUpScales = 5, kInDownScales = 6, kNumIns = 7 };
 enum Out : size_t { kOutY = 0, kNumOuts = 1 };
-enum Attr : size_t { kAttrBlockSize = 0, kAttrSwigluLimit = 1, kAttrWeightBits = 2, kNumAttrs = 3 };
+enum Attr : size_t { kAttrActQuant = 0, kAttrBlockSize = 1, kAttrSwigluLimit = 2, kAttrWeightBits = 3, kNumAttrs = 4 };
 
 inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
@@ -218,6 +262,7 @@ inline constexpr ParamSpec kOutputs[] = {
     {"y", "", false, kOutYTypes, std::size(kOutYTypes)},
 };
 inline constexpr AttrSpec kAttrs[] = {
+    {"act_quant", AttrSpec::kInt, false, 0},
     {"block_size", AttrSpec::kInt, false, 0},
     {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
     {"weight_bits", AttrSpec::kInt, false, 8},
@@ -225,19 +270,22 @@ inline constexpr AttrSpec kAttrs[] = {
 
 // One node's attribute values; each field starts at the schema's default (required: 0).
 struct Attrs {
+  int64_t act_quant = 0;
   int64_t block_size = 0;
   float swiglu_limit = 0.0f;
   int64_t weight_bits = 8;
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_routed_experts_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_routed_experts/moe_routed_experts_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
 // kind or a missing required one fails, naming it), then fails on CheckAttrs' message.
 inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   Attrs a;
+  a.act_quant = ReadIntAttr(info, kName, kAttrs[kAttrActQuant]);
   a.block_size = ReadIntAttr(info, kName, kAttrs[kAttrBlockSize]);
   a.swiglu_limit = ReadFloatAttr(info, kName, kAttrs[kAttrSwigluLimit]);
   a.weight_bits = ReadIntAttr(info, kName, kAttrs[kAttrWeightBits]);
@@ -246,8 +294,22 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_routed_experts_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.act_quant = InferAttrInt(api, ctx, kAttrs[kAttrActQuant]);
+  a.block_size = InferAttrInt(api, ctx, kAttrs[kAttrBlockSize]);
+  a.weight_bits = InferAttrInt(api, ctx, kAttrs[kAttrWeightBits]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_routed_experts/moe_routed_experts_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -260,6 +322,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_routed_experts::kAttrs;
   static constexpr size_t kNumAttrs = moe_routed_experts::kNumAttrs;
   static constexpr auto InferShapes = &moe_routed_experts::InferShapes;
+  using Attrs = moe_routed_experts::Attrs;
+  using Inputs = moe_routed_experts::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_routed_experts::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_routed_experts::kInputs); }
 };
 
 }  // namespace moe_routed_experts
@@ -291,7 +358,7 @@ inline constexpr ParamSpec kInputs[] = {
     {"scale", "TS", true, kInScaleTypes, std::size(kInScaleTypes)},
     {"offset", "TO", true, kInOffsetTypes, std::size(kInOffsetTypes)},
     {"antiquant_scale", "TA", true, kInAntiquantScaleTypes, std::size(kInAntiquantScaleTypes)},
-    {"antiquant_offset", "TA", true, kInAntiquantOffsetTypes, std::size(kInAntiquantOffsetTypes)},
+    {"antiquant_offset", "TAO", true, kInAntiquantOffsetTypes, std::size(kInAntiquantOffsetTypes)},
     {"per_token_scale", "TP", true, kInPerTokenScaleTypes, std::size(kInPerTokenScaleTypes)},
 };
 inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32};
@@ -312,7 +379,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in grouped_matmul_op.cc or its validator.
+// first one broken, empty when all hold. Defined in grouped_matmul/grouped_matmul_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -327,8 +395,22 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in grouped_matmul_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.group_list_type = InferAttrInt(api, ctx, kAttrs[kAttrGroupListType]);
+  a.output_dtype = InferAttrInt(api, ctx, kAttrs[kAttrOutputDtype]);
+  a.transpose_weight = InferAttrInt(api, ctx, kAttrs[kAttrTransposeWeight]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in grouped_matmul/grouped_matmul_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -341,6 +423,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = grouped_matmul::kAttrs;
   static constexpr size_t kNumAttrs = grouped_matmul::kNumAttrs;
   static constexpr auto InferShapes = &grouped_matmul::InferShapes;
+  using Attrs = grouped_matmul::Attrs;
+  using Inputs = grouped_matmul::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return grouped_matmul::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, grouped_matmul::kInputs); }
 };
 
 }  // namespace grouped_matmul
@@ -403,7 +490,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_init_routing_v3_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_init_routing_v3/moe_init_routing_v3_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -425,8 +513,29 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_init_routing_v3_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.active_expert_end = InferAttrInt(api, ctx, kAttrs[kAttrActiveExpertEnd]);
+  a.active_expert_start = InferAttrInt(api, ctx, kAttrs[kAttrActiveExpertStart]);
+  a.active_num = InferAttrInt(api, ctx, kAttrs[kAttrActiveNum]);
+  a.drop_pad_mode = InferAttrInt(api, ctx, kAttrs[kAttrDropPadMode]);
+  a.expert_capacity = InferAttrInt(api, ctx, kAttrs[kAttrExpertCapacity]);
+  a.expert_num = InferAttrInt(api, ctx, kAttrs[kAttrExpertNum]);
+  a.expert_tokens_num_flag = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokensNumFlag]);
+  a.expert_tokens_num_type = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokensNumType]);
+  a.quant_mode = InferAttrInt(api, ctx, kAttrs[kAttrQuantMode]);
+  a.row_idx_type = InferAttrInt(api, ctx, kAttrs[kAttrRowIdxType]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_init_routing_v3/moe_init_routing_v3_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -439,6 +548,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_init_routing_v3::kAttrs;
   static constexpr size_t kNumAttrs = moe_init_routing_v3::kNumAttrs;
   static constexpr auto InferShapes = &moe_init_routing_v3::InferShapes;
+  using Attrs = moe_init_routing_v3::Attrs;
+  using Inputs = moe_init_routing_v3::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_init_routing_v3::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_init_routing_v3::kInputs); }
 };
 
 }  // namespace moe_init_routing_v3
@@ -479,7 +593,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_init_routing_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_init_routing/moe_init_routing_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -492,8 +607,20 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_init_routing_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.active_num = InferAttrInt(api, ctx, kAttrs[kAttrActiveNum]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_init_routing/moe_init_routing_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -506,6 +633,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_init_routing::kAttrs;
   static constexpr size_t kNumAttrs = moe_init_routing::kNumAttrs;
   static constexpr auto InferShapes = &moe_init_routing::InferShapes;
+  using Attrs = moe_init_routing::Attrs;
+  using Inputs = moe_init_routing::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_init_routing::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_init_routing::kInputs); }
 };
 
 }  // namespace moe_init_routing
@@ -544,7 +676,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_token_permute_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_token_permute/moe_token_permute_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -558,8 +691,21 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_permute_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.num_out_tokens = InferAttrInt(api, ctx, kAttrs[kAttrNumOutTokens]);
+  a.padded_mode = InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_permute/moe_token_permute_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -572,6 +718,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_token_permute::kAttrs;
   static constexpr size_t kNumAttrs = moe_token_permute::kNumAttrs;
   static constexpr auto InferShapes = &moe_token_permute::InferShapes;
+  using Attrs = moe_token_permute::Attrs;
+  using Inputs = moe_token_permute::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_token_permute::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_token_permute::kInputs); }
 };
 
 }  // namespace moe_token_permute
@@ -616,7 +767,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_finalize_routing_v2_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_finalize_routing_v2/moe_finalize_routing_v2_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -629,8 +781,20 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_finalize_routing_v2_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.drop_pad_mode = InferAttrInt(api, ctx, kAttrs[kAttrDropPadMode]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_finalize_routing_v2/moe_finalize_routing_v2_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -643,6 +807,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_finalize_routing_v2::kAttrs;
   static constexpr size_t kNumAttrs = moe_finalize_routing_v2::kNumAttrs;
   static constexpr auto InferShapes = &moe_finalize_routing_v2::InferShapes;
+  using Attrs = moe_finalize_routing_v2::Attrs;
+  using Inputs = moe_finalize_routing_v2::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_finalize_routing_v2::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_finalize_routing_v2::kInputs); }
 };
 
 }  // namespace moe_finalize_routing_v2
@@ -679,7 +848,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in moe_token_unpermute_op.cc or its validator.
+// first one broken, empty when all hold. Defined in moe_token_unpermute/moe_token_unpermute_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -692,8 +862,20 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_unpermute_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.padded_mode = InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in moe_token_unpermute/moe_token_unpermute_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -706,6 +888,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = moe_token_unpermute::kAttrs;
   static constexpr size_t kNumAttrs = moe_token_unpermute::kNumAttrs;
   static constexpr auto InferShapes = &moe_token_unpermute::InferShapes;
+  using Attrs = moe_token_unpermute::Attrs;
+  using Inputs = moe_token_unpermute::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return moe_token_unpermute::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, moe_token_unpermute::kInputs); }
 };
 
 }  // namespace moe_token_unpermute
@@ -738,7 +925,8 @@ struct Attrs {
 };
 
 // The value rules of the attributes that do not depend on the inputs: the message for the
-// first one broken, empty when all hold. Defined in swi_glu_op.cc or its validator.
+// first one broken, empty when all hold. Defined in swi_glu/swi_glu_op.cc or its
+// validator.
 std::string CheckAttrs(const Attrs& attrs);
 
 // Reads every attribute through kAttrs (absent optional ones keep their default; another
@@ -751,8 +939,20 @@ inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   return a;
 }
 
-// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in swi_glu_op.cc.
+// The attributes as shape inference reads them (INT ones through kAttrs, their default when
+// absent or unreadable; the others keep their default), and CheckAttrs' message in `error`.
+inline Attrs InferAttrs(const OrtApi& api, OrtShapeInferContext* ctx, std::string* error) {
+  Attrs a;
+  a.dim = InferAttrInt(api, ctx, kAttrs[kAttrDim]);
+  *error = CheckAttrs(a);
+  return a;
+}
+
+// Output types and shapes from the inputs (ORT's custom-op shape inference); defined in swi_glu/swi_glu_op.cc.
 OrtStatusPtr ORT_API_CALL InferShapes(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+
+// Every input of a call, in table order (InputView: present, type, shape, data).
+using Inputs = std::array<InputView, kNumIns>;
 
 // The op definition, independent of the execution provider (see op_base.h).
 struct Def {
@@ -765,6 +965,11 @@ struct Def {
   static constexpr const AttrSpec* kAttrs = swi_glu::kAttrs;
   static constexpr size_t kNumAttrs = swi_glu::kNumAttrs;
   static constexpr auto InferShapes = &swi_glu::InferShapes;
+  using Attrs = swi_glu::Attrs;
+  using Inputs = swi_glu::Inputs;
+  static Attrs ReadAttrs(const OrtKernelInfo* info) { return swi_glu::ReadAttrs(info); }
+  // every input of a call, checked against kInputs (GetInputViews)
+  static Inputs GetInputs(Ort::KernelContext& ctx) { return GetInputViews(ctx, kName, swi_glu::kInputs); }
 };
 
 }  // namespace swi_glu
@@ -772,7 +977,7 @@ struct Def {
 }  // namespace defs
 
 // Each op's kernels, one static OrtCustomOp per execution provider, all under the op's name;
-// defined in <op>_op.cc. Constructing them registers the op's manifest entry (no ORT call).
+// defined in <op>/<op>_op.cc. Constructing them registers the op's manifest entry (no ORT call).
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps();
 std::vector<const OrtCustomOp*> MoeReRoutingOps();
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps();

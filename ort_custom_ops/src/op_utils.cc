@@ -492,6 +492,12 @@ std::vector<GraphTensor> KernelOutputs(const OrtKernelInfo* info, size_t n) {
 
 void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,
                            const std::vector<GraphTensor>& inputs) {
+  // ORT sees every input as optional (op_base.h): a required input left out or named "" arrives
+  // here absent (no type), and is named by its schema position.
+  for (size_t i = 0; i < n; ++i) {
+    const bool absent = i >= inputs.size() || inputs[i].type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    if (!specs[i].optional && absent) FailRequiredInput(op, specs[i]);
+  }
   const std::string error = CheckInputTypes(op, specs, n, TypesOf(inputs).data());
   if (!error.empty()) Fail(error);
 }

@@ -167,7 +167,8 @@ struct GraphTensor {
 };
 std::vector<GraphTensor> KernelInputs(const OrtKernelInfo* info, size_t n);
 std::vector<GraphTensor> KernelOutputs(const OrtKernelInfo* info, size_t n);
-// Fail kernel creation (session creation) when an input's element type is not accepted, or when
+// Fail kernel creation (session creation) when a required input is absent (named by its schema
+// position: ORT sees every input as optional), when an input's element type is not accepted, or when
 // the graph types an output otherwise than the kernel will write it (ORT types an output the
 // library's shape inference left unset like the node's last input).
 void CheckKernelInputTypes(const char* op, const ParamSpec* specs, size_t n,

@@ -7,7 +7,12 @@ matmul), ``moe_infer_tp`` (npu_moe_init_routing_v2 → FusedMoEGMM → npu_moe_f
 the shared expert as ``skip1``, drop_pad_mode 2), ``moe_infer_dispatch_combine`` (MC2
 dispatch_v2 → FusedMoEGMM → combine_v2 + shared expert) and ``forward_expert`` (the EP receiving
 rank: npu_moe_re_routing → FusedMoEGMM → un-sort). Weights are stored as after the recipe's
-``process_weights_after_loading`` (transposed to ``[in, out]``). With ``gmm_quant_mode="w8a8int8"``
+``process_weights_after_loading`` (transposed to ``[in, out]``), which also casts the expert weights
+to the NPU's NZ format (``enable_weight_nz``, the recipe's default); linear layers read
+``self.weight.data`` in forward, as ``module/linear.py`` does. ``n_copy_experts`` adds LongCat's
+identity ("zero computation") experts, ids ``[E, E + n_copy_experts)``: the TP path masks them out
+of init routing (``active_expert_range``, their rows -1 in finalize) and adds ``weight · x``, the
+decode path passes them to dispatch / combine as ``copy_expert_num`` with ``ori_x``. With ``gmm_quant_mode="w8a8int8"``
 the routed experts are the recipe's w8a8 int8 method (recipes_w8a8): init routing (TP path) or
 dispatch (decode path, ``quant_mode=2``) quantises the rows with ``smooth_scale_1`` and the experts
 run int8.
@@ -36,37 +41,35 @@ class DeepseekMoeConfig:
     topk_group: int = 2
     routed_scaling_factor: float = 2.5
     n_shared_experts: int = 1
+    # LongCat's identity experts (ids E .. E + n_copy_experts - 1; the gate scores them too)
+    n_copy_experts: int = 0
     # config.quant_config.gmm_quant_mode: "w16a16" (float experts) or "w8a8int8" (recipes_w8a8)
     gmm_quant_mode: str = "w16a16"
 
 
 class ReplicatedLinear(nn.Module):
-    """module/linear.py's unquantised linear: weight ``[in, out]`` after loading.
+    """module/linear.py's unquantised linear: weight ``[in, out]`` after loading, read in forward as
+    ``self.weight.data``."""
 
-    The recipe reads ``self.weight.data`` in forward, which the dynamo exporter cannot trace;
-    ``read_data=True`` keeps that idiom (legacy export only), the default reads the parameter.
-    """
-
-    def __init__(self, input_size: int, output_size: int, params_dtype=torch.float32, read_data: bool = False):
+    def __init__(self, input_size: int, output_size: int, params_dtype=torch.float32):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(input_size, output_size, dtype=params_dtype), requires_grad=False)
-        self.read_data = read_data
 
     def forward(self, x):
         origin_shape = x.size()
         x = x.reshape(-1, origin_shape[-1])
-        out = torch.matmul(x, self.weight.data if self.read_data else self.weight)
+        out = torch.matmul(x, self.weight.data)
         return out.view(*origin_shape[:-1], out.shape[-1])
 
 
 class DeepseekV3SharedExpert(nn.Module):
     """The shared expert: merged gate/up projection, npu_swiglu, down projection."""
 
-    def __init__(self, config: DeepseekMoeConfig, dtype, read_data=False):
+    def __init__(self, config: DeepseekMoeConfig, dtype):
         super().__init__()
         inter = config.moe_intermediate_size * config.n_shared_experts
-        self.gate_up_proj = ReplicatedLinear(config.hidden_size, 2 * inter, dtype, read_data)
-        self.down_proj = ReplicatedLinear(inter, config.hidden_size, dtype, read_data)
+        self.gate_up_proj = ReplicatedLinear(config.hidden_size, 2 * inter, dtype)
+        self.down_proj = ReplicatedLinear(inter, config.hidden_size, dtype)
 
     def forward(self, x):
         merged_x = self.gate_up_proj(x)
@@ -83,6 +86,12 @@ class FusedMoEGMM(nn.Module):
                                        requires_grad=False)
         self.w2_weight = nn.Parameter(torch.empty(num_experts, intermediate_size, hidden_size, dtype=dtype),
                                       requires_grad=False)
+
+    def process_weights_after_loading(self, enable_weight_nz: bool = True):
+        """The recipe's load-time step: expert weights to the NPU's NZ format (values unchanged)."""
+        if enable_weight_nz:
+            self.w13_weight.data = torch_npu.npu_format_cast(self.w13_weight.data.contiguous(), 29)  # 29: format nz
+            self.w2_weight.data = torch_npu.npu_format_cast(self.w2_weight.data.contiguous(), 29)  # 29: format nz
 
     def forward(self, x, expert_tokens, group_list_type: int = 0, pertoken_scale=None):
         mm1_mm3 = torch_npu.npu_grouped_matmul([x], [self.w13_weight],
@@ -101,7 +110,7 @@ class DeepseekV3MoE(nn.Module):
     The recipe takes the fused gate only for 256 / 384 experts; this layer takes it at any size.
     """
 
-    def __init__(self, config: DeepseekMoeConfig, dtype=torch.float32, path: str = "tp", read_data: bool = False):
+    def __init__(self, config: DeepseekMoeConfig, dtype=torch.float32, path: str = "tp"):
         super().__init__()
         if path not in ("tp", "dispatch_combine"):
             raise ValueError(f"DeepseekV3MoE: path must be 'tp' or 'dispatch_combine', got {path!r}")
@@ -120,9 +129,17 @@ class DeepseekV3MoE(nn.Module):
                              f"{config.gmm_quant_mode!r}")
         experts = W8A8Int8MoEGMM if "a8" in self.gmm_quant_mode else FusedMoEGMM
         self.experts = experts(config.n_routed_experts, config.hidden_size, config.moe_intermediate_size, dtype)
-        self.gate = ReplicatedLinear(config.hidden_size, config.n_routed_experts, torch.float32, read_data)
-        self.gate.e_score_correction_bias = nn.Parameter(torch.empty(config.n_routed_experts), requires_grad=False)
-        self.shared_experts = DeepseekV3SharedExpert(config, dtype, read_data)
+        self.num_copy_experts = config.n_copy_experts
+        scored = config.n_routed_experts + config.n_copy_experts
+        self.gate = ReplicatedLinear(config.hidden_size, scored, torch.float32)
+        self.gate.e_score_correction_bias = nn.Parameter(torch.empty(scored), requires_grad=False)
+        self.shared_experts = DeepseekV3SharedExpert(config, dtype)
+
+    def process_weights_after_loading(self, enable_weight_nz: bool = True):
+        """The recipe's load-time step for the routed experts (NZ format when ``enable_weight_nz``)."""
+        process = getattr(self.experts, "process_weights_after_loading", None)
+        if process is not None:
+            process(enable_weight_nz)
 
     def _forward_gate(self, hidden_states):
         num_tokens, h = hidden_states.shape
@@ -153,9 +170,12 @@ class DeepseekV3MoE(nn.Module):
             "group_tp": mc2_group_name, "tp_world_size": self.moe_tp_size, "tp_rank_id": 0,
             "comm_alg": "fullmesh_v2",
         }
+        if self.num_copy_experts:
+            self.dispatch_kwargs["copy_expert_num"] = self.num_copy_experts
         self.combine_kwargs = {
             "x_active_mask": None, "expert_shard_type": 0, "shared_expert_rank_num": self.shared_expert_rank_num,
-            "moe_expert_num": self.n_routed_experts, "global_bs": 0, "group_ep": mc2_group_name,
+            "moe_expert_num": self.n_routed_experts, "copy_expert_num": self.num_copy_experts, "global_bs": 0,
+            "group_ep": mc2_group_name,
             "ep_world_size": self.moe_ep_size, "ep_rank_id": 0, "group_tp": mc2_group_name,
             "tp_world_size": self.moe_tp_size, "tp_rank_id": 0,
         }
@@ -170,10 +190,17 @@ class DeepseekV3MoE(nn.Module):
 
     def moe_infer_tp(self, x, topk_ids, topk_weight, hidden_states_share):
         num_tokens, h = x.shape
+        if self.num_copy_experts:
+            # LongCat-Flash-Lite: identity experts (ids >= n_routed_experts) leave init routing
+            # (rows -1) and add weight · x
+            identity_mask = (topk_ids >= self.n_routed_experts)
+            zero_expert_weight = topk_weight * identity_mask.to(topk_weight.dtype)
+            topk_weight = topk_weight * (topk_ids < self.n_routed_experts).to(topk_weight.dtype)
+            hidden_states_share = hidden_states_share + (zero_expert_weight.sum(-1, keepdim=True) * x).to(x.dtype)
         routing_args = {
             "expert_idx": topk_ids,
             "active_num": num_tokens * self.top_k,
-            "expert_num": self.num_experts,
+            "expert_num": self.num_experts + self.num_copy_experts,
             "expert_tokens_num_type": 1,
             "expert_tokens_num_flag": True,
             "active_expert_range": [0, self.num_experts],
@@ -215,6 +242,7 @@ class DeepseekV3MoE(nn.Module):
         combine_args = {
             "expand_x": hidden_states_ordered_by_experts,
             "expert_ids": topk_ids,
+            "ori_x": x,
             "assist_info_for_combine": expand_idx,
             "expert_scales": topk_weight.to(torch.float32),
             "ep_send_counts": ep_recv_counts,

@@ -45,6 +45,9 @@ class Qwen3MoeSparseMoeBlock(nn.Module):
         self.norm_topk_prob = config.norm_topk_prob
         self.gate = ReplicatedLinear(config.hidden_size, config.num_experts, torch.float32)
         self.experts = FusedMoEGMM(config.num_experts, config.hidden_size, config.moe_intermediate_size, dtype)
+        # the recipe builds its decode row index on the device at construction (unused on this path)
+        self.row_idx_decode = torch.arange(0, 2 * self.top_k, dtype=torch.int32).view(self.top_k, -1).permute(
+            1, 0).contiguous().npu()
 
     def _forward_gate(self, hidden_states):
         hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
@@ -100,8 +103,10 @@ class GptOssExperts(nn.Module):
         self.limit, self.alpha = config.swiglu_limit, config.swiglu_alpha
 
     def forward(self, hidden_states, expert_tokens):
+        # group_list_type=None as op-plugin's MoE tests pass it: torch_npu reads it as 0 (cumsum)
         mm1_mm3 = torch_npu.npu_grouped_matmul([hidden_states], [self.gate_up_proj],
-            group_list=expert_tokens, split_item=3, group_type=0, bias=[self.gate_up_proj_bias])[0]
+            group_list=expert_tokens, split_item=3, group_type=0, group_list_type=None,
+            bias=[self.gate_up_proj_bias])[0]
         gate, up = mm1_mm3[..., ::2], mm1_mm3[..., 1::2]
         gate = gate.clamp(min=None, max=self.limit)
         up = up.clamp(min=-self.limit, max=self.limit)

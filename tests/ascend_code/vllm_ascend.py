@@ -17,6 +17,10 @@ import torch
 import torch_npu
 from torch import nn
 
+# vllm_ascend/quantization/utils.py reads torch_npu's own dtype names at import
+QUANT_DTYPES = (torch_npu.float4_e2m1fn_x2, torch_npu.hifloat8)
+SCALE_DTYPES = (torch_npu.float8_e8m0fnu,)
+
 
 @dataclass
 class VllmMoeConfig:
@@ -171,10 +175,12 @@ class AscendW8A8FusedMoE(AscendFusedMoE):
     """
 
     def __init__(self, config: VllmMoeConfig, dtype=torch.float32, device: str = "A2",
-                 dispatch_with_quant: bool = True):
+                 dispatch_with_quant: bool = True, fused_gmm_swiglu: bool = False):
         super().__init__(config, dtype, device)
         e, h, i = config.num_experts, config.hidden_size, config.intermediate_size
         self.dispatch_with_quant = dispatch_with_quant
+        # vllm-ascend's custom fused kernel for gmm1 + swiglu + quant (its MC2 / fusion branch)
+        self.fused_gmm_swiglu = fused_gmm_swiglu
         frozen = lambda t: nn.Parameter(t, requires_grad=False)  # noqa: E731
         self.w13_weight = frozen(torch.zeros(e, h, 2 * i, dtype=torch.int8))
         self.w2_weight = frozen(torch.zeros(e, i, h, dtype=torch.int8))
@@ -213,14 +219,21 @@ class AscendW8A8FusedMoE(AscendFusedMoE):
             hidden_states, pertoken_scale = torch_npu.npu_dynamic_quant(hidden_states)
         else:
             pertoken_scale = dynamic_scale
-        _output_dtype = w2_scale[0].dtype if isinstance(w2_scale, list) else w2_scale.dtype
-        scale = [w1_scale[0].to(w2_scale[0].dtype)] if isinstance(w1_scale, list) else [w1_scale]
-        hidden_states = torch_npu.npu_grouped_matmul(
-            x=[hidden_states], weight=w1 if isinstance(w1, list) else [w1], scale=scale, bias=None,
-            per_token_scale=[pertoken_scale], split_item=2, group_type=0, group_list=group_list,
-            group_list_type=group_list_type, output_dtype=_output_dtype)[0]
-        hidden_states = torch_npu.npu_swiglu(hidden_states)
-        hidden_states, swiglu_out_scale = torch_npu.npu_dynamic_quant(hidden_states)
+        if self.fused_gmm_swiglu:
+            cumsum = group_list.cumsum(0) if group_list_type == 1 else group_list
+            fused = torch.ops._C_ascend.grouped_matmul_swiglu_quant_weight_nz_tensor_list
+            hidden_states, swiglu_out_scale, _ = fused(
+                x=hidden_states, weight=w1, weight_scale=w1_scale, x_scale=pertoken_scale, group_list=cumsum,
+                swiglu_limit=0.0)
+        else:
+            _output_dtype = w2_scale[0].dtype if isinstance(w2_scale, list) else w2_scale.dtype
+            scale = [w1_scale[0].to(w2_scale[0].dtype)] if isinstance(w1_scale, list) else [w1_scale]
+            hidden_states = torch_npu.npu_grouped_matmul(
+                x=[hidden_states], weight=w1 if isinstance(w1, list) else [w1], scale=scale, bias=None,
+                per_token_scale=[pertoken_scale], split_item=2, group_type=0, group_list=group_list,
+                group_list_type=group_list_type, output_dtype=_output_dtype)[0]
+            hidden_states = torch_npu.npu_swiglu(hidden_states)
+            hidden_states, swiglu_out_scale = torch_npu.npu_dynamic_quant(hidden_states)
         return torch_npu.npu_grouped_matmul(
             x=[hidden_states], weight=w2, scale=w2_scale, bias=None, per_token_scale=[swiglu_out_scale],
             split_item=2, group_list_type=group_list_type, group_type=0, group_list=group_list,

@@ -21,7 +21,6 @@ from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
 from tests.cann.helpers import CANN, ROOT, export_python, profiled_run, run, session
 
-
 PATHS = ("recipes_deepseek_tp", "recipes_qwen3_softmax", "vllm_ascend_a2")
 TOKENS = (1, 16, 256, 4096)
 REL_TOL = 1e-5

@@ -13,7 +13,6 @@ import pytest
 
 from tests.cann.test_fake_runtime import I64, P, libs, tensor
 
-
 FLOAT, FLOAT16, INT8, INT32, INT64, BFLOAT16, INT4 = 0, 1, 2, 3, 9, 27, 29
 SIZES = {FLOAT: 4, FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8, BFLOAT16: 2, INT4: 0.5}
 M, K, N, E = 6, 16, 8, 2

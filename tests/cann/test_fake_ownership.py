@@ -15,7 +15,6 @@ import pytest
 
 from tests.cann.test_fake_runtime import P, libs, tensor
 
-
 PRELUDE = """
 import ctypes
 from tests.cann.test_fake_runtime import P, libs, tensor

@@ -14,7 +14,6 @@ import sys
 import numpy as np
 import pytest
 
-
 P = ctypes.c_void_p
 I64 = ctypes.c_int64
 

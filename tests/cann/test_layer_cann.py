@@ -20,7 +20,6 @@ from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
 from tests.cann.helpers import CANN, cli_exports, profiled_run, run, session
 
-
 PRESETS = ("deepseek-v3", "qwen3-moe")
 TOKENS = (1, 16, 256, 4096)
 HIDDEN = 64  # the tiny presets' hidden size

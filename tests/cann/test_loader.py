@@ -15,7 +15,6 @@ import pytest
 
 from ascend_moe_onnx import ort_custom_ops
 
-
 LOCATE = ("import ctypes, sys; f = ctypes.CDLL(sys.argv[1]).AscendMoeCannLocate; "
           "f.restype = ctypes.c_char_p; f.argtypes = [ctypes.c_char_p]; print(f(sys.argv[2].encode()).decode())")
 SEARCH_ENV = ("ASCEND_CUSTOM_OPP_PATH", "ASCEND_OPP_PATH", "ASCEND_HOME_PATH", "ASCEND_MOE_CANN_LIBRARIES")

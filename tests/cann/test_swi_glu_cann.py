@@ -22,7 +22,6 @@ from tests.cann.helpers import (
     session,
 )
 
-
 NATIVE_SOC = moe_kernels_on_this_soc("aclnnSwiGlu")  # each operator's chips (FAKE_ACL_SOC_NAME)
 ON_310P = soc_name().lower().startswith("ascend310p")
 TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}

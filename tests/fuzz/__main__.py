@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.fuzz.campaign import case_at, run_campaign, write_summary
+from tests.fuzz.campaign import case_at, run_campaign, summary_line, write_summary
 
 
 def main(argv=None) -> int:
@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     js, md = write_summary(summary, args.out)
     print(md.read_text())
     print(f"written: {js}, {md}")
+    print(summary_line(summary))
     return 1 if summary["failures"] else 0
 
 

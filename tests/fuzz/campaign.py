@@ -48,11 +48,14 @@ def run_campaign(cases: int, seed: int = 0, start: int = 0, workers: int = 2, ti
 
     def snapshot(restarts: int) -> dict:
         ordered = sorted(seconds)
+        wall = time.monotonic() - began
         return {
             "seed": seed, "start": start, "cases": cases, "run": sum(counts.values()),
             "workers": workers, "timeout_s": timeout,
             "sanitizers": sanitizers, "known_defects_skipped": skip_known,
-            "wall_s": round(time.monotonic() - began, 1), "worker_restarts": restarts,
+            "wall_s": round(wall, 1), "worker_restarts": restarts,
+            "cases_per_s": round(sum(counts.values()) / wall, 2) if wall > 0 else None,
+            "cases_by_op": {op: sum(c.values()) for op, c in by_op.items()},
             "case_s_median": ordered[len(ordered) // 2] if ordered else None,
             "case_s_max": ordered[-1] if ordered else None,
             "outcomes": {o: counts.get(o, 0) for o in OUTCOMES},
@@ -102,13 +105,16 @@ def markdown(s: dict) -> str:
     lines = [
         f"# Fuzz campaign: {s['run']} of {s['cases']} cases run, seed {s['seed']}",
         "",
-        f"{s['wall_s']} s wall, {s['workers']} workers, {s['timeout_s']} s per-case limit, "
+        summary_line(s),
+        "",
+        f"{s['wall_s']} s wall ({s['cases_per_s']} cases/s), {s['workers']} workers, {s['timeout_s']} s per-case limit, "
         f"{s['worker_restarts']} worker restarts, sanitizers: {s['sanitizers']}, "
         f"known defects skipped: {s['known_defects_skipped']}.",
         "",
         "| outcome | cases |" + "".join(f" {op} |" for op in s["by_op"]),
         "|---|---|" + "---|" * len(s["by_op"]),
     ]
+    lines.append(f"| cases | {s['run']} |" + "".join(f" {sum(c.values())} |" for c in s["by_op"].values()))
     for o, n in s["outcomes"].items():
         lines.append(f"| {o} | {n} |" + "".join(f" {c.get(o, 0)} |" for c in s["by_op"].values()))
     if s.get("ok_split"):
@@ -122,3 +128,12 @@ def markdown(s: dict) -> str:
             lines.append(f"- `{e['replay']}`: {e['detail'][:300]!r}")
             lines.append(f"  case: `{json.dumps(e['case'], default=str)[:600]}`")
     return "\n".join(lines) + "\n"
+
+
+def summary_line(s: dict) -> str:
+    """One line: cases run, failures by kind, cases/s and the cases of each op."""
+    o = s["outcomes"]
+    silent = o.get("mismatch", 0) + o.get("accepted_bad_attribute", 0) + o.get("accepted_bad_input", 0)
+    per_op = ", ".join(f"{op} {n}" for op, n in sorted(s.get("cases_by_op", {}).items()))
+    return (f"{s['run']} cases: {o.get('crash', 0)} crashes, {o.get('hang', 0)} hangs, {silent} silent wrong, "
+            f"{s['failures']} failures in all; {s.get('cases_per_s')} cases/s over {s['wall_s']} s; per op: {per_op}")

@@ -1,5 +1,5 @@
-"""Fuzz cases for the pipeline ops (GroupedMatmul, MoeInitRoutingV3, MoeInitRouting,
-MoeTokenPermute, MoeFinalizeRoutingV2, MoeTokenUnpermute): a mostly valid configuration (the
+"""Fuzz cases for the pipeline ops (GroupedMatmul, float and quantized, MoeInitRoutingV3,
+MoeInitRouting, MoeTokenPermute, MoeFinalizeRoutingV2, MoeTokenUnpermute, SwiGlu): a mostly valid configuration (the
 Validation sections of docs/operators.md) with edge sizes (0 tokens, H or K of 0 where allowed,
 empty groups, huge dims that hold no element), then zero to two injected faults. As in
 :mod:`tests.fuzz.cases`, validity is decided afterwards by the oracle from the concrete case."""
@@ -31,7 +31,8 @@ INIT_V1 = "MoeInitRouting"
 PERMUTE = "MoeTokenPermute"
 FINALIZE = "MoeFinalizeRoutingV2"
 UNPERMUTE = "MoeTokenUnpermute"
-PIPELINE_OPS = (GMM, INIT_V3, INIT_V1, PERMUTE, FINALIZE, UNPERMUTE)
+SWIGLU = "SwiGlu"
+PIPELINE_OPS = (GMM, INIT_V3, INIT_V1, PERMUTE, FINALIZE, UNPERMUTE, SWIGLU)
 
 INPUTS = {
     GMM: ("x", "weight", "group_list", "bias"),
@@ -40,7 +41,10 @@ INPUTS = {
     PERMUTE: ("tokens", "indices"),
     FINALIZE: ("expanded_x", "expanded_row_idx", "x1", "x2", "bias", "scales", "expert_idx"),
     UNPERMUTE: ("permuted_tokens", "sorted_indices", "probs"),
+    SWIGLU: ("x",),
 }
+# GroupedMatmul's quantized inputs (docs/operators.md §4.1), after the float ones
+GMM_QUANT_INPUTS = ("scale", "offset", "antiquant_scale", "antiquant_offset", "per_token_scale")
 OUTPUTS = {
     GMM: ("y",),
     INIT_V3: ("expanded_x", "expanded_row_idx", "expert_tokens_count_or_cumsum", "expanded_scale"),
@@ -48,8 +52,9 @@ OUTPUTS = {
     PERMUTE: ("permuted_tokens", "sorted_indices"),
     FINALIZE: ("y",),
     UNPERMUTE: ("unpermuted_tokens",),
+    SWIGLU: ("y",),
 }
-REQUIRED = {GMM: 3, INIT_V3: 2, INIT_V1: 3, PERMUTE: 2, FINALIZE: 2, UNPERMUTE: 2}  # leading inputs
+REQUIRED = {GMM: 3, INIT_V3: 2, INIT_V1: 3, PERMUTE: 2, FINALIZE: 2, UNPERMUTE: 2, SWIGLU: 1}  # leading inputs
 DEFAULTS = {
     GMM: dict(group_list_type=0, transpose_weight=0),
     INIT_V3: dict(active_num=-1, expert_capacity=-1, expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0,
@@ -59,6 +64,7 @@ DEFAULTS = {
     PERMUTE: dict(num_out_tokens=0, padded_mode=0),
     FINALIZE: dict(drop_pad_mode=0),
     UNPERMUTE: dict(padded_mode=0),
+    SWIGLU: dict(dim=-1),
 }
 INDEX_TYPES = ("int32", "int64")
 ROW_TYPES = ("float", "float16", "bfloat16", "int8")
@@ -120,6 +126,8 @@ def _split(src, rng, total: int, parts: int) -> np.ndarray:
 
 
 def gen_grouped_matmul(src) -> Case:
+    if src.prob(0.35):
+        return gen_grouped_matmul_quant(src)
     tags: list = []
     rng = np.random.default_rng(src.seed())
     M, K, N = _sizes(src, [1, 2, 5, 17, 64]), _sizes(src, [1, 3, 16, 33], p_edge=0.05), \
@@ -139,6 +147,74 @@ def gen_grouped_matmul(src) -> Case:
         inputs["bias"] = _matmul_values(src, rng, (E, N), src.choice([dtype, "float"]), tags)
     attrs = _set_attrs(src, dict(group_list_type=glt, transpose_weight=tw), DEFAULTS[GMM])
     return _case(src, GMM, attrs, inputs, tags, GMM_FAULTS, rng)
+
+
+def gen_grouped_matmul_quant(src) -> Case:
+    """A valid quantized GroupedMatmul case (docs/operators.md §4.1-§4.2): antiquant W8A16 / W4A16
+    (int8 or int4-in-int32 weights, both layouts, per channel or per group, with or without
+    antiquant_offset, x holding inf / NaN now and then) or W8A8 (every output_dtype). Row counts
+    reach the int4 switch to dequantized panels (32 rows per group). No faults are injected: the
+    float cases probe the validation, these the quantized kernels' arithmetic."""
+    tags: list = ["quantized"]
+    rng = np.random.default_rng(src.seed())
+    mode = src.choice(["w8a16", "w4a16", "w8a8"])
+    E, tw = src.choice([1, 2, 3]), src.int(0, 1)
+    K = src.choice([8, 16, 32, 64]) if mode == "w4a16" else src.choice([1, 3, 8, 16, 33])
+    N = src.choice([8, 16, 24]) if mode == "w4a16" else src.choice([1, 2, 7, 16])
+    M = src.choice([0, 1, 3, 8, 40, 70])
+    counts = _split(src, rng, src.int(0, M) if src.prob(0.3) else M, E)
+    glt = src.int(0, 1)
+    group_list = (counts if glt == 1 else np.cumsum(counts)).astype(src.choice(INDEX_TYPES))
+    attrs: dict[str, Any] = dict(group_list_type=glt, transpose_weight=tw)
+    inputs: dict[str, Any] = {}
+    if mode == "w8a8":
+        inputs["x"] = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        inputs["weight"] = rng.integers(-128, 128, (E, N, K) if tw else (E, K, N)).astype(np.int8)
+        inputs["group_list"] = group_list
+        out = src.choice([1, 6, 10, 16])
+        attrs["output_dtype"] = out
+        if src.prob(0.5):
+            inputs["bias"] = rng.integers(-1000, 1000, (E, N)).astype(np.int32)
+        if out != 6:
+            inputs["scale"] = (rng.random((E, N)) * 0.01).astype(src.choice([np.float32, NP_TYPES["bfloat16"]]))
+            if src.prob(0.5):
+                inputs["per_token_scale"] = (rng.random(M) * 2).astype(np.float32)
+        return _quant_case(src, inputs, attrs, tags)
+    dtype = src.choice(FLOAT_TYPES)
+    x = (rng.standard_normal((M, K)) * src.choice([0.5, 2.0])).astype(np.float32)
+    if M and src.prob(0.3):  # docs/operators.md §4.2: x @ ((w + offset) * scale) keeps inf / NaN as IEEE does
+        hit = rng.random(x.shape) < 0.05
+        hit[rng.integers(0, M), rng.integers(0, K)] = True
+        x[hit] = rng.choice(np.array([np.inf, -np.inf, np.nan], np.float32), int(hit.sum()))
+        tags.append("special")
+    inputs["x"] = x.astype(NP_TYPES[dtype])
+    if mode == "w8a16":
+        inputs["weight"] = rng.integers(-128, 128, (E, N, K) if tw else (E, K, N)).astype(np.int8)
+    else:
+        shape = (E, N, K // 8) if tw else (E, K, N // 8)
+        inputs["weight"] = rng.integers(-(2**31), 2**31, shape, dtype=np.int64).astype(np.int32)
+    inputs["group_list"] = group_list
+    groups = [g for g in (2, 4, 8) if K % g == 0 and (mode != "w4a16" or not tw or (K // g) % 2 == 0)]
+    G = src.choice(groups) if groups and src.prob(0.5) else 0
+    shape = (E, G, N) if G else (E, N)
+    inputs["antiquant_scale"] = (rng.random(shape) * 0.1 + 0.01).astype(NP_TYPES[dtype])
+    if src.prob(0.6):
+        offset = rng.integers(-4, 5, shape) if src.prob(0.7) else np.zeros(shape)
+        inputs["antiquant_offset"] = offset.astype(np.float32).astype(NP_TYPES[dtype])
+    if src.prob(0.4):
+        inputs["bias"] = (rng.standard_normal((E, N)) * 0.5).astype(NP_TYPES[src.choice([dtype, "float"])])
+    return _quant_case(src, inputs, attrs, tags)
+
+
+def _quant_case(src, inputs: dict, attrs: dict, tags: list) -> Case:
+    names = INPUTS[GMM] + GMM_QUANT_INPUTS
+    node_inputs = [n if n in inputs else "" for n in names]
+    while node_inputs[-1] == "":
+        node_inputs.pop()
+    attrs = _set_attrs(src, attrs, DEFAULTS[GMM], always=("output_dtype",))
+    return Case(GMM, attrs, inputs, node_inputs, list(OUTPUTS[GMM]), _dims_modes(src, names),
+                optimize=src.prob(0.7), threads=src.choice([1, 1, 2]), shape_probes=src.prob(0.5), tags=tags,
+                constants=src.prob(0.15))
 
 
 def _gmm_attr_value(src, c, rng):
@@ -521,6 +597,39 @@ def _u_inputs(src, c, rng):
 UNPERMUTE_FAULTS = [(_u_attr, 1), (_u_indices, 3), (_u_inputs, 3)]
 
 
+# ---- SwiGlu ------------------------------------------------------------------------------------
+
+
+def gen_swiglu(src) -> Case:
+    tags: list = []
+    rng = np.random.default_rng(src.seed())
+    rank = src.choice([1, 2, 2, 3])
+    shape = [src.choice([0, 1, 3, 5]) if src.prob(0.1) else src.choice([1, 2, 4, 7]) for _ in range(rank)]
+    dim = src.int(-rank, rank - 1)
+    shape[dim] = 2 * src.choice([1, 2, 8, 64, 129])
+    x = float_values(src, rng, tuple(shape), src.choice(FLOAT_TYPES), tags)
+    attrs = _set_attrs(src, dict(dim=dim), DEFAULTS[SWIGLU])
+    return _case(src, SWIGLU, attrs, {"x": x}, tags, SWIGLU_FAULTS, rng)
+
+
+def _s_dim(src, c, rng):
+    rank = c.inputs["x"].ndim
+    c.attrs["dim"] = src.choice([rank, -rank - 1, 2**40])
+
+
+def _s_inputs(src, c, rng):
+    x = c.inputs["x"]
+    dim = c.attrs.get("dim", -1)
+    dim = dim if type(dim) is int and -x.ndim <= dim < x.ndim else -1
+    odd = list(x.shape)
+    odd[dim] = src.choice([1, 3, 5])
+    c.inputs["x"] = src.choice([np.zeros(odd, x.dtype), x.astype(np.float32).astype(np.float64),
+                                x.astype(np.float32).astype(np.int32), np.zeros((), x.dtype)])
+
+
+SWIGLU_FAULTS = [(_s_dim, 1), (_s_inputs, 2)]
+
+
 # ---- shared faults -----------------------------------------------------------------------------
 
 
@@ -531,7 +640,7 @@ def _attr_kind_any(src, c, rng):
 COMMON_FAULTS = [(_attr_kind_any, 1), (_attr_unknown, 0.5), (_opset, 0.2), (_missing_first, 0.3)]
 
 GENERATORS = {GMM: gen_grouped_matmul, INIT_V3: gen_init_routing_v3, INIT_V1: gen_init_routing_v1,
-              PERMUTE: gen_token_permute, FINALIZE: gen_finalize, UNPERMUTE: gen_unpermute}
+              PERMUTE: gen_token_permute, FINALIZE: gen_finalize, UNPERMUTE: gen_unpermute, SWIGLU: gen_swiglu}
 
 
 def gen_pipeline_case(src) -> Case:

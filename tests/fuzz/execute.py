@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from tests.fuzz import compare_ops
+from tests.fuzz import compare_ops, formulas
 from tests.fuzz.cases import EXPERTS, GATING, REROUTING_OUTPUTS, Case, type_name
 from tests.fuzz.cases_ops import PIPELINE_OPS
 from tests.fuzz.oracle import Expectation, expect
@@ -127,7 +127,7 @@ def names_any(message: str, names) -> bool:
 
 
 def _reference(case: Case):
-    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing, moe_routed_experts
+    from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash, moe_re_routing
 
     given = {n: case.inputs[n] for n in case.node_inputs if n}
     if case.op in PIPELINE_OPS:
@@ -135,7 +135,7 @@ def _reference(case: Case):
     if case.op == GATING:
         return moe_gating_top_k_hash.reference(**given, **case.attrs)
     if case.op == EXPERTS:
-        return moe_routed_experts.reference(*[given.get(n) for n in moe_routed_experts.INPUT_NAMES], **case.attrs)
+        return formulas.evaluate(EXPERTS, given, case.attrs)
     return moe_re_routing.reference(given.get("tokens"), given.get("expert_token_num_per_rank"),
                                     given.get("per_token_scales"), **case.attrs)
 
@@ -227,8 +227,8 @@ def _compare_rerouting(case: Case, got: dict, ref) -> str | None:
 
 
 def _compare_experts(case: Case, got: dict, ref) -> str | None:
-    """y within the op table's tolerance (the kernel sums in float32, the reference in float64)."""
-    (r,) = ref
+    """y within the op table's tolerance (the kernel sums in float32, the oracle in float64)."""
+    (r,), _ = ref
     y = got["y"]
     if y.dtype != r.dtype or y.shape != r.shape:
         return f"y is {y.dtype}{list(y.shape)}, reference {r.dtype}{list(r.shape)}"
@@ -248,10 +248,21 @@ def _check_probes(got: dict) -> str | None:
     return None
 
 
+def _project_reference(case: Case):
+    """The project's NumPy reference (onnx_schemas) of ``case``."""
+    from ascend_moe_onnx import onnx_schemas
+
+    given = {n: case.inputs[n] for n in case.node_inputs if n}
+    spec = next(m for m in onnx_schemas.OP_MODULES if m.OP_TYPE == case.op)
+    if case.op in PIPELINE_OPS or case.op == EXPERTS:
+        return spec.reference(*[given.get(n) for n in spec.INPUT_NAMES], **case.attrs)
+    return _reference(case)
+
+
 def _check_reference_rejects(case: Case, exp: Expectation) -> str | None:
-    """For an invalid case: the NumPy reference must raise a clear error too."""
+    """For an invalid case: the project's NumPy reference must raise a clear error too."""
     try:
-        _reference(case)
+        _project_reference(case)
     except (ValueError, TypeError) as e:
         return None if names_any(str(e), exp.names) else f"reference error names none of {sorted(exp.names)}: {e}"
     except Exception as e:  # noqa: BLE001 - any other exception is a reference defect

@@ -8,7 +8,19 @@ from __future__ import annotations
 import numpy as np
 
 from tests.fuzz.cases import FLOAT_TYPES, Case, type_name
-from tests.fuzz.cases_ops import DEFAULTS, FINALIZE, GMM, INIT_V1, INIT_V3, INPUTS, PERMUTE, REQUIRED, UNPERMUTE
+from tests.fuzz.cases_ops import (
+    DEFAULTS,
+    FINALIZE,
+    GMM,
+    GMM_QUANT_INPUTS,
+    INIT_V1,
+    INIT_V3,
+    INPUTS,
+    PERMUTE,
+    REQUIRED,
+    SWIGLU,
+    UNPERMUTE,
+)
 
 INT_TYPES = ("int32", "int64")
 MAX_PAIRS = 2**31 - 1  # N*K < 2^31
@@ -22,13 +34,22 @@ def _shape(a) -> tuple:
 def check(case: Case, f, attributes) -> None:
     """Record the faults of ``case`` in ``f`` (an oracle ``_Faults``); ``attributes`` is the
     oracle's attribute resolver."""
-    kinds = {n: "INT" for n in DEFAULTS[case.op]}
-    required = tuple(n for n, v in DEFAULTS[case.op].items() if v is None)
-    a = attributes(case, f, kinds, dict(DEFAULTS[case.op]), required)
+    defaults = dict(DEFAULTS[case.op])
+    quantized = case.op == GMM and any(n in case.node_inputs for n in GMM_QUANT_INPUTS) or (
+        case.op == GMM and "output_dtype" in case.attrs)
+    if quantized:
+        defaults["output_dtype"] = 0
+    kinds = {n: "INT" for n in defaults}
+    required = tuple(n for n, v in defaults.items() if v is None)
+    a = attributes(case, f, kinds, defaults, required)
     given = {n: (case.inputs.get(n) if n in case.node_inputs else None) for n in INPUTS[case.op]}
     missing = [n for n in INPUTS[case.op][:REQUIRED[case.op]] if given[n] is None]
     for n in missing:  # ORT's own graph check names them by position
         f.add(f"required input '{n}' missing", n, f"input {INPUTS[case.op].index(n)}")
+    if quantized:
+        given.update({n: (case.inputs.get(n) if n in case.node_inputs else None) for n in GMM_QUANT_INPUTS})
+        _grouped_matmul_quantized(a, given, f, bool(missing))
+        return
     CHECKS[case.op](a, given, f, bool(missing))
 
 
@@ -87,6 +108,62 @@ def _grouped_matmul(a, g, f, missing) -> None:
                 return
     elif any(v < p for v, p in zip(values, [0] + values)) or any(v > M for v in values):
         f.add("group_list ends decreasing, negative or past M", "group_list")
+
+
+def _grouped_matmul_quantized(a, g, f, missing) -> None:
+    """§4.3 for calls with quantized inputs (antiquant W8A16 / W4A16, W8A8)."""
+    _in(f, a, "group_list_type", (0, 1))
+    _in(f, a, "transpose_weight", (0, 1))
+    _in(f, a, "output_dtype", (0, 1, 6, 10, 16))
+    if missing or f.reasons:
+        return
+    x, w, gl = g["x"], g["weight"], g["group_list"]
+    xt, wt = type_name(x), type_name(w)
+    out = a["output_dtype"]
+    present = {n for n in GMM_QUANT_INPUTS + ("bias",) if g[n] is not None}
+    if "offset" in present:
+        f.add("offset present", "offset")
+    elif xt == "int8":
+        if wt != "int8" or present & {"antiquant_scale", "antiquant_offset"} or \
+                (g["bias"] is not None and type_name(g["bias"]) != "int32") or out == 0 or \
+                (out == 6 and present & {"scale", "per_token_scale"}) or (out != 6 and "scale" not in present):
+            f.add("a W8A8 type rule", "x", "weight", "bias", "scale", "per_token_scale", "output_dtype")
+    elif xt in FLOAT_TYPES:
+        if wt not in ("int8", "int32") or out not in (0, {"float": 1, "float16": 10, "bfloat16": 16}[xt]) or \
+                present & {"scale", "per_token_scale"} or g["antiquant_scale"] is None or \
+                type_name(g["antiquant_scale"]) != xt or (g["antiquant_offset"] is not None and
+                                                          type_name(g["antiquant_offset"]) != xt) or \
+                (g["bias"] is not None and type_name(g["bias"]) not in (xt, "float")):
+            f.add("an antiquant type rule", "weight", "antiquant_scale", "antiquant_offset", "bias", "output_dtype")
+    else:
+        f.add(f"x is {xt}", "x")
+    if f.reasons:
+        return
+    tw = a["transpose_weight"]
+    M, K = _shape(x)
+    pack = 8 if wt == "int32" else 1
+    E = w.shape[0]
+    k_len = (w.shape[2] * pack if tw else w.shape[1]) if w.ndim == 3 else -1
+    N = w.shape[1] if tw else w.shape[2] * pack
+    if x.ndim != 2 or w.ndim != 3 or E < 1 or k_len != K or _shape(gl) != (E,):
+        f.add("shapes", "x", "weight", "group_list")
+        return
+    s = g["antiquant_scale"]
+    if s is not None:
+        G = 1 if s.ndim == 2 else s.shape[1]
+        if _shape(s) not in ((E, N), (E, G, N)) or G < 1 or K % G or (pack == 8 and tw and (K // G) % 2):
+            f.add("antiquant_scale shape", "antiquant_scale")
+        if g["antiquant_offset"] is not None and _shape(g["antiquant_offset"]) != _shape(s):
+            f.add("antiquant_offset shape", "antiquant_offset")
+    for name, shape in (("bias", (E, N)), ("scale", (E, N)), ("per_token_scale", (M,))):
+        if g[name] is not None and _shape(g[name]) != shape:
+            f.add(f"{name} shape", name)
+    if f.reasons:
+        return
+    values = [int(v) for v in gl.tolist()]
+    ends = np.cumsum(values) if a["group_list_type"] == 1 else np.array(values)
+    if any(v < 0 for v in values) or any(e > M for e in ends) or any(np.diff(ends) < 0):
+        f.add("group_list values", "group_list")
 
 
 # ---- MoeInitRoutingV3 §5.3 -------------------------------------------------------------------
@@ -318,5 +395,24 @@ def _unpermute(a, g, f, missing) -> None:
         f.add("an index of a read slot outside [0, max(P, N*K))", "sorted_indices")
 
 
+# ---- SwiGlu §11.3 ------------------------------------------------------------------------------
+
+
+def _swiglu(a, g, f, missing) -> None:
+    x = g["x"]
+    dim = a["dim"]
+    _dtype(f, g, "x", FLOAT_TYPES)
+    if missing or x is None:
+        return
+    if x.ndim < 1:
+        f.add("x is a scalar", "x")
+        return
+    if dim is not None and not -x.ndim <= dim < x.ndim:
+        f.add(f"dim={dim} for rank {x.ndim}", "dim", attribute=True)
+        return
+    if dim is not None and x.shape[dim] % 2:
+        f.add(f"odd size {x.shape[dim]} along dim", "x", "dim")
+
+
 CHECKS = {GMM: _grouped_matmul, INIT_V3: _init_routing_v3, INIT_V1: _init_routing_v1, PERMUTE: _token_permute,
-          FINALIZE: _finalize, UNPERMUTE: _unpermute}
+          FINALIZE: _finalize, UNPERMUTE: _unpermute, SWIGLU: _swiglu}

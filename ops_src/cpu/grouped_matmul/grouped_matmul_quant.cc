@@ -7,6 +7,7 @@
 // (grouped_matmul_quant_tiles.inc) are compiled three times on x86-64 with GCC: portable C++, AVX2 + FMA and
 // AVX-512, chosen at run time.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -192,6 +193,31 @@ void DequantProducts(CpuIsa isa, const GroupedMatmulParams& p, const GroupedMatm
   }
 }
 
+// Element (k, n) of one group's int8 or int4 weights `w` (its first byte) as an integer.
+int WeightAt(const GroupedMatmulParams& p, const void* w, int64_t k, int64_t n) {
+  const int64_t i = p.transpose_weight ? n * p.depth + k : k * p.cols + n;
+  if (p.weight == GmmWeight::kInt8) return static_cast<const int8_t*>(w)[i];
+  const uint8_t byte = static_cast<const uint8_t*>(w)[i / 2];
+  const int nibble = (i % 2 == 0 ? byte : byte >> 4) & 0xF;  // element 2j in the low nibble
+  return nibble >= 8 ? nibble - 16 : nibble;
+}
+
+// o[c] += the part of antiquant group [k0, k1) of row x for columns [n0, n0 + width), summed as
+// the contract states it, x[k] * ((w[k, n] + offset[c]) * scale[c]), in float64. For rows whose
+// sum of x is not finite (an inf or NaN in x, or an overflow), where the reformulation
+// scale * (sum x*w + offset * sum x) would make 0 * inf a NaN the contract does not have.
+void ExactAntiquantRow(const GroupedMatmulParams& p, const void* w, int64_t k0, int64_t k1, int64_t n0,
+                       int64_t width, const float* x, const float* offset, const float* scale, float* o) {
+  for (int64_t c = 0; c < width; ++c) {
+    double sum = 0.0;
+    for (int64_t k = k0; k < k1; ++k) {
+      const double weight = (static_cast<double>(WeightAt(p, w, k, n0 + c)) + offset[c]) * scale[c];
+      sum += static_cast<double>(x[k]) * weight;
+    }
+    o[c] += static_cast<float>(sum);
+  }
+}
+
 }  // namespace
 
 void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& item,
@@ -250,25 +276,25 @@ void GroupedMatmulPlan::RunQuantItem(const GroupedMatmulBuffers& b, const Item& 
   // int4 tiles sum x times the nibbles read unsigned (w + 8): the 8 joins the offset
   const bool int4 = p_.weight == GmmWeight::kInt4;
   const bool xsums = int4 || b.antiquant_offset != nullptr;
-  std::vector<float> scale(static_cast<size_t>(width)), offset(static_cast<size_t>(width));
+  std::vector<float> scale(static_cast<size_t>(width)), offset(static_cast<size_t>(width)),
+      tile_offset(static_cast<size_t>(width));
   for (int64_t g = 0; g < G; ++g) {
     const int64_t k0 = g * step, k1 = k0 + step;
     AntiquantSums(isa_, p_, w, k0, k1, item.n0, item.n1, X.data(), rows, temp);
-    const int64_t at = (e * G + g) * N + item.n0;
-    for (int64_t c = 0; c < width; ++c) {
-      scale[c] = GmmReadAt(b.antiquant_scale, p_.antiquant_type, at + c);
-      offset[c] =
-          (b.antiquant_offset == nullptr ? 0.f : GmmReadAt(b.antiquant_offset, p_.antiquant_type, at + c)) -
-          (int4 ? 8.f : 0.f);
-    }
+    ReadAntiquant(p_, b, e, g, item.n0, width, offset.data(), scale.data());
+    for (int64_t c = 0; c < width; ++c) tile_offset[c] = offset[c] - (int4 ? 8.f : 0.f);
     for (int64_t r = 0; r < rows; ++r) {
       float xsum = 0.f;
       if (xsums) {
         for (int64_t k = k0; k < k1; ++k) xsum += X[r][k];
       }
       float* o = out + r * width;
+      if (!std::isfinite(xsum)) {  // checked once per row and group: finite rows keep the sums
+        ExactAntiquantRow(p_, w, k0, k1, item.n0, width, X[r], offset.data(), scale.data(), o);
+        continue;
+      }
       const float* t = temp + r * width;
-      for (int64_t c = 0; c < width; ++c) o[c] += scale[c] * (t[c] + offset[c] * xsum);
+      for (int64_t c = 0; c < width; ++c) o[c] += scale[c] * (t[c] + tile_offset[c] * xsum);
     }
   }
   WriteRows(b, seg, item.r0, rows, item.n0, width, out);

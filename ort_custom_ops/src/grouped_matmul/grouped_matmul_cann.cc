@@ -67,8 +67,7 @@ void GroupedMatmulCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
 }
 
 const OrtCustomOp* GroupedMatmulCannOp() {
-  static const AscendMoeOp<GroupedMatmulDef, CannKernel<GroupedMatmulCann>> op;
-  return &op;
+  return KernelOp<GroupedMatmulDef, CannKernel<GroupedMatmulCann>>();
 }
 
 }  // namespace ascend_moe

@@ -30,11 +30,8 @@ constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFI
 // at run time with the validation's message). Bad attributes fail here after y is declared.
 OrtStatusPtr ORT_API_CALL gmm::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs attrs;
-  attrs.group_list_type = InferAttrInt(api, ctx, kAttrs[kAttrGroupListType]);
-  attrs.transpose_weight = InferAttrInt(api, ctx, kAttrs[kAttrTransposeWeight]);
-  attrs.output_dtype = InferAttrInt(api, ctx, kAttrs[kAttrOutputDtype]);
-  const std::string error = CheckAttrs(attrs);
+  std::string error;
+  const Attrs attrs = InferAttrs(api, ctx, &error);
   InferredTensor x{}, w{};
   if (GetInferInput(api, ctx, kInX, &x)) {
     // int8 x: output_dtype's type (float when it is missing: the kernel refuses the node)
@@ -117,8 +114,7 @@ struct GroupedMatmulCpuKernel {
 }  // namespace
 
 std::vector<const OrtCustomOp*> GroupedMatmulOps() {
-  static const AscendMoeOp<GroupedMatmulDef, GroupedMatmulCpuKernel> cpu_op;
-  return {&cpu_op, GroupedMatmulCannOp()};
+  return OpKernels<GroupedMatmulDef, GroupedMatmulCpuKernel>(GroupedMatmulCannOp());
 }
 
 }  // namespace ascend_moe

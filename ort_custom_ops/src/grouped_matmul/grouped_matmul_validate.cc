@@ -91,6 +91,9 @@ GroupedMatmulTypes CheckGroupedMatmulTypes(const GroupedMatmulTypeList& t, int64
     } else if (t[kInAntiquantScale] != x) {
       m.error = Str(kName, ": input 'antiquant_scale' must have the type of x (", TypeName(x), "), got ",
                     TypeName(t[kInAntiquantScale]));
+    } else if (t[kInAntiquantOffset] != kNone && t[kInAntiquantOffset] != x) {
+      m.error = Str(kName, ": input 'antiquant_offset' must have the type of antiquant_scale (", TypeName(x),
+                    "), got ", TypeName(t[kInAntiquantOffset]));
     }
   }
   return m;

@@ -100,8 +100,7 @@ void MoeFinalizeRoutingV2Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& no
 }
 
 const OrtCustomOp* MoeFinalizeRoutingV2CannOp() {
-  static const AscendMoeOp<defs::moe_finalize_routing_v2::Def, CannKernel<MoeFinalizeRoutingV2Cann>> op;
-  return &op;
+  return KernelOp<defs::moe_finalize_routing_v2::Def, CannKernel<MoeFinalizeRoutingV2Cann>>();
 }
 
 }  // namespace ascend_moe

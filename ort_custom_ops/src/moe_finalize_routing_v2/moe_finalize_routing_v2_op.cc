@@ -16,9 +16,8 @@ namespace ascend_moe {
 // scales; H = expanded_x.shape[-1]. Unknown parts stay unknown (a bad rank fails at run time).
 OrtStatusPtr ORT_API_CALL finalize::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs attrs;
-  attrs.drop_pad_mode = InferAttrInt(api, ctx, kAttrs[kAttrDropPadMode]);
-  const std::string error = CheckAttrs(attrs);
+  std::string error;
+  InferAttrs(api, ctx, &error);
   InferredTensor x{}, idx{}, scales{};
   if (!GetInferInput(api, ctx, kInExpandedX, &x)) return nullptr;
   InferredTensor y{x.type, {InferDim{}, InferDim{}}, true};
@@ -109,15 +108,12 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
     FailInput(kInExpertIdx, Str("must be [N, K] = ", DimsStr(n, k), ", got shape ", ShapeStr(experts.shape)));
   }
   const cpu::IndexType idx_type = IndexTypeOf(idx.type);
-  const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, drop_pad ? -1 : 0, r);
+  // -1: a slot without a row (dropped, or an expert outside init routing's active range), a zero row
+  const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, -1, r);
   if (bad >= 0) {
-    const int64_t v = cpu::IndexAt(idx.data, idx_type, bad);
-    if (drop_pad) {
-      FailInput(kInExpandedRowIdx, Str("must be -1 (dropped) or in [0, E*C) = [0, ", r,
-                                       ") when drop_pad_mode is 1 or 3, got ", v, " at [", bad, "]"));
-    }
-    FailInput(kInExpandedRowIdx, Str("must be in [0, N*K) = [0, ", r, ") when drop_pad_mode is 0 or 2, got ",
-                                     v, " at [", bad, "]"));
+    FailInput(kInExpandedRowIdx, Str("must be -1 (no row) or in [0, ", drop_pad ? "E*C" : "N*K", ") = [0, ", r,
+                                     ") when drop_pad_mode is ", drop_pad ? "1 or 3" : "0 or 2", ", got ",
+                                     cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
   }
   cpu::WeightedGatherParams p;
   if (bias.present) {
@@ -156,30 +152,20 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
 
 namespace {
 
-struct MoeFinalizeRoutingV2CpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit MoeFinalizeRoutingV2CpuKernel(const OrtKernelInfo* info) : attrs_(finalize::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    using namespace finalize;
-    const FinalizeRoutingV2Inputs in = GetInputViews(ctx, kName, kInputs);
-    cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(in, attrs_.drop_pad_mode, &buffers);
-    buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
-                                   in[kInExpandedX].type, /*required=*/true);
-    RunWeightedGather(ctx, params, buffers);
-  }
-
- private:
-  finalize::Attrs attrs_;
-};
+void RunMoeFinalizeRoutingV2Cpu(Ort::KernelContext& ctx, const finalize::Def::Inputs& in,
+                                const finalize::Def::Attrs& attrs) {
+  using namespace finalize;
+  cpu::WeightedGatherBuffers buffers;
+  const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(in, attrs.drop_pad_mode, &buffers);
+  buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
+                                 in[kInExpandedX].type, /*required=*/true);
+  RunWeightedGather(ctx, params, buffers);
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
-  static const AscendMoeOp<finalize::Def, MoeFinalizeRoutingV2CpuKernel> cpu_op;
-  return {&cpu_op, MoeFinalizeRoutingV2CannOp()};
+  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>>(MoeFinalizeRoutingV2CannOp());
 }
 
 }  // namespace ascend_moe

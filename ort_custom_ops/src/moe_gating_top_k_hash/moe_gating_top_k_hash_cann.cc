@@ -142,8 +142,7 @@ void MoeGatingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
 }
 
 const OrtCustomOp* MoeGatingTopKHashCannOp() {
-  static const AscendMoeOp<MoeGatingDef, CannKernel<MoeGatingCann>> op;
-  return &op;
+  return KernelOp<MoeGatingDef, CannKernel<MoeGatingCann>>();
 }
 
 }  // namespace ascend_moe

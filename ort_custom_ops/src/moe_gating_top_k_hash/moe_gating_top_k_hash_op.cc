@@ -83,51 +83,40 @@ void RunMoeGatingCpu(Ort::KernelContext& ctx, const MoeGatingProblem& p,
   }
 }
 
-struct MoeGatingCpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
+void RunMoeGatingTopKHashCpu(Ort::KernelContext& ctx, const gating_defs::Inputs& views,
+                             const gating_defs::Attrs& attrs) {
+  const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs);
 
-  // Attribute rules that do not depend on the inputs fail here, so session creation fails.
-  explicit MoeGatingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    const MoeGatingInputViews views = GetInputViews(ctx, kName, kInputs);
-    const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
-
-    cpu::MoeGatingTopKHashInputs inputs;
-    inputs.x_type = p.x_type;
-    inputs.x = views[kInX].data;
-    inputs.bias = views[kInBias].present ? views[kInBias].data : nullptr;
-    if (p.hash) {
-      inputs.hash = true;
-      inputs.ids_type = p.ids_type;
-      inputs.input_ids = views[kInInputIds].data;
-      inputs.table_type = p.table_type;
-      inputs.tid2eid = views[kInTid2eid].data;
-      inputs.table_rows = views[kInTid2eid].shape[0];
-    }
-    if (p.additional) {
-      inputs.additional_bias = views[kInAdditionalBias].data;
-      inputs.additional_token_mask = static_cast<const uint8_t*>(views[kInAdditionalTokenMask].data);
-    }
-
-    cpu::MoeGatingTopKHashOutputs outputs;
-    const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views[kInX].type);
-    outputs.y = outs.y;
-    outputs.expert_idx = outs.expert_idx;
-    outputs.out = outs.out;
-    RunMoeGatingCpu(ctx, p, inputs, outputs);
+  cpu::MoeGatingTopKHashInputs inputs;
+  inputs.x_type = p.x_type;
+  inputs.x = views[kInX].data;
+  inputs.bias = views[kInBias].present ? views[kInBias].data : nullptr;
+  if (p.hash) {
+    inputs.hash = true;
+    inputs.ids_type = p.ids_type;
+    inputs.input_ids = views[kInInputIds].data;
+    inputs.table_type = p.table_type;
+    inputs.tid2eid = views[kInTid2eid].data;
+    inputs.table_rows = views[kInTid2eid].shape[0];
+  }
+  if (p.additional) {
+    inputs.additional_bias = views[kInAdditionalBias].data;
+    inputs.additional_token_mask = static_cast<const uint8_t*>(views[kInAdditionalTokenMask].data);
   }
 
- private:
-  Attrs attrs_;
-};
+  cpu::MoeGatingTopKHashOutputs outputs;
+  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views[kInX].type);
+  outputs.y = outs.y;
+  outputs.expert_idx = outs.expert_idx;
+  outputs.out = outs.out;
+  RunMoeGatingCpu(ctx, p, inputs, outputs);
+}
 
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() {
-  static const AscendMoeOp<MoeGatingDef, MoeGatingCpuKernel> cpu_op;
-  return {&cpu_op, MoeGatingTopKHashCannOp()};
+  return OpKernels<MoeGatingDef, CpuKernel<MoeGatingDef, &RunMoeGatingTopKHashCpu>>(MoeGatingTopKHashCannOp());
 }
 
 }  // namespace ascend_moe

@@ -78,8 +78,7 @@ void MoeInitRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
 }
 
 const OrtCustomOp* MoeInitRoutingCannOp() {
-  static const AscendMoeOp<defs::moe_init_routing::Def, CannKernel<MoeInitRoutingCann>> op;
-  return &op;
+  return KernelOp<defs::moe_init_routing::Def, CannKernel<MoeInitRoutingCann>>();
 }
 
 }  // namespace ascend_moe

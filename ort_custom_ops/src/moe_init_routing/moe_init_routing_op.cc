@@ -20,9 +20,8 @@ std::string d::CheckAttrs(const Attrs& a) {
 
 OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs a;
-  a.active_num = InferAttrInt(api, ctx, kAttrs[kAttrActiveNum]);
-  const std::string error = CheckAttrs(a);
+  std::string error;
+  const Attrs a = InferAttrs(api, ctx, &error);
   InferredTensor x{}, e{};
   const bool has_x = GetInferInput(api, ctx, kInX, &x);
   const bool has_e = GetInferInput(api, ctx, kInExpertIdx, &e);
@@ -124,28 +123,18 @@ void ComputeMoeInitRouting(Ort::KernelContext& ctx, const InitRoutingInputs& in,
 
 namespace {
 
-struct CpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    ComputeMoeInitRouting(ctx, GetInputViews(ctx, d::kName, d::kInputs), attrs_,
-                          [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                            return GetCheckedOutput(ctx, d::kName, d::kOutputs, i, shape, type,
-                                                    /*required=*/true);
-                          });
-  }
-
- private:
-  d::Attrs attrs_;
-};
+void RunMoeInitRoutingCpu(Ort::KernelContext& ctx, const d::Def::Inputs& in, const d::Def::Attrs& attrs) {
+  ComputeMoeInitRouting(ctx, in, attrs,
+                        [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+                          return GetCheckedOutput(ctx, d::kName, d::kOutputs, i, shape, type,
+                                                  /*required=*/true);
+                        });
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeInitRoutingOps() {
-  static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
-  return {&cpu_op, MoeInitRoutingCannOp()};
+  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeInitRoutingCpu>>(MoeInitRoutingCannOp());
 }
 
 }  // namespace ascend_moe

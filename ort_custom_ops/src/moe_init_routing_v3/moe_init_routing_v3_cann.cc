@@ -108,8 +108,7 @@ void MoeInitRoutingV3Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) 
 }
 
 const OrtCustomOp* MoeInitRoutingV3CannOp() {
-  static const AscendMoeOp<MoeInitRoutingV3Def, CannKernel<MoeInitRoutingV3Cann>> op;
-  return &op;
+  return KernelOp<MoeInitRoutingV3Def, CannKernel<MoeInitRoutingV3Cann>>();
 }
 
 }  // namespace ascend_moe

@@ -166,19 +166,8 @@ std::vector<int64_t> MoeInitRoutingV3CountsShape(const Attrs& a) {
 
 OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  auto read = [&](Attr i) { return InferAttrInt(api, ctx, kAttrs[i]); };
-  Attrs a;
-  a.active_expert_end = read(kAttrActiveExpertEnd);
-  a.active_expert_start = read(kAttrActiveExpertStart);
-  a.active_num = read(kAttrActiveNum);
-  a.drop_pad_mode = read(kAttrDropPadMode);
-  a.expert_capacity = read(kAttrExpertCapacity);
-  a.expert_num = read(kAttrExpertNum);
-  a.expert_tokens_num_flag = read(kAttrExpertTokensNumFlag);
-  a.expert_tokens_num_type = read(kAttrExpertTokensNumType);
-  a.quant_mode = read(kAttrQuantMode);
-  a.row_idx_type = read(kAttrRowIdxType);
-  const std::string error = CheckAttrs(a);
+  std::string error;
+  const Attrs a = InferAttrs(api, ctx, &error);
   InferredTensor x{}, idx{};
   const bool has_x = GetInferInput(api, ctx, d::kInX, &x);
   const bool has_idx = GetInferInput(api, ctx, d::kInExpertIdx, &idx);
@@ -252,30 +241,19 @@ void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs&
 
 namespace {
 
-struct CpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    // presence and element types checked against the generated table
-    ComputeMoeInitRoutingV3(ctx, GetInputViews(ctx, kOp, d::kInputs), attrs_,
-                            [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                              return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
-                                                      /*required=*/true);
-                            });
-  }
-
- private:
-  Attrs attrs_;
-};
+void RunMoeInitRoutingV3Cpu(Ort::KernelContext& ctx, const d::Inputs& in, const d::Attrs& attrs) {
+  ComputeMoeInitRoutingV3(ctx, in, attrs,
+                          [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+                            return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
+                                                    /*required=*/true);
+                          });
+}
 
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {
-  static const AscendMoeOp<MoeInitRoutingV3Def, CpuKernel> cpu_op;
-  return {&cpu_op, MoeInitRoutingV3CannOp()};
+  return OpKernels<MoeInitRoutingV3Def, CpuKernel<MoeInitRoutingV3Def, &RunMoeInitRoutingV3Cpu>>(MoeInitRoutingV3CannOp());
 }
 
 }  // namespace ascend_moe

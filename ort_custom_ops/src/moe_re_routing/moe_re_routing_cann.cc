@@ -69,8 +69,7 @@ void MoeReRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
 }
 
 const OrtCustomOp* MoeReRoutingCannOp() {
-  static const AscendMoeOp<defs::moe_re_routing::Def, CannKernel<MoeReRoutingCann>> op;
-  return &op;
+  return KernelOp<defs::moe_re_routing::Def, CannKernel<MoeReRoutingCann>>();
 }
 
 }  // namespace ascend_moe

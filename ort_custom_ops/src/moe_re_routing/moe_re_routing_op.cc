@@ -49,12 +49,10 @@ OrtStatusPtr SetMoeReRoutingOutputs(const OrtApi& api, OrtShapeInferContext* ctx
 // Attribute values are checked so that a bad node fails at session creation.
 OrtStatusPtr ORT_API_CALL rerouting_defs::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs attrs;
-  attrs.expert_token_num_type = InferAttrInt(api, ctx, kAttrs[kAttrExpertTokenNumType]);
-  attrs.idx_type = InferAttrInt(api, ctx, kAttrs[kAttrIdxType]);
   // A bad attribute fails kernel creation; the outputs are declared all the same, since ORT
   // would type the unset ones like the node's last input and report a type clash instead.
-  const std::string error = CheckAttrs(attrs);
+  std::string error;
+  InferAttrs(api, ctx, &error);
   if (OrtStatusPtr s = SetMoeReRoutingOutputs(api, ctx)) return s;
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
@@ -69,59 +67,49 @@ constexpr int64_t kChunkBytes = int64_t{1 << 20};
 // bypassing the caches saves reading every destination line before overwriting it.
 constexpr int64_t kStreamingBytes = int64_t{32 << 20};
 
-struct MoeReRoutingCpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit MoeReRoutingCpuKernel(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    const auto in = GetInputViews(ctx, kName, kInputs);
-    const InputView& tokens = in[kInTokens];
-    const InputView& counts = in[kInExpertTokenNumPerRank];
-    const InputView& scales = in[kInPerTokenScales];
-    cpu::MoeReRoutingParams params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs_);
-    // A * row_bytes >= kStreamingBytes, without the product (it overflows for huge rows).
-    params.streaming_stores =
-        params.num_tokens > 0 &&
-        params.token_row_bytes >= (kStreamingBytes + params.num_tokens - 1) / params.num_tokens;
-    // The layout reads and checks the counts in one pass; only a rejected call pays for the
-    // pass that finds what to report.
-    cpu::MoeReRoutingLayout layout;
-    if (!layout.Build(params, counts.data)) {
-      ValidateMoeReRoutingCounts(params, counts.data);
-      Fail(Str(kName, ": internal error: counts rejected by the CPU kernel"));
-    }
-
-    auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-      return GetCheckedOutput(ctx, kName, kOutputs, i, shape, type,
-                              /*required=*/true);
-    };
-    cpu::MoeReRoutingBuffers buffers;
-    buffers.tokens = tokens.data;
-    buffers.permute_tokens = output(kOutPermuteTokens, tokens.shape, tokens.type);
-    if (params.has_scales) {
-      buffers.scales = scales.data;
-      buffers.permute_scales = output(kOutPermutePerTokenScales, scales.shape, scales.type);
-    } else {  // an empty float tensor, never left unset
-      output(kOutPermutePerTokenScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
-    }
-    buffers.permute_idx = static_cast<int32_t*>(
-        output(kOutPermuteTokenIdx, {params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
-    layout.WriteExpertTokenNum(output(kOutExpertTokenNum, {params.num_experts}, counts.type));
-
-    ParallelForRange(ctx, layout.num_rows(), layout.RowsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { layout.CopyRows(buffers, begin, end); });
+void RunMoeReRoutingCpu(Ort::KernelContext& ctx, const rerouting_defs::Def::Inputs& in,
+                        const rerouting_defs::Def::Attrs& attrs) {
+  const InputView& tokens = in[kInTokens];
+  const InputView& counts = in[kInExpertTokenNumPerRank];
+  const InputView& scales = in[kInPerTokenScales];
+  cpu::MoeReRoutingParams params = ValidateMoeReRoutingShapes(tokens, counts, scales, attrs);
+  // A * row_bytes >= kStreamingBytes, without the product (it overflows for huge rows).
+  params.streaming_stores =
+      params.num_tokens > 0 &&
+      params.token_row_bytes >= (kStreamingBytes + params.num_tokens - 1) / params.num_tokens;
+  // The layout reads and checks the counts in one pass; only a rejected call pays for the
+  // pass that finds what to report.
+  cpu::MoeReRoutingLayout layout;
+  if (!layout.Build(params, counts.data)) {
+    ValidateMoeReRoutingCounts(params, counts.data);
+    Fail(Str(kName, ": internal error: counts rejected by the CPU kernel"));
   }
 
- private:
-  Attrs attrs_;
-};
+  auto output = [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+    return GetCheckedOutput(ctx, kName, kOutputs, i, shape, type,
+                            /*required=*/true);
+  };
+  cpu::MoeReRoutingBuffers buffers;
+  buffers.tokens = tokens.data;
+  buffers.permute_tokens = output(kOutPermuteTokens, tokens.shape, tokens.type);
+  if (params.has_scales) {
+    buffers.scales = scales.data;
+    buffers.permute_scales = output(kOutPermutePerTokenScales, scales.shape, scales.type);
+  } else {  // an empty float tensor, never left unset
+    output(kOutPermutePerTokenScales, {0}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+  }
+  buffers.permute_idx = static_cast<int32_t*>(
+      output(kOutPermuteTokenIdx, {params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
+  layout.WriteExpertTokenNum(output(kOutExpertTokenNum, {params.num_experts}, counts.type));
+
+  ParallelForRange(ctx, layout.num_rows(), layout.RowsPerChunk(kChunkBytes),
+                   [&](int64_t begin, int64_t end) { layout.CopyRows(buffers, begin, end); });
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeReRoutingOps() {
-  static const AscendMoeOp<rerouting_defs::Def, MoeReRoutingCpuKernel> cpu_op;
-  return {&cpu_op, MoeReRoutingCannOp()};
+  return OpKernels<rerouting_defs::Def, CpuKernel<rerouting_defs::Def, &RunMoeReRoutingCpu>>(MoeReRoutingCannOp());
 }
 
 }  // namespace ascend_moe

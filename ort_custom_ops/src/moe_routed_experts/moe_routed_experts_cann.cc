@@ -65,8 +65,7 @@ void MoeRoutedExpertsCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) 
 }
 
 const OrtCustomOp* MoeRoutedExpertsCannOp() {
-  static const AscendMoeOp<defs::moe_routed_experts::Def, CannKernel<MoeRoutedExpertsCann>> op;
-  return &op;
+  return KernelOp<defs::moe_routed_experts::Def, CannKernel<MoeRoutedExpertsCann>>();
 }
 
 }  // namespace ascend_moe

@@ -3,7 +3,10 @@
 // kernel, which runs ops_src/cpu's two phases on the session's intra-op pool. The validation
 // (docs/operators.md §3.3) is moe_routed_experts_validate's, shared with the CANN kernel
 // (moe_routed_experts_cann).
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <memory>
 #include <cstdint>
 #include <new>
 #include <stdexcept>
@@ -12,6 +15,7 @@
 #include "moe_routed_experts_validate.h"
 #include "op_base.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_a8.h"
 
 namespace ascend_moe {
 
@@ -40,6 +44,15 @@ std::string experts::CheckAttrs(const Attrs& a) {
   if (a.weight_bits == 4 && a.block_size % 2 != 0) {
     return Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name,
                "' must be even with weight_bits 4 (whole bytes per block), got ", a.block_size);
+  }
+  if (a.act_quant != 0 && a.act_quant != 1) {
+    return Str(kName, ": attribute '", kAttrs[kAttrActQuant].name,
+               "' must be 0 (float activations) or 1 (per-token int8), got ", a.act_quant);
+  }
+  if (a.act_quant == 1 && a.block_size % limits::moe_routed_experts::kA8Step != 0) {
+    return Str(kName, ": attribute '", kAttrs[kAttrBlockSize].name, "' must be a multiple of ",
+               limits::moe_routed_experts::kA8Step,
+               " with act_quant 1 (whole steps of the integer dot products), got ", a.block_size);
   }
   return {};
 }
@@ -70,68 +83,200 @@ void CheckScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed =
 // small enough to split a decode call's few experts over several threads.
 constexpr int64_t kChunkBytes = int64_t{4 << 20};
 
+// A call with an empty y: nothing to compute, and the weights may declare any E and I (they hold
+// no element when H = 0), so no buffer is sized from them; the indices are still checked.
+bool EmptyCall(Ort::KernelContext& ctx, const cpu::MoeRoutedExpertsParams& params, const void* idx) {
+  using namespace experts;
+  if (params.tokens != 0 && params.hidden != 0) return false;
+  const int64_t bad = FirstBadExpertIndex(params, idx);
+  if (bad >= 0) FailExpertIndex(params, idx, bad);
+  GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+                   /*required=*/true);
+  return true;
+}
+
+void RunMoeRoutedExpertsCpu(Ort::KernelContext& ctx, const experts::Def::Inputs& in,
+                            const experts::Def::Attrs& attrs) {
+  using namespace experts;
+  const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(in, attrs);
+  const void* idx = in[kInExpertIdx].data;
+  if (EmptyCall(ctx, params, idx)) return;
+  CheckScratch(params);
+  cpu::MoeRoutedExpertsPlan plan;
+  int64_t bad_pair = -1;
+  bool built = false;
+  try {
+    built = plan.Build(params, idx, &bad_pair);
+  } catch (const std::bad_alloc&) {
+    CheckScratch(params, /*allocation_failed=*/true);
+  } catch (const std::length_error&) {
+    CheckScratch(params, /*allocation_failed=*/true);
+  }
+  if (!built) FailExpertIndex(params, idx, bad_pair);
+  cpu::MoeRoutedExpertsBuffers b;
+  b.x = static_cast<const float*>(in[kInX].data);
+  b.expert_idx = in[kInExpertIdx].data;
+  b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
+  if (params.quant_bits == 0) {
+    b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
+    b.down = static_cast<const float*>(in[kInDownWeights].data);
+  } else {
+    b.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
+    b.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
+    b.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
+    b.down_scales = static_cast<const float*>(in[kInDownScales].data);
+  }
+  b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
+  plan.PrepareInputs(b);
+  ParallelForRange(ctx, plan.num_up_items(), 1,
+                   [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
+  ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),
+                   [&](int64_t begin, int64_t end) { plan.DownColumns(b, begin, end); });
+}
+
+// The four weight inputs' data: which buffers a repack was made from.
+struct WeightBuffers {
+  const void* data[4] = {nullptr, nullptr, nullptr, nullptr};
+  bool operator==(const WeightBuffers& o) const {
+    return std::equal(std::begin(data), std::end(data), std::begin(o.data));
+  }
+};
+
+// The CPU kernel keeps state: with act_quant 1 and constant weights, their repacked copy.
 struct MoeRoutedExpertsCpuKernel {
   static constexpr const char* kProvider = kCpuProvider;
 
-  explicit MoeRoutedExpertsCpuKernel(const OrtKernelInfo* info) : attrs_(experts::ReadAttrs(info)) {}
+  // With act_quant 1 and constant weights (initializers), the weights are repacked here, once per
+  // session, for the integer dot products (ORT has no PrePack for custom ops; constant inputs are
+  // readable at kernel creation). Weights that are not constant are repacked on every call.
+  explicit MoeRoutedExpertsCpuKernel(const OrtKernelInfo* info) : attrs_(experts::ReadAttrs(info)) {
+    if (attrs_.act_quant == 1) RepackConstantWeights(info);
+  }
 
   void Compute(Ort::KernelContext& ctx) {
     using namespace experts;
-    const RoutedExpertsInputs in = GetInputViews(ctx, kName, kInputs);
-    const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(in, attrs_);
-    const void* idx = in[kInExpertIdx].data;
-    if (params.tokens == 0 || params.hidden == 0) {
-      // y is empty: nothing to compute, and the weights may declare any E and I (they hold no
-      // element when H = 0), so no buffer is sized from them; the indices are still checked.
-      const int64_t bad = FirstBadExpertIndex(params, idx);
-      if (bad >= 0) FailExpertIndex(params, idx, bad);
-      GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
-                       ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true);
+    const Def::Inputs in = Def::GetInputs(ctx);
+    if (attrs_.act_quant != 1) {
+      RunMoeRoutedExpertsCpu(ctx, in, attrs_);
       return;
     }
+    const cpu::MoeRoutedExpertsParams params = ValidateMoeRoutedExpertsShapes(in, attrs_);
+    if (EmptyCall(ctx, params, in[kInExpertIdx].data)) return;
     CheckScratch(params);
-    cpu::MoeRoutedExpertsPlan plan;
+    ComputeA8(ctx, in, params);
+  }
+
+ private:
+  static WeightBuffers BuffersOf(const RoutedExpertsInputs& in) {
+    using namespace experts;
+    WeightBuffers w;
+    w.data[0] = in[kInGateUpWeights].data;
+    w.data[1] = in[kInDownWeights].data;
+    w.data[2] = in[kInGateUpScales].data;
+    w.data[3] = in[kInDownScales].data;
+    return w;
+  }
+
+  // Repacks the weights now when all four weight inputs are constant and consistent (else Compute
+  // validates them and repacks per call, or fails with the validation's message).
+  void RepackConstantWeights(const OrtKernelInfo* info) {
+    using namespace experts;
+    try {
+      Ort::ConstKernelInfo ki(info);
+      std::vector<int64_t> shapes[4];
+      const void* data[4] = {};
+      for (size_t j = 0; j < 4; ++j) {
+        int is_constant = 0;
+        Ort::ConstValue v = ki.GetTensorConstantInput(kInGateUpWeights + j, &is_constant);
+        if (!is_constant || !v) return;
+        const auto info_j = v.GetTensorTypeAndShapeInfo();
+        const ONNXTensorElementDataType want =
+            j < 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+        if (info_j.GetElementType() != want) return;
+        shapes[j] = info_j.GetShape();
+        data[j] = v.GetTensorRawData();
+      }
+      const int pack = attrs_.weight_bits == 4 ? 2 : 1;
+      const int64_t g = attrs_.block_size;
+      if (shapes[0].size() != 3 || shapes[1].size() != 3 || shapes[0][1] % 2 != 0) return;
+      cpu::MoeRoutedExpertsParams p;
+      p.experts = shapes[0][0];
+      p.inter = shapes[0][1] / 2;
+      p.hidden = shapes[0][2] * pack;
+      p.quant_bits = static_cast<int>(attrs_.weight_bits);
+      p.block_size = g;
+      const int64_t h = p.hidden, i = p.inter, e = p.experts;
+      if (e < 1 || i < 1 || h < 1 || shapes[1] != std::vector<int64_t>{e, h, i / pack} || i % pack != 0) return;
+      if (g > 0 && (h % g != 0 || i % g != 0)) return;
+      const std::vector<int64_t> su = g == 0 ? std::vector<int64_t>{e, 2 * i} : std::vector<int64_t>{e, 2 * i, h / g};
+      const std::vector<int64_t> sd = g == 0 ? std::vector<int64_t>{e, h} : std::vector<int64_t>{e, h, i / g};
+      if (shapes[2] != su || shapes[3] != sd) return;
+      const cpu::A8Dot dot = cpu::ActiveA8Dot();
+      repacked_ = std::make_unique<cpu::A8ExpertWeights>(cpu::RepackA8Experts(
+          p, static_cast<const int8_t*>(data[0]), static_cast<const float*>(data[2]),
+          static_cast<const int8_t*>(data[1]), static_cast<const float*>(data[3]), dot));
+      std::copy(std::begin(data), std::end(data), std::begin(repacked_from_.data));
+      repacked_params_ = p;
+    } catch (const Ort::Exception&) {
+      repacked_.reset();  // not readable here: Compute repacks per call
+    }
+  }
+
+  void ComputeA8(Ort::KernelContext& ctx, const RoutedExpertsInputs& in, const cpu::MoeRoutedExpertsParams& params) {
+    using namespace experts;
+    if (params.hidden > limits::moe_routed_experts::kA8MaxInputs) {
+      Fail(Str(kName, ": input '", kInputs[kInX].name, "' with act_quant 1 must have H <= ",
+               limits::moe_routed_experts::kA8MaxInputs, " (int32 sums), got H = ", params.hidden));
+    }
+    if (params.inter > limits::moe_routed_experts::kA8MaxInputs) {
+      Fail(Str(kName, ": input '", kInputs[kInDownWeights].name, "' with act_quant 1 must have I <= ",
+               limits::moe_routed_experts::kA8MaxInputs, " (int32 sums), got I = ", params.inter));
+    }
+    const cpu::A8Dot dot = cpu::ActiveA8Dot();
+    std::unique_ptr<cpu::A8ExpertWeights> per_call;
+    const cpu::A8ExpertWeights* w = repacked_.get();
+    if (w == nullptr || !(repacked_from_ == BuffersOf(in)) || w->dot != dot ||
+        repacked_params_.experts != params.experts || repacked_params_.hidden != params.hidden ||
+        repacked_params_.inter != params.inter) {
+      per_call = std::make_unique<cpu::A8ExpertWeights>(cpu::RepackA8Experts(
+          params, static_cast<const int8_t*>(in[kInGateUpWeights].data),
+          static_cast<const float*>(in[kInGateUpScales].data), static_cast<const int8_t*>(in[kInDownWeights].data),
+          static_cast<const float*>(in[kInDownScales].data), dot));
+      w = per_call.get();
+    }
+    cpu::MoeRoutedExpertsA8Plan plan;
     int64_t bad_pair = -1;
     bool built = false;
     try {
-      built = plan.Build(params, idx, &bad_pair);
+      built = plan.Build(params, in[kInExpertIdx].data, dot, &bad_pair);
     } catch (const std::bad_alloc&) {
       CheckScratch(params, /*allocation_failed=*/true);
     } catch (const std::length_error&) {
       CheckScratch(params, /*allocation_failed=*/true);
     }
-    if (!built) FailExpertIndex(params, idx, bad_pair);
-    cpu::MoeRoutedExpertsBuffers b;
-    b.x = static_cast<const float*>(in[kInX].data);
-    b.expert_idx = in[kInExpertIdx].data;
-    b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
-    if (params.quant_bits == 0) {
-      b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
-      b.down = static_cast<const float*>(in[kInDownWeights].data);
-    } else {
-      b.gate_up_q = static_cast<const int8_t*>(in[kInGateUpWeights].data);
-      b.down_q = static_cast<const int8_t*>(in[kInDownWeights].data);
-      b.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
-      b.down_scales = static_cast<const float*>(in[kInDownScales].data);
-    }
-    b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
-                                               ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
-    plan.PrepareInputs(b);
-    ParallelForRange(ctx, plan.num_up_items(), 1,
-                     [&](int64_t begin, int64_t end) { plan.UpItems(b, begin, end); });
+    if (!built) FailExpertIndex(params, in[kInExpertIdx].data, bad_pair);
+    const float* x = static_cast<const float*>(in[kInX].data);
+    const float* routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
+    float* y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
+    ParallelForRange(ctx, params.tokens, 16, [&](int64_t begin, int64_t end) { plan.QuantizeTokens(x, begin, end); });
+    ParallelForRange(ctx, plan.num_up_items(), 1, [&](int64_t begin, int64_t end) { plan.UpItems(*w, begin, end); });
+    ParallelForRange(ctx, plan.num_pairs(), 16, [&](int64_t begin, int64_t end) { plan.QuantizeActs(begin, end); });
     ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { plan.DownColumns(b, begin, end); });
+                     [&](int64_t begin, int64_t end) { plan.DownColumns(*w, routing_weights, y, begin, end); });
   }
 
- private:
   experts::Attrs attrs_;
+  std::unique_ptr<cpu::A8ExpertWeights> repacked_;  // act_quant 1, constant weights
+  WeightBuffers repacked_from_;
+  cpu::MoeRoutedExpertsParams repacked_params_;
 };
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps() {
-  static const AscendMoeOp<experts::Def, MoeRoutedExpertsCpuKernel> cpu_op;
-  return {&cpu_op, MoeRoutedExpertsCannOp()};
+  return OpKernels<experts::Def, MoeRoutedExpertsCpuKernel>(MoeRoutedExpertsCannOp());
 }
 
 }  // namespace ascend_moe

@@ -56,6 +56,10 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
               Str("must have the shape of expert_idx [", t, ", ", k, "], got shape ", ShapeStr(w.shape)));
   }
   const bool quantized = gu.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+  if (attrs.act_quant != 0 && !quantized) {
+    Fail(Str(kName, ": attribute '", kAttrs[kAttrActQuant].name, "' = ", attrs.act_quant,
+             " needs int8 weights, got ", TypeName(gu.type), " gate_up_weights"));
+  }
   if (!quantized) {
     for (In scales : {kInGateUpScales, kInDownScales}) {
       if (in[scales].present) FailInput(scales, "goes with int8 weights only: the weights are float");

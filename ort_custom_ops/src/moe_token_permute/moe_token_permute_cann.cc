@@ -78,8 +78,7 @@ void MoeTokenPermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
 }
 
 const OrtCustomOp* MoeTokenPermuteCannOp() {
-  static const AscendMoeOp<defs::moe_token_permute::Def, CannKernel<MoeTokenPermuteCann>> op;
-  return &op;
+  return KernelOp<defs::moe_token_permute::Def, CannKernel<MoeTokenPermuteCann>>();
 }
 
 }  // namespace ascend_moe

@@ -71,10 +71,8 @@ cpu::MoeInitRoutingParams ValidateMoeTokenPermute(const InputView& tokens, const
 
 OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs a;
-  a.num_out_tokens = InferAttrInt(api, ctx, kAttrs[kAttrNumOutTokens]);
-  a.padded_mode = InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]);
-  const std::string error = CheckAttrs(a);
+  std::string error;
+  const Attrs a = InferAttrs(api, ctx, &error);
   InferredTensor tokens{}, idx{};
   const bool has_tokens = GetInferInput(api, ctx, d::kInTokens, &tokens);
   const bool has_idx = GetInferInput(api, ctx, d::kInIndices, &idx);
@@ -121,29 +119,18 @@ void ComputeMoeTokenPermute(Ort::KernelContext& ctx, const TokenPermuteInputs& i
 
 namespace {
 
-struct CpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit CpuKernel(const OrtKernelInfo* info) : attrs_(d::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    // presence and element types checked against the generated table
-    ComputeMoeTokenPermute(ctx, GetInputViews(ctx, kOp, d::kInputs), attrs_,
-                           [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                             return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
-                                                     /*required=*/true);
-                           });
-  }
-
- private:
-  Attrs attrs_;
-};
+void RunMoeTokenPermuteCpu(Ort::KernelContext& ctx, const d::Def::Inputs& in, const d::Def::Attrs& attrs) {
+  ComputeMoeTokenPermute(ctx, in, attrs,
+                         [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+                           return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
+                                                   /*required=*/true);
+                         });
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {
-  static const AscendMoeOp<d::Def, CpuKernel> cpu_op;
-  return {&cpu_op, MoeTokenPermuteCannOp()};
+  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeTokenPermuteCpu>>(MoeTokenPermuteCannOp());
 }
 
 }  // namespace ascend_moe

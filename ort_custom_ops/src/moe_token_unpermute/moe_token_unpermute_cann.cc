@@ -80,8 +80,7 @@ void MoeTokenUnpermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node)
 }
 
 const OrtCustomOp* MoeTokenUnpermuteCannOp() {
-  static const AscendMoeOp<defs::moe_token_unpermute::Def, CannKernel<MoeTokenUnpermuteCann>> op;
-  return &op;
+  return KernelOp<defs::moe_token_unpermute::Def, CannKernel<MoeTokenUnpermuteCann>>();
 }
 
 }  // namespace ascend_moe

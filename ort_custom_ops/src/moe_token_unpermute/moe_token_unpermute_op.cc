@@ -15,9 +15,8 @@ namespace ascend_moe {
 // sorted_indices.shape[0] without probs; H = permuted_tokens.shape[-1].
 OrtStatusPtr ORT_API_CALL unpermute::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
-  Attrs attrs;
-  attrs.padded_mode = InferAttrInt(api, ctx, kAttrs[kAttrPaddedMode]);
-  const std::string error = CheckAttrs(attrs);
+  std::string error;
+  InferAttrs(api, ctx, &error);
   InferredTensor tokens{}, idx{}, probs{};
   if (!GetInferInput(api, ctx, kInPermutedTokens, &tokens)) return nullptr;
   InferredTensor y{tokens.type, {InferDim{}, InferDim{}}, true};
@@ -97,31 +96,22 @@ cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& 
 
 namespace {
 
-struct MoeTokenUnpermuteCpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit MoeTokenUnpermuteCpuKernel(const OrtKernelInfo* info) : attrs_(unpermute::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    using namespace unpermute;
-    const TokenUnpermuteInputs in = GetInputViews(ctx, kName, kInputs);
-    cpu::WeightedGatherBuffers buffers;
-    const cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(in, &buffers);
-    buffers.out =
-        GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
-                         in[kInPermutedTokens].type, /*required=*/true);
-    RunWeightedGather(ctx, params, buffers);
-  }
-
- private:
-  unpermute::Attrs attrs_;
-};
+// (padded_mode, the one attribute, is checked when the kernel is created)
+void RunMoeTokenUnpermuteCpu(Ort::KernelContext& ctx, const unpermute::Def::Inputs& in,
+                             const unpermute::Def::Attrs& /*attrs*/) {
+  using namespace unpermute;
+  cpu::WeightedGatherBuffers buffers;
+  const cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(in, &buffers);
+  buffers.out =
+      GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
+                       in[kInPermutedTokens].type, /*required=*/true);
+  RunWeightedGather(ctx, params, buffers);
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
-  static const AscendMoeOp<unpermute::Def, MoeTokenUnpermuteCpuKernel> cpu_op;
-  return {&cpu_op, MoeTokenUnpermuteCannOp()};
+  return OpKernels<unpermute::Def, CpuKernel<unpermute::Def, &RunMoeTokenUnpermuteCpu>>(MoeTokenUnpermuteCannOp());
 }
 
 }  // namespace ascend_moe

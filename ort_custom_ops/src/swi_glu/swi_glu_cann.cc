@@ -54,8 +54,7 @@ void SwiGluCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
 }
 
 const OrtCustomOp* SwiGluCannOp() {
-  static const AscendMoeOp<defs::swi_glu::Def, CannKernel<SwiGluCann>> op;
-  return &op;
+  return KernelOp<defs::swi_glu::Def, CannKernel<SwiGluCann>>();
 }
 
 }  // namespace ascend_moe

@@ -14,11 +14,14 @@ OrtStatusPtr ORT_API_CALL swiglu::InferShapes(const OrtCustomOp*, OrtShapeInferC
   const int64_t dim = InferAttrInt(api, ctx, kAttrs[kAttrDim]);
   InferredTensor x{};
   if (!GetInferInput(api, ctx, kInX, &x)) return nullptr;
+  // x of unknown rank (or rank 0, refused at run time): y is left unset, so that ORT types it like
+  // the node's last input, x. Declaring it would declare a scalar (the C API always writes a
+  // shape), which ORT's optimisers then trust.
+  if (!x.rank_known || x.dims.empty()) return nullptr;
   InferredTensor y = x;
   const int64_t rank = static_cast<int64_t>(x.dims.size());
-  if (!x.rank_known || dim < -rank || dim >= rank) {
-    y.dims.clear();
-    y.rank_known = false;
+  if (dim < -rank || dim >= rank) {  // refused at run time: x's rank, unknown dims
+    for (auto& d : y.dims) d = InferDim{};
   } else {
     InferDim& d = y.dims[dim < 0 ? dim + rank : dim];
     d = d.value >= 0 ? InferDim{d.value / 2, {}} : InferDim{};
@@ -65,30 +68,19 @@ void RunSwiGlu(Ort::KernelContext& ctx, const cpu::SwiGluParams& p, const void* 
 
 namespace {
 
-struct SwiGluCpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit SwiGluCpuKernel(const OrtKernelInfo* info) : attrs_(swiglu::ReadAttrs(info)) {}
-
-  void Compute(Ort::KernelContext& ctx) {
-    using namespace swiglu;
-    const auto in = GetInputViews(ctx, kName, kInputs);
-    std::vector<int64_t> y_shape;
-    int64_t axis = 0;
-    const cpu::SwiGluParams p = ValidateSwiGlu(in[kInX], attrs_, &y_shape, &axis);
-    void* y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, y_shape, in[kInX].type, /*required=*/true);
-    RunSwiGlu(ctx, p, in[kInX].data, y);
-  }
-
- private:
-  swiglu::Attrs attrs_;
-};
+void RunSwiGluCpu(Ort::KernelContext& ctx, const swiglu::Def::Inputs& in, const swiglu::Def::Attrs& attrs) {
+  using namespace swiglu;
+  std::vector<int64_t> y_shape;
+  int64_t axis = 0;
+  const cpu::SwiGluParams p = ValidateSwiGlu(in[kInX], attrs, &y_shape, &axis);
+  void* y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, y_shape, in[kInX].type, /*required=*/true);
+  RunSwiGlu(ctx, p, in[kInX].data, y);
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> SwiGluOps() {
-  static const AscendMoeOp<swiglu::Def, SwiGluCpuKernel> cpu_op;
-  return {&cpu_op, SwiGluCannOp()};
+  return OpKernels<swiglu::Def, CpuKernel<swiglu::Def, &RunSwiGluCpu>>(SwiGluCannOp());
 }
 
 }  // namespace ascend_moe

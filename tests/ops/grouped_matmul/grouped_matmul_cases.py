@@ -104,6 +104,39 @@ def samples():
         Sample("w8a8-float16-transposed", make_quant_inputs(rng, [1, 2], 40, 9, dtype="int8", transpose_weight=1),
                dict(group_list_type=1, transpose_weight=1, output_dtype=10)),
         Sample("w8a8-int32-sums", _int32_sums(rng), dict(group_list_type=1, output_dtype=6)),
+        *_non_finite_x_samples(rng),
+    ]
+
+
+def _non_finite_x_samples(rng) -> list:
+    """Antiquant with inf / NaN in x: y is x @ ((w + offset) * scale) as IEEE arithmetic gives it
+    (±inf where every product is finite or of one sign, NaN where inf meets a zero weight or
+    -inf), never a NaN that the formula does not have (0 * inf of a reformulated sum)."""
+    from tests.op_table import Sample
+
+    simple = {"x": np.ones((4, 8), np.float32), "weight": np.full((1, 8, 8), 2, np.int8),
+              "group_list": np.array([4], np.int64), "antiquant_scale": np.full((1, 8), 0.5, np.float32),
+              "antiquant_offset": np.zeros((1, 8), np.float32)}
+    simple["x"][1, 3] = np.inf
+    y = np.full((4, 8), 8.0, np.float32)
+    y[1] = np.inf
+
+    def special(inputs: dict, rows: int) -> dict:
+        x = inputs["x"].astype(np.float32)
+        x[1, 2], x[min(3, rows - 1), 0], x[0, -1] = np.inf, -np.inf, np.nan
+        return {**inputs, "x": x.astype(inputs["x"].dtype)}
+
+    return [
+        Sample("w8a16-inf-zero-offset", simple, expect={"y": y}),
+        Sample("w8a16-float-inf-nan-offset-cumsum", special(make_quant_inputs(
+            rng, [3, 2], 24, 16, "int8", "float", group_list_type=0), 5)),
+        Sample("w8a16-bfloat16-inf-nan-transposed-per-group", special(make_quant_inputs(
+            rng, [2, 3], 32, 12, "int8", "bfloat16", transpose_weight=1, groups=4), 5),
+            dict(group_list_type=1, transpose_weight=1)),
+        Sample("w4a16-float-inf-nan-no-offset", special(make_quant_inputs(
+            rng, [4, 1], 32, 16, "int4", "float", groups=2, offset=False), 5), dict(group_list_type=1)),
+        Sample("w4a16-float16-inf-nan-offset", special(make_quant_inputs(
+            rng, [1, 4], 16, 24, "int4", "float16"), 5), dict(group_list_type=1)),
     ]
 
 
@@ -220,6 +253,9 @@ def _quant_bad_cases():
           "input 'antiquant_scale' must have the type of x (bfloat16), got float"),
         B("antiquant-offset-type", c(aq, antiquant_offset=aq["antiquant_offset"].astype(np.float16)), count,
           "input 'antiquant_offset' must have the type of antiquant_scale (bfloat16), got float16"),
+        # the wrong input is antiquant_scale, not the offset of x's type beside it
+        B("antiquant-scale-type-offset-of-x", c(aq, antiquant_scale=aq["antiquant_scale"].astype(np.float16)),
+          count, "input 'antiquant_scale' must have the type of x (bfloat16), got float16"),
         B("antiquant-scale-shape", c(aq, antiquant_scale=aq["antiquant_scale"][:, :7], antiquant_offset=None),
           count, "input 'antiquant_scale' must be [E, N] = [3, 8] or [E, G, N] with G dividing K = 16, "
           "got shape [3, 7]"),

@@ -50,6 +50,7 @@ def finalize_samples() -> list:
     dropped = {"expanded_x": np.ones((2, 2, 3), np.float32), "expanded_row_idx": np.array([-1, 3], np.int32),
                "bias": np.array([[10] * 3, [20] * 3], np.float32), "scales": np.array([[0.5, 2.0]], np.float32),
                "expert_idx": np.array([[1, 0]], np.int32)}
+    no_row = dict(dropped, expanded_x=np.ones((2, 3), np.float32), expanded_row_idx=np.array([-1, 1], np.int32))
     return [
         Sample("all-inputs-mode-0", finalize_inputs(rng, mode=0)),
         Sample("all-inputs-mode-3-int64", finalize_inputs(rng, mode=3, index_dtype=np.int64), {"drop_pad_mode": 3}),
@@ -63,6 +64,10 @@ def finalize_samples() -> list:
                expect={"y": np.array([[0 * 1 + 1 * 10] * 2, [2 * 100 + 3 * 1000] * 2], np.float32)}),
         # a dropped slot (-1) reads a zero row, but its weight times its expert's bias still counts
         Sample("dropped-slot-keeps-its-bias", dropped, {"drop_pad_mode": 1},
+               expect={"y": np.array([[0.5 * 20 + 2.0 * (1 + 10)] * 3], np.float32)}),
+        # dropless: -1 is a pair whose expert lay outside init routing's active range (op-plugin's
+        # reference reads it as a zero row in every mode); its bias term still counts
+        Sample("no-row-in-dropless-keeps-its-bias", no_row, {"drop_pad_mode": 2},
                expect={"y": np.array([[0.5 * 20 + 2.0 * (1 + 10)] * 3], np.float32)}),
     ]
 
@@ -145,12 +150,15 @@ def finalize_bad_cases() -> list:
         B("expert-idx-shape", with_(expert_idx=good["expert_idx"][:, :1]), {},
           "input 'expert_idx' must be [N, K] = [3, 2], got shape [3, 1]"),
         B("row-idx-high", with_(expanded_row_idx=np.array([0, 1, 2, 6, 4, 5], np.int32)), {},
-          "input 'expanded_row_idx' must be in [0, N*K) = [0, 6) when drop_pad_mode is 0 or 2, got 6 at [3]"),
-        B("row-idx-dropped-in-dropless", with_(expanded_row_idx=np.array([0, 1, -1, 3, 4, 5])), {"drop_pad_mode": 2},
-          "input 'expanded_row_idx' must be in [0, N*K) = [0, 6) when drop_pad_mode is 0 or 2, got -1 at [2]"),
+          "input 'expanded_row_idx' must be -1 (no row) or in [0, N*K) = [0, 6) when drop_pad_mode is 0 or 2, "
+          "got 6 at [3]"),
+        B("row-idx-below-no-row-in-dropless", with_(expanded_row_idx=np.array([0, 1, -2, 3, 4, 5])),
+          {"drop_pad_mode": 2},
+          "input 'expanded_row_idx' must be -1 (no row) or in [0, N*K) = [0, 6) when drop_pad_mode is 0 or 2, "
+          "got -2 at [2]"),
         B("row-idx-below-dropped", with_(pad, expanded_row_idx=np.array([0, -1, 2, -2, 4, 5], np.int32)),
           {"drop_pad_mode": 1},
-          "input 'expanded_row_idx' must be -1 (dropped) or in [0, E*C) = [0, 12) when drop_pad_mode is 1 or 3, "
+          "input 'expanded_row_idx' must be -1 (no row) or in [0, E*C) = [0, 12) when drop_pad_mode is 1 or 3, "
           "got -2 at [3]"),
         B("expert-idx-value", with_(expert_idx=np.array([[0, 1], [4, 2], [1, 1]], np.int32)), {},
           "input 'expert_idx' must be in [0, E) = [0, 4) (rows of bias), got 4 at [1, 0]"),

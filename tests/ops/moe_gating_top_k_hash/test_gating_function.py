@@ -19,7 +19,7 @@ from ascend_moe_onnx.onnx_schemas import functions
 from ascend_moe_onnx.onnx_schemas.functions import attach_functions, specialisation_key, strip_functions
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import INPUT_NAMES, reference
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash_function import build_function
-from ascend_moe_onnx.ort_custom_ops import _version_tuple
+from ascend_moe_onnx.ort_custom_ops import version_tuple
 from tests import ort_values
 from tests.op_table import node_model
 from tests.ops.moe_gating_top_k_hash.gating_cases import assert_routing_equal, selection_scores
@@ -268,7 +268,7 @@ def test_two_specialisations_become_overloads():
     keys = sorted(f.overload for f in model.functions)
     assert len(keys) == 2 and all(keys)
     assert sorted(n.overload for n in model.graph.node) == keys
-    if _version_tuple(ort.__version__) < _version_tuple(functions.OVERLOADS_MIN_ORT):
+    if version_tuple(ort.__version__) < version_tuple(functions.OVERLOADS_MIN_ORT):
         return  # older runtimes inline the wrong overload (the warning above says so)
     rng = np.random.default_rng(3)
     feeds = {"x": rng.standard_normal((9, 16)).astype(np.float16),
@@ -343,7 +343,7 @@ def test_nodes_in_subgraphs_get_bodies():
         model = attach_functions(model)
     assert len(model.functions) == 2
     onnx.checker.check_model(model, full_check=True)
-    if _version_tuple(ort.__version__) < _version_tuple(functions.OVERLOADS_MIN_ORT):
+    if version_tuple(ort.__version__) < version_tuple(functions.OVERLOADS_MIN_ORT):
         return  # two specialisations are overloads: older runtimes inline the wrong one
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
     sess = session(model)
@@ -413,7 +413,9 @@ def test_deepseek_v3_body_size():
                                routed_scaling_factor=2.5), [True, True])
     counts = Counter(n.op_type for n in func.node)
     assert counts["TopK"] == 3  # top-2 per group, k_group groups, k experts
-    assert len(func.node) < 70, counts
+    # 69 nodes of routing, 31 of shape checks (x's rank, the bias's dims, k against E:
+    # BodyBuilder.require), which only read shapes
+    assert len(func.node) < 102, counts
 
 
 # ---- independent cross-check of the body ---------------------------------------------------------

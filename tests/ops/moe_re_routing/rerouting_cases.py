@@ -247,9 +247,8 @@ def bad_cases() -> list:
         ("attr_idx_type", f, c, None, {"idx_type": -1},
          "attribute 'idx_type' must be 0 (gather index) or 1 (scatter index), got -1"),
     ]
-    # What the function body cannot see (types, shapes it never checks): see tests/op_table.BadCase.
-    blind_body = {"tokens_rank", "tokens_h0", "tokens_type", "counts_type", "counts_no_ranks", "scales_type",
-                  "scales_rank3"}
+    # What the function body cannot see (element types): see tests/op_table.BadCase.
+    blind_body = {"tokens_type", "counts_type", "scales_type"}
     cases = [BadCase(name, {"tokens": t, "expert_token_num_per_rank": n, "per_token_scales": s}, a, m,
                      body=name not in blind_body)
              for name, t, n, s, a, m in cases]
@@ -268,7 +267,7 @@ def bad_cases() -> list:
     cases += attribute_kind_cases({"tokens": f, "expert_token_num_per_rank": c}, "idx_type", "INT", k={})[:1]
     cases.append(BadCase("counts_absent", {"tokens": f, "expert_token_num_per_rank": None,
                                            "per_token_scales": np.zeros(6, np.float32)}, {},
-                         "input 'expert_token_num_per_rank' is required, got none", ort=False, torch=False))
+                         "input 'expert_token_num_per_rank' is required, got none", torch=False))
     cases.append(BadCase(
         "unknown_idx", {"tokens": f, "expert_token_num_per_rank": c}, {"idx": 1},
         "attribute 'idx' is not an attribute of MoeReRouting (known: expert_token_num_type, idx_type)",

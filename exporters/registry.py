@@ -1,0 +1,78 @@
+"""Where each torch front end registers itself, next to its definition: the function that defines
+its torch ops (:func:`torch_ops`) and, per torch op, the dynamo translation with its TorchScript
+symbolic (:func:`translation`, :func:`symbolic`). ``exporters`` imports every ``*_onnx`` module,
+so these tables hold every front end; ``exporters.define_torch_ops``, ``custom_translation_table`` and
+``register_torchscript_symbolics`` read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ._torch_lib import torchscript_symbolic
+
+
+@dataclass
+class FrontEnd:
+    """A torch op and its two ONNX exports."""
+
+    op: str  # "namespace::name"
+    translation: Callable | None = None  # dynamo (onnxscript)
+    symbolic: Callable | None = None  # legacy TorchScript exporter
+
+    @property
+    def namespace(self) -> str:
+        return self.op.split("::")[0]
+
+    @property
+    def name(self) -> str:
+        return self.op.split("::")[1]
+
+
+_FRONT_ENDS: dict[str, FrontEnd] = {}
+TORCH_OP_DEFINITIONS: list[Callable[[], None]] = []
+
+
+def torch_ops(define: Callable[[], None]) -> Callable[[], None]:
+    """Decorator of a module's ``define_torch_ops()`` (idempotent): ``exporters.define_torch_ops``
+    calls it."""
+    if define not in TORCH_OP_DEFINITIONS:
+        TORCH_OP_DEFINITIONS.append(define)
+    return define
+
+
+def _entry(op: str, field: str) -> FrontEnd:
+    entry = _FRONT_ENDS.setdefault(op, FrontEnd(op))
+    if getattr(entry, field) is not None:
+        raise ValueError(f"exporters: {op} has two {field}s")
+    return entry
+
+
+def translation(op: str) -> Callable[[Callable], Callable]:
+    """Decorator of the dynamo translation of torch op ``op`` ("namespace::name")."""
+
+    def register(fn: Callable) -> Callable:
+        _entry(op, "translation").translation = fn
+        return fn
+
+    return register
+
+
+def symbolic(op: str, schema: str) -> Callable[[Callable], Callable]:
+    """Decorator of ``fn(g, *args)``, the TorchScript symbolic of torch op ``op`` whose torch
+    schema is ``schema`` (the arguments in its order; constants as Python values)."""
+
+    def register(fn: Callable) -> Callable:
+        _entry(op, "symbolic").symbolic = torchscript_symbolic(schema, fn)
+        return fn
+
+    return register
+
+
+def front_ends() -> list[FrontEnd]:
+    """Every registered front end; each must have both exports."""
+    for entry in _FRONT_ENDS.values():
+        missing = [f for f in ("translation", "symbolic") if getattr(entry, f) is None]
+        if missing:
+            raise ValueError(f"exporters: {entry.op} has no {' and no '.join(missing)}")
+    return list(_FRONT_ENDS.values())

@@ -1,0 +1,113 @@
+"""One rank of an MC2 MoE layer over torch.distributed (gloo), run by tests/test_torch_npu_ranks.py
+(or ``torchrun --nproc-per-node N -m tests.mc2_rank_worker`` from the repository root).
+
+Each rank routes its own tokens, dispatches them with npu_moe_distribute_dispatch_v2 (or the v1
+pair), runs its local experts (npu_grouped_matmul → npu_swiglu → npu_grouped_matmul, float or w8a8
+through the dispatch's quant_mode=2), combines, and checks:
+- expand_x / expert_token_nums against op-plugin's golden: one init routing over every rank's
+  tokens, the rows of this rank's experts;
+- the combined output against the same layer on this rank's tokens with ep_world_size=1.
+Prints ``rank R ok <max abs err>`` or raises.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from ascend_moe_onnx.exporters import torch_npu as tn
+
+TOKENS = (5, 3, 0, 7)  # per rank (rank 2 of 4 sends nothing)
+HIDDEN, INTER, EXPERTS, TOP_K = 32, 16, 8, 2
+
+
+def weights(experts: int, seed: int = 0):
+    """The whole layer's expert weights (identical on every rank)."""
+    g = torch.Generator().manual_seed(seed)
+    w13 = torch.randn(experts, HIDDEN, 2 * INTER, generator=g) * 0.2
+    w2 = torch.randn(experts, INTER, HIDDEN, generator=g) * 0.2
+    return w13, w2
+
+
+def quantized(w: torch.Tensor):
+    """int8 per-output-channel weights and float32 scales [E, N]."""
+    scale = w.abs().amax(dim=1) / 127
+    return (w / scale[:, None, :]).round().clamp(-128, 127).to(torch.int8), scale
+
+
+def experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant: bool):
+    """The local experts on dispatched rows (grouped by local expert, counts per expert)."""
+    if not quant:
+        h = tn.npu_grouped_matmul([expand_x], [w13], group_list=counts, group_type=0, group_list_type=1,
+                                  split_item=3)[0]
+        h = tn.npu_swiglu(h)
+        return tn.npu_grouped_matmul([h], [w2], group_list=counts, group_type=0, group_list_type=1, split_item=3)[0]
+    q13, s13 = quantized(w13)
+    q2, s2 = quantized(w2)
+    h = tn.npu_grouped_matmul([expand_x], [q13], scale=[s13], per_token_scale=[dynamic_scales], group_list=counts,
+                              group_type=0, group_list_type=1, split_item=3, output_dtype=torch.float32)[0]
+    h = tn.npu_swiglu(h)
+    hq, hs = tn.npu_dynamic_quant(h)
+    return tn.npu_grouped_matmul([hq], [q2], scale=[s2], per_token_scale=[hs], group_list=counts, group_type=0,
+                                 group_list_type=1, split_item=3, output_dtype=torch.float32)[0]
+
+
+def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool):
+    """dispatch → local experts → combine with ``ranks`` ranks (w13 / w2: this rank's experts)."""
+    dispatch = tn.npu_moe_distribute_dispatch if v1 else tn.npu_moe_distribute_dispatch_v2
+    combine = tn.npu_moe_distribute_combine if v1 else tn.npu_moe_distribute_combine_v2
+    out = dispatch(x, ids, "ep", ranks, rank, EXPERTS, quant_mode=2 if quant else 0)
+    expand_x, dynamic_scales, assist, counts, ep_recv_counts, tp_recv_counts, _ = out
+    y = experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant)
+    return combine(y, ids, assist, ep_recv_counts, scales, "ep", ranks, rank, EXPERTS,
+                   tp_send_counts=tp_recv_counts), out
+
+
+def main() -> None:
+    rank, ranks = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    local = EXPERTS // ranks
+    w13, w2 = weights(EXPERTS)
+    tokens = TOKENS[:ranks]
+    g = torch.Generator().manual_seed(100)
+    xs = [torch.randn(n, HIDDEN, generator=g) for n in tokens]
+    ids = [torch.stack([torch.randperm(EXPERTS, generator=g)[:TOP_K] for _ in range(n)]).to(torch.int32)
+           if n else torch.zeros(0, TOP_K, dtype=torch.int32) for n in tokens]
+    probs = [torch.rand(n, TOP_K, generator=g) for n in tokens]
+    mine = slice(rank * local, (rank + 1) * local)
+    worst = 0.0
+    for quant, v1 in ((False, False), (True, False), (False, True)):
+        got, (expand_x, dyn, _, counts, _, _, _) = layer(xs[rank], ids[rank], probs[rank], ranks, rank, w13[mine],
+                                                         w2[mine], quant, v1)
+        # op-plugin's golden for expand_x: one init routing over all ranks' tokens, this rank's experts
+        all_x, all_ids = torch.cat(xs), torch.cat(ids)
+        gx, _, gcounts, gscale = tn.npu_moe_init_routing_v2(
+            all_x, all_ids, active_num=all_ids.numel(), expert_num=EXPERTS, expert_tokens_num_type=1,
+            expert_tokens_num_flag=True, active_expert_range=[rank * local, (rank + 1) * local],
+            quant_mode=1 if quant else -1)
+        n = int(gcounts.sum())
+        assert torch.equal(counts, gcounts.to(torch.int64)), (counts, gcounts)
+        assert torch.equal(expand_x[:n], gx[:n]), "expand_x differs from the golden rows"
+        assert not expand_x[n:].any(), "rows past the received ones must be 0"
+        if quant:
+            assert torch.equal(dyn[:n], gscale[:n]), "dynamic_scales differ from the golden"
+        assert got.shape == xs[rank].shape and got.dtype == xs[rank].dtype
+        if tokens[rank]:  # the one-rank result on this rank's tokens, every expert local
+            want, _ = layer(xs[rank], ids[rank], probs[rank], 1, 0, w13, w2, quant, v1)
+            err = float((got - want).abs().max())
+            assert err <= 1e-5 * max(1.0, float(want.abs().max())), (quant, v1, err)
+            worst = max(worst, err)
+    print(f"rank {rank} ok {worst:.3g}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as exc:  # report, then fail the rank
+        print(f"rank {os.environ.get('RANK')} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise

@@ -1,0 +1,137 @@
+"""``export --hf DIR --genai``: tiny random checkpoints exported as onnxruntime-genai folders generate
+HF's greedy tokens (float32), through onnxruntime-genai and the project's own ORT loop, at batch 1
+and batch 2 with prompts of different lengths; int4 experts agree with the dequantized torch model."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+import torch
+
+from tests import hf_families  # skips the module without transformers
+
+# isort: split
+
+from ascend_moe_onnx.cli import main as cli  # noqa: E402
+from ascend_moe_onnx.hf import export as hf_export  # noqa: E402
+from ascend_moe_onnx.hf import genai, generate  # noqa: E402
+from ascend_moe_onnx.onnx_schemas._common import walk_graphs  # noqa: E402
+
+PROMPT, NEW = 16, 32
+# families exported for generation by default; the others with --all-families
+FAMILIES = ("qwen3_moe", "deepseek_v3", "gpt_oss")
+MORE_FAMILIES = ("mixtral",)
+
+
+def _prompts(seed: int = 1) -> list[list[int]]:
+    """A 16-token and a 9-token prompt without the pad id (0) or BOS / EOS (1, 2)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, hf_families.TINY["vocab_size"], (n,), generator=g).tolist() for n in (PROMPT, 9)]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """{family: (folder, HF reference model)}, each family exported once through the CLI."""
+    cache = {}
+
+    def get(family: str):
+        if family not in cache:
+            root = tmp_path_factory.mktemp(family)
+            hf_families.model(family).save_pretrained(root / "hf")
+            assert cli.main(["export", "--hf", str(root / "hf"), "--genai", "-o", str(root / "genai")]) == 0
+            cache[family] = (root / "genai", hf_export.load(root / "hf"))
+        return cache[family]
+
+    return get
+
+
+def _nodes(path, op_type: str) -> int:
+    model = onnx.load(str(path), load_external_data=False)
+    return sum(n.op_type == op_type for g in walk_graphs(model.graph) for n in g.node)
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, *(pytest.param(f, marks=pytest.mark.all_families)
+                                                   for f in MORE_FAMILIES)])
+def test_genai_folder_generates_hf_tokens(family, exported):
+    og = pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai not installed (pip install '.[genai]')")
+    folder, reference = exported(family)
+    config = json.loads((folder / "genai_config.json").read_text())
+    library = config["model"]["decoder"]["session_options"]["custom_ops_library"]
+    assert (folder / library).is_file()
+    patched = hf_export.load(folder.parent / "hf")
+    moe_layers = len(hf_export.patch(patched, quiet=True))
+    assert moe_layers >= 1
+    assert _nodes(folder / genai.GRAPH_FILE, "MoeGatingTopKHash") == moe_layers
+    if family != "gpt_oss":  # gpt-oss keeps HF's experts (expert biases), see docs/huggingface.md
+        assert _nodes(folder / genai.GRAPH_FILE, "MoeRoutedExperts") == moe_layers  # routed rows, never padded
+
+    model = og.Model(str(folder))
+    prompts = _prompts()
+    expected = generate.generate_hf(reference, prompts, NEW)
+    assert generate.generate_genai(folder, prompts[:1], NEW, model=model) == expected[:1]
+    assert generate.generate_genai(folder, prompts, NEW, model=model) == expected  # batch 2, right-padded
+
+
+@pytest.mark.parametrize("family", FAMILIES[:1])
+def test_own_loop_generates_hf_tokens(family, exported):
+    folder, reference = exported(family)
+    prompts = _prompts(2)
+    assert generate.generate_ort(folder, prompts, NEW) == generate.generate_hf(reference, prompts, NEW)
+
+
+def test_int4_experts_generate_the_dequantized_models_tokens(tmp_path):
+    root = tmp_path
+    hf_families.model("qwen3_moe").save_pretrained(root / "hf")
+    assert cli.main(["verify", "--hf", str(root / "hf"), "--generate", "16", "--weights-quant", "int4", "--quant-block-size", "16",
+                     "--runtime", "ort", "-o", str(root / "genai")]) == 0
+    assert _nodes(root / "genai" / genai.GRAPH_FILE, "MoeRoutedExperts") >= 1
+    graph = onnx.load(str(root / "genai" / genai.GRAPH_FILE), load_external_data=False).graph
+    tensors = [t for g in walk_graphs(graph) for t in g.initializer]
+    tensors += [a.t for g in walk_graphs(graph) for n in g.node if n.op_type == "Constant" for a in n.attribute
+                if a.type == onnx.AttributeProto.TENSOR]
+    packed = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.UINT8, onnx.TensorProto.INT8)
+    assert any(t.data_type in packed for t in tensors)  # the experts' weights stored quantized
+
+
+def test_genai_config_reads_generation_config(tmp_path):
+    m = hf_families.model("qwen3_moe")
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 5], "bos_token_id": 1,
+                                                                 "temperature": 0.7, "do_sample": True}))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    hf_export.patch(m, quiet=True)
+    layout = genai.CacheLayout((genai.LayerCache((2, 8), (2, 8)),) * 2)
+    config = genai.genai_config(m, layout, tmp_path, "lib.so")
+    assert config["model"]["eos_token_id"] == [2, 5]
+    assert config["model"]["pad_token_id"] == 0
+    assert config["search"]["temperature"] == 0.7 and config["search"]["do_sample"] is True
+    assert config["search"]["past_present_share_buffer"] is False
+    assert config["model"]["decoder"]["session_options"]["custom_ops_library"] == "lib.so"
+    assert config["model"]["decoder"]["head_size"] == 8 and config["model"]["type"] == "qwen3"
+
+
+def test_packed_cache_layout_holds_what_the_layer_caches():
+    mla = genai.LayerCache((1, 16), (1, 8))  # DeepSeek-V3: latent 16 + rotary key 8
+    assert mla.packed and mla.stored() == (1, 12)
+    shared = genai.LayerCache((1, 16), (1, 16), shared=True)
+    assert shared.stored() == (1, 8)
+    assert genai.LayerCache((2, 8), (2, 8)).stored() == (2, 8)
+    with pytest.raises(genai.GenAIExportError, match="one shape for every layer"):
+        genai.CacheLayout((genai.LayerCache((2, 8), (2, 8)), genai.LayerCache((2, 16), (2, 16)))).check()
+
+
+def test_genai_export_refuses_bad_arguments(tmp_path, capsys):
+    assert cli.main(["export", "PRESET", "--genai", "-o", str(tmp_path / "x")]) == 2
+    assert "--genai go with --hf" in capsys.readouterr().err
+    assert cli.main(["verify", "--generate", "4"]) == 2
+    assert "--hf DIR go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family, why", [("qwen3_5_moe", "linear-attention or recurrent state"),
+                                         ("deepseek_v4", "key/value caches only"),
+                                         ("llama4", "chunked local attention")])
+def test_families_genai_cannot_serve_are_refused_in_one_line(family, why, tmp_path):
+    with pytest.raises(genai.GenAIExportError, match=why) as e:
+        genai.export_genai(hf_families.model(family), tmp_path)
+    assert "\n" not in str(e.value)

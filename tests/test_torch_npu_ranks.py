@@ -1,0 +1,65 @@
+"""MC2 dispatch / combine of the torch_npu stand-in on several gloo ranks (tests/mc2_rank_worker.py):
+each rank's dispatched rows against op-plugin's golden and its combined output against the
+one-rank result. 2 ranks always; 4 behind --full-size (slower on a shared 2-core machine)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ascend_moe_onnx.ep.spawn import free_port
+from ascend_moe_onnx.exporters import torch_npu as tn
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_ranks(ranks: int, timeout: float = 180.0) -> list[subprocess.CompletedProcess]:
+    port = free_port()
+    procs = []
+    for r in range(ranks):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(ranks), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        procs.append(subprocess.Popen([sys.executable, "-m", "tests.mc2_rank_worker"], cwd=ROOT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    out = []
+    for p in procs:
+        try:
+            so, se = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        out.append(subprocess.CompletedProcess(p.args, p.returncode, so, se))
+    return out
+
+
+def _check(ranks: int) -> None:
+    results = _run_ranks(ranks)
+    for r, res in enumerate(results):
+        assert res.returncode == 0, f"rank {r}:\n{res.stdout}\n{res.stderr[-3000:]}"
+        assert f"rank {r} ok" in res.stdout, res.stdout
+
+
+def test_two_gloo_ranks_match_op_plugins_golden_and_the_one_rank_result():
+    _check(2)
+
+
+@pytest.mark.full_size
+def test_four_gloo_ranks_one_without_tokens():
+    _check(4)
+
+
+def test_several_ranks_refuse_what_they_do_not_carry():
+    x, idx = torch.randn(4, 8), torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2]], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="argument 'x_active_mask'"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, x_active_mask=torch.ones(4, dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match="argument 'elastic_info'"):
+        tn.npu_moe_distribute_combine_v2(x, idx, torch.zeros(1), torch.tensor([1]), torch.ones(4, 2), "ep", 2, 0, 4,
+                                         elastic_info=torch.zeros(6, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="argument 'copy_expert_num'"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, copy_expert_num=2)
