@@ -170,7 +170,9 @@ def _cann_soc_line() -> str:
 
     soc = cann.soc_name()
     if not soc:
-        return "CANN SoC: not known (no CANN runtime in this process): the SoC is taken to have the MoE kernels"
+        why = cann.soc_blocker()  # a runtime that cannot name its SoC: nothing is taken as native
+        return f"CANN SoC: {why}" if why else (
+            "CANN SoC: not known (no CANN runtime in this process): the SoC is taken to have the MoE kernels")
     why = cann.soc_blocker(soc)
     return f"CANN SoC: {soc}: " + (why if why else "CANN's MoE operators have kernels for it")
 

@@ -119,10 +119,11 @@ def soc_name() -> str:
     return _library_function("AscendMoeCannSoc", 0)().decode()
 
 
-def soc_blocker(soc: str | None = None) -> str:
-    """Why CANN's MoE operators have no kernels for ``soc`` (this process's SoC when None); ""
-    when they have (or the SoC is not known). The library's rule (docs/ascend.md, SoC table)."""
-    return _library_function("AscendMoeCannSocBlocker", 1)((soc or "").encode()).decode()
+def soc_blocker(soc: str | None = None, call: str | None = None) -> str:
+    """Why ACLNN operator ``call`` (e.g. "aclnnGroupedMatmulV4"; None: which of the MoE operators)
+    has no kernels for ``soc`` (this process's SoC when None); "" when it has, or when no CANN
+    runtime is loaded to tell. Each operator's own kernel registrations (docs/ascend.md, chips)."""
+    return _library_function("AscendMoeCannSocBlocker", 2)((soc or "").encode(), (call or "").encode()).decode()
 
 
 def _library_path(op_type: str, facts: dict) -> tuple[str | None, str]:

@@ -43,6 +43,11 @@ inline constexpr AclnnStatus kAclnnParamInvalid = 161002;
 inline constexpr AclnnStatus kAclnnTilingError = 561002;
 inline constexpr AclnnStatus kAclnnFindKernelError = 561003;
 inline constexpr AclnnStatus kAclnnKernelPackageNotFound = 561112;
+inline constexpr AclnnStatus kAclnnInnerNullptr = 561103;
+// ACLNN_ERR_INNER and its refinements (561000 .. 561999): the operator's own machinery (infer
+// shape, tiling, executor, kernel lookup) could not serve the call.
+inline constexpr AclnnStatus kAclnnInnerFirst = 561000;
+inline constexpr AclnnStatus kAclnnInnerLast = 561999;
 
 // Entry point signatures.
 using AclrtMemcpyAsyncFn = AclError (*)(void* dst, size_t dst_max, const void* src, size_t count,
@@ -51,6 +56,17 @@ using AclrtMemcpyFn = AclError (*)(void* dst, size_t dst_max, const void* src, s
                                    AclMemcpyKind kind);
 using AclrtSynchronizeStreamFn = AclError (*)(AclStream stream);
 using AclrtGetSocNameFn = const char* (*)();  // acl_base_rt.h; null when it cannot tell
+using AclInitFn = AclError (*)(const char* config_path);
+using AclFinalizeFn = AclError (*)();
+// aclInit's answer when ACL is initialised already (acl_base_rt.h ACL_ERROR_REPEAT_INITIALIZE).
+inline constexpr AclError kAclRepeatInitialize = 100002;
+using AclEvent = void*;  // aclrtEvent
+using AclrtCreateEventFn = AclError (*)(AclEvent* event);
+using AclrtRecordEventFn = AclError (*)(AclEvent event, AclStream stream);
+using AclrtDestroyEventFn = AclError (*)(AclEvent event);
+// aclrtQueryEventStatus(event, aclrtEventRecordedStatus*): 0 not ready, 1 complete (acl_rt.h).
+using AclrtQueryEventStatusFn = AclError (*)(AclEvent event, int* recorded_status);
+inline constexpr int kAclEventRecordedComplete = 1;
 using AclrtMallocHostFn = AclError (*)(void** host_ptr, size_t size);
 using AclrtFreeHostFn = AclError (*)(void* host_ptr);
 using AclGetRecentErrMsgFn = const char* (*)();

@@ -1,6 +1,6 @@
-// What the MoE op family's launchers add to device.h: aclTensorList / aclIntArray arguments, a
-// weight tensor given as the transposed view of its [E, N, K] storage, device memset, the lookup
-// of an operator's two entry points, and the host staging of the fallbacks.
+// What the MoE op family's launchers add to device.h: device memset, the lookup of an operator's
+// two entry points, and the host staging of the fallbacks. Their ACLNN arguments (tensors,
+// tensor lists, int arrays) are aclnn_objects.h's.
 #pragma once
 
 #include <cstdint>
@@ -13,47 +13,6 @@
 #include "ops_src/cann/device.h"
 
 namespace ascend_moe::cann {
-
-// A one-tensor aclTensorList (grouped matmul's x / weight / bias / y with split_item 3),
-// destroyed on destruction (the list does not own the tensor).
-class TensorList {
- public:
-  explicit TensorList(const AclTensor* tensor);
-  ~TensorList();
-  TensorList(const TensorList&) = delete;
-  TensorList& operator=(const TensorList&) = delete;
-  AclTensorList* get() const { return list_; }
-
- private:
-  AclTensorList* list_ = nullptr;
-};
-
-// An aclIntArray, destroyed on destruction.
-class IntArray {
- public:
-  explicit IntArray(const std::vector<int64_t>& values);
-  ~IntArray();
-  IntArray(const IntArray&) = delete;
-  IntArray& operator=(const IntArray&) = delete;
-  AclIntArray* get() const { return array_; }
-
- private:
-  AclIntArray* array_ = nullptr;
-};
-
-// The [E, K, N] view of a weight stored [E, N, K] (strides [N*K, 1, K], storage dims [E, N, K]):
-// how torch_npu passes a transposed weight, which aclnnGroupedMatmul recognises by its strides.
-class TransposedWeight {
- public:
-  TransposedWeight(AclDataType type, int64_t groups, int64_t n, int64_t k, const void* data);
-  ~TransposedWeight();
-  TransposedWeight(const TransposedWeight&) = delete;
-  TransposedWeight& operator=(const TransposedWeight&) = delete;
-  AclTensor* get() const { return tensor_; }
-
- private:
-  AclTensor* tensor_ = nullptr;
-};
 
 // Sets `bytes` bytes at device address `dst` to `value` (0 or 0xFF), queued on the stream.
 void MemsetAsync(const DeviceContext& ctx, void* dst, size_t bytes, int value);
@@ -68,8 +27,8 @@ bool FindAclnnOp(const char* name, AclnnOp* op, std::string* why);
 // "" when the operator library provides both entry points, else "the CANN operator library has
 // no <name>: <the libraries tried>".
 std::string MissingAclnnOp(const char* name);
-// Why CANN's MoE operators cannot run on this process's chip (soc.h), or "".
-std::string ChipBlocker();
+// Why `aclnn_call` has no kernel for this process's chip (soc.h), or "".
+std::string ChipBlocker(const char* aclnn_call);
 // Both entry points; throws std::runtime_error "<what>: ..." when one is missing.
 AclnnOp RequireAclnnOp(const char* name, const char* what);
 
@@ -88,20 +47,5 @@ void RunAclnnOp(const DeviceContext& ctx, const char* name,
 // Device bytes copied to a new staging buffer (HostBuffer); the stream is synchronised before
 // returning.
 std::unique_ptr<HostBuffer> Download(const DeviceContext& ctx, const void* device, size_t bytes);
-
-// Host bytes copied to the device through staging buffers (HostBuffer) that live until the
-// stream is synchronised: by the caller, or by the destructor (also when an exception leaves).
-class HostUploads {
- public:
-  explicit HostUploads(const DeviceContext& ctx) : ctx_(ctx) {}
-  ~HostUploads();
-  HostUploads(const HostUploads&) = delete;
-  HostUploads& operator=(const HostUploads&) = delete;
-  void Upload(void* device, const void* host, size_t bytes);
-
- private:
-  const DeviceContext& ctx_;
-  std::vector<std::unique_ptr<HostBuffer>> held_;
-};
 
 }  // namespace ascend_moe::cann

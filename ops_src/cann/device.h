@@ -10,13 +10,20 @@
 #include <vector>
 
 #include "ops_src/cann/acl.h"
+#include "ops_src/cann/aclnn_objects.h"
 
 namespace ascend_moe::cann {
 
-// Host memory for staging copies to and from the device: page-locked (aclrtMallocHost) where the
-// runtime provides it, else 64-byte aligned; freed on destruction. CANN's runtime documents
-// pinned host memory for aclrtMemcpyAsync (pageable memory "may cause unpredictable errors" on
-// older versions), so no asynchronous copy of the kernels touches other host memory.
+struct StagingBlock;  // device.cc
+struct DeviceContext;
+
+// Host memory for staging copies to and from the device, leased from a process-wide pool of
+// page-locked blocks (aclrtMallocHost where the runtime provides it, else 64-byte aligned) that
+// is reused across runs: no allocation, free or synchronisation per copy once the pool is warm.
+// CANN's runtime documents pinned host memory for aclrtMemcpyAsync (pageable memory "may cause
+// unpredictable errors" on older versions), so no asynchronous copy of the kernels touches other
+// host memory. On destruction the block goes back to the pool: at once, or, after UploadTo, once
+// the stream has run the copy (an event recorded after it; aclrtQueryEventStatus says when).
 class HostBuffer {
  public:
   explicit HostBuffer(size_t bytes);
@@ -29,11 +36,16 @@ class HostBuffer {
     return static_cast<T*>(data_);
   }
   size_t size() const { return bytes_; }
+  // Queues the copy of the buffer's first `bytes` bytes to device memory `device` on ctx.stream;
+  // the caller need not synchronise before the buffer is destroyed.
+  void UploadTo(const DeviceContext& ctx, void* device, size_t bytes);
 
  private:
+  StagingBlock* block_ = nullptr;
   void* data_ = nullptr;
   size_t bytes_ = 0;
-  bool pinned_ = false;
+  AclStream queued_on_ = nullptr;  // the stream of the last UploadTo
+  bool queued_ = false;
 };
 
 // The caller's device: the stream work is queued on, and the workspace callback that hands out
@@ -43,9 +55,6 @@ struct DeviceContext {
   AclStream stream = nullptr;
   std::function<void*(size_t bytes)> allocate;  // bytes > 0; never returns null (throws instead)
   std::function<void(void* p)> release;
-  // Host staging of the uploads queued since the last Synchronize(ctx) (UploadStaged), freed by it.
-  std::shared_ptr<std::vector<std::unique_ptr<HostBuffer>>> staged =
-      std::make_shared<std::vector<std::unique_ptr<HostBuffer>>>();
 };
 
 // Device scratch memory from the context, released on destruction.
@@ -62,28 +71,14 @@ class DeviceBuffer {
   void* data_ = nullptr;
 };
 
-// A contiguous ND aclTensor over device memory (row-major strides, offset 0), destroyed on
-// destruction.
-class Tensor {
- public:
-  Tensor(AclDataType type, std::vector<int64_t> dims, const void* data);
-  ~Tensor();
-  Tensor(const Tensor&) = delete;
-  Tensor& operator=(const Tensor&) = delete;
-  AclTensor* get() const { return tensor_; }
-
- private:
-  AclTensor* tensor_ = nullptr;
-};
-
 // Throws std::runtime_error "<what> failed with ACL/ACLNN status N: <CANN's message>" unless ok.
 void CheckAcl(int status, const std::string& what);
 
-// Queued on the stream. Host memory must be a HostBuffer's (see there).
+// Queued on the stream. Host memory must be a HostBuffer's (see there), alive until the copy ran.
 void CopyAsync(const DeviceContext& ctx, void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
 void Synchronize(const DeviceContext& ctx);
-// Queues an upload of `bytes` host bytes from any host memory: they are copied into a HostBuffer
-// of the context, which lives until the next Synchronize(ctx).
+// Queues an upload of `bytes` host bytes from any host memory: they are copied into a pooled
+// HostBuffer first, so `host` may be reused at once and nothing waits for the stream.
 void UploadStaged(const DeviceContext& ctx, void* device, const void* host, size_t bytes);
 // Synchronous, outside any stream (e.g. reading a constant once when a kernel is created).
 void CopySync(void* dst, const void* src, size_t bytes, AclMemcpyKind kind);
@@ -95,9 +90,18 @@ inline bool DeviceCopyAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % kDeviceCopyAlign == 0;
 }
 
-// Whether a phase-1 status says the operator rejects these arguments (its parameter or tiling
-// checks, or no kernel for them: 161002, 561002, 561003, 561112), the way limits that differ
-// between CANN versions show; the kernels then take their fallback instead of failing.
+// Whether a phase-1 status says the operator rejects these arguments, the way limits that differ
+// between CANN versions show; the kernels then take their fallback instead of failing. The set
+// every operator of the family can return from phase 1 for arguments it does not take, read from
+// their sources (opbase include/nnopbase/opdev/op_errno.h for the values):
+//   161002 ACLNN_ERR_PARAM_INVALID, the parameter checks of every aclnn_<op>.cpp;
+//   5610xx / 5611xx ACLNN_ERR_INNER_*: 561001 infer shape, 561002 tiling, 561003 no kernel,
+//     561112 no kernel package (the l0 launch), 561101 no executor, 561103 a null l0 result
+//     (aclnn_grouped_matmul.cpp and aclnn_moe_init_routing_v3.cpp turn any l0 failure, tiling
+//     included, into 561103), 561000 (aclnn_moe_token_(un)permute.cpp).
+// Not a rejection: 161001 (a null required argument: this library's bug) and 361001 (runtime).
+// aclnnMoeInitRoutingV3 checks its tiling only in phase 2 (moe_init_routing_v3.h checks its
+// limits before the call).
 bool IsAclnnRejection(AclnnStatus status);
 
 // Phase 1 of an ACLNN operator: `prepare(&workspace_size, &executor)` (its ...GetWorkspaceSize

@@ -5,6 +5,7 @@
 
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/loader.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe::cann {
 
@@ -25,8 +26,7 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   const size_t list_bytes = a.group_list.size() * sizeof(int64_t);
   // The values were read on the host (validation); the operator reads an int64 tensor on the device.
   DeviceBuffer group_list(ctx, list_bytes);
-  HostUploads uploads(ctx);
-  uploads.Upload(group_list.get(), a.group_list.data(), list_bytes);
+  UploadStaged(ctx, group_list.get(), a.group_list.data(), list_bytes);
   // The operator writes the grouped rows only; the contract's rows past the last group are zero.
   const int64_t covered = a.ends.empty() ? 0 : a.ends.back();
   if (covered < p.rows) {
@@ -45,7 +45,6 @@ void RunNative(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   }
   RunGroupedMatmulV4(ctx, p, a.x, a.weight, a.has_bias ? a.bias : nullptr, group_list.get(),
                      a.group_list_type, a.y, &quant);
-  Synchronize(ctx);  // the host group list (and the zero offset) must outlive the call
 }
 
 // Weight bytes: x's float type, int8, or int4 (two per byte).
@@ -98,8 +97,7 @@ void RunOnHost(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a) {
   b.per_token_scale = static_cast<const float*>(HostOf(per_token_scale));
   b.y = y.get();
   cpu::GroupedMatmul(p, b, a.ends.data());
-  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
-  Synchronize(ctx);  // the host result must outlive its upload
+  y.UploadTo(ctx, a.y, y.size());  // no wait: the pool keeps y until the copy ran
 }
 
 // aclnnGroupedMatmulV4's W8A8 (int8 x and weight, aclnn_grouped_matmul.cpp CheckFunctionQuantParams
@@ -197,10 +195,23 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
   return {};
 }
 
+std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& p, bool has_bias, const std::string& soc) {
+  std::string chip = SocBlocker(soc, kAclnnGroupedMatmulV4);
+  if (!chip.empty() || !SocIs310P(soc)) return chip;
+  const bool fp16 = p.type == cpu::GmmType::kFloat16 && p.weight == cpu::GmmWeight::kSame &&
+                    (!has_bias || !p.bias_float32);
+  if (fp16) return {};
+  return "on Ascend310P aclnnGroupedMatmulV4 takes float16 x, weight and bias only, without quantisation, "
+         "got " +
+         std::string(AclTypeName(GmmAclType(p.type))) + " x" +
+         (p.weight != cpu::GmmWeight::kSame ? " with quantized weights" : "") +
+         (has_bias && p.bias_float32 ? " and a float bias" : "");
+}
+
 GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
   GroupedMatmulPath path;
   path.reason = GroupedMatmulNativeBlocker(a);
-  if (path.reason.empty()) path.reason = ChipBlocker();
+  if (path.reason.empty()) path.reason = GroupedMatmulSocBlocker(a.params, a.has_bias, std::string());
   if (!path.reason.empty()) return path;
   AclnnOp op;
   std::string why;
@@ -223,66 +234,37 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   const AclDataType w_type = p.weight == cpu::GmmWeight::kInt8   ? kAclInt8
                              : p.weight == cpu::GmmWeight::kInt4 ? kAclInt4
                                                                  : type;
-  Tensor x_t(type, {p.rows, p.depth}, x);
-  Tensor y_t(GmmAclType(w8a8 ? p.out_type : p.type), {p.rows, p.cols}, y);
+  // Every tensor goes into a one-tensor list, which owns it from then on (aclnn_objects.h).
+  auto list = [](Tensor t) { return std::make_unique<TensorList>(std::move(t)); };
+  auto optional_list = [&](const void* data, AclDataType t, std::vector<int64_t> dims) {
+    return data ? list(Tensor(t, std::move(dims), data)) : nullptr;
+  };
+  const auto x_list = list(Tensor(type, {p.rows, p.depth}, x));
+  const auto y_list = list(Tensor(GmmAclType(w8a8 ? p.out_type : p.type), {p.rows, p.cols}, y));
   Tensor group_list(kAclInt64, {p.groups}, group_list_device);
   // A transposed weight is passed as the [E, K, N] view of its [E, N, K] storage (op-plugin's
   // npu_grouped_matmul passes torch's transposed view the same way).
-  std::unique_ptr<Tensor> w_plain;
-  std::unique_ptr<TransposedWeight> w_view;
-  const AclTensor* w = nullptr;
-  if (p.transpose_weight) {
-    w_view = std::make_unique<TransposedWeight>(w_type, p.groups, p.cols, p.depth, weight);
-    w = w_view->get();
-  } else {
-    w_plain = std::make_unique<Tensor>(w_type, std::vector<int64_t>{p.groups, p.depth, p.cols}, weight);
-    w = w_plain->get();
-  }
-  std::unique_ptr<Tensor> bias_t;
-  std::unique_ptr<TensorList> bias_list;
-  if (bias) {
-    bias_t = std::make_unique<Tensor>(w8a8             ? kAclInt32
-                                      : p.bias_float32 ? kAclFloat
-                                                       : type,
-                                      std::vector<int64_t>{p.groups, p.cols}, bias);
-    bias_list = std::make_unique<TensorList>(bias_t->get());
-  }
-  // W8A8: scale [E, N], per_token_scale float [M] (each a one-tensor list).
-  std::unique_ptr<Tensor> scale_t, per_token_t;
-  std::unique_ptr<TensorList> scale_list, per_token_list;
-  if (quant && quant->scale) {
-    scale_t = std::make_unique<Tensor>(GmmAclType(p.scale_type), std::vector<int64_t>{p.groups, p.cols},
-                                       quant->scale);
-    scale_list = std::make_unique<TensorList>(scale_t->get());
-  }
-  // W8A16 / W4A16: antiquant_scale / antiquant_offset [E, N] or [E, G, N] (one-tensor lists).
+  const auto w_list = list(p.transpose_weight ? Tensor::TransposedWeight(w_type, p.groups, p.cols, p.depth, weight)
+                                              : Tensor(w_type, {p.groups, p.depth, p.cols}, weight));
+  const auto bias_list = optional_list(bias, w8a8 ? kAclInt32 : p.bias_float32 ? kAclFloat : type, {p.groups, p.cols});
+  // W8A8: scale [E, N], per_token_scale float [M]; W8A16 / W4A16: antiquant_scale /
+  // antiquant_offset [E, N] or [E, G, N].
   const std::vector<int64_t> aq_dims = AntiquantDims(p);
-  std::unique_ptr<Tensor> aq_scale_t, aq_offset_t;
-  std::unique_ptr<TensorList> aq_scale_list, aq_offset_list;
-  if (quant && quant->antiquant_scale) {
-    aq_scale_t = std::make_unique<Tensor>(GmmAclType(p.antiquant_type), aq_dims, quant->antiquant_scale);
-    aq_scale_list = std::make_unique<TensorList>(aq_scale_t->get());
-  }
-  if (quant && quant->antiquant_offset) {
-    aq_offset_t = std::make_unique<Tensor>(GmmAclType(p.antiquant_type), aq_dims, quant->antiquant_offset);
-    aq_offset_list = std::make_unique<TensorList>(aq_offset_t->get());
-  }
-  if (quant && quant->per_token_scale) {
-    per_token_t = std::make_unique<Tensor>(kAclFloat, std::vector<int64_t>{p.rows}, quant->per_token_scale);
-    per_token_list = std::make_unique<TensorList>(per_token_t->get());
-  }
-  TensorList x_list(x_t.get()), w_list(w), y_list(y_t.get());
+  const auto scale_list = optional_list(quant ? quant->scale : nullptr, GmmAclType(p.scale_type), {p.groups, p.cols});
+  const auto aq_scale_list =
+      optional_list(quant ? quant->antiquant_scale : nullptr, GmmAclType(p.antiquant_type), aq_dims);
+  const auto aq_offset_list =
+      optional_list(quant ? quant->antiquant_offset : nullptr, GmmAclType(p.antiquant_type), aq_dims);
+  const auto per_token_list = optional_list(quant ? quant->per_token_scale : nullptr, kAclFloat, {p.rows});
   auto prepare = reinterpret_cast<AclnnGroupedMatmulV4GetWorkspaceSizeFn>(op.prepare);
   RunAclnnOp(
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
-        return prepare(x_list.get(), w_list.get(), bias_list ? bias_list->get() : nullptr,
-                       scale_list ? scale_list->get() : nullptr, nullptr,
-                       aq_scale_list ? aq_scale_list->get() : nullptr,
-                       aq_offset_list ? aq_offset_list->get() : nullptr,
-                       per_token_list ? per_token_list->get() : nullptr, group_list.get(), nullptr, nullptr,
-                       nullptr, kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone,
-                       y_list.get(), nullptr, nullptr, workspace_size, executor);
+        auto get = [](const std::unique_ptr<TensorList>& l) { return l ? l->get() : nullptr; };
+        return prepare(x_list->get(), w_list->get(), get(bias_list), get(scale_list), nullptr, get(aq_scale_list),
+                       get(aq_offset_list), get(per_token_list), group_list.get(), nullptr, nullptr, nullptr,
+                       kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list->get(),
+                       nullptr, nullptr, workspace_size, executor);
       },
       op.run);
 }

@@ -47,6 +47,11 @@ AclDataType GmmAclType(cpu::GmmType type);
 // Why aclnnGroupedMatmulV4 cannot run this call (its limits, from ops-transformer's
 // aclnn_grouped_matmul.cpp); empty if it can.
 std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& args);
+// Why aclnnGroupedMatmulV4 cannot run this call on SoC `soc` (this process's when empty) beyond
+// GroupedMatmulNativeBlocker: its kernels for the chip (soc.h), and on Ascend310P float16 x,
+// weight, bias and y only, without quantisation (aclnn_grouped_matmul.cpp
+// Check310PlatformForFunction, CheckFunctionQuantParams; grouped_matmul_def.cpp's 310p config).
+std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& params, bool has_bias, const std::string& soc);
 // Native when the limits hold and the operator library provides the call.
 GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& args);
 

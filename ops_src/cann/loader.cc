@@ -145,6 +145,12 @@ const AclRuntime& Runtime() {
     r.synchronize_stream = reinterpret_cast<AclrtSynchronizeStreamFn>(require("aclrtSynchronizeStream"));
     r.create_tensor = reinterpret_cast<AclCreateTensorFn>(require("aclCreateTensor"));
     r.destroy_tensor = reinterpret_cast<AclDestroyTensorFn>(require("aclDestroyTensor"));
+    r.create_event = reinterpret_cast<AclrtCreateEventFn>(require("aclrtCreateEvent"));
+    r.record_event = reinterpret_cast<AclrtRecordEventFn>(require("aclrtRecordEvent"));
+    r.query_event = reinterpret_cast<AclrtQueryEventStatusFn>(require("aclrtQueryEventStatus"));
+    r.destroy_event = reinterpret_cast<AclrtDestroyEventFn>(require("aclrtDestroyEvent"));
+    r.init = reinterpret_cast<AclInitFn>(FindSymbol("aclInit"));
+    r.finalize = reinterpret_cast<AclFinalizeFn>(FindSymbol("aclFinalize"));
     r.recent_error = reinterpret_cast<AclGetRecentErrMsgFn>(FindSymbol("aclGetRecentErrMsg"));
     r.get_soc_name = reinterpret_cast<AclrtGetSocNameFn>(FindSymbol("aclrtGetSocName"));
     r.malloc_host = reinterpret_cast<AclrtMallocHostFn>(FindSymbol("aclrtMallocHost"));

@@ -55,6 +55,13 @@ struct AclRuntime {
   AclrtFreeHostFn free_host = nullptr;
   AclCreateTensorFn create_tensor = nullptr;
   AclDestroyTensorFn destroy_tensor = nullptr;
+  // The staging pool's events (device.h, HostBuffer).
+  AclrtCreateEventFn create_event = nullptr;
+  AclrtRecordEventFn record_event = nullptr;
+  AclrtQueryEventStatusFn query_event = nullptr;
+  AclrtDestroyEventFn destroy_event = nullptr;
+  AclInitFn init = nullptr;  // may be null
+  AclFinalizeFn finalize = nullptr;  // may be null
 };
 // Resolved on first use; throws std::runtime_error naming the missing symbol and every library
 // tried.

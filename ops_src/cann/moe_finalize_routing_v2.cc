@@ -52,17 +52,15 @@ void LaunchMoeFinalizeRoutingV2(const DeviceContext& ctx, FinalizeRoutingV2Call 
                                 const int32_t* expert_idx_host) {
   const size_t slots = static_cast<size_t>(c.tokens * c.k) * sizeof(int32_t);
   DeviceBuffer index(ctx, slots);
-  HostUploads uploads(ctx);
-  uploads.Upload(index.get(), index_host, slots);
+  UploadStaged(ctx, index.get(), index_host, slots);
   std::unique_ptr<DeviceBuffer> experts;
   if (expert_idx_host) {
     experts = std::make_unique<DeviceBuffer>(ctx, slots);
-    uploads.Upload(experts->get(), expert_idx_host, slots);
+    UploadStaged(ctx, experts->get(), expert_idx_host, slots);
   }
   c.index = index.get();
   c.expert_idx = experts ? experts->get() : nullptr;
   RunMoeFinalizeRoutingV2(ctx, c);
-  Synchronize(ctx);  // the host indices must outlive their upload
 }
 
 }  // namespace ascend_moe::cann

@@ -80,15 +80,9 @@ bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
     *rejected = prepared.rejected;
     return false;
   }
-  std::unique_ptr<HostBuffer> ids_staging;
-  if (a.hash) {
-    // input_ids were read on the host (validation); the operator reads them on the device.
-    ids_staging = std::make_unique<HostBuffer>(ids_bytes);
-    std::memcpy(ids_staging->get(), a.input_ids_host, ids_bytes);
-    CopyAsync(ctx, ids_device->get(), ids_staging->get(), ids_bytes, kHostToDevice);
-  }
+  // input_ids were read on the host (validation); the operator reads them on the device.
+  if (a.hash) UploadStaged(ctx, ids_device->get(), a.input_ids_host, ids_bytes);
   LaunchAclnn(ctx, call, prepared, run_fn);
-  if (a.hash) Synchronize(ctx);  // the staged ids must outlive their upload
   return true;
 }
 
@@ -127,10 +121,9 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
   o.out = p.out_flag ? out.as<float>() : nullptr;
   const cpu::MoeGatingTopKHashError error = cpu::MoeGatingTopKHashRows(p, in, o, 0, R);
   if (!error.ok()) return error;
-  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
-  CopyAsync(ctx, a.expert_idx, idx.get(), idx.size(), kHostToDevice);
-  if (p.out_flag) CopyAsync(ctx, a.out, out.get(), out.size(), kHostToDevice);
-  Synchronize(ctx);  // the host results must outlive their upload
+  y.UploadTo(ctx, a.y, y.size());  // no wait: the pool keeps the results until their copies ran
+  idx.UploadTo(ctx, a.expert_idx, idx.size());
+  if (p.out_flag) out.UploadTo(ctx, a.out, out.size());
   return error;
 }
 
@@ -139,7 +132,7 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
 std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& a, const char** call) {
   const cpu::MoeGatingTopKHashParams& p = a.params;
   *call = (a.hash || p.norm_type == 2) ? kAclnnMoeGatingTopKHash : kAclnnMoeGatingTopK;
-  std::string soc = SocBlocker(a.soc.empty() ? SocName() : a.soc);
+  std::string soc = SocBlocker(a.soc, *call);
   if (!soc.empty()) return soc;
   if (p.renorm != 0) return "renorm=1 is an extension of this project; the Ascend kernels reject it";
   if (a.additional) {

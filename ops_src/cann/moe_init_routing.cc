@@ -15,9 +15,8 @@ void LaunchMoeInitRouting(const DeviceContext& ctx, const MoeInitRoutingDeviceAr
   const int64_t pairs = a.tokens * a.k;
   const size_t bytes = static_cast<size_t>(pairs) * sizeof(int32_t);
   DeviceBuffer row_idx(ctx, bytes), expert_idx(ctx, bytes);
-  HostUploads uploads(ctx);
-  uploads.Upload(row_idx.get(), a.row_idx_host, bytes);
-  uploads.Upload(expert_idx.get(), a.expert_idx_host, bytes);
+  UploadStaged(ctx, row_idx.get(), a.row_idx_host, bytes);
+  UploadStaged(ctx, expert_idx.get(), a.expert_idx_host, bytes);
   Tensor x(a.x_type, {a.tokens, a.hidden}, a.x);
   Tensor row(kAclInt32, {a.tokens, a.k}, row_idx.get());
   Tensor experts(kAclInt32, {a.tokens, a.k}, expert_idx.get());
@@ -34,7 +33,6 @@ void LaunchMoeInitRouting(const DeviceContext& ctx, const MoeInitRoutingDeviceAr
                        expanded_experts.get(), workspace_size, executor);
       },
       op.run);
-  Synchronize(ctx);  // the host indices must outlive their upload
 }
 
 }  // namespace ascend_moe::cann

@@ -1,6 +1,7 @@
 #include "ops_src/cann/moe_init_routing_v3.h"
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "ops_src/cann/aclnn_args.h"
@@ -8,7 +9,32 @@
 
 namespace ascend_moe::cann {
 
+std::string InitRoutingV3Blocker(const InitRoutingV3Call& c) {
+  const std::string op = kAclnnMoeInitRoutingV3;
+  if (c.tokens <= 0) return "0 tokens";
+  if (c.expert_num <= 0) return op + " takes expert_num > 0, got " + std::to_string(c.expert_num);
+  if (!(c.expert_start >= 0 && c.expert_start < c.expert_end && c.expert_end <= c.expert_num)) {
+    return op + " takes an expert range 0 <= start < end <= expert_num, got [" + std::to_string(c.expert_start) +
+           ", " + std::to_string(c.expert_end) + ") with expert_num " + std::to_string(c.expert_num);
+  }
+  if (c.tokens_num_type != 1 && c.tokens_num_type != 2) {
+    return op + " takes expert_tokens_num_type 1 or 2, got " + std::to_string(c.tokens_num_type);
+  }
+  const int64_t max_end = c.tokens_num_type == 2 ? 5120 : 10240;
+  if (c.expert_end > max_end) {
+    return op + " takes expert_end <= " + std::to_string(max_end) +
+           (c.tokens_num_type == 2 ? " with key/value counts" : "") + ", got " + std::to_string(c.expert_end);
+  }
+  if (c.row_idx_type != 0 && c.row_idx_type != 1) {
+    return op + " takes row_idx_type 0 or 1, got " + std::to_string(c.row_idx_type);
+  }
+  return {};
+}
+
 void RunMoeInitRoutingV3(const DeviceContext& ctx, const InitRoutingV3Call& c) {
+  std::string blocked = InitRoutingV3Blocker(c);
+  if (blocked.empty()) blocked = ChipBlocker(kAclnnMoeInitRoutingV3);
+  if (!blocked.empty()) throw std::runtime_error("MoeInitRoutingV3: " + blocked);
   const AclnnOp op = RequireAclnnOp(kAclnnMoeInitRoutingV3, "MoeInitRoutingV3");
   const int64_t pairs = c.tokens * c.k;
   Tensor x(c.x_type, {c.tokens, c.hidden}, c.x);
@@ -42,13 +68,14 @@ std::string MoeInitRoutingV3NativeBlocker(const MoeInitRoutingV3DeviceArgs& a) {
   if (a.quant_mode != -1)
     return "quant_mode " + std::to_string(a.quant_mode) + " is sent to the host (float types only)";
   if (a.drop_pad_mode != 0) return "aclnnMoeInitRoutingV3 supports drop_pad_mode 0 (dropless) only";
-  const int64_t max_experts = a.tokens_num_type == 2 ? 5120 : 10240;
-  if (a.expert_num > max_experts) {
-    return "aclnnMoeInitRoutingV3 takes expert_num <= " + std::to_string(max_experts) + ", got " +
-           std::to_string(a.expert_num);
-  }
-  if (a.tokens == 0) return "0 tokens";
-  return {};
+  InitRoutingV3Call c;
+  c.tokens = a.tokens;
+  c.expert_num = a.expert_num;
+  c.expert_start = a.expert_start;
+  c.expert_end = a.expert_end;
+  c.tokens_num_type = a.tokens_num_type == 2 ? 2 : 1;  // cumsum is sent as counts
+  c.row_idx_type = a.row_idx_type;
+  return InitRoutingV3Blocker(c);
 }
 
 void LaunchMoeInitRoutingV3(const DeviceContext& ctx, const MoeInitRoutingV3DeviceArgs& a) {
@@ -56,8 +83,7 @@ void LaunchMoeInitRoutingV3(const DeviceContext& ctx, const MoeInitRoutingV3Devi
   const size_t row_bytes = static_cast<size_t>(a.hidden) * AclElementBytes(a.x_type);
   const size_t id_bytes = static_cast<size_t>(pairs) * sizeof(int32_t);
   DeviceBuffer ids(ctx, id_bytes);
-  HostUploads uploads(ctx);
-  uploads.Upload(ids.get(), a.expert_idx_host, id_bytes);
+  UploadStaged(ctx, ids.get(), a.expert_idx_host, id_bytes);
   // The operator writes N*K rows; with fewer (active_num) it writes to scratch, copied after.
   const bool cut = a.rows < pairs;
   std::unique_ptr<DeviceBuffer> x_scratch, scale_scratch;
@@ -102,10 +128,9 @@ void LaunchMoeInitRoutingV3(const DeviceContext& ctx, const MoeInitRoutingV3Devi
                 0xFF);
   }
   if (a.tokens_num_type == 0) {
-    uploads.Upload(a.counts, a.counts_host,
+    UploadStaged(ctx, a.counts, a.counts_host,
                    static_cast<size_t>(a.expert_end - a.expert_start) * sizeof(int64_t));
   }
-  Synchronize(ctx);  // the host ids and counts must outlive their upload
 }
 
 }  // namespace ascend_moe::cann

@@ -28,7 +28,16 @@ struct InitRoutingV3Call {
   void* expanded_scale = nullptr;    // [N*K] float
 };
 
-// Queues aclnnMoeInitRoutingV3 (activeNum = N*K, dropless, quant_mode -1, the counts flag set).
+// Why aclnnMoeInitRoutingV3 would refuse this call, or empty. The operator checks its tiling in
+// phase 2 only (aclnn_moe_init_routing_v3.cpp ignores the status of its l0 launch), where a
+// refusal can no longer fall back; so its limits are checked here, before any call
+// (moe_init_routing_v3_tiling.cpp: expert_num > 0, 0 <= expert_start < expert_end <= expert_num,
+// expert_end <= 10240, or 5120 with key/value counts; expert_tokens_num_type 1 or 2; row_idx_type
+// 0 or 1; tokens > 0). The chip (ChipBlocker) is the caller's to check.
+std::string InitRoutingV3Blocker(const InitRoutingV3Call& call);
+
+// Queues aclnnMoeInitRoutingV3 (activeNum = N*K, dropless, quant_mode -1, the counts flag set);
+// throws std::runtime_error where InitRoutingV3Blocker or the chip refuses the call.
 void RunMoeInitRoutingV3(const DeviceContext& ctx, const InitRoutingV3Call& call);
 
 // The op (docs/operators.md §5), dropless and unquantised, validated on the host.

@@ -60,11 +60,8 @@ bool RunNative(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a, std::s
     return false;
   }
   // The counts were read on the host (validation); the operator reads them on the device.
-  HostBuffer staging(count_bytes);
-  std::memcpy(staging.get(), a.counts_host, count_bytes);
-  CopyAsync(ctx, counts.get(), staging.get(), count_bytes, kHostToDevice);
+  UploadStaged(ctx, counts.get(), a.counts_host, count_bytes);
   LaunchAclnn(ctx, kAclnnMoeReRouting, prepared, run_fn);
-  Synchronize(ctx);  // the staged counts must outlive their upload
   return true;
 }
 
@@ -76,9 +73,9 @@ struct RowRun {
 // Moves the rows of one tensor ([A, row_bytes] in, out) along `runs`: device-to-device copies
 // when every run starts at 64-byte aligned addresses on both sides (kDeviceCopyAlign), else a
 // gather on the host (the whole tensor down, rows permuted, the whole tensor up: whole tensors
-// start aligned). `staging` keeps the host buffers alive until the caller synchronises.
+// start aligned).
 void MoveRows(const DeviceContext& ctx, const void* in, void* out, int64_t num_rows, int64_t row_bytes,
-              const std::vector<RowRun>& runs, std::vector<std::unique_ptr<HostBuffer>>* staging) {
+              const std::vector<RowRun>& runs) {
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   bool aligned = true;
@@ -93,16 +90,13 @@ void MoveRows(const DeviceContext& ctx, const void* in, void* out, int64_t num_r
     return;
   }
   const size_t bytes = static_cast<size_t>(num_rows * row_bytes);
-  staging->push_back(std::make_unique<HostBuffer>(bytes));
-  const HostBuffer& down = *staging->back();
-  staging->push_back(std::make_unique<HostBuffer>(bytes));
-  const HostBuffer& up = *staging->back();
+  HostBuffer down(bytes), up(bytes);
   CopyAsync(ctx, down.get(), in, bytes, kDeviceToHost);
   Synchronize(ctx);
   for (const RowRun& r : runs) {
     std::memcpy(up.as<char>() + r.to * row_bytes, down.as<char>() + r.from * row_bytes, r.rows * row_bytes);
   }
-  CopyAsync(ctx, out, up.get(), bytes, kHostToDevice);
+  up.UploadTo(ctx, out, bytes);
 }
 
 // Row moves planned on the host: contiguous (rank, expert) blocks coalesced into runs, moved by
@@ -141,9 +135,8 @@ void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
       totals[e] += c;
     }
   }
-  std::vector<std::unique_ptr<HostBuffer>> staging;
-  MoveRows(ctx, a.tokens, a.permute_tokens, A, p.token_row_bytes, runs, &staging);
-  if (p.has_scales) MoveRows(ctx, a.scales, a.permute_scales, A, p.scale_row_bytes, runs, &staging);
+  MoveRows(ctx, a.tokens, a.permute_tokens, A, p.token_row_bytes, runs);
+  if (p.has_scales) MoveRows(ctx, a.scales, a.permute_scales, A, p.scale_row_bytes, runs);
   if (p.expert_token_num_type == 0) {
     for (int64_t e = 1; e < E; ++e) totals[e] += totals[e - 1];
   }
@@ -153,16 +146,15 @@ void RunCopies(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a) {
     else
       totals_host.as<int64_t>()[e] = totals[e];
   }
-  CopyAsync(ctx, a.permute_idx, idx.get(), idx.size(), kHostToDevice);
-  CopyAsync(ctx, a.expert_token_num, totals_host.get(), total_bytes, kHostToDevice);
-  Synchronize(ctx);  // the staged index, totals and gathered rows must outlive their upload
+  idx.UploadTo(ctx, a.permute_idx, idx.size());
+  totals_host.UploadTo(ctx, a.expert_token_num, total_bytes);
 }
 
 }  // namespace
 
 std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& a) {
   const cpu::MoeReRoutingParams& p = a.params;
-  std::string soc = SocBlocker(a.soc.empty() ? SocName() : a.soc);
+  std::string soc = SocBlocker(a.soc, kAclnnMoeReRouting);
   if (!soc.empty()) return soc;
   const AclDataType* native_end = std::end(kNativeTokenTypes);
   if (!a.token_type_known || std::find(kNativeTokenTypes, native_end, a.token_type) == native_end) {
@@ -201,8 +193,7 @@ void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& 
   if (p.num_tokens == 0) {  // nothing to move: only the expert totals (all zero) are written
     HostBuffer zeros(p.num_experts * (p.count_type == cpu::CountType::kInt32 ? 4 : 8));
     std::memset(zeros.get(), 0, zeros.size());
-    CopyAsync(ctx, a.expert_token_num, zeros.get(), zeros.size(), kHostToDevice);
-    Synchronize(ctx);
+    zeros.UploadTo(ctx, a.expert_token_num, zeros.size());
     return;
   }
   if (path->call) {

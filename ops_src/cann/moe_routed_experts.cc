@@ -28,8 +28,7 @@ void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   DeviceBuffer counts(ctx, p.experts * sizeof(int64_t)), scale(ctx, pairs * f);
   DeviceBuffer gate_up(ctx, pairs * 2 * p.inter * f), act(ctx, pairs * p.inter * f);
   DeviceBuffer down(ctx, pairs * p.hidden * f);
-  HostUploads uploads(ctx);
-  uploads.Upload(ids_d.get(), ids.data(), ids.size() * sizeof(int32_t));
+  UploadStaged(ctx, ids_d.get(), ids.data(), ids.size() * sizeof(int32_t));
 
   InitRoutingV3Call init;
   init.x_type = kAclFloat;
@@ -81,7 +80,6 @@ void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   fin.scales_type = kAclFloat;
   fin.y = a.y;
   RunMoeFinalizeRoutingV2(ctx, fin);
-  Synchronize(ctx);  // the host ids must outlive their upload
 }
 
 void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
@@ -117,8 +115,7 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   plan.PrepareInputs(b);  // 4-bit weights: x reordered to the nibble order
   plan.UpItems(b, 0, plan.num_up_items());
   plan.DownColumns(b, 0, p.hidden);
-  CopyAsync(ctx, a.y, y.get(), y.size(), kHostToDevice);
-  Synchronize(ctx);  // the host result must outlive its upload
+  y.UploadTo(ctx, a.y, y.size());  // no wait: the pool keeps y until the copy ran
 }
 
 }  // namespace
@@ -137,16 +134,21 @@ std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) 
   if (p.experts > kGmmMaxGroups) {
     return "aclnnGroupedMatmulV4 takes at most 1024 groups, got E = " + std::to_string(p.experts);
   }
-  return {};
+  InitRoutingV3Call init;  // the chain's first call, whose limits are checked only in phase 2
+  init.tokens = p.tokens > 0 ? p.tokens : 1;
+  init.expert_num = p.experts;
+  init.expert_end = p.experts;
+  return InitRoutingV3Blocker(init);
 }
 
 MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
   MoeRoutedExpertsPath path;
   path.reason = MoeRoutedExpertsNativeBlocker(p);
-  if (path.reason.empty()) path.reason = ChipBlocker();
   if (!path.reason.empty()) return path;
   for (const char* name :
        {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
+    path.reason = ChipBlocker(name);
+    if (!path.reason.empty()) return path;
     AclnnOp op;
     std::string why;
     if (!FindAclnnOp(name, &op, &why)) {

@@ -22,8 +22,7 @@ void LaunchMoeTokenPermute(const DeviceContext& ctx, const MoeTokenPermuteDevice
   const AclDataType id_type = a.indices_int64 ? kAclInt64 : kAclInt32;
   const size_t id_bytes = static_cast<size_t>(pairs) * AclElementBytes(id_type);
   DeviceBuffer ids(ctx, id_bytes);
-  HostUploads uploads(ctx);
-  uploads.Upload(ids.get(), a.indices_host, id_bytes);
+  UploadStaged(ctx, ids.get(), a.indices_host, id_bytes);
   Tensor tokens(a.token_type, {a.tokens, a.hidden}, a.x);
   Tensor indices(id_type,
                  a.indices_rank == 1 ? std::vector<int64_t>{a.tokens} : std::vector<int64_t>{a.tokens, a.k},
@@ -39,7 +38,6 @@ void LaunchMoeTokenPermute(const DeviceContext& ctx, const MoeTokenPermuteDevice
                        sorted.get(), workspace_size, executor);
       },
       op.run);
-  Synchronize(ctx);  // the host ids must outlive their upload
 }
 
 }  // namespace ascend_moe::cann

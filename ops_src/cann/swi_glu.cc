@@ -2,12 +2,17 @@
 
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/aclnn_moe.h"
+#include "ops_src/cann/soc.h"
 
 namespace ascend_moe::cann {
 
 std::string SwiGluNativeBlocker(const SwiGluDeviceArgs& a) {
   if (a.x_dims.size() > kSwiGluMaxRank) {
     return "aclnnSwiGlu takes x of at most 8 dims, got " + std::to_string(a.x_dims.size());
+  }
+  // ops-nn activation/swi_glu/op_host/swi_glu_def.cpp: the 310p config has no bfloat16.
+  if (a.type == kAclBFloat16 && SocIs310P(std::string())) {
+    return "on Ascend310P aclnnSwiGlu takes float16 or float x only, got bfloat16";
   }
   return {};
 }

@@ -84,11 +84,13 @@ ASCEND_MOE_EXPORT const char* AscendMoeCannLocate(const char* symbol) {
 // The SoC name aclrtGetSocName reports in this process ("" without a CANN runtime).
 ASCEND_MOE_EXPORT const char* AscendMoeCannSoc() { return ascend_moe::cann::SocName().c_str(); }
 
-// Why CANN's MoE operators cannot run on SoC `soc` (this process's when null or empty), or "".
+// Why ACLNN operator `call` has no kernels for SoC `soc` (this process's when null or empty), or
+// ""; with `call` null or empty, which of CANN's MoE operators have none (soc.h, SocBlockerAll).
 // Valid until the next call from the same thread.
-ASCEND_MOE_EXPORT const char* AscendMoeCannSocBlocker(const char* soc) {
+ASCEND_MOE_EXPORT const char* AscendMoeCannSocBlocker(const char* soc, const char* call) {
   thread_local std::string text;
-  text = ascend_moe::cann::SocBlocker(soc && *soc ? std::string(soc) : ascend_moe::cann::SocName());
+  const std::string s = soc ? std::string(soc) : std::string();
+  text = call && *call ? ascend_moe::cann::SocBlocker(s, call) : ascend_moe::cann::SocBlockerAll(s);
   return text.c_str();
 }
 

@@ -1,6 +1,9 @@
 // The CANN path predictions of the MoE op family (AscendMoeCannPath, `moe-onnx info`): the same
 // blocker functions the kernels call, fed with what is known of a node. Unknown facts fit.
+#include <algorithm>
 #include <string>
+
+#include <vector>
 
 #include "cann_facts.h"
 #include "cann_support.h"
@@ -52,7 +55,8 @@ std::string GroupedMatmulFacts(const Facts& f) {
   const ONNXTensorElementDataType bias = TypeNamed(f, "bias_type");
   a.has_bias = bias != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   a.params.bias_float32 = bias == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-  return cann::GroupedMatmulNativeBlocker(a);
+  const std::string limits = cann::GroupedMatmulNativeBlocker(a);
+  return limits.empty() ? cann::GroupedMatmulSocBlocker(a.params, a.has_bias, StringFact(f, "soc")) : limits;
 }
 
 std::string InitRoutingV3Facts(const Facts& f) {
@@ -61,6 +65,11 @@ std::string InitRoutingV3Facts(const Facts& f) {
   a.quant_mode = IntFact(f, "quant_mode", d.quant_mode);
   a.drop_pad_mode = IntFact(f, "drop_pad_mode", d.drop_pad_mode);
   a.expert_num = IntFact(f, "expert_num", d.expert_num);
+  a.expert_start = IntFact(f, "active_expert_start", d.active_expert_start);
+  a.expert_end = IntFact(f, "active_expert_end", d.active_expert_end);
+  if (a.expert_end < 0) a.expert_end = a.expert_num;             // the whole range
+  if (a.expert_num <= 0) a.expert_num = std::max<int64_t>(a.expert_end, 1);  // not known: taken to fit
+  if (a.expert_end <= 0) a.expert_end = a.expert_num;
   a.tokens_num_type = IntFact(f, "expert_tokens_num_type", d.expert_tokens_num_type);
   a.tokens = 1;  // a node is judged for calls with tokens
   return cann::MoeInitRoutingV3NativeBlocker(a);
@@ -81,7 +90,7 @@ std::string FinalizeFacts(const Facts& f) {
 
 bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std::string* reason) {
   const std::string soc = StringFact(f, "soc");
-  const std::string chip = cann::SocBlocker(soc.empty() ? cann::SocName() : soc);
+  std::vector<const char*> calls;  // the operators whose kernels the SoC must have
   if (op == defs::grouped_matmul::kName) {
     *call = cann::kAclnnGroupedMatmulV4;
     *reason = GroupedMatmulFacts(f);
@@ -95,6 +104,8 @@ bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std
     *call =
         "aclnnMoeInitRoutingV3 + aclnnGroupedMatmulV4 + aclnnSwiGlu + aclnnGroupedMatmulV4 + "
         "aclnnMoeFinalizeRoutingV2";
+    calls = {cann::kAclnnMoeInitRoutingV3, cann::kAclnnGroupedMatmulV4, cann::kAclnnSwiGlu,
+             cann::kAclnnMoeFinalizeRoutingV2};
     *reason = cann::MoeRoutedExpertsNativeBlocker(p);
   } else if (op == defs::moe_init_routing_v3::kName) {
     *call = cann::kAclnnMoeInitRoutingV3;
@@ -128,7 +139,10 @@ bool FamilyBlocker(const std::string& op, const Facts& f, const char** call, std
   } else {
     return false;
   }
-  if (reason->empty()) *reason = chip;
+  if (calls.empty()) calls = {*call};
+  for (const char* c : calls) {
+    if (reason->empty()) *reason = cann::SocBlocker(soc, c);
+  }
   return true;
 }
 

@@ -47,9 +47,8 @@ void* CannHostStage::Output(const char* op, const ParamSpec* specs, size_t index
 
 void CannHostStage::Finish() {
   for (const Mirror& m : outputs_) {
-    if (m.bytes) cann::CopyAsync(device_, m.device, m.host->get(), m.bytes, cann::kHostToDevice);
+    if (m.bytes) m.host->UploadTo(device_, m.device, m.bytes);  // the pool keeps it until the copy ran
   }
-  cann::Synchronize(device_);
 }
 
 }  // namespace ascend_moe

@@ -77,7 +77,7 @@ NativeOrHost::NativeOrHost(const OrtKernelInfo* info, const char* op, const char
 
 std::string NativeOrHost::Blocker(std::string blocker, const char* aclnn_call) const {
   if (blocker.empty()) blocker = cann::MissingAclnnOp(aclnn_call);
-  if (blocker.empty()) blocker = cann::ChipBlocker();
+  if (blocker.empty()) blocker = cann::ChipBlocker(aclnn_call);
   if (blocker.empty()) rejection_.Get(&blocker);
   return blocker;
 }
@@ -98,6 +98,13 @@ void NativeOrHost::Launch(const std::function<void()>& native, const std::functi
     Reject(e.what());
     host();
   }
+}
+
+void NativeOrHost::Run(const std::string& blocker, const std::function<void()>& native,
+                       const std::function<void()>& host, bool log) {
+  if (blocker.empty()) return Launch(native, host);
+  if (log) Fallback(blocker);
+  host();
 }
 
 }  // namespace ascend_moe

@@ -81,6 +81,10 @@ class NativeOrHost {
   // Runs `native`; when its operator rejects the call in phase 1 (cann::AclnnRejected), Reject and
   // run `host` instead.
   void Launch(const std::function<void()>& native, const std::function<void()>& host);
+  // The one skeleton of every CANN kernel: `host` when `blocker` is set (logged by Fallback when
+  // `log`), else Launch(native, host).
+  void Run(const std::string& blocker, const std::function<void()>& native, const std::function<void()>& host,
+           bool log = true);
   // Any other message, once.
   void WarnOnce(const std::string& message) { log_.WarnOnce(message); }
 

@@ -178,9 +178,13 @@ const OrtCustomOp* KernelOp() {
 }
 
 // An op's kernels for ORT, in the order given (the CPU kernel first): what <Op>Ops() returns.
-template <typename Def, typename... Kernels>
-std::vector<const OrtCustomOp*> OpKernels() {
-  return {KernelOp<Def, Kernels>()...};
+// Kernels registered in a file of their own (the CANN kernel: its `<Op>CannOp()`, cann_kernel.h)
+// follow as arguments.
+template <typename Def, typename... Kernels, typename... Registered>
+std::vector<const OrtCustomOp*> OpKernels(Registered... registered) {
+  static_assert((std::is_same_v<Registered, const OrtCustomOp*> && ...),
+                "OpKernels: the arguments are registered ops (const OrtCustomOp*)");
+  return {KernelOp<Def, Kernels>()..., registered...};
 }
 
 }  // namespace ascend_moe

@@ -25,12 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CANN_AVAILABLE = CANN in ort.get_available_providers()
 
 
-def skip_without_cann() -> None:
-    """Skip the calling test module unless this onnxruntime has the CANN EP (.venv-cann)."""
-    if not CANN_AVAILABLE:
-        pytest.skip("needs onnxruntime-cann and the fake CANN runtime: run .ci/jobs/20-cann.sh",
-                    allow_module_level=True)
-
 ONNX_TYPES = {
     np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
     np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16, np.dtype(np.int8): TensorProto.INT8,
@@ -56,12 +50,13 @@ def calls(name: str) -> int:
     return fake_runtime().FakeAclCallCount(name.encode())
 
 
-def moe_kernels_on_this_soc() -> bool:
-    """Whether the library finds kernels of CANN's MoE operators for the SoC this process runs on
-    (the fake's $FAKE_ACL_SOC_NAME): the tests expect native calls only then."""
+def moe_kernels_on_this_soc(*calls: str) -> bool:
+    """Whether the library finds kernels of ACLNN operators ``calls`` (none given: of every MoE
+    operator) for the SoC this process runs on (the fake's $FAKE_ACL_SOC_NAME): the tests expect
+    native calls only then."""
     from ascend_moe_onnx.ort_custom_ops.cann import soc_blocker
 
-    return CANN_AVAILABLE and not soc_blocker()
+    return CANN_AVAILABLE and not any(soc_blocker(None, c) for c in calls or [None])
 
 
 def fresh_session(data: bytes, log_severity: int = 3) -> ort.InferenceSession:

@@ -15,9 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascend_moe_onnx.ort_custom_ops import cann_placement as targets
-from tests.cann.helpers import calls, placement, run, session, skip_without_cann
-
-skip_without_cann()
+from tests.cann.helpers import calls, placement, run, session
 
 NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.BFLOAT16: ml_dtypes.bfloat16,
       TensorProto.DOUBLE: np.float64, TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8,

@@ -11,14 +11,17 @@ import ctypes
 
 import pytest
 
-from tests.cann.helpers import skip_without_cann
 from tests.cann.test_fake_runtime import I64, P, libs, tensor
-
-skip_without_cann()
 
 FLOAT, FLOAT16, INT8, INT32, INT64, BFLOAT16, INT4 = 0, 1, 2, 3, 9, 27, 29
 SIZES = {FLOAT: 4, FLOAT16: 2, INT8: 1, INT32: 4, INT64: 8, BFLOAT16: 2, INT4: 0.5}
 M, K, N, E = 6, 16, 8, 2
+
+
+@pytest.fixture(autouse=True)
+def _on_a_910b(monkeypatch):
+    """These rules are the ascend910b / ascend910_93 ones (Ascend310P refuses every quantized form)."""
+    monkeypatch.delenv("FAKE_ACL_SOC_NAME", raising=False)
 
 
 def w8a8_status(*, x=INT8, w=INT8, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, per_token_dims=(M,), offset=False,
@@ -38,10 +41,10 @@ def w8a8_status(*, x=INT8, w=INT8, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, 
         assert acl.aclrtMalloc(ctypes.byref(p), max(1, int(_count(dims) * SIZES[dtype] + 0.5)), 0) == 0
         blocks.append(p)
         t = tensor(nn, list(dims), dtype, p)
-        tensors.append(t)
         if not as_list:
+            tensors.append(t)
             return t
-        lst = nn.aclCreateTensorList((P * 1)(t), 1)
+        lst = nn.aclCreateTensorList((P * 1)(t), 1)  # the list owns t from now on
         lists.append(lst)
         return lst
 
@@ -66,7 +69,7 @@ def w8a8_status(*, x=INT8, w=INT8, y=BFLOAT16, scale=BFLOAT16, per_token=FLOAT, 
         acl.aclrtDestroyStream(stream)
     for lst in lists:
         nn.aclDestroyTensorList(lst)
-    for t in tensors:  # a list does not own its tensors
+    for t in tensors:  # the tensors in no list (a list destroys its own)
         nn.aclDestroyTensor(t)
     for p in blocks:
         acl.aclrtFree(p)

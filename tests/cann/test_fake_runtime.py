@@ -14,10 +14,6 @@ import sys
 import numpy as np
 import pytest
 
-from tests.cann.helpers import skip_without_cann
-
-skip_without_cann()
-
 P = ctypes.c_void_p
 I64 = ctypes.c_int64
 
@@ -265,11 +261,33 @@ def test_async_switch_runs_work_at_synchronize(monkeypatch):
 
 def test_soc_name_switch(monkeypatch):
     acl, nn, op = libs()
-    assert acl.aclrtGetSocName() == b"Ascend910B1"
-    monkeypatch.setenv("FAKE_ACL_SOC_NAME", "Ascend310P3")
-    assert acl.aclrtGetSocName() == b"Ascend310P3"
+    acl.aclInit.argtypes = [ctypes.c_char_p]
+    initialised = acl.aclInit(None)  # 100002 once the EP of this process initialised ACL
+    assert initialised in (0, 100002)
+    try:
+        assert acl.aclrtGetSocName() == b"Ascend910B1"
+        monkeypatch.setenv("FAKE_ACL_SOC_NAME", "Ascend310P3")
+        assert acl.aclrtGetSocName() == b"Ascend310P3"
+    finally:
+        if initialised == 0:
+            acl.aclFinalize()
     p = P()
     assert acl.aclrtMalloc(ctypes.byref(p), 6 * 8 * 2, 0) == 0
     status, message = rerouting_status(acl, nn, op, p)
     acl.aclrtFree(p)
     assert status == 561003 and "no kernel for SoC Ascend310P3" in message
+
+
+def test_soc_name_is_read_after_acl_init():
+    """As CANN's runtime: no SoC name before aclInit (the library initialises ACL to read it)."""
+    code = """
+import ctypes
+acl = ctypes.CDLL("libascendcl.so")
+acl.aclrtGetSocName.restype = ctypes.c_char_p
+acl.aclInit.argtypes = [ctypes.c_char_p]
+before = acl.aclrtGetSocName()
+first, second = acl.aclInit(None), acl.aclInit(None)
+print(before, acl.aclrtGetSocName(), first, second, acl.aclFinalize(), acl.aclFinalize())
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["None", "b'Ascend910B1'", "0", "100002", "0", "100037"]

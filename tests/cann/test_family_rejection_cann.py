@@ -20,10 +20,7 @@ from tests.cann.helpers import (
     moe_kernels_on_this_soc,
     run,
     session,
-    skip_without_cann,
 )
-
-skip_without_cann()
 
 
 def _cases():
@@ -70,3 +67,90 @@ def test_phase1_rejection_falls_back_once_per_node(op, monkeypatch, capfd):
     said = (f"{op} runs on the host fallback: {acl}GetWorkspaceSize failed with ACL/ACLNN status 561002: "
             f"fake CANN: {acl}GetWorkspaceSize: rejected by FAKE_ACLNN_REJECT")
     assert err.count(said) == 1, err
+
+
+REJECTED_IN_PHASE_1 = {  # the statuses each operator's phase 1 returns for arguments it does not take
+    "GroupedMatmul": ("aclnnGroupedMatmulV4", 561103),  # aclnn_grouped_matmul.cpp: a null l0 result (tiling)
+    "MoeRoutedExperts": ("aclnnGroupedMatmulV4", 561103),  # the chain's gate/up call
+    "MoeTokenPermute": ("aclnnMoeTokenPermute", 561000),  # aclnn_moe_token_permute.cpp: ACLNN_ERR_INNER
+}
+
+
+@pytest.mark.parametrize("op", list(REJECTED_IN_PHASE_1))
+def test_each_operators_phase1_statuses_fall_back(op, monkeypatch, capfd):
+    acl, status = REJECTED_IN_PHASE_1[op]
+    chain = ("aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2")
+    if not moe_kernels_on_this_soc(*(chain if op == "MoeRoutedExperts" else (acl,))):
+        pytest.skip("no native calls on this SoC")
+    _, data, feeds = CASES[op]
+    monkeypatch.setenv("FAKE_ACLNN_REJECT", f"{acl}={status}")
+    s = fresh_session(data, log_severity=2)
+    capfd.readouterr()
+    ref = run(session(data, "cpu"), feeds)
+    before = calls(acl + "GetWorkspaceSize")
+    for _ in range(2):
+        assert_bits_equal(run(s, feeds), ref)
+    assert calls(acl + "GetWorkspaceSize") == before + 1  # rejected once, remembered
+    err = capfd.readouterr().err
+    assert err.count(f"{op} runs on the host fallback: {acl}GetWorkspaceSize failed with ACL/ACLNN status "
+                     f"{status}") == 1, err
+
+
+def test_init_routing_v3_limits_are_checked_before_the_call(capfd):
+    """aclnnMoeInitRoutingV3 refuses expert_end > 10240 only in phase 2 (its phase 1 ignores its
+    launcher's status; the fake defers it too), where nothing can fall back: the kernel checks the
+    limit first, falls back with the reason logged once, and never calls the operator."""
+    rng = np.random.default_rng(5)
+    feeds = v3.case(rng)
+    data = v3.v3_model(feeds, expert_num=10241)
+    s = fresh_session(data, log_severity=2)
+    capfd.readouterr()
+    before = calls("aclnnMoeInitRoutingV3GetWorkspaceSize")
+    ref = run(session(data, "cpu"), feeds)
+    for _ in range(2):
+        assert_bits_equal(run(s, feeds), ref)
+    assert calls("aclnnMoeInitRoutingV3GetWorkspaceSize") == before
+    err = capfd.readouterr().err
+    why = "aclnnMoeInitRoutingV3 takes expert_end <= 10240, got 10241"
+    assert err.count(f"MoeInitRoutingV3 runs on the host fallback: {why}") == 1, err
+
+
+def test_fake_init_routing_v3_defers_its_limits_to_phase_2(monkeypatch):
+    """The fake as the operator: phase 1 accepts expert_num 10241, phase 2 fails with 561002."""
+    import ctypes
+
+    monkeypatch.delenv("FAKE_ACL_SOC_NAME", raising=False)  # a chip with its kernels
+
+    from tests.cann.test_fake_runtime import I64, P, libs, tensor
+
+    acl, nn, op = libs()
+    nn.aclCreateIntArray.restype = P
+    nn.aclCreateIntArray.argtypes = [ctypes.POINTER(I64), ctypes.c_uint64]
+    nn.aclDestroyIntArray.argtypes = [P]
+    dev, stream = P(), P()
+    assert acl.aclrtMalloc(ctypes.byref(dev), 1 << 18, 0) == 0 and acl.aclrtCreateStream(ctypes.byref(stream)) == 0
+    at = lambda off: ctypes.c_void_p(dev.value + off)  # noqa: E731
+    n, k, h, e = 2, 2, 8, 10241
+    ts = [tensor(nn, [n, h], 0, at(0)), tensor(nn, [n, k], 3, at(1024)), tensor(nn, [n * k, h], 0, at(2048)),
+          tensor(nn, [n * k], 3, at(4096)), tensor(nn, [e], 9, at(8192)), tensor(nn, [n * k], 0, at(6144))]
+    rng = nn.aclCreateIntArray((I64 * 2)(0, e), 2)
+    fn = op.aclnnMoeInitRoutingV3GetWorkspaceSize
+    fn.argtypes = [P, P, P, P] + [I64] * 5 + [ctypes.c_bool, I64, P, I64] + [P] * 4 + [
+        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(P)]
+    ws, ex = ctypes.c_uint64(), P()
+    assert fn(ts[0], ts[1], None, None, n * k, 0, e, 0, 1, True, -1, rng, 0, ts[2], ts[3], ts[4], ts[5],
+              ctypes.byref(ws), ctypes.byref(ex)) == 0
+    op.aclnnMoeInitRoutingV3.argtypes = [P, ctypes.c_uint64, P, P]
+    work = P()
+    if ws.value:
+        assert acl.aclrtMalloc(ctypes.byref(work), ws.value, 0) == 0
+    status = op.aclnnMoeInitRoutingV3(work, ws.value, ex, stream)  # queued with FAKE_ACL_ASYNC=1
+    assert (status or acl.aclrtSynchronizeStream(stream)) == 561002
+    assert "expert_end should be less than or equal to 10240" in acl.aclGetRecentErrMsg().decode()  # read: cleared
+    if ws.value:
+        acl.aclrtFree(work)
+    for t in ts:
+        nn.aclDestroyTensor(t)
+    nn.aclDestroyIntArray(rng)
+    acl.aclrtDestroyStream(stream)
+    acl.aclrtFree(dev)

@@ -7,9 +7,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tests.cann.helpers import assert_bits_equal, model, placement, run, session, skip_without_cann
-
-skip_without_cann()
+from tests.cann.helpers import assert_bits_equal, model, placement, run, session
 
 
 def test_gating_then_rerouting_on_cann(tmp_path):

@@ -18,9 +18,7 @@ import pytest
 
 from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
-from tests.cann.helpers import CANN, cli_exports, profiled_run, run, session, skip_without_cann
-
-skip_without_cann()
+from tests.cann.helpers import CANN, cli_exports, profiled_run, run, session
 
 PRESETS = ("deepseek-v3", "qwen3-moe")
 TOKENS = (1, 16, 256, 4096)

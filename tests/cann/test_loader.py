@@ -14,9 +14,6 @@ from pathlib import Path
 import pytest
 
 from ascend_moe_onnx import ort_custom_ops
-from tests.cann.helpers import skip_without_cann
-
-skip_without_cann()
 
 LOCATE = ("import ctypes, sys; f = ctypes.CDLL(sys.argv[1]).AscendMoeCannLocate; "
           "f.restype = ctypes.c_char_p; f.argtypes = [ctypes.c_char_p]; print(f(sys.argv[2].encode()).decode())")

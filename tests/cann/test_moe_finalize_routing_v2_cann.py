@@ -19,11 +19,9 @@ from tests.cann.helpers import (
     placement,
     run,
     session,
-    skip_without_cann,
 )
 
-skip_without_cann()
-NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
+NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeFinalizeRoutingV2")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 OP = "aclnnMoeFinalizeRoutingV2"
 TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -102,13 +100,24 @@ def test_bias_with_fewer_experts_than_k_falls_back():
     assert compare(feeds)[1] is False
 
 
+@pytest.mark.parametrize("mode", [0, 2])
+def test_row_minus_one_in_the_dropless_modes_is_a_zero_row_natively(mode):
+    # init routing's experts outside active_expert_range come back as -1: a zero row, bias still added
+    feeds = case(np.random.default_rng(6), mode, bias=True)
+    feeds["expanded_row_idx"][[1, 4]] = -1
+    y, native = compare(feeds, drop_pad_mode=mode)
+    assert native is NATIVE_SOC
+    feeds["expanded_row_idx"][[1, 4]] = 0
+    assert not np.array_equal(y, compare(feeds, drop_pad_mode=mode)[0])
+
+
 def test_zero_tokens():
     feeds = case(np.random.default_rng(4), n=0)
     y, _ = compare(feeds)
     assert y.shape == (0, 16)
 
 
-@pytest.mark.parametrize("mode,bad", [(0, 10), (2, -1), (1, -2), (3, 12)])
+@pytest.mark.parametrize("mode,bad", [(0, 10), (2, -2), (1, -2), (3, 12)])
 def test_bad_index_same_message_as_cpu(mode, bad):
     feeds = case(np.random.default_rng(5), mode)
     feeds["expanded_row_idx"][3] = bad

@@ -21,12 +21,10 @@ from tests.cann.helpers import (
     placement,
     run,
     session,
-    skip_without_cann,
 )
 from tests.ops.moe_gating_top_k_hash.gating_cases import BIAS_MODES, CONFIGS, NP_DTYPES, make_inputs
 
-skip_without_cann()
-NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
+NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeGatingTopK", "aclnnMoeGatingTopKHash")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 INPUTS = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 DEFAULTS = dict(k_group=1, group_count=1, group_select_mode=0, renorm=0, norm_type=0, out_flag=0,
@@ -201,7 +199,7 @@ def test_fallback_logged_once_with_reason(capfd):
         run(s, feeds)
     err = capfd.readouterr().err
     _, why = gating_path({**DEFAULTS, **attrs}, experts=feeds["x"].shape[-1])
-    assert why.startswith("renorm=1" if NATIVE_SOC else "the SoC Ascend310P3 has no kernels")
+    assert why.startswith("renorm=1" if NATIVE_SOC else "the SoC Ascend310P3 has no kernels of aclnnMoeGatingTopK")
     assert err.count(f"MoeGatingTopKHash runs on the CANN host fallback (CPU kernel): {why}") == 1, err
 
 
@@ -215,8 +213,8 @@ def test_soc_decides(soc, native):
     attrs = {**DEFAULTS, "k": 2, "norm_type": 1}
     call, why = gating_path(attrs, experts=16, soc=soc)
     assert (call == "aclnnMoeGatingTopK") == native
-    assert why == ("" if native else f"the SoC {soc} has no kernels of CANN's MoE operators (they are built for "
-                   "ascend910b, ascend910_93 and the 950 only)")
+    assert why == ("" if native else f"the SoC {soc} has no kernels of aclnnMoeGatingTopK (built for "
+                   "ascend910b, ascend910_93 and ascend910_95 (950) only)")
 
 
 @pytest.mark.parametrize("status", [561002, 161002, 561003])

@@ -13,9 +13,7 @@ import pytest
 from onnx import helper
 
 from ascend_moe_onnx import ort_custom_ops
-from tests.cann.helpers import model, skip_without_cann
-
-skip_without_cann()
+from tests.cann.helpers import model
 
 
 def rerouting_bytes():

@@ -1,18 +1,36 @@
-#include "grouped_matmul_cann.h"
+// GroupedMatmul kernel for the CANN execution provider: validates on the host (group_list is a
+// host input), then runs ops_src/cann on the EP's stream. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "grouped_matmul_validate.h"
 
 #include "ops_src/cann/grouped_matmul.h"
 
 namespace ascend_moe {
 
-GroupedMatmulCannKernel::GroupedMatmulCannKernel(const OrtKernelInfo* info)
-    : attrs_(gmm::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, gmm::kName)) {
+class GroupedMatmulCann {
+ public:
+  static constexpr const char* kName = gmm::kName;
+  // The group list is checked on the host (monotonic, within M) and sizes the plan.
+  static OrtMemType InputMemoryType(size_t index) {
+    return index == gmm::kInGroupList ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
+
+  explicit GroupedMatmulCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  gmm::Attrs attrs_;
+};
+
+GroupedMatmulCann::GroupedMatmulCann(const OrtKernelInfo* info)
+    : attrs_(gmm::ReadAttrs(info)) {
   // The type rules fail at session creation, as on the CPU EP.
   const GroupedMatmulTypes types =
       CheckGroupedMatmulTypes(GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
   if (!types.error.empty()) Fail(types.error);
 }
 
-void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
+void GroupedMatmulCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace gmm;
   const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
   const InputView& g = in[kInGroupList];  // host memory
@@ -41,11 +59,15 @@ void GroupedMatmulCannKernel::Compute(Ort::KernelContext& ctx) {
                             /*required=*/true);
   if (args.params.rows == 0 || args.params.cols == 0) return;
   cann::GroupedMatmulPath path = cann::ChooseGroupedMatmulPath(args);
-  if (path.call && node_->Rejected(&path.reason)) path.call = nullptr;
-  if (!path.call) node_->Fallback(path.reason);
+  if (path.call && node.Rejected(&path.reason)) path.call = nullptr;
+  if (!path.call) node.Fallback(path.reason);
   CannDevice device(ctx, kInX);
   cann::LaunchGroupedMatmul(device.context(), args, &path);
-  if (path.rejected) node_->Reject(path.reason);
+  if (path.rejected) node.Reject(path.reason);
+}
+
+const OrtCustomOp* GroupedMatmulCannOp() {
+  return KernelOp<GroupedMatmulDef, CannKernel<GroupedMatmulCann>>();
 }
 
 }  // namespace ascend_moe

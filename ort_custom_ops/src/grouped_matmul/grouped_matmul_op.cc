@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "grouped_matmul_cann.h"
+#include "cann_kernel.h"
 #include "grouped_matmul_validate.h"
 #include "op_base.h"
 #include "op_defs.gen.h"
@@ -111,25 +111,10 @@ struct GroupedMatmulCpuKernel {
   gmm::Attrs attrs_;
 };
 
-// The generated definition plus y's type, which output_dtype decides for int8 x.
-struct Def : gmm::Def {
-  static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
-                                                            const std::vector<GraphTensor>& inputs) {
-    const int64_t output_dtype = ReadIntAttr(info, gmm::kName, gmm::kAttrs[gmm::kAttrOutputDtype]);
-    const ONNXTensorElementDataType x = inputs[gmm::kInX].type;
-    // int8 x without output_dtype: float, as shape inference declares it (the constructor refuses the node)
-    const ONNXTensorElementDataType y = x != kInt8 ? x
-                                        : GroupedMatmulOutputType(output_dtype) != kNone
-                                            ? GroupedMatmulOutputType(output_dtype)
-                                            : kFloat;
-    return {y};
-  }
-};
-
 }  // namespace
 
 std::vector<const OrtCustomOp*> GroupedMatmulOps() {
-  return OpKernels<Def, GroupedMatmulCpuKernel, GroupedMatmulCannKernel>();
+  return OpKernels<GroupedMatmulDef, GroupedMatmulCpuKernel>(GroupedMatmulCannOp());
 }
 
 }  // namespace ascend_moe

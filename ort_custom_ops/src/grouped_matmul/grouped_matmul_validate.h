@@ -50,4 +50,19 @@ cpu::GroupedMatmulParams ValidateGroupedMatmulShapes(const GroupedMatmulInputs& 
 // is reported).
 std::vector<int64_t> GroupedMatmulEnds(const InputView& group_list, int64_t rows, int64_t group_list_type);
 
+// The generated definition plus y's type, which output_dtype decides for int8 x.
+struct GroupedMatmulDef : gmm::Def {
+  static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
+                                                            const std::vector<GraphTensor>& inputs) {
+    const int64_t output_dtype = ReadIntAttr(info, gmm::kName, gmm::kAttrs[gmm::kAttrOutputDtype]);
+    const ONNXTensorElementDataType x = inputs[gmm::kInX].type;
+    // int8 x without output_dtype: float, as shape inference declares it (the constructor refuses the node)
+    const ONNXTensorElementDataType y = x != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 ? x
+                                        : GroupedMatmulOutputType(output_dtype) != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED
+                                            ? GroupedMatmulOutputType(output_dtype)
+                                            : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    return {y};
+  }
+};
+
 }  // namespace ascend_moe

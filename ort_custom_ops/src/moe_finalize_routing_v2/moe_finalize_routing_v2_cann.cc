@@ -1,4 +1,8 @@
-#include "moe_finalize_routing_v2_cann.h"
+// MoeFinalizeRoutingV2 kernel for the CANN execution provider: validates on the host (the row and
+// expert indices are host inputs), then runs aclnnMoeFinalizeRoutingV2 on the EP's stream where
+// its limits allow, or the CPU kernel on host copies. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "op_defs.gen.h"
 
 #include <vector>
 
@@ -23,10 +27,26 @@ std::vector<int32_t> Int32Copy(const InputView& v) {
 
 }  // namespace
 
-MoeFinalizeRoutingV2CannKernel::MoeFinalizeRoutingV2CannKernel(const OrtKernelInfo* info)
-    : attrs_(finalize::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, finalize::kName)) {}
+class MoeFinalizeRoutingV2Cann {
+ public:
+  static constexpr const char* kName = finalize::kName;
+  // The indices are checked on the host (the NPU operator would read out of bounds).
+  static OrtMemType InputMemoryType(size_t index) {
+    using namespace defs::moe_finalize_routing_v2;
+    return index == kInExpandedRowIdx || index == kInExpertIdx ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeFinalizeRoutingV2Cann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  defs::moe_finalize_routing_v2::Attrs attrs_;
+};
+
+MoeFinalizeRoutingV2Cann::MoeFinalizeRoutingV2Cann(const OrtKernelInfo* info)
+    : attrs_(finalize::ReadAttrs(info)) {}
+
+void MoeFinalizeRoutingV2Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace finalize;
   const FinalizeRoutingV2Inputs in = GetInputViews(ctx, kName, kInputs);
   cpu::WeightedGatherBuffers device_buffers;
@@ -40,7 +60,7 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
   c.hidden = p.hidden;
   c.drop_pad_mode = attrs_.drop_pad_mode;
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
-  const std::string blocker = node_->Blocker(
+  const std::string blocker = node.Blocker(
       cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present), cann::kAclnnMoeFinalizeRoutingV2);
   if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
     GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
@@ -58,12 +78,7 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
     cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
     stage.Finish();
   };
-  if (!blocker.empty()) {
-    node_->Fallback(blocker);
-    run_on_host();
-    return;
-  }
-  node_->Launch(
+  node.Run(blocker, 
       [&]() {
         const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
         std::vector<int32_t> experts;
@@ -82,6 +97,10 @@ void MoeFinalizeRoutingV2CannKernel::Compute(Ort::KernelContext& ctx) {
                                          experts.empty() ? nullptr : experts.data());
       },
       run_on_host);
+}
+
+const OrtCustomOp* MoeFinalizeRoutingV2CannOp() {
+  return KernelOp<defs::moe_finalize_routing_v2::Def, CannKernel<MoeFinalizeRoutingV2Cann>>();
 }
 
 }  // namespace ascend_moe

@@ -5,7 +5,7 @@
 // weighted gather over the output rows.
 #include <limits>
 
-#include "moe_finalize_routing_v2_cann.h"
+#include "cann_kernel.h"
 #include "moe_finalize_routing_v2_host.h"
 #include "op_base.h"
 #include "weighted_gather_ort.h"
@@ -165,8 +165,7 @@ void RunMoeFinalizeRoutingV2Cpu(Ort::KernelContext& ctx, const finalize::Def::In
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
-  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>,
-                   MoeFinalizeRoutingV2CannKernel>();
+  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>>(MoeFinalizeRoutingV2CannOp());
 }
 
 }  // namespace ascend_moe

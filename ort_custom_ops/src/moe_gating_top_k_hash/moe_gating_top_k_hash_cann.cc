@@ -1,4 +1,9 @@
-#include "moe_gating_top_k_hash_cann.h"
+// MoeGatingTopKHash kernel for the CANN execution provider: validates on the host (input_ids is a
+// host input; a constant tid2eid is copied to the host once), then runs ops_src/cann on the EP's
+// stream. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include <vector>
+#include "moe_gating_top_k_hash_validate.h"
 
 #include <cstring>
 
@@ -28,9 +33,29 @@ bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int
 
 }  // namespace
 
-MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ReadAttrs(info)),
-      node_(std::make_unique<NativeOrHost>(info, kName, "CANN host fallback (CPU kernel)")) {
+class MoeGatingCann {
+ public:
+  static constexpr const char* kName = gating_defs::kName;
+  static constexpr const char* kFallback = "CANN host fallback (CPU kernel)";
+  // Token ids are checked on the host against the table before a native hash call.
+  static OrtMemType InputMemoryType(size_t index) {
+    return index == gating_defs::kInInputIds ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
+
+  explicit MoeGatingCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  gating_defs::Attrs attrs_;
+  // Host copy of tid2eid when it is a constant initializer (read once at kernel creation).
+  bool table_constant_ = false;
+  ONNXTensorElementDataType table_type_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  std::vector<int64_t> table_shape_;
+  std::vector<unsigned char> table_host_;
+};
+
+MoeGatingCann::MoeGatingCann(const OrtKernelInfo* info)
+    : attrs_(ReadAttrs(info)) {
   Ort::ConstKernelInfo ki(info);
   if (ki.GetInputCount() <= kInTid2eid) return;
   int is_constant = 0;
@@ -58,7 +83,7 @@ MoeGatingCannKernel::MoeGatingCannKernel(const OrtKernelInfo* info)
   table_constant_ = true;
 }
 
-void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
+void MoeGatingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   const MoeGatingInputViews views = GetInputViews(ctx, kName, kInputs);  // input_ids in host memory
   const InputView& tid2eid = views[kInTid2eid];
   const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
@@ -87,7 +112,7 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
   args.out = outs.out;
 
   cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
-  if (path.call && node_->Rejected(&path.reason)) path.call = nullptr;
+  if (path.call && node.Rejected(&path.reason)) path.call = nullptr;
   CannDevice device(ctx, kInX);
   if (path.call && args.hash && args.params.rows > 0) {
     // The NPU checks neither ids nor table entries (docs/operators.md §1.3): check them here, as the CPU
@@ -95,7 +120,7 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
     const unsigned char* table = table_host_.data();
     std::vector<unsigned char> downloaded;
     if (!table_constant_) {
-      node_->WarnOnce(Str(kName,
+      node.WarnOnce(Str(kName,
                           ": tid2eid is not a constant initializer: it is copied to "
                           "the host on every call to check its entries"));
       downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
@@ -110,10 +135,14 @@ void MoeGatingCannKernel::Compute(Ort::KernelContext& ctx) {
         });
     if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
   }
-  if (!path.call) node_->Fallback(path.reason);
+  if (!path.call) node.Fallback(path.reason);
   const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, &path);
-  if (path.rejected) node_->Reject(path.reason);
+  if (path.rejected) node.Reject(path.reason);
   if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
+}
+
+const OrtCustomOp* MoeGatingTopKHashCannOp() {
+  return KernelOp<MoeGatingDef, CannKernel<MoeGatingCann>>();
 }
 
 }  // namespace ascend_moe

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <utility>
 
-#include "moe_gating_top_k_hash_cann.h"
+#include "cann_kernel.h"
 #include "moe_gating_top_k_hash_validate.h"
 #include "op_base.h"
 #include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
@@ -112,22 +112,11 @@ void RunMoeGatingTopKHashCpu(Ort::KernelContext& ctx, const gating_defs::Inputs&
   RunMoeGatingCpu(ctx, p, inputs, outputs);
 }
 
-// The generated definition (docs/operators.md §1.1) and one graph rule: y's shape follows x's
-// rank, which the C API cannot leave unknown (see InferShapes).
-struct MoeGatingDef : gating_defs::Def {
-  static void CheckGraphInputs(const std::vector<GraphTensor>& inputs) {
-    if (inputs[kInX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[kInX].rank == 0) {
-      Fail(Str(kName,
-               ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
-               "(ONNX Runtime needs x's rank to declare y's shape)"));
-    }
-  }
-};
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() {
-  return OpKernels<MoeGatingDef, CpuKernel<MoeGatingDef, &RunMoeGatingTopKHashCpu>, MoeGatingCannKernel>();
+  return OpKernels<MoeGatingDef, CpuKernel<MoeGatingDef, &RunMoeGatingTopKHashCpu>>(MoeGatingTopKHashCannOp());
 }
 
 }  // namespace ascend_moe

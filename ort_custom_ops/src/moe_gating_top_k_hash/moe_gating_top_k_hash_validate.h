@@ -5,6 +5,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "op_defs.gen.h"
 #include "op_utils.h"
@@ -59,5 +60,17 @@ inline MoeGatingOutputBuffers AllocateMoeGatingOutputs(Ort::KernelContext& ctx, 
   if (p.params.out_flag) b.out = static_cast<float*>(out);
   return b;
 }
+
+// The generated definition (docs/operators.md §1.1) and one graph rule: y's shape follows x's
+// rank, which the C API cannot leave unknown (see InferShapes).
+struct MoeGatingDef : gating_defs::Def {
+  static void CheckGraphInputs(const std::vector<GraphTensor>& inputs) {
+    if (inputs[gating_defs::kInX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[gating_defs::kInX].rank == 0) {
+      Fail(Str(gating_defs::kName,
+               ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
+               "(ONNX Runtime needs x's rank to declare y's shape)"));
+    }
+  }
+};
 
 }  // namespace ascend_moe

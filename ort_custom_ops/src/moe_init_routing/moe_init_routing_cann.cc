@@ -1,4 +1,8 @@
-#include "moe_init_routing_cann.h"
+// MoeInitRouting kernel for the CANN execution provider: validates on the host (row_idx and
+// expert_idx are host inputs), then runs aclnnMoeInitRouting on the EP's stream, or the CPU
+// computation on host copies where it cannot. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "op_defs.gen.h"
 
 #include <vector>
 
@@ -13,10 +17,25 @@ namespace {
 namespace ir = defs::moe_init_routing;
 }  // namespace
 
-MoeInitRoutingCannKernel::MoeInitRoutingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ir::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, ir::kName)) {}
+class MoeInitRoutingCann {
+ public:
+  static constexpr const char* kName = ir::kName;
+  static OrtMemType InputMemoryType(size_t index) {
+    using namespace defs::moe_init_routing;
+    return index == kInRowIdx || index == kInExpertIdx ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeInitRoutingCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  defs::moe_init_routing::Attrs attrs_;
+};
+
+MoeInitRoutingCann::MoeInitRoutingCann(const OrtKernelInfo* info)
+    : attrs_(ir::ReadAttrs(info)) {}
+
+void MoeInitRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace ir;
   const InitRoutingInputs in = GetInputViews(ctx, kName, kInputs);
   const cpu::MoeInitRoutingParams p = ValidateMoeInitRouting(in, attrs_);
@@ -28,7 +47,7 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   a.active_num = attrs_.active_num;
   a.rows = p.num_out_rows;
   const std::string blocker =
-      node_->Blocker(cann::MoeInitRoutingNativeBlocker(a), cann::kAclnnMoeInitRouting);
+      node.Blocker(cann::MoeInitRoutingNativeBlocker(a), cann::kAclnnMoeInitRouting);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {  // the host computation validates the ids and row_idx itself
     CannHostStage stage(ctx, device.context());
@@ -40,12 +59,7 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
                           });
     stage.Finish();
   };
-  if (!blocker.empty()) {
-    if (p.num_tokens > 0) node_->Fallback(blocker);
-    run_on_host();
-    return;
-  }
-  node_->Launch(
+  node.Run(blocker, 
       [&]() {
         CheckMoeInitRoutingIndices(in, p);
         const int64_t pairs = p.num_tokens * p.top_k;
@@ -60,7 +74,11 @@ void MoeInitRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
                                                  ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
         cann::LaunchMoeInitRouting(device.context(), a);
       },
-      run_on_host);
+      run_on_host, p.num_tokens > 0);
+}
+
+const OrtCustomOp* MoeInitRoutingCannOp() {
+  return KernelOp<defs::moe_init_routing::Def, CannKernel<MoeInitRoutingCann>>();
 }
 
 }  // namespace ascend_moe

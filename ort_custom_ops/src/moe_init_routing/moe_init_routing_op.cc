@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "moe_init_routing_cann.h"
+#include "cann_kernel.h"
 #include "moe_init_routing_host.h"
 #include "op_base.h"
 
@@ -134,7 +134,7 @@ void RunMoeInitRoutingCpu(Ort::KernelContext& ctx, const d::Def::Inputs& in, con
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeInitRoutingOps() {
-  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeInitRoutingCpu>, MoeInitRoutingCannKernel>();
+  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeInitRoutingCpu>>(MoeInitRoutingCannOp());
 }
 
 }  // namespace ascend_moe

@@ -1,4 +1,8 @@
-#include "moe_init_routing_v3_cann.h"
+// MoeInitRoutingV3 kernel for the CANN execution provider: validates on the host (expert_idx is a
+// host input), then runs aclnnMoeInitRoutingV3 on the EP's stream where its limits allow, or the
+// CPU computation on host copies. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "op_defs.gen.h"
 
 #include <vector>
 
@@ -22,10 +26,25 @@ namespace v3 = defs::moe_init_routing_v3;
 
 }  // namespace
 
-MoeInitRoutingV3CannKernel::MoeInitRoutingV3CannKernel(const OrtKernelInfo* info)
-    : attrs_(v3::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, v3::kName)) {}
+class MoeInitRoutingV3Cann {
+ public:
+  static constexpr const char* kName = v3::kName;
+  // The expert ids are checked on the host (the NPU operator would write out of bounds).
+  static OrtMemType InputMemoryType(size_t index) {
+    return index == defs::moe_init_routing_v3::kInExpertIdx ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeInitRoutingV3Cann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  defs::moe_init_routing_v3::Attrs attrs_;
+};
+
+MoeInitRoutingV3Cann::MoeInitRoutingV3Cann(const OrtKernelInfo* info)
+    : attrs_(v3::ReadAttrs(info)) {}
+
+void MoeInitRoutingV3Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace v3;
   const InitRoutingV3Inputs in = GetInputViews(ctx, kName, kInputs);
   const InputView &x = in[kInX], &idx = in[kInExpertIdx], &scale = in[kInScale];
@@ -44,7 +63,7 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
   a.quant_mode = p.quant_mode;
   a.drop_pad_mode = p.drop_pad_mode;
   const std::string blocker =
-      node_->Blocker(cann::MoeInitRoutingV3NativeBlocker(a), cann::kAclnnMoeInitRoutingV3);
+      node.Blocker(cann::MoeInitRoutingV3NativeBlocker(a), cann::kAclnnMoeInitRoutingV3);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
@@ -56,12 +75,7 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
                             });
     stage.Finish();
   };
-  if (!blocker.empty()) {
-    if (p.num_tokens > 0) node_->Fallback(blocker);
-    run_on_host();
-    return;
-  }
-  node_->Launch(
+  node.Run(blocker, 
       [&]() {
         // The ids are checked and the counts computed on the host, as the CPU kernel does.
         cpu::MoeInitRoutingPlan plan;
@@ -90,7 +104,11 @@ void MoeInitRoutingV3CannKernel::Compute(Ort::KernelContext& ctx) {
         a.expanded_scale = output(kOutExpandedScale, {a.rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
         cann::LaunchMoeInitRoutingV3(device.context(), a);
       },
-      run_on_host);
+      run_on_host, p.num_tokens > 0);
+}
+
+const OrtCustomOp* MoeInitRoutingV3CannOp() {
+  return KernelOp<MoeInitRoutingV3Def, CannKernel<MoeInitRoutingV3Cann>>();
 }
 
 }  // namespace ascend_moe

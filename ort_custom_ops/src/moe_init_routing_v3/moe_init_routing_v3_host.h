@@ -25,4 +25,16 @@ std::vector<int64_t> MoeInitRoutingV3CountsShape(const defs::moe_init_routing_v3
 void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs& in,
                              const defs::moe_init_routing_v3::Attrs& attrs, const HostOutputFn& output);
 
+// The generated definition plus the output type the attributes decide.
+struct MoeInitRoutingV3Def : defs::moe_init_routing_v3::Def {
+  // expanded_x is x's type without quantisation and int8 with it.
+  static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
+                                                            const std::vector<GraphTensor>& inputs) {
+    std::vector<ONNXTensorElementDataType> types(kNumOutputs, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+    const int64_t quant = ReadIntAttr(info, defs::moe_init_routing_v3::kName, defs::moe_init_routing_v3::kAttrs[defs::moe_init_routing_v3::kAttrQuantMode]);
+    types[defs::moe_init_routing_v3::kOutExpandedX] = quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : inputs[defs::moe_init_routing_v3::kInX].type;
+    return types;
+  }
+};
+
 }  // namespace ascend_moe

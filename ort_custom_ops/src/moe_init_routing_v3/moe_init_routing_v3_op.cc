@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "cann_kernel.h"
 #include "expert_sort_ort.h"
-#include "moe_init_routing_v3_cann.h"
 #include "moe_init_routing_v3_host.h"
 #include "op_base.h"
 
@@ -249,22 +249,11 @@ void RunMoeInitRoutingV3Cpu(Ort::KernelContext& ctx, const d::Inputs& in, const 
                           });
 }
 
-// The generated definition plus the output type the attributes decide.
-struct Def : d::Def {
-  // expanded_x is x's type without quantisation and int8 with it.
-  static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
-                                                            const std::vector<GraphTensor>& inputs) {
-    std::vector<ONNXTensorElementDataType> types(kNumOutputs, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
-    const int64_t quant = ReadIntAttr(info, kOp, d::kAttrs[d::kAttrQuantMode]);
-    types[d::kOutExpandedX] = quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : inputs[d::kInX].type;
-    return types;
-  }
-};
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {
-  return OpKernels<Def, CpuKernel<Def, &RunMoeInitRoutingV3Cpu>, MoeInitRoutingV3CannKernel>();
+  return OpKernels<MoeInitRoutingV3Def, CpuKernel<MoeInitRoutingV3Def, &RunMoeInitRoutingV3Cpu>>(MoeInitRoutingV3CannOp());
 }
 
 }  // namespace ascend_moe

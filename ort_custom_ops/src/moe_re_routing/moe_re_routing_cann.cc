@@ -1,4 +1,7 @@
-#include "moe_re_routing_cann.h"
+// MoeReRouting kernel for the CANN execution provider: validates on the host (the counts are a
+// host input), then runs ops_src/cann on the EP's stream. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "moe_re_routing_validate.h"
 
 #include "ops_src/cann/moe_re_routing.h"
 
@@ -6,10 +9,26 @@ namespace ascend_moe {
 
 using namespace rerouting_defs;
 
-MoeReRoutingCannKernel::MoeReRoutingCannKernel(const OrtKernelInfo* info)
-    : attrs_(ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, kName, "CANN copy fallback")) {}
+class MoeReRoutingCann {
+ public:
+  static constexpr const char* kName = rerouting_defs::kName;
+  static constexpr const char* kFallback = "CANN copy fallback";
+  // The counts are read on the host (validation, copy plan); ORT copies them there.
+  static OrtMemType InputMemoryType(size_t index) {
+    return index == rerouting_defs::kInExpertTokenNumPerRank ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeReRoutingCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  rerouting_defs::Attrs attrs_;
+};
+
+MoeReRoutingCann::MoeReRoutingCann(const OrtKernelInfo* info)
+    : attrs_(ReadAttrs(info)) {}
+
+void MoeReRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   const auto in = GetInputViews(ctx, kName, kInputs);
   const InputView& tokens = in[kInTokens];
   const InputView& counts = in[kInExpertTokenNumPerRank];  // host memory
@@ -42,11 +61,15 @@ void MoeReRoutingCannKernel::Compute(Ort::KernelContext& ctx) {
   args.expert_token_num = output(kOutExpertTokenNum, {args.params.num_experts}, counts.type);
 
   cann::MoeReRoutingPath path = cann::ChooseMoeReRoutingPath(args);
-  if (path.call && node_->Rejected(&path.reason)) path.call = nullptr;
-  if (!path.call) node_->Fallback(path.reason);
+  if (path.call && node.Rejected(&path.reason)) path.call = nullptr;
+  if (!path.call) node.Fallback(path.reason);
   CannDevice device(ctx, kInTokens);
   cann::LaunchMoeReRouting(device.context(), args, &path);
-  if (path.rejected) node_->Reject(path.reason);
+  if (path.rejected) node.Reject(path.reason);
+}
+
+const OrtCustomOp* MoeReRoutingCannOp() {
+  return KernelOp<defs::moe_re_routing::Def, CannKernel<MoeReRoutingCann>>();
 }
 
 }  // namespace ascend_moe

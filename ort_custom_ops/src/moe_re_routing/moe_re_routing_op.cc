@@ -1,7 +1,7 @@
 // ascend.moe::MoeReRouting for ONNX Runtime (docs/operators.md §2): what the generated definition
 // (op_defs.gen.h) leaves to the op: shape inference, and the CPU kernel, which validates
 // (moe_re_routing_validate, shared with the CANN kernel) and calls ops_src/cpu.
-#include "moe_re_routing_cann.h"
+#include "cann_kernel.h"
 #include "moe_re_routing_validate.h"
 #include "op_base.h"
 #include "ops_src/cpu/moe_re_routing.h"
@@ -109,8 +109,7 @@ void RunMoeReRoutingCpu(Ort::KernelContext& ctx, const rerouting_defs::Def::Inpu
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeReRoutingOps() {
-  return OpKernels<rerouting_defs::Def, CpuKernel<rerouting_defs::Def, &RunMoeReRoutingCpu>,
-                   MoeReRoutingCannKernel>();
+  return OpKernels<rerouting_defs::Def, CpuKernel<rerouting_defs::Def, &RunMoeReRoutingCpu>>(MoeReRoutingCannOp());
 }
 
 }  // namespace ascend_moe

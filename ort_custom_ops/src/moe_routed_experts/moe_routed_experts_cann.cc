@@ -1,13 +1,32 @@
-#include "moe_routed_experts_cann.h"
+// MoeRoutedExperts kernel for the CANN execution provider: validates on the host (expert_idx is a
+// host input), then runs ops_src/cann's operator chain on the EP's stream. Registered beside the
+// CPU kernel.
+#include "cann_kernel.h"
+#include "moe_routed_experts_validate.h"
 
 #include "ops_src/cann/moe_routed_experts.h"
 
 namespace ascend_moe {
 
-MoeRoutedExpertsCannKernel::MoeRoutedExpertsCannKernel(const OrtKernelInfo* info)
-    : attrs_(experts::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, experts::kName)) {}
+class MoeRoutedExpertsCann {
+ public:
+  static constexpr const char* kName = experts::kName;
+  // The expert ids are checked on the host (the NPU operators would read out of bounds).
+  static OrtMemType InputMemoryType(size_t index) {
+    return index == experts::kInExpertIdx ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeRoutedExpertsCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  experts::Attrs attrs_;
+};
+
+MoeRoutedExpertsCann::MoeRoutedExpertsCann(const OrtKernelInfo* info)
+    : attrs_(experts::ReadAttrs(info)) {}
+
+void MoeRoutedExpertsCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace experts;
   const RoutedExpertsInputs in = GetInputViews(ctx, kName, kInputs);
   cann::MoeRoutedExpertsDeviceArgs args;
@@ -38,11 +57,15 @@ void MoeRoutedExpertsCannKernel::Compute(Ort::KernelContext& ctx) {
     args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
   }
   cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
-  if (path.native && node_->Rejected(&path.reason)) path.native = false;
-  if (!path.native) node_->Fallback(path.reason);
+  if (path.native && node.Rejected(&path.reason)) path.native = false;
+  if (!path.native) node.Fallback(path.reason);
   CannDevice device(ctx, kInX);
   cann::LaunchMoeRoutedExperts(device.context(), args, &path);
-  if (path.rejected) node_->Reject(path.reason);
+  if (path.rejected) node.Reject(path.reason);
+}
+
+const OrtCustomOp* MoeRoutedExpertsCannOp() {
+  return KernelOp<defs::moe_routed_experts::Def, CannKernel<MoeRoutedExpertsCann>>();
 }
 
 }  // namespace ascend_moe

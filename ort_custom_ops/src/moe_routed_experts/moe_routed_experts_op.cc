@@ -11,7 +11,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "moe_routed_experts_cann.h"
+#include "cann_kernel.h"
 #include "moe_routed_experts_validate.h"
 #include "op_base.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
@@ -276,8 +276,7 @@ struct MoeRoutedExpertsCpuKernel {
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeRoutedExpertsOps() {
-  return OpKernels<experts::Def, MoeRoutedExpertsCpuKernel,
-                   MoeRoutedExpertsCannKernel>();
+  return OpKernels<experts::Def, MoeRoutedExpertsCpuKernel>(MoeRoutedExpertsCannOp());
 }
 
 }  // namespace ascend_moe

@@ -1,4 +1,8 @@
-#include "moe_token_permute_cann.h"
+// MoeTokenPermute kernel for the CANN execution provider: validates on the host (indices is a
+// host input), then runs aclnnMoeTokenPermute on the EP's stream where its limits allow, or the
+// CPU computation on host copies. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "op_defs.gen.h"
 
 #include <vector>
 
@@ -13,10 +17,25 @@ namespace {
 namespace tp = defs::moe_token_permute;
 }  // namespace
 
-MoeTokenPermuteCannKernel::MoeTokenPermuteCannKernel(const OrtKernelInfo* info)
-    : attrs_(tp::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, tp::kName)) {}
+class MoeTokenPermuteCann {
+ public:
+  static constexpr const char* kName = tp::kName;
+  // The ids are checked on the host.
+  static OrtMemType InputMemoryType(size_t index) {
+    return index == defs::moe_token_permute::kInIndices ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeTokenPermuteCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  defs::moe_token_permute::Attrs attrs_;
+};
+
+MoeTokenPermuteCann::MoeTokenPermuteCann(const OrtKernelInfo* info)
+    : attrs_(tp::ReadAttrs(info)) {}
+
+void MoeTokenPermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace tp;
   const TokenPermuteInputs in = GetInputViews(ctx, kName, kInputs);
   const InputView &tokens = in[kInTokens], &idx = in[kInIndices];
@@ -30,7 +49,7 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.indices_rank = static_cast<int>(idx.shape.size());
   a.indices_int64 = p.idx_int64;
   const std::string blocker =
-      node_->Blocker(cann::MoeTokenPermuteNativeBlocker(a), cann::kAclnnMoeTokenPermute);
+      node.Blocker(cann::MoeTokenPermuteNativeBlocker(a), cann::kAclnnMoeTokenPermute);
   CannDevice device(ctx, kInTokens);
   // The ids are checked on the host in either case (the fallback's CPU code checks them itself).
   cpu::MoeInitRoutingPlan plan;
@@ -45,12 +64,7 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
                            });
     stage.Finish();
   };
-  if (!blocker.empty() || bad >= 0) {  // a bad id: the CPU code reports it
-    if (bad < 0 && p.num_tokens > 0) node_->Fallback(blocker);
-    run_on_host();
-    return;
-  }
-  node_->Launch(
+  node.Run(bad >= 0 ? std::string("a bad id: the CPU code reports it") : blocker, 
       [&]() {
         a.indices_host = idx.data;
         a.x = tokens.data;
@@ -60,7 +74,11 @@ void MoeTokenPermuteCannKernel::Compute(Ort::KernelContext& ctx) {
                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, true);
         cann::LaunchMoeTokenPermute(device.context(), a);
       },
-      run_on_host);
+      run_on_host, bad < 0 && p.num_tokens > 0);
+}
+
+const OrtCustomOp* MoeTokenPermuteCannOp() {
+  return KernelOp<defs::moe_token_permute::Def, CannKernel<MoeTokenPermuteCann>>();
 }
 
 }  // namespace ascend_moe

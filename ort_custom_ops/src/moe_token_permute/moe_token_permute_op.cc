@@ -6,7 +6,7 @@
 #include <iterator>
 #include <string>
 
-#include "moe_token_permute_cann.h"
+#include "cann_kernel.h"
 #include "moe_token_permute_host.h"
 #include "op_base.h"
 
@@ -130,7 +130,7 @@ void RunMoeTokenPermuteCpu(Ort::KernelContext& ctx, const d::Def::Inputs& in, co
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {
-  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeTokenPermuteCpu>, MoeTokenPermuteCannKernel>();
+  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeTokenPermuteCpu>>(MoeTokenPermuteCannOp());
 }
 
 }  // namespace ascend_moe

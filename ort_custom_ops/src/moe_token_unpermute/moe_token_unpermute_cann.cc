@@ -1,4 +1,9 @@
-#include "moe_token_unpermute_cann.h"
+// MoeTokenUnpermute kernel for the CANN execution provider: validates on the host (sorted_indices
+// and probs are host inputs: which slots are read depends on both), then runs
+// aclnnMoeTokenUnpermute on the EP's stream where its limits allow, or the CPU kernel on host
+// copies. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "op_defs.gen.h"
 
 #include <vector>
 
@@ -9,10 +14,25 @@
 
 namespace ascend_moe {
 
-MoeTokenUnpermuteCannKernel::MoeTokenUnpermuteCannKernel(const OrtKernelInfo* info)
-    : attrs_(unpermute::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, unpermute::kName)) {}
+class MoeTokenUnpermuteCann {
+ public:
+  static constexpr const char* kName = unpermute::kName;
+  static OrtMemType InputMemoryType(size_t index) {
+    using namespace defs::moe_token_unpermute;
+    return index == kInSortedIndices || index == kInProbs ? OrtMemTypeCPUInput : OrtMemTypeDefault;
+  }
 
-void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit MoeTokenUnpermuteCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  defs::moe_token_unpermute::Attrs attrs_;
+};
+
+MoeTokenUnpermuteCann::MoeTokenUnpermuteCann(const OrtKernelInfo* info)
+    : attrs_(unpermute::ReadAttrs(info)) {}
+
+void MoeTokenUnpermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace unpermute;
   const TokenUnpermuteInputs in = GetInputViews(ctx, kName, kInputs);
   cpu::WeightedGatherBuffers device_buffers;
@@ -30,7 +50,7 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
   a.hidden = p.hidden;
   a.rows = tokens.shape[0];
   const std::string blocker =
-      node_->Blocker(cann::MoeTokenUnpermuteNativeBlocker(a), cann::kAclnnMoeTokenUnpermute);
+      node.Blocker(cann::MoeTokenUnpermuteNativeBlocker(a), cann::kAclnnMoeTokenUnpermute);
   CannDevice device(ctx, kInPermutedTokens);
   auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
@@ -42,12 +62,7 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
     cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
     stage.Finish();
   };
-  if (!blocker.empty()) {
-    node_->Fallback(blocker);
-    run_on_host();
-    return;
-  }
-  node_->Launch(
+  node.Run(blocker, 
       [&]() {
         std::vector<int32_t> index(static_cast<size_t>(idx.size));
         for (int64_t i = 0; i < idx.size; ++i) {
@@ -62,6 +77,10 @@ void MoeTokenUnpermuteCannKernel::Compute(Ort::KernelContext& ctx) {
         cann::LaunchMoeTokenUnpermute(device.context(), a);
       },
       run_on_host);
+}
+
+const OrtCustomOp* MoeTokenUnpermuteCannOp() {
+  return KernelOp<defs::moe_token_unpermute::Def, CannKernel<MoeTokenUnpermuteCann>>();
 }
 
 }  // namespace ascend_moe

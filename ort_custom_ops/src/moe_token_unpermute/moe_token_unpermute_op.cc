@@ -4,7 +4,7 @@
 // token-major indices (the validation is shared with the CANN kernel, moe_token_unpermute_cann).
 #include <algorithm>
 
-#include "moe_token_unpermute_cann.h"
+#include "cann_kernel.h"
 #include "moe_token_unpermute_host.h"
 #include "op_base.h"
 #include "weighted_gather_ort.h"
@@ -111,8 +111,7 @@ void RunMoeTokenUnpermuteCpu(Ort::KernelContext& ctx, const unpermute::Def::Inpu
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
-  return OpKernels<unpermute::Def, CpuKernel<unpermute::Def, &RunMoeTokenUnpermuteCpu>,
-                   MoeTokenUnpermuteCannKernel>();
+  return OpKernels<unpermute::Def, CpuKernel<unpermute::Def, &RunMoeTokenUnpermuteCpu>>(MoeTokenUnpermuteCannOp());
 }
 
 }  // namespace ascend_moe

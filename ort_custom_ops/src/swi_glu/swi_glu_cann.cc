@@ -1,4 +1,7 @@
-#include "swi_glu_cann.h"
+// SwiGlu kernel for the CANN execution provider: aclnnSwiGlu on the EP's stream where the chip
+// and the operator allow, or the CPU kernel on host copies. Registered beside the CPU kernel.
+#include "cann_kernel.h"
+#include "op_defs.gen.h"
 
 #include <vector>
 
@@ -9,10 +12,21 @@
 
 namespace ascend_moe {
 
-SwiGluCannKernel::SwiGluCannKernel(const OrtKernelInfo* info)
-    : attrs_(swiglu::ReadAttrs(info)), node_(std::make_unique<NativeOrHost>(info, swiglu::kName)) {}
+class SwiGluCann {
+ public:
+  static constexpr const char* kName = swiglu::kName;
 
-void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
+  explicit SwiGluCann(const OrtKernelInfo* info);
+  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+
+ private:
+  defs::swi_glu::Attrs attrs_;
+};
+
+SwiGluCann::SwiGluCann(const OrtKernelInfo* info)
+    : attrs_(swiglu::ReadAttrs(info)) {}
+
+void SwiGluCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace swiglu;
   const auto in = GetInputViews(ctx, kName, kInputs);
   const InputView& x = in[kInX];
@@ -27,7 +41,7 @@ void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
   a.dim = attrs_.dim;
   a.x = x.data;
   a.out = y;
-  const std::string blocker = node_->Blocker(cann::SwiGluNativeBlocker(a), cann::kAclnnSwiGlu);
+  const std::string blocker = node.Blocker(cann::SwiGluNativeBlocker(a), cann::kAclnnSwiGlu);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {
     CannHostStage stage(ctx, device.context());
@@ -36,12 +50,11 @@ void SwiGluCannKernel::Compute(Ort::KernelContext& ctx) {
     RunSwiGlu(ctx, p, host_x.data, host_y);
     stage.Finish();
   };
-  if (!blocker.empty()) {
-    node_->Fallback(blocker);
-    run_on_host();
-    return;
-  }
-  node_->Launch([&]() { cann::LaunchSwiGlu(device.context(), a); }, run_on_host);
+  node.Run(blocker, [&]() { cann::LaunchSwiGlu(device.context(), a); }, run_on_host);
+}
+
+const OrtCustomOp* SwiGluCannOp() {
+  return KernelOp<defs::swi_glu::Def, CannKernel<SwiGluCann>>();
 }
 
 }  // namespace ascend_moe

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "op_base.h"
-#include "swi_glu_cann.h"
+#include "cann_kernel.h"
 #include "swi_glu_host.h"
 
 namespace ascend_moe {
@@ -80,7 +80,7 @@ void RunSwiGluCpu(Ort::KernelContext& ctx, const swiglu::Def::Inputs& in, const 
 }  // namespace
 
 std::vector<const OrtCustomOp*> SwiGluOps() {
-  return OpKernels<swiglu::Def, CpuKernel<swiglu::Def, &RunSwiGluCpu>, SwiGluCannKernel>();
+  return OpKernels<swiglu::Def, CpuKernel<swiglu::Def, &RunSwiGluCpu>>(SwiGluCannOp());
 }
 
 }  // namespace ascend_moe

@@ -211,7 +211,12 @@ aclError Copy(const char* who, void* dst, size_t dst_max, const void* src, size_
 struct Handle {
   int tag;
   const void* stream = nullptr;  // events: the stream of the last aclrtRecordEvent
+  uint64_t recorded_at = 0;      // events: the stream's tasks enqueued before that record
 };
+std::set<const void*>& Events() {
+  static auto* s = new std::set<const void*>;
+  return *s;
+}
 
 }  // namespace
 
@@ -225,6 +230,11 @@ int FakeAclIsStream(const void* stream) {
 void FakeAclError(const char* message) {
   t_error = std::string("fake CANN: ") + message;
   std::fprintf(stderr, "[fake-cann] %s\n", message);
+}
+void FakeAclAbort(const char* message) {
+  std::fprintf(stderr, "[fake-cann] ABORT: %s\n", message);
+  std::fflush(stderr);
+  std::abort();
 }
 int FakeAclLiveBlocks() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -241,8 +251,20 @@ void FakeAclCountCall(const char* name) {
 }
 
 // ---- init, device ----
-aclError aclInit(const char* config) { Trace("aclInit(%s)", config ? config : "null"); return kSuccess; }
-aclError aclFinalize() { return kSuccess; }
+// As CANN's runtime (acl.cpp aclInitImpl / aclFinalizeImpl): a repeated aclInit answers
+// ACL_ERROR_REPEAT_INITIALIZE; aclFinalize ends it, after which aclInit may run again.
+int g_init_count = 0;
+aclError aclInit(const char* config) {
+  Trace("aclInit(%s)", config ? config : "null");
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_init_count++ > 0 ? 100002 : kSuccess;
+}
+aclError aclFinalize() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_init_count == 0) return 100037;  // ACL_ERROR_REPEAT_FINALIZE
+  g_init_count = 0;
+  return kSuccess;
+}
 // As CANN's: returns and clears the thread's latest error message; null when there is none
 // (ONNX Runtime's CANN kernels fail a node whenever it is not null).
 const char* aclGetRecentErrMsg() {
@@ -255,7 +277,15 @@ const char* aclGetRecentErrMsg() {
 aclError aclrtSetDevice(int32_t id) { Trace("aclrtSetDevice(%d)", id); return id == 0 ? kSuccess : kInvalidParam; }
 aclError aclrtGetDevice(int32_t* id) { *id = 0; return kSuccess; }
 aclError aclrtGetDeviceCount(uint32_t* count) { *count = 1; return kSuccess; }
-const char* aclrtGetSocName() { return fake_cann::SocName(); }
+// Null before aclInit: the SoC version is read when ACL is initialised (FAKE_ACL_SOC_BEFORE_INIT=1
+// answers at any time, as some CANN versions do).
+const char* aclrtGetSocName() {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_init_count == 0 && !fake_cann::Switch("FAKE_ACL_SOC_BEFORE_INIT")) return nullptr;
+  }
+  return fake_cann::SocName();
+}
 aclError aclrtSynchronizeDevice() { return fake_cann::Drain(nullptr, /*all=*/true); }
 
 // ---- streams and events: work runs in fake_cann::Enqueue (fake_stream.cc) ----
@@ -282,10 +312,36 @@ aclError aclrtSynchronizeStream(void* stream) {
   }
   return fake_cann::Drain(stream);
 }
-aclError aclrtCreateEvent(void** event) { *event = new Handle{2}; return kSuccess; }
-aclError aclrtDestroyEvent(void* event) { delete static_cast<Handle*>(event); return kSuccess; }
+aclError aclrtCreateEvent(void** event) {
+  *event = new Handle{2};
+  std::lock_guard<std::mutex> lock(g_mu);
+  Events().insert(*event);
+  return kSuccess;
+}
+aclError aclrtDestroyEvent(void* event) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!Events().erase(event)) FakeAclAbort("aclrtDestroyEvent: not a live event (destroyed twice, or never made)");
+  }
+  delete static_cast<Handle*>(event);
+  return kSuccess;
+}
+Handle* LiveEvent(void* event, const char* who) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!Events().count(event)) FakeAclAbort((std::string(who) + ": not a live event (used after destroy?)").c_str());
+  return static_cast<Handle*>(event);
+}
 aclError aclrtRecordEvent(void* event, void* stream) {
-  static_cast<Handle*>(event)->stream = stream;
+  Handle* e = LiveEvent(event, "aclrtRecordEvent");
+  e->stream = stream;
+  e->recorded_at = fake_cann::TasksEnqueued(stream);
+  return kSuccess;
+}
+// acl_rt.h aclrtEventRecordedStatus: 0 not ready, 1 complete (the work before the record has run).
+aclError aclrtQueryEventStatus(void* event, int* status) {
+  const Handle* e = LiveEvent(event, "aclrtQueryEventStatus");
+  if (!status) return kInvalidParam;
+  *status = fake_cann::TasksRun(e->stream) >= e->recorded_at ? 1 : 0;
   return kSuccess;
 }
 // Waiting runs the event's stream now: at least as ordered as the real runtime.
@@ -357,10 +413,7 @@ aclError aclrtFreeHost(void* p) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = PinnedBlocks().find(reinterpret_cast<uintptr_t>(p));
-    if (it == PinnedBlocks().end()) {
-      FakeAclError("aclrtFreeHost: not an aclrtMallocHost block");
-      return kInvalidParam;
-    }
+    if (it == PinnedBlocks().end()) FakeAclAbort("aclrtFreeHost: not a live aclrtMallocHost block (freed twice?)");
     size = it->second;
     PinnedBlocks().erase(it);
   }

@@ -58,14 +58,22 @@ ArgCheck::ArgCheck(const char* op) : op_(op) {
   }
 }
 
-void ArgCheck::RequireMoeKernels() {
-  if (!SocHasMoeKernels()) Fail(kFindKernelError, std::string("no kernel for SoC ") + SocName());
+void ArgCheck::RequireKernels(int status) {
+  const std::string self = op_;
+  const std::string op = self.substr(0, self.size() - std::string("GetWorkspaceSize").size());
+  if (!SocHasKernelsOf(op.c_str())) Fail(status, std::string("no kernel for SoC ") + SocName());
 }
 
 void* Data(const void* t) {
   const Tensor* x = T(t);
   return FakeAclDeviceAccess(static_cast<const char*>(x->data) + DataBytes(x->dtype, x->offset),
                              DataBytes(x->dtype, Numel(x)));
+}
+
+void ArgCheck::RequireLive(const char* name, const void* t) const {
+  if (t && !FakeAclnnIsTensor(t)) {
+    FakeAclAbort((std::string(op_) + ": argument '" + name + "' is not a live aclTensor (used after destroy?)").c_str());
+  }
 }
 
 void ArgCheck::Fail(int status, const std::string& message) {
@@ -83,8 +91,7 @@ bool ArgCheck::Check(const char* name, const void* t, bool required,
     return false;
   }
   if (!FakeAclnnIsTensor(t) || T(t)->magic != kTensorMagic) {
-    Fail(kParamInvalid, arg + " is not a live aclTensor");
-    return false;
+    FakeAclAbort((std::string(op_) + ": " + arg + " is not a live aclTensor (used after destroy?)").c_str());
   }
   const Tensor* x = T(t);
   if (std::find(dtypes.begin(), dtypes.end(), x->dtype) == dtypes.end()) {
@@ -143,8 +150,7 @@ int RunExecutor(const char* op, void* workspace, uint64_t workspace_size, void* 
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (!Executors().erase(e)) {
-      FakeAclError((std::string(op) + ": not a live executor (run twice?)").c_str());
-      return kParamInvalid;
+      FakeAclAbort((std::string(op) + ": not a live executor (phase 2 released it: run twice?)").c_str());
     }
   }
   std::unique_ptr<Executor> owned(e);
@@ -163,7 +169,9 @@ int RunExecutor(const char* op, void* workspace, uint64_t workspace_size, void* 
   }
   auto launched = std::make_shared<std::map<const void*, Tensor>>();
   for (const void* t : e->tensors) {
-    if (t && !FakeAclnnIsTensor(t)) return fail("a tensor was destroyed before the launch");
+    if (t && !FakeAclnnIsTensor(t)) {
+      FakeAclAbort((std::string(op) + ": a tensor of the call was destroyed before phase 2 (use after destroy)").c_str());
+    }
     if (t) launched->emplace(t, *T(t));
   }
   return Enqueue(stream, [launched, run = std::move(e->run)] {

@@ -25,8 +25,11 @@ class ArgCheck {
   bool Check(const char* name, const void* t, bool required, std::initializer_list<int> dtypes,
              std::vector<int64_t> dims);
   void Fail(int status, const std::string& message);
-  // The MoE operators have kernels for some SoCs only (fake_cann::SocHasMoeKernels): 561003.
-  void RequireMoeKernels();
+  // Aborts the process when `t` is neither null nor a live aclTensor (a use after destroy).
+  void RequireLive(const char* name, const void* t) const;
+  // Each operator has kernels for some SoCs only (fake_cann::SocHasKernelsOf): a call on another
+  // fails with `status` (561003 where the operator reports the missing kernel itself).
+  void RequireKernels(int status = kFindKernelError);
   bool ok() const { return status_ == kOk; }
   int status() const { return status_; }
 

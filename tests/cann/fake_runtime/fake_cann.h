@@ -19,6 +19,10 @@ void* FakeAclDeviceAccess(const void* p, size_t bytes);
 int FakeAclIsStream(const void* stream);
 // Records the message returned by aclGetRecentErrMsg and prints it to stderr.
 void FakeAclError(const char* message);
+// A misuse the real CANN answers with undefined behaviour (a double destroy or free, a destroy of a
+// handle it never made, a use after destroy): prints "[fake-cann] ABORT: <message>" and aborts the
+// process, always, so that no test can pass over it.
+[[noreturn]] void FakeAclAbort(const char* message);
 // Counters for tests: live device blocks, calls of a name (e.g. "aclnnMoeReRouting").
 int FakeAclLiveBlocks();
 int FakeAclCallCount(const char* name);
@@ -48,6 +52,7 @@ enum Status : int {
   kParamInvalid = 161002,
   kTilingError = 561002,
   kFindKernelError = 561003,
+  kInnerNullptr = 561103,
 };
 enum DataType : int { kFloat = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3, kUint8 = 4, kInt64 = 9,
                       kBool = 12, kBFloat16 = 27, kInt4 = 29 };
@@ -65,6 +70,10 @@ struct HostRange {
   size_t bytes = 0;
 };
 int Enqueue(const void* stream, std::function<int()> work, HostRange host = {});
+// Tasks of `stream` put on it so far / run so far (in order): an event recorded after task n is
+// complete once n tasks have run (aclrtQueryEventStatus).
+uint64_t TasksEnqueued(const void* stream);
+uint64_t TasksRun(const void* stream);
 // Runs the queued work of `stream`; of every stream when `all`.
 int Drain(const void* stream, bool all = false);
 // Fails the queued tasks that use host memory [p, p + bytes) (it is being freed); returns how many.
@@ -77,6 +86,13 @@ long Switch(const char* name);
 const char* SocName();
 // Whether CANN's MoE operators have kernels for that SoC (ascend910b*, ascend910_93*, the 950).
 bool SocHasMoeKernels();
+// Whether ACLNN operator `op` (e.g. "aclnnGroupedMatmulV4") registers kernels for that SoC: each
+// operator's AddConfig list in its public op definition (ops-transformer, ops-nn,
+// cann-recipes-infer), as the real libopapi.so has them.
+bool SocHasKernelsOf(const char* op);
+// Whether the SoC is an Atlas 300I (short SoC version ascend310p), whose kernel configs take fewer
+// types (no bfloat16: swi_glu_def.cpp, moe_token_unpermute_def.cpp; float16 only: grouped_matmul_def.cpp).
+bool SocIs310P();
 
 size_t ElementBytes(int dtype);  // 0 for int4 (half a byte) and unknown types
 // Bytes of `numel` elements of dtype (int4: two per byte); 0 for an unknown dtype.

@@ -3,7 +3,8 @@
 // ascend910b / ascend910_93; op_host/moe_finalize_routing_v2_tiling_membase.cpp: ranks, dims,
 // drop_pad_mode in [0, 3], bias with expert_idx and E >= K), with their status codes; the
 // computation is the project's CPU kernel. The row indices, which the NPU reads unchecked, must
-// lie inside expanded_x (or be -1 in the drop-pad modes) or the run fails.
+// lie inside expanded_x or be -1 (a slot without a row, in every mode: its row counts as zeros)
+// or the run fails.
 #include <string>
 
 #include "fake_aclnn.h"
@@ -29,7 +30,7 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
                                               const void* expert_idx, int64_t drop_pad_mode, const void* out,
                                               uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeFinalizeRoutingV2GetWorkspaceSize");
-  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
+  c.RequireKernels();
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   if (drop_pad_mode < 0 || drop_pad_mode > 3)
     c.Fail(kTilingError, "the value of drop_pad_mode should be [0,3].");
@@ -86,7 +87,7 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
     if (n == 0 || h == 0) return static_cast<int>(kOk);
     const int32_t* idx = static_cast<const int32_t*>(Data(row_idx));
     for (int64_t i = 0; i < n * k; ++i) {
-      if ((idx[i] < 0 && !(drop_pad && idx[i] == -1)) || idx[i] >= rows) {
+      if (idx[i] < -1 || idx[i] >= rows) {
         FakeAclError(("aclnnMoeFinalizeRoutingV2: expandedRowIdx[" + std::to_string(i) +
                       "] = " + std::to_string(idx[i]) +
                       " is outside expandedX: the NPU would read out of bounds (status 561002)")

@@ -26,7 +26,7 @@ int PrepareGating(const GatingCall& g, bool hash_op, uint64_t* workspace_size, v
   c.Check("yOut", g.y, true, {xt}, {R, g.k});
   c.Check("expertIdxOut", g.expert_idx, true, {kInt32}, {R, g.k});
   c.Check("outOut", g.out, true, {kFloat}, {R, E});
-  c.RequireMoeKernels();
+  c.RequireKernels();
   if (!c.ok()) return c.status();
   // The tiling's checks, in its order, each a 561002 with its message: CheckInputShape and
   // CheckAttr of ops-transformer moe/moe_gating_top_k/op_host/moe_gating_top_k_tiling.cpp and of

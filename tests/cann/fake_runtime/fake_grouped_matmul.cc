@@ -9,6 +9,7 @@
 // project's CPU kernel. Like the NPU kernel it writes only the rows of the groups (the rows after the last
 // group keep what they held), and the group list values, which the operator reads on the device unchecked,
 // must be valid or the run fails (the NPU would read and write out of bounds).
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,9 @@ const void* OneTensor(ArgCheck& c, const char* name, const void* list, bool requ
     return nullptr;
   }
   if (!FakeAclnnIsTensorList(list)) {
-    c.Fail(kParamInvalid, std::string("argument '") + name + "' is not a live aclTensorList");
-    return nullptr;
+    FakeAclAbort((std::string("aclnnGroupedMatmulV4GetWorkspaceSize: argument '") + name +
+                  "' is not a live aclTensorList (used after destroy?)")
+                     .c_str());
   }
   if (L(list)->tensors.empty()) {
     c.Fail(kParamInvalid, std::string(name) + " must not be empty tensorlist.");
@@ -51,7 +53,7 @@ const void* OneTensor(ArgCheck& c, const char* name, const void* list, bool requ
 bool CheckWeight(ArgCheck& c, const void* w, int dtype, int64_t k, bool* transposed) {
   if (!c.ok()) return false;
   if (!FakeAclnnIsTensor(w)) {
-    c.Fail(kParamInvalid, "weight[0] is not a live aclTensor");
+    c.RequireLive("weight[0]", w);
     return false;
   }
   const Tensor* t = T(w);
@@ -170,7 +172,7 @@ void CheckAntiquant(ArgCheck& c, const void* scale, const void* offset, int xd, 
   *offset_t = OneTensor(c, "antiquantOffset", offset, true);
   if (!c.ok()) return;
   for (const void* t : {*scale_t, *offset_t}) {
-    if (!FakeAclnnIsTensor(t)) return c.Fail(kParamInvalid, "antiquant tensor is not a live aclTensor");
+    c.RequireLive("antiquant tensor", t);
   }
   const std::vector<int64_t>& d = T(*scale_t)->dims;
   if (d.size() == 3 && wd != kInt4)
@@ -229,6 +231,9 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
                                          void* out, void* activation_feature_out, void* dyn_quant_scale_out,
                                          uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnGroupedMatmulV4GetWorkspaceSize");
+  // The l0 operator finds no kernel: its null result is 561103 (aclnn_grouped_matmul.cpp,
+  // CHECK_RET(result != nullptr, ACLNN_ERR_INNER_NULLPTR)), as any infer-shape or tiling failure.
+  c.RequireKernels(kInnerNullptr);
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   const void* xt = OneTensor(c, "x", x, true);
   const void* wt = OneTensor(c, "weight", weight, true);
@@ -253,7 +258,7 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
     c.Fail(kParamInvalid, "activation inputs / outputs are for quantised activation only");
   }
   if (!c.ok()) return c.status();
-  if (!FakeAclnnIsTensor(xt)) c.Fail(kParamInvalid, "x[0] is not a live aclTensor");
+  c.RequireLive("x[0]", xt);
   if (!c.ok()) return c.status();
   const int xd = T(xt)->dtype;
   const bool w8a8 = xd == kInt8;
@@ -276,6 +281,17 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
                               TypeName(xd) + " and weight dtype " + TypeName(wd) + " is not supported.");
     return c.status();
   }
+  // Check310PlatformForFunction: on Ascend310P float16 x, weight, bias and y only, no quantisation.
+  std::string soc = SocName();
+  for (char& ch : soc) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (soc.rfind("ascend310p", 0) == 0) {
+    const int bd = bias && FakeAclnnIsTensorList(bias) && !L(bias)->tensors.empty() ? T(L(bias)->tensors[0])->dtype
+                                                                                   : kFloat16;
+    if (xd != kFloat16 || wd != kFloat16 || bd != kFloat16) {
+      c.Fail(kParamInvalid, "Only float16 is supported on Ascend310P platforms.");
+      return c.status();
+    }
+  }
   c.Check("x[0]", xt, true, {xd}, {-1, -1});
   if (!c.ok()) return c.status();
   const int64_t m = T(xt)->dims[0], k = T(xt)->dims[1];
@@ -291,7 +307,7 @@ int aclnnGroupedMatmulV4GetWorkspaceSize(const void* x, const void* weight, cons
   const void* scale_t = nullptr;
   const void* per_token_t = nullptr;
   if (w8a8) {
-    if (c.ok() && !FakeAclnnIsTensor(yt)) c.Fail(kParamInvalid, "y[0] is not a live aclTensor");
+    c.RequireLive("y[0]", yt);
     CheckW8A8(c, yt, scale, offset, per_token_scale, m, e, n, &scale_t, &per_token_t);
   }
   if (!c.ok()) return c.status();

@@ -1,7 +1,8 @@
 // Fake aclnnMoeInitRoutingV3 (libopapi.so): the checks of ops-transformer
 // moe/moe_init_routing_v3/docs/aclnnMoeInitRoutingV3.md (parameter table and 约束说明: activeNum
-// = N*K, dropless only, expertTokensNumType 1 or 2, the flag set, quantMode -1 or 1, expertNum
-// <= 10240 (5120 key/value), the expert range inside [0, expertNum)), with its status codes;
+// = N*K, dropless only, expertTokensNumType 1 or 2, the flag set, quantMode -1 or 1, the expert
+// range inside [0, expertNum) with its end <= 10240 (5120 key/value)), with its status codes, the
+// tiling's in phase 2 as the operator reports them;
 // the computation is the project's CPU kernel (quantMode -1; dynamic quantisation is not
 // modelled). What the doc leaves undefined is poisoned, so that a caller relying on it fails:
 // expanded_x rows past the kept pairs, the scatter index past them (rowIdxType 1) and
@@ -26,7 +27,14 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
                                           const void* counts, const void* expanded_scale,
                                           uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeInitRoutingV3GetWorkspaceSize");
-  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
+  // Phase 1 ignores the status of the operator's launcher (aclnn_moe_init_routing_v3.cpp calls
+  // l0op::MoeInitRoutingV3 and checks only its outputs): the tiling checks and the kernel lookup
+  // fail in phase 2, as here (`deferred`, reported by the executor with 561002).
+  std::string deferred;
+  auto defer = [&deferred](const std::string& why) {
+    if (deferred.empty()) deferred = why;
+  };
+  if (!SocHasKernelsOf("aclnnMoeInitRoutingV3")) defer(std::string("no kernel for SoC ") + SocName());
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   c.Check("x", x, true, {kFloat16, kBFloat16, kFloat, kInt8}, {-1, -1});
   c.Check("expertIdx", expert_idx, true, {kInt32}, {-1, -1});
@@ -51,22 +59,30 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
     }
   }
   if (!c.ok()) return c.status();
-  // 约束说明 and the parameter table: attribute values outside the supported range are 561002.
+  // 约束说明 and the tiling checks (moe_init_routing_v3_tiling.cpp): deferred to phase 2.
   const int64_t pairs = n * k;
-  if (active_num != pairs) c.Fail(kTilingError, "activeNum must equal NUM_ROWS*K = " + std::to_string(pairs));
-  if (expert_capacity < 0) c.Fail(kTilingError, "expertCapacity must be >= 0");
-  if (drop_pad_mode != 0) c.Fail(kTilingError, "dropPadMode supports 0 (dropless) only");
+  if (active_num != pairs) defer("activeNum must equal NUM_ROWS*K = " + std::to_string(pairs));
+  if (expert_capacity < 0) defer("expertCapacity must be >= 0");
+  if (drop_pad_mode != 0) defer("dropPadMode supports 0 (dropless) only");
   if (tokens_num_type != 1 && tokens_num_type != 2)
-    c.Fail(kTilingError, "expertTokensNumType supports 1 and 2 only");
-  if (!tokens_num_flag) c.Fail(kTilingError, "expertTokensNumFlag supports true only");
-  const int64_t max_experts = tokens_num_type == 2 ? 5120 : 10240;
-  if (expert_num < 0 || expert_num > max_experts) {
-    c.Fail(kTilingError, "expertNum must be in [0, " + std::to_string(max_experts) + "]");
-  }
+    defer("expertTokensNumType supports 1 and 2 only");
+  if (!tokens_num_flag) defer("expertTokensNumFlag supports true only");
+  // moe_init_routing_v3_tiling.cpp: expert_num > 0, expert_end <= 10240 (5120 key/value).
+  const int64_t max_end = tokens_num_type == 2 ? 5120 : 10240;
+  if (expert_num <= 0) defer("expert_num should be greater than 0");
+  if (end > max_end) defer("expert_end should be less than or equal to " + std::to_string(max_end));
   if (!(start >= 0 && start < end && end <= expert_num))
-    c.Fail(kTilingError, "activeExpertRange must be 0 <= start < end <= expertNum");
-  if (row_idx_type != 0 && row_idx_type != 1) c.Fail(kTilingError, "rowIdxType must be 0 or 1");
-  if (!c.ok()) return c.status();
+    defer("activeExpertRange must be 0 <= start < end <= expertNum");
+  if (row_idx_type != 0 && row_idx_type != 1) defer("rowIdxType must be 0 or 1");
+  if (!deferred.empty()) {
+    const std::string why = "aclnnMoeInitRoutingV3: " + deferred + " (status 561002, in phase 2)";
+    return MakeExecutor("aclnnMoeInitRoutingV3", 0, {x, expert_idx},
+                        [why] {
+                          FakeAclError(why.c_str());
+                          return static_cast<int>(kTilingError);
+                        },
+                        workspace_size, executor);
+  }
   c.Check("expandedXOut", expanded_x, true, {xt}, {pairs, h});
   c.Check("expandedRowIdxOut", row_idx, true, {kInt32}, {pairs});
   if (tokens_num_type == 2)

@@ -21,7 +21,7 @@ int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, cons
                                         const void* expanded_row_idx, const void* expanded_expert_idx,
                                         uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeInitRoutingGetWorkspaceSize");
-  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
+  c.RequireKernels();
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   c.Check("x", x, true, {kFloat16, kBFloat16, kFloat}, {-1, -1});
   c.Check("expertIdx", expert_idx, true, {kInt32}, {-1, -1});

@@ -1,16 +1,20 @@
-// Fake libnnopbase.so: aclCreateTensor / aclDestroyTensor. Tensors are tracked: destroying one
-// twice, or passing a destroyed one to an operator, fails loudly.
+// Fake libnnopbase.so: aclCreateTensor / aclDestroyTensor, with CANN's ownership (opbase
+// src/nnopbase/common/api/acl_op_api.cpp): a tensor put into an aclTensorList belongs to the list,
+// whose aclDestroyTensorList destroys it. Tensors are tracked: destroying one twice, destroying
+// one a list owns, destroying a pointer that was never a tensor, or passing a destroyed one to an
+// operator aborts the process (FakeAclAbort); a null tensor is destroyed as a no-op, as by CANN.
 #include <cstdio>
 #include <mutex>
-#include <set>
+#include <map>
 #include <string>
 
 #include "fake_cann.h"
 
 namespace {
 std::mutex g_mu;
-std::set<const void*>& Live() {
-  static auto* s = new std::set<const void*>;
+// Live tensors -> the list that owns them (null: their creator).
+std::map<const void*, const void*>& Live() {
+  static auto* s = new std::map<const void*, const void*>;
   return *s;
 }
 // Whether `t` views `storage` (row-major) with its axes permuted: each view axis is a storage
@@ -89,19 +93,42 @@ void* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, int data
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(g_mu);
-  Live().insert(t);
+  Live()[t] = nullptr;
   return t;
 }
 
-int aclDestroyTensor(const void* t) {
+// Hands live tensor `t` to `list` (aclCreateTensorList); aborts if it is not a live tensor of its
+// creator's (destroyed, or already in a list, which would destroy it a second time).
+void FakeAclnnGiveTensorToList(const void* t, const void* list) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto it = Live().find(t);
+  if (it == Live().end()) FakeAclAbort("aclCreateTensorList: an item is not a live aclTensor (used after destroy?)");
+  if (it->second) FakeAclAbort("aclCreateTensorList: an item already belongs to another aclTensorList");
+  it->second = list;
+}
+
+// Destroys tensor `t` on behalf of `owner` (null: its creator, aclDestroyTensor; else the list).
+void FakeAclnnDestroyTensorAs(const void* t, const void* owner, const char* who) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (!Live().erase(t)) {
-      FakeAclError("aclDestroyTensor: not a live tensor (destroyed twice?)");
-      return fake_cann::kParamInvalid;
+    const auto it = Live().find(t);
+    if (it == Live().end()) {
+      FakeAclAbort((std::string(who) + ": not a live aclTensor (destroyed twice, or never created)").c_str());
     }
+    if (it->second != owner) {
+      FakeAclAbort((std::string(who) +
+                    ": the tensor belongs to an aclTensorList, whose aclDestroyTensorList destroys it "
+                    "(acl_op_api.cpp; aclDestroyTensorList.md: not to be destroyed again)")
+                       .c_str());
+    }
+    Live().erase(it);
   }
   delete static_cast<const fake_cann::Tensor*>(t);
+}
+
+int aclDestroyTensor(const void* t) {
+  if (!t) return fake_cann::kOk;
+  FakeAclnnDestroyTensorAs(t, nullptr, "aclDestroyTensor");
   return fake_cann::kOk;
 }
 

@@ -1,7 +1,8 @@
 // Fake libnnopbase.so, continued: aclCreateTensorList / aclDestroyTensorList and
 // aclCreateIntArray / aclDestroyIntArray (aclnn/acl_meta.h). Lists and arrays are tracked like
-// tensors: destroying one twice, or passing a destroyed one to an operator, fails loudly. A list
-// refers to its tensors and does not own them (destroying the list leaves them alive).
+// tensors: destroying one twice or one never made, or passing a destroyed one to an operator,
+// aborts the process. A list owns its tensors: aclDestroyTensorList destroys them (opbase
+// acl_op_api.cpp), and a tensor of a live list must not be destroyed on its own.
 #include <mutex>
 #include <set>
 #include <string>
@@ -10,6 +11,8 @@
 #include "fake_lists.h"
 
 extern "C" int FakeAclnnIsTensor(const void* t);
+extern "C" void FakeAclnnGiveTensorToList(const void* t, const void* list);
+extern "C" void FakeAclnnDestroyTensorAs(const void* t, const void* owner, const char* who);
 
 namespace {
 std::mutex g_mu;
@@ -47,11 +50,7 @@ void* aclCreateTensorList(const void* const* value, uint64_t size) {
   }
   auto* list = new fake_cann::TensorList{fake_cann::kTensorListMagic, {}};
   for (uint64_t i = 0; i < size; ++i) {
-    if (!FakeAclnnIsTensor(value[i])) {
-      FakeAclError(("aclCreateTensorList: item " + std::to_string(i) + " is not a live aclTensor").c_str());
-      delete list;
-      return nullptr;
-    }
+    FakeAclnnGiveTensorToList(value[i], list);  // aborts unless a live tensor of no list
     list->tensors.push_back(value[i]);
   }
   Track(list);
@@ -59,11 +58,11 @@ void* aclCreateTensorList(const void* const* value, uint64_t size) {
 }
 
 int aclDestroyTensorList(const void* list) {
-  if (!Untrack(list)) {
-    FakeAclError("aclDestroyTensorList: not a live tensor list (destroyed twice?)");
-    return fake_cann::kParamInvalid;
-  }
-  delete static_cast<const fake_cann::TensorList*>(list);
+  if (!list) return fake_cann::kOk;
+  if (!Untrack(list)) FakeAclAbort("aclDestroyTensorList: not a live tensor list (destroyed twice, or never created)");
+  const auto* l = static_cast<const fake_cann::TensorList*>(list);
+  for (const void* t : l->tensors) FakeAclnnDestroyTensorAs(t, list, "aclDestroyTensorList");
+  delete l;
   return fake_cann::kOk;
 }
 
@@ -78,10 +77,8 @@ void* aclCreateIntArray(const int64_t* value, uint64_t size) {
 }
 
 int aclDestroyIntArray(const void* array) {
-  if (!Untrack(array)) {
-    FakeAclError("aclDestroyIntArray: not a live int array (destroyed twice?)");
-    return fake_cann::kParamInvalid;
-  }
+  if (!array) return fake_cann::kOk;
+  if (!Untrack(array)) FakeAclAbort("aclDestroyIntArray: not a live int array (destroyed twice, or never created)");
   delete static_cast<const fake_cann::IntArray*>(array);
   return fake_cann::kOk;
 }

@@ -28,7 +28,7 @@ int aclnnMoeReRoutingGetWorkspaceSize(const void* tokens, const void* counts, co
   c.Check("permutePerTokenScalesOut", permute_scales, true, {kFloat}, {A});
   c.Check("permuteTokenIdxOut", permute_idx, true, {kInt32}, {A});
   c.Check("expertTokenNumOut", expert_token_num, true, {ct}, {E});
-  c.RequireMoeKernels();
+  c.RequireKernels();
   if (expert_token_num_type != 1) c.Fail(kParamInvalid, "expertTokenNumType must be 1");
   if (idx_type != 0) c.Fail(kParamInvalid, "idxType must be 0");
   if (!(H > 0 && H < 16384)) c.Fail(kTilingError, "H must be in (0, 16384), got " + std::to_string(H));

@@ -26,18 +26,26 @@ struct Task {
 };
 
 std::mutex g_mu;
+struct Counts {
+  uint64_t enqueued = 0, run = 0;
+};
+std::map<const void*, Counts>& TaskCounts() {
+  static auto* c = new std::map<const void*, Counts>;
+  return *c;
+}
 std::map<const void*, std::deque<std::shared_ptr<Task>>>& Queues() {
   static auto* q = new std::map<const void*, std::deque<std::shared_ptr<Task>>>;
   return *q;
 }
 
 // The next task of `stream` (of any stream when `all`), taken off its queue; null when none.
-std::shared_ptr<Task> Next(const void* stream, bool all) {
+std::shared_ptr<Task> Next(const void* stream, bool all, const void** of) {
   std::lock_guard<std::mutex> lock(g_mu);
   for (auto& [s, queue] : Queues()) {
     if ((all || s == stream) && !queue.empty()) {
       std::shared_ptr<Task> t = queue.front();
       queue.pop_front();
+      *of = s;
       return t;
     }
   }
@@ -64,10 +72,45 @@ bool SocHasMoeKernels() {
   return starts("ascend910_93") || starts("ascend910_95") || starts("ascend950");
 }
 
+uint64_t TasksEnqueued(const void* stream) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return TaskCounts()[stream].enqueued;
+}
+uint64_t TasksRun(const void* stream) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return TaskCounts()[stream].run;
+}
+
+bool SocHasKernelsOf(const char* op) {
+  std::string s = SocName();
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto starts = [&](const char* p) { return s.rfind(p, 0) == 0; };
+  const bool b910 = starts("ascend910b") && s.size() > 10 && std::isdigit(static_cast<unsigned char>(s[10]));
+  const bool b93 = starts("ascend910_93"), b95 = starts("ascend910_95") || starts("ascend950");
+  const bool p310 = starts("ascend310p");
+  const std::string name = op;
+  if (name == "aclnnGroupedMatmulV4" || name == "aclnnMoeTokenUnpermute") return b910 || b93 || p310;
+  if (name == "aclnnMoeTokenPermute") return b910 || b93;
+  if (name == "aclnnSwiGlu") return b910 || b93 || p310 || b95;
+  return b910 || b93 || b95;  // the other MoE operators
+}
+
+bool SocIs310P() {
+  std::string s = SocName();
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s.rfind("ascend310p", 0) == 0;
+}
+
 int Enqueue(const void* stream, std::function<int()> work, HostRange host) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++TaskCounts()[stream].enqueued;
+  }
   if (!Switch("FAKE_ACL_ASYNC")) {
     const int earlier = Drain(stream);  // work queued while the switch was on comes first
     const int status = work();
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++TaskCounts()[stream].run;
     return earlier != kOk ? earlier : status;
   }
   auto task = std::make_shared<Task>();
@@ -80,12 +123,17 @@ int Enqueue(const void* stream, std::function<int()> work, HostRange host) {
 
 int Drain(const void* stream, bool all) {
   int first = kOk;
-  while (std::shared_ptr<Task> t = Next(stream, all)) {
+  const void* of = nullptr;
+  while (std::shared_ptr<Task> t = Next(stream, all, &of)) {
     int status = t->failed;
     if (status != kOk) {
       FakeAclError(t->why.c_str());
     } else {
       status = t->work();
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      ++TaskCounts()[of].run;
     }
     if (first == kOk) first = status;
   }

@@ -38,10 +38,14 @@ int aclnnSwiGluGetWorkspaceSize(const void* x, int64_t dim, const void* out, uin
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   if (!x || !out) c.Fail(kParamNullptr, "x or out is null");
   if (!c.ok()) return c.status();
-  if (!FakeAclnnIsTensor(x)) c.Fail(kParamInvalid, "argument 'x' is not a live aclTensor");
+  c.RequireLive("x", x);
   if (!c.ok()) return c.status();
   const int64_t rank = static_cast<int64_t>(T(x)->dims.size());
-  c.Check("x", x, true, {kFloat16, kBFloat16, kFloat}, std::vector<int64_t>(rank, -1));
+  c.RequireKernels();
+  if (SocIs310P())  // the 310p config: no bfloat16
+    c.Check("x", x, true, {kFloat16, kFloat}, std::vector<int64_t>(rank, -1));
+  else
+    c.Check("x", x, true, {kFloat16, kBFloat16, kFloat}, std::vector<int64_t>(rank, -1));
   if (!c.ok()) return c.status();
   if (rank == 0 || dim < -rank || dim >= rank) {
     c.Fail(kParamInvalid, "dim " + std::to_string(dim) + " is out of [-x.dim(), x.dim() - 1]");

@@ -19,13 +19,14 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
                                          bool padded_mode, const void* permuted, const void* sorted,
                                          uint64_t* workspace_size, void** executor) {
   ArgCheck c("aclnnMoeTokenPermuteGetWorkspaceSize");
-  c.RequireMoeKernels();  // the operator registers kernels for ascend910b / ascend910_93 (/ 950) only
+  c.RequireKernels();
   if (!workspace_size || !executor) c.Fail(kParamNullptr, "workspaceSize or executor is null");
   if (padded_mode) c.Fail(kParamInvalid, "Currently only support padded_mode is false");
   c.Check("tokens", tokens, true, {kBFloat16, kFloat16, kFloat, kInt8}, {-1, -1});
   if (!c.ok()) return c.status();
-  if (!FakeAclnnIsTensor(indices)) {
-    c.Fail(indices ? kParamInvalid : kParamNullptr, "argument 'indices' is not a live aclTensor");
+  c.RequireLive("indices", indices);
+  if (!indices) {
+    c.Fail(kParamNullptr, "argument 'indices' is null");
     return c.status();
   }
   const size_t rank = T(indices)->dims.size();

@@ -34,7 +34,11 @@ int aclnnMoeTokenUnpermuteGetWorkspaceSize(const void* permuted, const void* sor
   if (padded_mode) c.Fail(kParamInvalid, "paddedMode must be false");
   if (restore_shape && !FakeAclnnIsIntArray(restore_shape))
     c.Fail(kParamInvalid, "restoreShapeOptional is not a live aclIntArray");
-  c.Check("permutedTokens", permuted, true, {kBFloat16, kFloat16, kFloat}, {-1, -1});
+  c.RequireKernels();
+  if (SocIs310P())  // the 310p config: float16 / float tokens
+    c.Check("permutedTokens", permuted, true, {kFloat16, kFloat}, {-1, -1});
+  else
+    c.Check("permutedTokens", permuted, true, {kBFloat16, kFloat16, kFloat}, {-1, -1});
   c.Check("sortedIndices", sorted, true, {kInt32}, {-1});
   if (!c.ok()) return c.status();
   const int dt = T(permuted)->dtype;
