@@ -40,13 +40,14 @@ Tensor::Tensor(AclDataType type, const std::vector<int64_t>& view, const std::ve
 }
 
 Tensor::Tensor(AclDataType type, std::vector<int64_t> dims, const void* data)
-    : Tensor(type, dims,
-             [&dims] {
-               std::vector<int64_t> strides(dims.size(), 1);  // in elements
-               for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-               return strides;
-             }(),
-             dims, data) {}
+    : Tensor(
+          type, dims,
+          [&dims] {
+            std::vector<int64_t> strides(dims.size(), 1);  // in elements
+            for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+            return strides;
+          }(),
+          dims, data) {}
 
 Tensor Tensor::TransposedWeight(AclDataType type, int64_t groups, int64_t n, int64_t k, const void* data) {
   return Tensor(type, {groups, k, n}, {n * k, 1, k}, {groups, n, k}, data);

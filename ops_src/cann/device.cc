@@ -50,7 +50,8 @@ class StagingPool {
       FreeRetiredLocked();
       StagingBlock* best = nullptr;
       for (const auto& b : blocks_) {
-        if (!b->leased && b->capacity >= bytes && (!best || b->capacity < best->capacity) && ReadyLocked(b.get())) {
+        if (!b->leased && b->capacity >= bytes && (!best || b->capacity < best->capacity) &&
+            ReadyLocked(b.get())) {
           best = b.get();
         }
       }

@@ -195,11 +195,12 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
   return {};
 }
 
-std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& p, bool has_bias, const std::string& soc) {
+std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& p, bool has_bias,
+                                    const std::string& soc) {
   std::string chip = SocBlocker(soc, kAclnnGroupedMatmulV4);
   if (!chip.empty() || !SocIs310P(soc)) return chip;
-  const bool fp16 = p.type == cpu::GmmType::kFloat16 && p.weight == cpu::GmmWeight::kSame &&
-                    (!has_bias || !p.bias_float32);
+  const bool fp16 =
+      p.type == cpu::GmmType::kFloat16 && p.weight == cpu::GmmWeight::kSame && (!has_bias || !p.bias_float32);
   if (fp16) return {};
   return "on Ascend310P aclnnGroupedMatmulV4 takes float16 x, weight and bias only, without quantisation, "
          "got " +
@@ -244,13 +245,19 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
   Tensor group_list(kAclInt64, {p.groups}, group_list_device);
   // A transposed weight is passed as the [E, K, N] view of its [E, N, K] storage (op-plugin's
   // npu_grouped_matmul passes torch's transposed view the same way).
-  const auto w_list = list(p.transpose_weight ? Tensor::TransposedWeight(w_type, p.groups, p.cols, p.depth, weight)
-                                              : Tensor(w_type, {p.groups, p.depth, p.cols}, weight));
-  const auto bias_list = optional_list(bias, w8a8 ? kAclInt32 : p.bias_float32 ? kAclFloat : type, {p.groups, p.cols});
+  const auto w_list =
+      list(p.transpose_weight ? Tensor::TransposedWeight(w_type, p.groups, p.cols, p.depth, weight)
+                              : Tensor(w_type, {p.groups, p.depth, p.cols}, weight));
+  const auto bias_list = optional_list(bias,
+                                       w8a8             ? kAclInt32
+                                       : p.bias_float32 ? kAclFloat
+                                                        : type,
+                                       {p.groups, p.cols});
   // W8A8: scale [E, N], per_token_scale float [M]; W8A16 / W4A16: antiquant_scale /
   // antiquant_offset [E, N] or [E, G, N].
   const std::vector<int64_t> aq_dims = AntiquantDims(p);
-  const auto scale_list = optional_list(quant ? quant->scale : nullptr, GmmAclType(p.scale_type), {p.groups, p.cols});
+  const auto scale_list =
+      optional_list(quant ? quant->scale : nullptr, GmmAclType(p.scale_type), {p.groups, p.cols});
   const auto aq_scale_list =
       optional_list(quant ? quant->antiquant_scale : nullptr, GmmAclType(p.antiquant_type), aq_dims);
   const auto aq_offset_list =
@@ -261,10 +268,10 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
       ctx, kAclnnGroupedMatmulV4,
       [&](uint64_t* workspace_size, AclOpExecutor** executor) {
         auto get = [](const std::unique_ptr<TensorList>& l) { return l ? l->get() : nullptr; };
-        return prepare(x_list->get(), w_list->get(), get(bias_list), get(scale_list), nullptr, get(aq_scale_list),
-                       get(aq_offset_list), get(per_token_list), group_list.get(), nullptr, nullptr, nullptr,
-                       kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type, kGmmActNone, y_list->get(),
-                       nullptr, nullptr, workspace_size, executor);
+        return prepare(x_list->get(), w_list->get(), get(bias_list), get(scale_list), nullptr,
+                       get(aq_scale_list), get(aq_offset_list), get(per_token_list), group_list.get(),
+                       nullptr, nullptr, nullptr, kGmmSplitItemSingle, kGmmGroupTypeSplitM, group_list_type,
+                       kGmmActNone, y_list->get(), nullptr, nullptr, workspace_size, executor);
       },
       op.run);
 }

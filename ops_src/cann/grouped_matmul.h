@@ -51,7 +51,8 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& args);
 // GroupedMatmulNativeBlocker: its kernels for the chip (soc.h), and on Ascend310P float16 x,
 // weight, bias and y only, without quantisation (aclnn_grouped_matmul.cpp
 // Check310PlatformForFunction, CheckFunctionQuantParams; grouped_matmul_def.cpp's 310p config).
-std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& params, bool has_bias, const std::string& soc);
+std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& params, bool has_bias,
+                                    const std::string& soc);
 // Native when the limits hold and the operator library provides the call.
 GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& args);
 

@@ -60,7 +60,7 @@ struct AclRuntime {
   AclrtRecordEventFn record_event = nullptr;
   AclrtQueryEventStatusFn query_event = nullptr;
   AclrtDestroyEventFn destroy_event = nullptr;
-  AclInitFn init = nullptr;  // may be null
+  AclInitFn init = nullptr;          // may be null
   AclFinalizeFn finalize = nullptr;  // may be null
 };
 // Resolved on first use; throws std::runtime_error naming the missing symbol and every library

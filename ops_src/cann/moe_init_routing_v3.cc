@@ -14,8 +14,9 @@ std::string InitRoutingV3Blocker(const InitRoutingV3Call& c) {
   if (c.tokens <= 0) return "0 tokens";
   if (c.expert_num <= 0) return op + " takes expert_num > 0, got " + std::to_string(c.expert_num);
   if (!(c.expert_start >= 0 && c.expert_start < c.expert_end && c.expert_end <= c.expert_num)) {
-    return op + " takes an expert range 0 <= start < end <= expert_num, got [" + std::to_string(c.expert_start) +
-           ", " + std::to_string(c.expert_end) + ") with expert_num " + std::to_string(c.expert_num);
+    return op + " takes an expert range 0 <= start < end <= expert_num, got [" +
+           std::to_string(c.expert_start) + ", " + std::to_string(c.expert_end) + ") with expert_num " +
+           std::to_string(c.expert_num);
   }
   if (c.tokens_num_type != 1 && c.tokens_num_type != 2) {
     return op + " takes expert_tokens_num_type 1 or 2, got " + std::to_string(c.tokens_num_type);
@@ -129,7 +130,7 @@ void LaunchMoeInitRoutingV3(const DeviceContext& ctx, const MoeInitRoutingV3Devi
   }
   if (a.tokens_num_type == 0) {
     UploadStaged(ctx, a.counts, a.counts_host,
-                   static_cast<size_t>(a.expert_end - a.expert_start) * sizeof(int64_t));
+                 static_cast<size_t>(a.expert_end - a.expert_start) * sizeof(int64_t));
   }
 }
 

@@ -136,7 +136,8 @@ std::string SocBlockerAll(const std::string& soc) {
   for (const OperatorChipsRow& row : kOperatorChips) {
     const std::string why = SocBlocker(soc, row.call);
     if (why.empty()) continue;
-    if (soc.empty() && ReadSoc().name.empty()) return "the SoC is not known (aclrtGetSocName answered nothing after aclInit)";
+    if (soc.empty() && ReadSoc().name.empty())
+      return "the SoC is not known (aclrtGetSocName answered nothing after aclInit)";
     missing += (missing.empty() ? "" : ", ") + std::string(row.call);
   }
   if (missing.empty()) return {};
@@ -149,8 +150,8 @@ std::string SocBlocker(const std::string& soc, const char* call) {
     const SocReading r = ReadSoc();
     if (!r.runtime) return {};
     if (r.name.empty()) {
-      return std::string("the SoC is not known (aclrtGetSocName answered nothing after aclInit), so ") + call +
-             " is not taken to have kernels for it";
+      return std::string("the SoC is not known (aclrtGetSocName answered nothing after aclInit), so ") +
+             call + " is not taken to have kernels for it";
     }
     name = r.name;
   }

@@ -67,7 +67,7 @@ std::string InitRoutingV3Facts(const Facts& f) {
   a.expert_num = IntFact(f, "expert_num", d.expert_num);
   a.expert_start = IntFact(f, "active_expert_start", d.active_expert_start);
   a.expert_end = IntFact(f, "active_expert_end", d.active_expert_end);
-  if (a.expert_end < 0) a.expert_end = a.expert_num;             // the whole range
+  if (a.expert_end < 0) a.expert_end = a.expert_num;                         // the whole range
   if (a.expert_num <= 0) a.expert_num = std::max<int64_t>(a.expert_end, 1);  // not known: taken to fit
   if (a.expert_end <= 0) a.expert_end = a.expert_num;
   a.tokens_num_type = IntFact(f, "expert_tokens_num_type", d.expert_tokens_num_type);

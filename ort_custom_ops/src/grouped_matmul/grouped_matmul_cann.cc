@@ -22,8 +22,7 @@ class GroupedMatmulCann {
   gmm::Attrs attrs_;
 };
 
-GroupedMatmulCann::GroupedMatmulCann(const OrtKernelInfo* info)
-    : attrs_(gmm::ReadAttrs(info)) {
+GroupedMatmulCann::GroupedMatmulCann(const OrtKernelInfo* info) : attrs_(gmm::ReadAttrs(info)) {
   // The type rules fail at session creation, as on the CPU EP.
   const GroupedMatmulTypes types =
       CheckGroupedMatmulTypes(GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);

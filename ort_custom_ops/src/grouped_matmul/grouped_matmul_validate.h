@@ -57,10 +57,11 @@ struct GroupedMatmulDef : gmm::Def {
     const int64_t output_dtype = ReadIntAttr(info, gmm::kName, gmm::kAttrs[gmm::kAttrOutputDtype]);
     const ONNXTensorElementDataType x = inputs[gmm::kInX].type;
     // int8 x without output_dtype: float, as shape inference declares it (the constructor refuses the node)
-    const ONNXTensorElementDataType y = x != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 ? x
-                                        : GroupedMatmulOutputType(output_dtype) != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED
-                                            ? GroupedMatmulOutputType(output_dtype)
-                                            : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    const ONNXTensorElementDataType y =
+        x != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 ? x
+        : GroupedMatmulOutputType(output_dtype) != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED
+            ? GroupedMatmulOutputType(output_dtype)
+            : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
     return {y};
   }
 };

@@ -60,8 +60,8 @@ void MoeFinalizeRoutingV2Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& no
   c.hidden = p.hidden;
   c.drop_pad_mode = attrs_.drop_pad_mode;
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
-  const std::string blocker = node.Blocker(
-      cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present), cann::kAclnnMoeFinalizeRoutingV2);
+  const std::string blocker = node.Blocker(cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present),
+                                           cann::kAclnnMoeFinalizeRoutingV2);
   if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
     GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
     return;
@@ -78,7 +78,8 @@ void MoeFinalizeRoutingV2Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& no
     cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
     stage.Finish();
   };
-  node.Run(blocker, 
+  node.Run(
+      blocker,
       [&]() {
         const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
         std::vector<int32_t> experts;

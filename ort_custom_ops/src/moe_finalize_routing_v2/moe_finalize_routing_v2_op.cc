@@ -111,8 +111,8 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
   // -1: a slot without a row (dropped, or an expert outside init routing's active range), a zero row
   const int64_t bad = cpu::FirstIndexOutside(idx.data, idx_type, idx.size, -1, r);
   if (bad >= 0) {
-    FailInput(kInExpandedRowIdx, Str("must be -1 (no row) or in [0, ", drop_pad ? "E*C" : "N*K", ") = [0, ", r,
-                                     ") when drop_pad_mode is ", drop_pad ? "1 or 3" : "0 or 2", ", got ",
+    FailInput(kInExpandedRowIdx, Str("must be -1 (no row) or in [0, ", drop_pad ? "E*C" : "N*K", ") = [0, ",
+                                     r, ") when drop_pad_mode is ", drop_pad ? "1 or 3" : "0 or 2", ", got ",
                                      cpu::IndexAt(idx.data, idx_type, bad), " at [", bad, "]"));
   }
   cpu::WeightedGatherParams p;
@@ -165,7 +165,8 @@ void RunMoeFinalizeRoutingV2Cpu(Ort::KernelContext& ctx, const finalize::Def::In
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
-  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>>(MoeFinalizeRoutingV2CannOp());
+  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>>(
+      MoeFinalizeRoutingV2CannOp());
 }
 
 }  // namespace ascend_moe

@@ -54,8 +54,7 @@ class MoeGatingCann {
   std::vector<unsigned char> table_host_;
 };
 
-MoeGatingCann::MoeGatingCann(const OrtKernelInfo* info)
-    : attrs_(ReadAttrs(info)) {
+MoeGatingCann::MoeGatingCann(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)) {
   Ort::ConstKernelInfo ki(info);
   if (ki.GetInputCount() <= kInTid2eid) return;
   int is_constant = 0;
@@ -121,8 +120,8 @@ void MoeGatingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
     std::vector<unsigned char> downloaded;
     if (!table_constant_) {
       node.WarnOnce(Str(kName,
-                          ": tid2eid is not a constant initializer: it is copied to "
-                          "the host on every call to check its entries"));
+                        ": tid2eid is not a constant initializer: it is copied to "
+                        "the host on every call to check its entries"));
       downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
       cann::Synchronize(device.context());
       cann::CopySync(downloaded.data(), tid2eid.data, downloaded.size(), cann::kDeviceToHost);
@@ -141,8 +140,6 @@ void MoeGatingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
 }
 
-const OrtCustomOp* MoeGatingTopKHashCannOp() {
-  return KernelOp<MoeGatingDef, CannKernel<MoeGatingCann>>();
-}
+const OrtCustomOp* MoeGatingTopKHashCannOp() { return KernelOp<MoeGatingDef, CannKernel<MoeGatingCann>>(); }
 
 }  // namespace ascend_moe

@@ -112,11 +112,11 @@ void RunMoeGatingTopKHashCpu(Ort::KernelContext& ctx, const gating_defs::Inputs&
   RunMoeGatingCpu(ctx, p, inputs, outputs);
 }
 
-
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeGatingTopKHashOps() {
-  return OpKernels<MoeGatingDef, CpuKernel<MoeGatingDef, &RunMoeGatingTopKHashCpu>>(MoeGatingTopKHashCannOp());
+  return OpKernels<MoeGatingDef, CpuKernel<MoeGatingDef, &RunMoeGatingTopKHashCpu>>(
+      MoeGatingTopKHashCannOp());
 }
 
 }  // namespace ascend_moe

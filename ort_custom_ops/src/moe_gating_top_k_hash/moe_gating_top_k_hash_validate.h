@@ -65,7 +65,8 @@ inline MoeGatingOutputBuffers AllocateMoeGatingOutputs(Ort::KernelContext& ctx, 
 // rank, which the C API cannot leave unknown (see InferShapes).
 struct MoeGatingDef : gating_defs::Def {
   static void CheckGraphInputs(const std::vector<GraphTensor>& inputs) {
-    if (inputs[gating_defs::kInX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && inputs[gating_defs::kInX].rank == 0) {
+    if (inputs[gating_defs::kInX].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED &&
+        inputs[gating_defs::kInX].rank == 0) {
       Fail(Str(gating_defs::kName,
                ": input 'x' must have rank >= 2, got rank 0 or an unknown rank in the graph "
                "(ONNX Runtime needs x's rank to declare y's shape)"));

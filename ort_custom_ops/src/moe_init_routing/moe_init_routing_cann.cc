@@ -32,8 +32,7 @@ class MoeInitRoutingCann {
   defs::moe_init_routing::Attrs attrs_;
 };
 
-MoeInitRoutingCann::MoeInitRoutingCann(const OrtKernelInfo* info)
-    : attrs_(ir::ReadAttrs(info)) {}
+MoeInitRoutingCann::MoeInitRoutingCann(const OrtKernelInfo* info) : attrs_(ir::ReadAttrs(info)) {}
 
 void MoeInitRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace ir;
@@ -46,8 +45,7 @@ void MoeInitRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   a.hidden = p.cols;
   a.active_num = attrs_.active_num;
   a.rows = p.num_out_rows;
-  const std::string blocker =
-      node.Blocker(cann::MoeInitRoutingNativeBlocker(a), cann::kAclnnMoeInitRouting);
+  const std::string blocker = node.Blocker(cann::MoeInitRoutingNativeBlocker(a), cann::kAclnnMoeInitRouting);
   CannDevice device(ctx, kInX);
   auto run_on_host = [&]() {  // the host computation validates the ids and row_idx itself
     CannHostStage stage(ctx, device.context());
@@ -59,7 +57,8 @@ void MoeInitRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
                           });
     stage.Finish();
   };
-  node.Run(blocker, 
+  node.Run(
+      blocker,
       [&]() {
         CheckMoeInitRoutingIndices(in, p);
         const int64_t pairs = p.num_tokens * p.top_k;

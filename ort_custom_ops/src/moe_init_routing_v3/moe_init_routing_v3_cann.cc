@@ -41,8 +41,7 @@ class MoeInitRoutingV3Cann {
   defs::moe_init_routing_v3::Attrs attrs_;
 };
 
-MoeInitRoutingV3Cann::MoeInitRoutingV3Cann(const OrtKernelInfo* info)
-    : attrs_(v3::ReadAttrs(info)) {}
+MoeInitRoutingV3Cann::MoeInitRoutingV3Cann(const OrtKernelInfo* info) : attrs_(v3::ReadAttrs(info)) {}
 
 void MoeInitRoutingV3Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace v3;
@@ -75,7 +74,8 @@ void MoeInitRoutingV3Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) 
                             });
     stage.Finish();
   };
-  node.Run(blocker, 
+  node.Run(
+      blocker,
       [&]() {
         // The ids are checked and the counts computed on the host, as the CPU kernel does.
         cpu::MoeInitRoutingPlan plan;

@@ -31,8 +31,11 @@ struct MoeInitRoutingV3Def : defs::moe_init_routing_v3::Def {
   static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
                                                             const std::vector<GraphTensor>& inputs) {
     std::vector<ONNXTensorElementDataType> types(kNumOutputs, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
-    const int64_t quant = ReadIntAttr(info, defs::moe_init_routing_v3::kName, defs::moe_init_routing_v3::kAttrs[defs::moe_init_routing_v3::kAttrQuantMode]);
-    types[defs::moe_init_routing_v3::kOutExpandedX] = quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : inputs[defs::moe_init_routing_v3::kInX].type;
+    const int64_t quant =
+        ReadIntAttr(info, defs::moe_init_routing_v3::kName,
+                    defs::moe_init_routing_v3::kAttrs[defs::moe_init_routing_v3::kAttrQuantMode]);
+    types[defs::moe_init_routing_v3::kOutExpandedX] =
+        quant != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : inputs[defs::moe_init_routing_v3::kInX].type;
     return types;
   }
 };

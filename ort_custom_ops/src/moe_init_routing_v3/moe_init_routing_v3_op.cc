@@ -249,11 +249,11 @@ void RunMoeInitRoutingV3Cpu(Ort::KernelContext& ctx, const d::Inputs& in, const 
                           });
 }
 
-
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {
-  return OpKernels<MoeInitRoutingV3Def, CpuKernel<MoeInitRoutingV3Def, &RunMoeInitRoutingV3Cpu>>(MoeInitRoutingV3CannOp());
+  return OpKernels<MoeInitRoutingV3Def, CpuKernel<MoeInitRoutingV3Def, &RunMoeInitRoutingV3Cpu>>(
+      MoeInitRoutingV3CannOp());
 }
 
 }  // namespace ascend_moe

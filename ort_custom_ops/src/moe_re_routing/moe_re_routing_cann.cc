@@ -25,8 +25,7 @@ class MoeReRoutingCann {
   rerouting_defs::Attrs attrs_;
 };
 
-MoeReRoutingCann::MoeReRoutingCann(const OrtKernelInfo* info)
-    : attrs_(ReadAttrs(info)) {}
+MoeReRoutingCann::MoeReRoutingCann(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)) {}
 
 void MoeReRoutingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   const auto in = GetInputViews(ctx, kName, kInputs);

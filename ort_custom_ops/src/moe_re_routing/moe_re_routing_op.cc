@@ -109,7 +109,8 @@ void RunMoeReRoutingCpu(Ort::KernelContext& ctx, const rerouting_defs::Def::Inpu
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeReRoutingOps() {
-  return OpKernels<rerouting_defs::Def, CpuKernel<rerouting_defs::Def, &RunMoeReRoutingCpu>>(MoeReRoutingCannOp());
+  return OpKernels<rerouting_defs::Def, CpuKernel<rerouting_defs::Def, &RunMoeReRoutingCpu>>(
+      MoeReRoutingCannOp());
 }
 
 }  // namespace ascend_moe

@@ -23,8 +23,7 @@ class MoeRoutedExpertsCann {
   experts::Attrs attrs_;
 };
 
-MoeRoutedExpertsCann::MoeRoutedExpertsCann(const OrtKernelInfo* info)
-    : attrs_(experts::ReadAttrs(info)) {}
+MoeRoutedExpertsCann::MoeRoutedExpertsCann(const OrtKernelInfo* info) : attrs_(experts::ReadAttrs(info)) {}
 
 void MoeRoutedExpertsCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace experts;

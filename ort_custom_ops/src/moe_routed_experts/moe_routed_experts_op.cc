@@ -90,7 +90,8 @@ bool EmptyCall(Ort::KernelContext& ctx, const cpu::MoeRoutedExpertsParams& param
   if (params.tokens != 0 && params.hidden != 0) return false;
   const int64_t bad = FirstBadExpertIndex(params, idx);
   if (bad >= 0) FailExpertIndex(params, idx, bad);
-  GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+  GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                   ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
                    /*required=*/true);
   return true;
 }
@@ -207,15 +208,17 @@ struct MoeRoutedExpertsCpuKernel {
       p.quant_bits = static_cast<int>(attrs_.weight_bits);
       p.block_size = g;
       const int64_t h = p.hidden, i = p.inter, e = p.experts;
-      if (e < 1 || i < 1 || h < 1 || shapes[1] != std::vector<int64_t>{e, h, i / pack} || i % pack != 0) return;
+      if (e < 1 || i < 1 || h < 1 || shapes[1] != std::vector<int64_t>{e, h, i / pack} || i % pack != 0)
+        return;
       if (g > 0 && (h % g != 0 || i % g != 0)) return;
-      const std::vector<int64_t> su = g == 0 ? std::vector<int64_t>{e, 2 * i} : std::vector<int64_t>{e, 2 * i, h / g};
+      const std::vector<int64_t> su =
+          g == 0 ? std::vector<int64_t>{e, 2 * i} : std::vector<int64_t>{e, 2 * i, h / g};
       const std::vector<int64_t> sd = g == 0 ? std::vector<int64_t>{e, h} : std::vector<int64_t>{e, h, i / g};
       if (shapes[2] != su || shapes[3] != sd) return;
       const cpu::A8Dot dot = cpu::ActiveA8Dot();
-      repacked_ = std::make_unique<cpu::A8ExpertWeights>(cpu::RepackA8Experts(
-          p, static_cast<const int8_t*>(data[0]), static_cast<const float*>(data[2]),
-          static_cast<const int8_t*>(data[1]), static_cast<const float*>(data[3]), dot));
+      repacked_ = std::make_unique<cpu::A8ExpertWeights>(
+          cpu::RepackA8Experts(p, static_cast<const int8_t*>(data[0]), static_cast<const float*>(data[2]),
+                               static_cast<const int8_t*>(data[1]), static_cast<const float*>(data[3]), dot));
       std::copy(std::begin(data), std::end(data), std::begin(repacked_from_.data));
       repacked_params_ = p;
     } catch (const Ort::Exception&) {
@@ -223,7 +226,8 @@ struct MoeRoutedExpertsCpuKernel {
     }
   }
 
-  void ComputeA8(Ort::KernelContext& ctx, const RoutedExpertsInputs& in, const cpu::MoeRoutedExpertsParams& params) {
+  void ComputeA8(Ort::KernelContext& ctx, const RoutedExpertsInputs& in,
+                 const cpu::MoeRoutedExpertsParams& params) {
     using namespace experts;
     if (params.hidden > limits::moe_routed_experts::kA8MaxInputs) {
       Fail(Str(kName, ": input '", kInputs[kInX].name, "' with act_quant 1 must have H <= ",
@@ -239,10 +243,11 @@ struct MoeRoutedExpertsCpuKernel {
     if (w == nullptr || !(repacked_from_ == BuffersOf(in)) || w->dot != dot ||
         repacked_params_.experts != params.experts || repacked_params_.hidden != params.hidden ||
         repacked_params_.inter != params.inter) {
-      per_call = std::make_unique<cpu::A8ExpertWeights>(cpu::RepackA8Experts(
-          params, static_cast<const int8_t*>(in[kInGateUpWeights].data),
-          static_cast<const float*>(in[kInGateUpScales].data), static_cast<const int8_t*>(in[kInDownWeights].data),
-          static_cast<const float*>(in[kInDownScales].data), dot));
+      per_call = std::make_unique<cpu::A8ExpertWeights>(
+          cpu::RepackA8Experts(params, static_cast<const int8_t*>(in[kInGateUpWeights].data),
+                               static_cast<const float*>(in[kInGateUpScales].data),
+                               static_cast<const int8_t*>(in[kInDownWeights].data),
+                               static_cast<const float*>(in[kInDownScales].data), dot));
       w = per_call.get();
     }
     cpu::MoeRoutedExpertsA8Plan plan;
@@ -258,13 +263,18 @@ struct MoeRoutedExpertsCpuKernel {
     if (!built) FailExpertIndex(params, in[kInExpertIdx].data, bad_pair);
     const float* x = static_cast<const float*>(in[kInX].data);
     const float* routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
-    float* y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
-                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
-    ParallelForRange(ctx, params.tokens, 16, [&](int64_t begin, int64_t end) { plan.QuantizeTokens(x, begin, end); });
-    ParallelForRange(ctx, plan.num_up_items(), 1, [&](int64_t begin, int64_t end) { plan.UpItems(*w, begin, end); });
-    ParallelForRange(ctx, plan.num_pairs(), 16, [&](int64_t begin, int64_t end) { plan.QuantizeActs(begin, end); });
-    ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes),
-                     [&](int64_t begin, int64_t end) { plan.DownColumns(*w, routing_weights, y, begin, end); });
+    float* y =
+        static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
+                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
+    ParallelForRange(ctx, params.tokens, 16,
+                     [&](int64_t begin, int64_t end) { plan.QuantizeTokens(x, begin, end); });
+    ParallelForRange(ctx, plan.num_up_items(), 1,
+                     [&](int64_t begin, int64_t end) { plan.UpItems(*w, begin, end); });
+    ParallelForRange(ctx, plan.num_pairs(), 16,
+                     [&](int64_t begin, int64_t end) { plan.QuantizeActs(begin, end); });
+    ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes), [&](int64_t begin, int64_t end) {
+      plan.DownColumns(*w, routing_weights, y, begin, end);
+    });
   }
 
   experts::Attrs attrs_;

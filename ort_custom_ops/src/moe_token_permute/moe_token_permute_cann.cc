@@ -32,8 +32,7 @@ class MoeTokenPermuteCann {
   defs::moe_token_permute::Attrs attrs_;
 };
 
-MoeTokenPermuteCann::MoeTokenPermuteCann(const OrtKernelInfo* info)
-    : attrs_(tp::ReadAttrs(info)) {}
+MoeTokenPermuteCann::MoeTokenPermuteCann(const OrtKernelInfo* info) : attrs_(tp::ReadAttrs(info)) {}
 
 void MoeTokenPermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace tp;
@@ -64,7 +63,8 @@ void MoeTokenPermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
                            });
     stage.Finish();
   };
-  node.Run(bad >= 0 ? std::string("a bad id: the CPU code reports it") : blocker, 
+  node.Run(
+      bad >= 0 ? std::string("a bad id: the CPU code reports it") : blocker,
       [&]() {
         a.indices_host = idx.data;
         a.x = tokens.data;

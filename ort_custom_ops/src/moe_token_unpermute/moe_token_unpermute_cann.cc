@@ -62,7 +62,8 @@ void MoeTokenUnpermuteCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node)
     cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
     stage.Finish();
   };
-  node.Run(blocker, 
+  node.Run(
+      blocker,
       [&]() {
         std::vector<int32_t> index(static_cast<size_t>(idx.size));
         for (int64_t i = 0; i < idx.size; ++i) {

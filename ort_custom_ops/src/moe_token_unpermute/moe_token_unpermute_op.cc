@@ -111,7 +111,8 @@ void RunMoeTokenUnpermuteCpu(Ort::KernelContext& ctx, const unpermute::Def::Inpu
 }  // namespace
 
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
-  return OpKernels<unpermute::Def, CpuKernel<unpermute::Def, &RunMoeTokenUnpermuteCpu>>(MoeTokenUnpermuteCannOp());
+  return OpKernels<unpermute::Def, CpuKernel<unpermute::Def, &RunMoeTokenUnpermuteCpu>>(
+      MoeTokenUnpermuteCannOp());
 }
 
 }  // namespace ascend_moe

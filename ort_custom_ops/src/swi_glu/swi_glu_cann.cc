@@ -23,8 +23,7 @@ class SwiGluCann {
   defs::swi_glu::Attrs attrs_;
 };
 
-SwiGluCann::SwiGluCann(const OrtKernelInfo* info)
-    : attrs_(swiglu::ReadAttrs(info)) {}
+SwiGluCann::SwiGluCann(const OrtKernelInfo* info) : attrs_(swiglu::ReadAttrs(info)) {}
 
 void SwiGluCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   using namespace swiglu;
@@ -53,8 +52,6 @@ void SwiGluCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
   node.Run(blocker, [&]() { cann::LaunchSwiGlu(device.context(), a); }, run_on_host);
 }
 
-const OrtCustomOp* SwiGluCannOp() {
-  return KernelOp<defs::swi_glu::Def, CannKernel<SwiGluCann>>();
-}
+const OrtCustomOp* SwiGluCannOp() { return KernelOp<defs::swi_glu::Def, CannKernel<SwiGluCann>>(); }
 
 }  // namespace ascend_moe
