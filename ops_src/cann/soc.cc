@@ -132,7 +132,7 @@ std::string OperatorChips(const char* call) {
 }
 
 std::string SocBlockerAll(const std::string& soc) {
-  std::string missing, unknown;
+  std::string missing;
   for (const OperatorChipsRow& row : kOperatorChips) {
     const std::string why = SocBlocker(soc, row.call);
     if (why.empty()) continue;
