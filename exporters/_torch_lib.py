@@ -77,7 +77,7 @@ def described(t: torch.Tensor | None):
     return None if t is None else (tuple(t.shape), onnx_type_name(t.dtype))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def try_import_torch_npu() -> bool:
     """Import torch_npu if it is installed and usable (it needs CANN); never raise."""
     try:

@@ -2,10 +2,10 @@
 
 Defined by :func:`define_torch_ops` (called by ``exporters.define_torch_ops``) unless torch_npu
 already defines it: the implementation is the NumPy reference (onnx_schemas) on any device, the
-fake kernel validates like it; the export side (moe_re_routing_onnx) is added in every case. ``torch.library.custom_op`` cannot
-declare keyword-only tensor arguments (torch 2.13: "custom_op with kwarg-only Tensor args"), so the
-op is defined from torch_npu's exact schema with ``torch.library.define`` / ``impl`` /
-``register_fake``.
+fake kernel validates like it; the export side (moe_re_routing_onnx) is added in every case.
+``torch.library.custom_op`` cannot declare keyword-only tensor arguments (torch 2.13: "custom_op
+with kwarg-only Tensor args"), so the op is defined from torch_npu's exact schema with
+``torch.library.define`` / ``impl`` / ``register_fake``.
 """
 
 from __future__ import annotations

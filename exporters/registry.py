@@ -6,8 +6,8 @@ so these tables hold every front end; ``exporters.define_torch_ops``, ``custom_t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ._torch_lib import torchscript_symbolic
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -29,10 +30,7 @@ class BodyBuilder:
 
     def op(self, op_type: str, *inputs: str, outputs: int | Sequence[str] = 1, **attrs: Any):
         """Append a node; returns its output name (or a list for several outputs)."""
-        if isinstance(outputs, int):
-            names = [self._name(op_type.lower()) for _ in range(outputs)]
-        else:
-            names = list(outputs)
+        names = [self._name(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
         return names[0] if len(names) == 1 else names
 

@@ -119,7 +119,8 @@ def update(text: str) -> str:
         pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
         if not pattern.search(text):
             raise ValueError(f"docs: no generated block for {name} (add the lines '{begin}' and '{end}')")
-        text = pattern.sub(lambda _: f"{begin}\n{render_op(schema)}\n{end}", text)
+        block = f"{begin}\n{render_op(schema)}\n{end}"
+        text = pattern.sub(lambda _, block=block: block, text)
     return text
 
 

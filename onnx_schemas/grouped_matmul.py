@@ -268,7 +268,8 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
         if inputs.get(name) is not None:
             s = _required(inputs, name)[0]
             if len(s) != 2 or any(known(a) and known(b) and a != b for a, b in zip(s, (E, N))):
-                raise _err(f"input '{name}' must be [E, N] = {shape_text((E, N))} (from weight), got shape {shape_text(s)}")
+                raise _err(f"input '{name}' must be [E, N] = {shape_text((E, N))} (from weight), "
+                           f"got shape {shape_text(s)}")
     G = 1
     if inputs.get("antiquant_scale") is not None:
         G = _check_antiquant_shape(inputs, E, K, N, int4 and t)

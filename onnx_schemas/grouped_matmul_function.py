@@ -14,7 +14,7 @@ runtime's own errors or wrong rows).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx

@@ -8,7 +8,8 @@ own MoeTokenUnpermute is this op with ``drop_pad_mode`` 2 on its newest chips.
 
 from __future__ import annotations
 
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto

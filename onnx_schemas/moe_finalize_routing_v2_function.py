@@ -18,7 +18,7 @@ fails in a Reshape. Sums may differ from the C++ kernel in the last float32 bit 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx

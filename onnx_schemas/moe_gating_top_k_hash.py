@@ -164,7 +164,7 @@ def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -
 
 def grouping_effective(attrs: dict[str, Any]) -> bool:
     """Whether group-limited selection applies (docs/operators.md §1.2 step 3)."""
-    return 1 < attrs["group_count"] and attrs["k_group"] < attrs["group_count"]
+    return attrs["group_count"] > 1 and attrs["k_group"] < attrs["group_count"]
 
 
 def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
@@ -278,10 +278,8 @@ def select_top_k(b: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
         gkey = key.reshape(R, G, P)
         order = np.argsort(-gkey, axis=-1, kind="stable")
         top = np.take_along_axis(b.reshape(R, G, P), order[..., :2], axis=-1)
-        if attrs["group_select_mode"] == 0:
-            score = _rank_key(top[..., 0])
-        else:
-            score = _rank_key(top[..., 0] + top[..., 1])  # float32 sum, as the kernels do
+        # mode 1 ranks groups by the float32 sum of their top two, as the kernels do
+        score = _rank_key(top[..., 0] if attrs["group_select_mode"] == 0 else top[..., 0] + top[..., 1])
         kept = np.argsort(-score, axis=-1, kind="stable")[:, : attrs["k_group"]]
         allowed = np.zeros((R, G), dtype=bool)
         np.put_along_axis(allowed, kept, True, axis=-1)

@@ -8,7 +8,8 @@ bodies are attached to a model.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx

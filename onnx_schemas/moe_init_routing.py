@@ -112,7 +112,8 @@ def validate_inputs(x: tuple, row_idx: tuple, expert_idx: tuple, attrs: dict[str
     if known(e_shape[1]) and e_shape[1] < 1:
         raise _err(f"input 'expert_idx' must have K >= 1, got shape {shape_text(e_shape)}")
     if len(r_shape) != 2 or any(known(a) and known(b) and a != b for a, b in zip(r_shape, e_shape)):
-        raise _err(f"input 'row_idx' must have the shape of expert_idx {shape_text(e_shape)}, got shape {shape_text(r_shape)}")
+        raise _err(f"input 'row_idx' must have the shape of expert_idx {shape_text(e_shape)}, "
+                   f"got shape {shape_text(r_shape)}")
     if all(known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
         raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements, got {e_shape[0] * e_shape[1]}")
 

@@ -7,7 +7,8 @@ ids are not reported by the body (the library's kernel and the reference report 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx

@@ -9,7 +9,8 @@ dropped. Dropless mode (drop_pad_mode 0) writes the sorted rows one after the ot
 
 from __future__ import annotations
 
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto

@@ -21,7 +21,8 @@ and has neither caveat.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx

@@ -8,7 +8,8 @@ Ranks and dims of tokens and indices that break §6.3 make a Reshape fail (``Bod
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -48,7 +49,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         op("Equal", g.rank(tokens), const(2, np.int64)), op("GreaterOrEqual", dim(t_dims, 1), const(1, np.int64)),
         op("Equal", dim(i_dims, 0), dim(t_dims, 0)),
         op("Or", op("Equal", i_rank, const(1, np.int64)),
-           op("And", op("Equal", i_rank, const(2, np.int64)), op("GreaterOrEqual", dim(i_dims, 1), const(1, np.int64)))))
+           op("And", op("Equal", i_rank, const(2, np.int64)),
+              op("GreaterOrEqual", dim(i_dims, 1), const(1, np.int64)))))
     indices = g.require(indices, shapes_ok)
     flat = op("Reshape", op("Cast", indices, to=TensorProto.INT64), const([-1], np.int64))  # [P]
     p_1d = op("Shape", flat)

@@ -5,7 +5,7 @@ nothing (their index is not checked: any value reads the zero row)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx

@@ -6,9 +6,9 @@ specific to one layer (kernel paths, export, shape inference details)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable
 
 import numpy as np
 import onnx
@@ -364,7 +364,7 @@ def _experts_samples():
 
 
 def _experts_cases():
-    
+
     rng = np.random.default_rng(15)
     good = _experts_inputs(rng)
 
@@ -439,7 +439,8 @@ def _quantized_experts_cases(good: dict) -> list:
         B("int4-odd-hidden", w(q4, x=good["x"][:, :19]), int4,
           "input 'gate_up_weights' with weight_bits 4 packs two values per byte along H, which must be even, "
           "got H = 19 (x.shape[1])"),
-        B("int4-odd-inter", w(q4, gate_up_weights=q4["gate_up_weights"][:, :10], gate_up_scales=q4["gate_up_scales"][:, :10]),
+        B("int4-odd-inter",
+          w(q4, gate_up_weights=q4["gate_up_weights"][:, :10], gate_up_scales=q4["gate_up_scales"][:, :10]),
           int4,
           "input 'down_weights' with weight_bits 4 packs two values per byte along I, which must be even, "
           "got I = 5 (from gate_up_weights)"),

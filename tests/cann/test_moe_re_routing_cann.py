@@ -98,7 +98,7 @@ def native_expected(token_type, scales, attrs) -> bool:
 def test_bit_identical_to_cpu_and_native_where_allowed(token_type, count_type, scales, attrs):
     rng = np.random.default_rng(len(token_type) + 7 * len(attrs))
     sc = None if scales is None else (SCALE_TYPES[scales[0]], scales[1])
-    for trial in range(2):
+    for _trial in range(2):
         feeds = random_case(rng, TOKEN_TYPES[token_type], count_type, sc)
         _, native = compare(feeds, **attrs)
         assert native == native_expected(token_type, scales, attrs)

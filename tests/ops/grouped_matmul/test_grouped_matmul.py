@@ -84,8 +84,8 @@ ROW_BLOCK = 64  # its kRowBlock: rows of one group per item
 def dequant_cases(rng):
     """int4 antiquant groups on both sides of the dequantize-once switch ([E, K, N]: just below,
     at, above it, and past one item's rows, whose last item falls below it again; [E, N, K]
-    dequantizes for any rows, on AVX-512 it looks the nibbles up instead), per channel and per group, with and without offset and bias, every
-    x type: tails in N and K, several float32 panels per item (K x 2056 [E, K, N] and 2000 x N
+    dequantizes for any rows, on AVX-512 it looks the nibbles up instead), per channel and per group,
+    with and without offset and bias, every x type: tails in N and K, several float32 panels per item (K x 2056 [E, K, N] and 2000 x N
     [E, N, K] weights) with antiquant group boundaries inside a panel."""
     counts = [DEQUANT_ROWS_KN4 - 1, DEQUANT_ROWS_KN4, 0, 1, DEQUANT_ROWS_KN4 + 1, ROW_BLOCK + 6]
     shapes = [  # (layout, K, N, scale groups)
@@ -180,7 +180,8 @@ class _ExpertMlp:
                 gmm = torch.ops.ascend_moe.grouped_matmul
                 h = gmm(x, self.w13, group_list, group_list_type=1, transpose_weight=1)
                 gate, up = h.chunk(2, dim=-1)
-                return gmm(torch.nn.functional.silu(gate) * up, self.w2, group_list, group_list_type=1, transpose_weight=1)
+                h = torch.nn.functional.silu(gate) * up
+                return gmm(h, self.w2, group_list, group_list_type=1, transpose_weight=1)
 
         return Mlp().eval()
 
