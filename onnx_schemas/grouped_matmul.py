@@ -313,8 +313,7 @@ def _infer(ctx) -> None:
     attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x, w = common.input_type(ctx, 0), common.input_type(ctx, 1)
     x_dims, w_dims = common.input_dims(x), common.input_dims(w)
-    if x_dims is not None and len(x_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'x' must be 2-D [M, K], got rank {len(x_dims)}")
+    common.check_rank(OP_TYPE, "x", x_dims, "[M, K]")
     if w_dims is not None and len(w_dims) != 3:
         common.fail_inference(OP_TYPE, f"input 'weight' must be 3-D, got rank {len(w_dims)}")
     if x is None:

@@ -20,8 +20,7 @@ from . import _common as common
 from .moe_init_routing_v3 import dim_product
 
 OP_TYPE = "MoeInitRouting"
-LIMITS = {"MAX_PAIRS": 2**31 - 1,  # the indices are int32 (generated into attr_defaults.gen.h)
-          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+LIMITS = common.EXPERT_SORT_LIMITS
 MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
 SCHEMA = OpSchema(
@@ -74,14 +73,7 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
 def validate_inputs(x: tuple, row_idx: tuple, expert_idx: tuple, attrs: dict[str, Any]) -> None:
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)``."""
     validate_attributes(attrs)
-    x_shape, x_type = x
-    if x_type not in X_TYPES:
-        raise _err(f"input 'x' must be {common.type_list(X_TYPES)}, got {x_type}")
-    if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [N, H], got shape {common.shape_text(x_shape)}")
-    N, H = x_shape
-    if common.known(H) and H < 1:
-        raise _err(f"input 'x' must have H >= 1, got shape {common.shape_text(x_shape)}")
+    N, H = common.token_rows(OP_TYPE, "x", x, X_TYPES)
     e_shape, e_type = expert_idx
     r_shape, r_type = row_idx
     for name, t in (("row_idx", r_type), ("expert_idx", e_type)):
@@ -140,10 +132,8 @@ def _infer(ctx) -> None:
         common.fail_inference(OP_TYPE, str(err).split(": ", 1)[1])
     x, expert_idx = common.input_type(ctx, 0), common.input_type(ctx, 2)
     x_dims, e_dims = common.input_dims(x), common.input_dims(expert_idx)
-    if x_dims is not None and len(x_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'x' must be 2-D [N, H], got rank {len(x_dims)}")
-    if e_dims is not None and len(e_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'expert_idx' must be 2-D [N, K], got rank {len(e_dims)}")
+    common.check_rank(OP_TYPE, "x", x_dims, "[N, H]")
+    common.check_rank(OP_TYPE, "expert_idx", e_dims, "[N, K]")
     pairs = dim_product(e_dims[0], e_dims[1]) if e_dims else None
     rows = None
     if x_dims and e_dims and x_dims[0].HasField("dim_value") and e_dims[1].HasField("dim_value"):

@@ -173,14 +173,7 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)`` or None
     (absent). Unknown dims (None) are not checked; expert id values by :func:`validate_expert_ids`."""
     validate_attributes(attrs)
-    x_shape, x_type = x
-    if x_type not in X_TYPES:
-        raise _err(f"input 'x' must be {common.type_list(X_TYPES)}, got {x_type}")
-    if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [N, H], got shape {common.shape_text(x_shape)}")
-    N, H = x_shape
-    if common.known(H) and H < 1:
-        raise _err(f"input 'x' must have H >= 1, got shape {common.shape_text(x_shape)}")
+    N, H = common.token_rows(OP_TYPE, "x", x, X_TYPES)
     i_shape, i_type = expert_idx
     if i_type not in IDX_TYPES:
         raise _err(f"input 'expert_idx' must be {common.type_list(IDX_TYPES)}, got {i_type}")
@@ -195,7 +188,7 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
         raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements (expanded_row_idx is "
                    f"int32), got N*K = {N * K}")
     quant = attrs["quant_mode"]
-    if quant != NO_QUANT and x_type == "int8":
+    if quant != NO_QUANT and x[1] == "int8":
         raise _err(f"input 'x' must be float, float16 or bfloat16 when quant_mode is {quant}, got int8")
     for name, desc in (("scale", scale), ("offset", offset)):
         if desc is not None and desc[1] != "float":
@@ -274,10 +267,8 @@ def _infer(ctx) -> None:
     attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x, idx = common.input_type(ctx, 0), common.input_type(ctx, 1)
     x_dims, i_dims = common.input_dims(x), common.input_dims(idx)
-    if x_dims is not None and len(x_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'x' must be 2-D [N, H], got rank {len(x_dims)}")
-    if i_dims is not None and len(i_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'expert_idx' must be 2-D [N, K], got rank {len(i_dims)}")
+    common.check_rank(OP_TYPE, "x", x_dims, "[N, H]")
+    common.check_rank(OP_TYPE, "expert_idx", i_dims, "[N, K]")
 
     n = x_dims[0] if x_dims else (i_dims[0] if i_dims else None)
     pairs = dim_product(n, i_dims[1] if i_dims else None)

@@ -93,14 +93,7 @@ def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: d
     Dims given as None (unknown) are not checked. Count values are checked by :func:`validate_counts`.
     """
     validate_attributes(attrs)
-    t_shape, t_type = tokens
-    if t_type not in TOKEN_TYPES:
-        raise _err(f"input 'tokens' must be {common.type_list(TOKEN_TYPES)}, got {t_type}")
-    if len(t_shape) != 2:
-        raise _err(f"input 'tokens' must be 2-D [A, H], got shape {common.shape_text(t_shape)}")
-    A, H = t_shape
-    if common.known(H) and H < 1:
-        raise _err(f"input 'tokens' must have H >= 1, got shape {common.shape_text(t_shape)}")
+    A, H = common.token_rows(OP_TYPE, "tokens", tokens, TOKEN_TYPES, "[A, H]")
     if common.known(A) and A > MAX_TOKENS:
         raise _err(f"input 'tokens' must have at most {MAX_TOKENS} rows (permute_token_idx is "
                    f"int32), got A = {A}")
@@ -149,13 +142,9 @@ def _infer(ctx) -> None:
     t_dims = common.input_dims(tokens)
     c_dims = common.input_dims(counts)
     s_dims = common.input_dims(scales)
-    if t_dims is not None and len(t_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [A, H], got rank {len(t_dims)}")
-    if c_dims is not None and len(c_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'expert_token_num_per_rank' must be 2-D [N, E], got rank {len(c_dims)}")
-    if s_dims is not None and len(s_dims) not in (1, 2):
-        common.fail_inference(OP_TYPE, "input 'per_token_scales' must be 1-D [A] or 2-D [A, S], "
-                                       f"got rank {len(s_dims)}")
+    common.check_rank(OP_TYPE, "tokens", t_dims, "[A, H]")
+    common.check_rank(OP_TYPE, "expert_token_num_per_rank", c_dims, "[N, E]")
+    common.check_rank(OP_TYPE, "per_token_scales", s_dims, "[A]", "[A, S]")
     a_dim = None if t_dims is None else t_dims[0]
     n_out = ctx.get_num_outputs()
     if tokens is not None:

@@ -217,8 +217,7 @@ def _infer(ctx) -> None:
     ints = {n: d for n, d in DEFAULTS.items() if n != "swiglu_limit"}
     common.inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({"swiglu_limit": limit, **v}))
     dims = common.input_dims(common.input_type(ctx, 0))
-    if dims is not None and len(dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'x' must be 2-D [T, H], got rank {len(dims)}")
+    common.check_rank(OP_TYPE, "x", dims, "[T, H]")
     ctx.set_output_type(0, common.make_type(common.FLOAT, dims))
 
 

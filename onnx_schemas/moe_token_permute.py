@@ -20,8 +20,7 @@ from .moe_init_routing_v3 import dim_product
 
 OP_TYPE = "MoeTokenPermute"
 
-LIMITS = {"MAX_PAIRS": 2**31 - 1,  # sorted_indices is int32 (generated into attr_defaults.gen.h)
-          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+LIMITS = common.EXPERT_SORT_LIMITS
 MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
 SCHEMA = OpSchema(
@@ -77,14 +76,7 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
 def validate_inputs(tokens: tuple, indices: tuple, attrs: dict[str, Any]) -> None:
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)``."""
     validate_attributes(attrs)
-    t_shape, t_type = tokens
-    if t_type not in TOKEN_TYPES:
-        raise _err(f"input 'tokens' must be {common.type_list(TOKEN_TYPES)}, got {t_type}")
-    if len(t_shape) != 2:
-        raise _err(f"input 'tokens' must be 2-D [N, H], got shape {common.shape_text(t_shape)}")
-    N, H = t_shape
-    if common.known(H) and H < 1:
-        raise _err(f"input 'tokens' must have H >= 1, got shape {common.shape_text(t_shape)}")
+    N, H = common.token_rows(OP_TYPE, "tokens", tokens, TOKEN_TYPES)
     i_shape, i_type = indices
     if i_type not in IDX_TYPES:
         raise _err(f"input 'indices' must be {common.type_list(IDX_TYPES)}, got {i_type}")
@@ -131,10 +123,8 @@ def _infer(ctx) -> None:
     attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     tokens, idx = common.input_type(ctx, 0), common.input_type(ctx, 1)
     t_dims, i_dims = common.input_dims(tokens), common.input_dims(idx)
-    if t_dims is not None and len(t_dims) != 2:
-        common.fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [N, H], got rank {len(t_dims)}")
-    if i_dims is not None and len(i_dims) not in (1, 2):
-        common.fail_inference(OP_TYPE, f"input 'indices' must be 1-D [N] or 2-D [N, K], got rank {len(i_dims)}")
+    common.check_rank(OP_TYPE, "tokens", t_dims, "[N, H]")
+    common.check_rank(OP_TYPE, "indices", i_dims, "[N]", "[N, K]")
     pairs = None
     if i_dims is not None:
         pairs = i_dims[0] if len(i_dims) == 1 else dim_product(i_dims[0], i_dims[1])
