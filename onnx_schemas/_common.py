@@ -21,6 +21,12 @@ _FP = OpSchema.FormalParameterOption
 EXPERT_SORT_LIMITS = {"MAX_PAIRS": 2**31 - 1, "MAX_EXPERT_ID": 2**31 - 1}
 
 
+def op_schema(op_type: str, **fields: Any) -> OpSchema:
+    """The schema of ``op_type`` in this package's domain and opset version; ``fields`` are
+    OpSchema's keywords (doc, inputs, outputs, type_constraints, attributes)."""
+    return OpSchema(op_type, DOMAIN, OPSET_VERSION, **fields)
+
+
 def attribute(name: str, default: Any, doc: str) -> OpSchema.Attribute:
     """Declare an attribute; ``default=None`` makes it required (INT unless default is a float)."""
     if default is None:

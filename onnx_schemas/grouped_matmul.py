@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 
@@ -35,10 +34,8 @@ INT4_PER_WORD = 8  # int4 weights travel as torch_npu holds them: 8 per int32 wo
 # modes of a node, from its input types
 FLOAT, ANTIQUANT, W8A8 = "float", "antiquant", "w8a8"
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Grouped matmul over contiguous row segments: rows [start_e, end_e) of x times weight[e] "
         "(plus bias[e]) for each group e, accumulated in float32 (int32 for int8 x); rows past the "

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 
@@ -23,10 +22,8 @@ OP_TYPE = "MoeFinalizeRoutingV2"
 DROPLESS_SLOT_MAJOR, DROP_PAD_SLOT_MAJOR, DROPLESS_TOKEN_MAJOR, DROP_PAD_TOKEN_MAJOR = 0, 1, 2, 3
 DROPPED = -1  # expanded_row_idx value of a slot without a row (dropped, or an expert out of range): a zero row
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Combines the expert outputs of each token: y[i] = x1[i] + x2[i] + sum_j scales[i, j] * "
         "(expanded_x[r(i, j)] + bias[expert_idx[i, j]]), where r(i, j) is read from "

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 
@@ -16,10 +15,8 @@ LIMITS = {"MAX_K": 64, "MAX_EXPERTS": 2048}
 MAX_K, MAX_EXPERTS = LIMITS["MAX_K"], LIMITS["MAX_EXPERTS"]
 NORM_SOFTMAX, NORM_SIGMOID, NORM_SQRT_SOFTPLUS = 0, 1, 2
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Fused MoE router: normalise logits (softmax / sigmoid / sqrt-softplus), add a "
         "selection-only expert bias, restrict to the best expert groups, pick the top-k experts "

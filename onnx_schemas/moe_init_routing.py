@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 from .moe_init_routing_v3 import dim_product
@@ -23,10 +22,8 @@ OP_TYPE = "MoeInitRouting"
 LIMITS = common.EXPERT_SORT_LIMITS
 MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "MoE init routing (first version): sorts the (token, slot) pairs stably by expert and returns "
         "the token rows in that order, the position of each pair's row index and the sorted experts."

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 
@@ -28,10 +27,8 @@ CUMSUM, COUNT, KEY_VALUE = 0, 1, 2
 NO_QUANT, STATIC_QUANT, DYNAMIC_QUANT = -1, 0, 1
 GATHER, SCATTER = 0, 1  # row_idx_type, named as the Ascend docs name them (see reference())
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "MoE init routing: sorts the (token, slot) pairs of expert_idx stably by expert, keeps the "
         "experts in the active range, and returns the token rows in that order (optionally int8 "

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 
@@ -18,10 +17,8 @@ MAX_TOKENS = LIMITS["MAX_TOKENS"]
 CUMSUM, COUNT = 0, 1
 GATHER, SCATTER = 0, 1
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Regroups the tokens an expert-parallel rank received (grouped by source rank, then local "
         "expert) by local expert, then source rank, keeping row order inside each block; also "

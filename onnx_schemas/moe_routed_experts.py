@@ -18,16 +18,13 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 from .weight_quant import BITS, dequantize
 
 OP_TYPE = "MoeRoutedExperts"
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Routed SwiGLU experts on the routed rows only: y[t] = sum_j routing_weights[t, j] * "
         "expert_{expert_idx[t, j]}(x[t]), expert_e(v) = down_e (silu(g) * u), (g, u) = gate/up "

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 from .moe_init_routing_v3 import dim_product
@@ -23,10 +22,8 @@ OP_TYPE = "MoeTokenPermute"
 LIMITS = common.EXPERT_SORT_LIMITS
 MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Groups token rows by expert: sorts the (token, slot) pairs of indices stably by expert id "
         "and returns the first num_out_tokens rows in that order and each pair's sorted position."

@@ -11,17 +11,14 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 from .moe_finalize_routing_v2 import weighted_gather
 
 OP_TYPE = "MoeTokenUnpermute"
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "Un-permutes and combines tokens: unpermuted_tokens[i] = sum_k probs[i, k] * "
         "permuted_tokens[sorted_indices[i * K + k]]; an index >= permuted_tokens.shape[0] (a row "

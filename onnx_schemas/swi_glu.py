@@ -10,16 +10,13 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 
 from . import _common as common
 
 OP_TYPE = "SwiGlu"
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    common.DOMAIN,
-    common.OPSET_VERSION,
     doc=(
         "SwiGLU activation: y = silu(a) * b = a * sigmoid(a) * b with (a, b) = x split in two equal "
         "halves along dim; float16 / bfloat16 are computed in float32 and rounded once."
