@@ -209,8 +209,8 @@ std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& p, bool has_
          (has_bias && p.bias_float32 ? " and a float bias" : "");
 }
 
-GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
-  GroupedMatmulPath path;
+NativePath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
+  NativePath path;
   path.reason = GroupedMatmulNativeBlocker(a);
   if (path.reason.empty()) path.reason = GroupedMatmulSocBlocker(a.params, a.has_bias, std::string());
   if (!path.reason.empty()) return path;
@@ -276,18 +276,10 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
       op.run);
 }
 
-void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a,
-                         GroupedMatmulPath* path) {
+void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a, NativePath* path) {
   const cpu::GroupedMatmulParams& p = a.params;
   if (p.rows == 0 || p.cols == 0) return;  // y is empty
-  if (path->call) {
-    try {
-      RunNative(ctx, a);
-      return;
-    } catch (const AclnnRejected& e) {
-      *path = GroupedMatmulPath{nullptr, e.what(), true};
-    }
-  }
+  if (RunNativePath(path, [&]() { RunNative(ctx, a); })) return;
   RunOnHost(ctx, a);
 }
 

@@ -167,8 +167,8 @@ std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& a, const char** ca
   return {};
 }
 
-MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
-  MoeGatingPath path;
+NativePath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
+  NativePath path;
   const char* call = nullptr;
   path.reason = MoeGatingNativeBlocker(a, &call);
   if (!path.reason.empty()) return path;
@@ -186,7 +186,7 @@ MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
 }
 
 cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& a,
-                                            MoeGatingPath* path) {
+                                            NativePath* path) {
   if (a.params.rows == 0) return {};
   if (path->call) {
     std::string rejected;
