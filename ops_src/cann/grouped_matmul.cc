@@ -6,6 +6,7 @@
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/loader.h"
 #include "ops_src/cann/soc.h"
+#include "ops_src/cpu/enum_names.h"
 
 namespace ascend_moe::cann {
 
@@ -155,19 +156,11 @@ size_t GmmTypeBytes(cpu::GmmType t) {
 }
 
 AclDataType GmmAclType(cpu::GmmType type) {
-  switch (type) {
-    case cpu::GmmType::kFloat16:
-      return kAclFloat16;
-    case cpu::GmmType::kBFloat16:
-      return kAclBFloat16;
-    case cpu::GmmType::kInt8:
-      return kAclInt8;
-    case cpu::GmmType::kInt32:
-      return kAclInt32;
-    case cpu::GmmType::kFloat32:
-      break;
-  }
-  return kAclFloat;
+  static constexpr EnumValue<cpu::GmmType, AclDataType> kTypes[] = {{cpu::GmmType::kFloat16, kAclFloat16},
+                                                                    {cpu::GmmType::kBFloat16, kAclBFloat16},
+                                                                    {cpu::GmmType::kInt8, kAclInt8},
+                                                                    {cpu::GmmType::kInt32, kAclInt32}};
+  return ValueOf(kTypes, type, kAclFloat);
 }
 
 std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
