@@ -106,6 +106,5 @@ const OrtCustomOp* MoeReRoutingCannOp();
 const OrtCustomOp* MoeRoutedExpertsCannOp();
 const OrtCustomOp* MoeTokenPermuteCannOp();
 const OrtCustomOp* MoeTokenUnpermuteCannOp();
-const OrtCustomOp* SwiGluCannOp();
 
 }  // namespace ascend_moe
