@@ -173,7 +173,7 @@ def run(plan: LayerPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                 runners = {n: [common.bound_runner(s, {"hidden_states": x.numpy()}) for x in xs]
                            for n, s in sess.items()}
                 worst = 0.0
-                for x, rb, rr in zip(xs, runners["block"], runners["recipes"]):
+                for _x, rb, rr in zip(xs, runners["block"], runners["recipes"]):
                     rb()
                     rr()
                     got_b = rb.binding.get_outputs()[0].numpy()

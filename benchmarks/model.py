@@ -143,7 +143,8 @@ def ort_moe_model(block, path: str) -> dict | None:
     graph = helper.make_graph(nodes, "ort_moe", [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT,
                                                                                ["tokens", c.hidden])],
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["tokens", c.hidden])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)])
+    opsets = [helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     onnx.save(model, path)
     with open(os.path.join(os.path.dirname(path), data_name), "wb") as f:
         f.truncate(offset)  # sparse: ONNX Runtime checks the file, the session reads `weights`

@@ -216,7 +216,7 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
     for T in tokens:
         rotation = routing(shape, T, ROTATION if T <= 16 else 1)
         runners = {}
-        for cand, (sess, arrays) in sessions.items():
+        for cand, (sess, _arrays) in sessions.items():
             rot = [qmoe_inputs(inp, E) for inp in rotation] if cand.startswith("qmoe") else rotation
             runners[cand] = _runner(sess, rot)
         for r in runners.values():

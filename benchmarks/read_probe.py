@@ -58,7 +58,7 @@ PROBE(4)
 PROBE(8)
 """
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _library():
     """The compiled probe (ctypes), or None where no C compiler builds it."""
     cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)

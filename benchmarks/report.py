@@ -40,7 +40,8 @@ def targets(results: dict) -> list[dict]:
                              tokens=GATING_SMALL_TOKENS, threads=threads)
         for r in small:
             worst = min(r["speedup"]["ort-function"], r["speedup"]["ort-exported"], r["speedup"]["torch-eager"])
-            add(f"gating DeepSeek-V3 f32 {GATING_SMALL_TOKENS} tok, {threads} thr: ahead of standard ONNX and torch eager",
+            add(f"gating DeepSeek-V3 f32 {GATING_SMALL_TOKENS} tok, {threads} thr: "
+                "ahead of standard ONNX and torch eager",
                 small, f"slowest baseline {worst:.1f}x slower", worst > 1)
     for r in results.get("gating_scaling", []):
         if (r["preset"], r["dtype"], r["tokens"]) == (GATING_TARGET_PRESET, "float32", GATING_TARGET_TOKENS):
@@ -155,7 +156,8 @@ def markdown(results: dict) -> str:
                                           [[t["target"], t["measured"], "met" if t["met"] else "**missed**"]
                                            for t in results["targets"]]), ""]
     if results.get("gating"):
-        parts += ["## MoeGatingTopKHash", "", "Baselines: " + "; ".join(f"`{k}` = {v}" for k, v in gating.BASELINES.items())
+        baselines = "; ".join(f"`{k}` = {v}" for k, v in gating.BASELINES.items())
+        parts += ["## MoeGatingTopKHash", "", "Baselines: " + baselines
                   + ". `ORT floor`: a one-node graph (Shape) on the same input, what any ORT call costs. "
                   "`agree`: rows whose expert set equals the fused node's, worst baseline (bfloat16 ties "
                   "may be broken differently by `torch.topk`).", "", gating_table(results["gating"]), ""]

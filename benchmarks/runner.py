@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
+# torch_npu, if installed, breaks `import torch` without CANN
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 RESULTS_DIR = Path("benchmark-results")  # relative to the current directory, never inside the package
 SUITES = ("gating", "rerouting", "model", "ascend_layer")

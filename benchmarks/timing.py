@@ -12,8 +12,8 @@ import gc
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 MAX_CALLS_PER_SAMPLE = 100_000
 CALIBRATION_CALLS = 3
@@ -119,7 +119,7 @@ def measure_quietly(candidates: dict[str, Callable[[], object]], repeats: int, m
     from .machine import OtherLoad
 
     best = None
-    for attempt in range(1, QUIET_RETRIES + 2):
+    for attempt in range(1, QUIET_RETRIES + 2):  # noqa: B007 (the count is returned)
         with OtherLoad() as load:
             t = measure(candidates, repeats, min_sample_s, warmup_for(threads))
         if best is None or (load.cores is not None and best[1] is not None and load.cores < best[1]):

@@ -224,8 +224,8 @@ def describe(model: onnx.ModelProto, path: str = "") -> str:
         else:
             cann = f"{CANN}: needs the custom-op library"
         body = (node.op_type, node.overload) in functions
-        without = ("without the library: attached function body"
-                   + (f" (overload '{node.overload}', needs onnxruntime >= {OVERLOADS_MIN_ORT})" if node.overload else "")
+        overload = f" (overload '{node.overload}', needs onnxruntime >= {OVERLOADS_MIN_ORT})" if node.overload else ""
+        without = ("without the library: attached function body" + overload
                    if body else "without the library: no function body, the session would fail")
         lines += [f"    runs on: {cpu}", f"             {cann}", f"             {without}"]
     lines.append(_cann_host_summary(model))

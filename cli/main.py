@@ -26,7 +26,8 @@ import time
 import traceback
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed, breaks `import torch` without CANN
+# torch_npu, if installed, breaks `import torch` without CANN
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Modules of the optional extras (torch, models); the core install has none of them.

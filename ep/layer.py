@@ -50,7 +50,7 @@ class Traffic:
     combine_ideal: int = 0
     counts: int = 0
 
-    def add(self, other: "Traffic") -> None:
+    def add(self, other: Traffic) -> None:
         """Accumulate another call's bytes."""
         for k in self.__dataclass_fields__:
             setattr(self, k, getattr(self, k) + getattr(other, k))

@@ -13,6 +13,7 @@ Without torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) it r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -21,7 +22,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # torch_npu, if installed without CANN, breaks import torch unless autoload is off
+# torch_npu, if installed without CANN, breaks import torch unless autoload is off
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 FAULTS = ("exit", "hang")
@@ -318,10 +320,9 @@ def _shutdown() -> None:
     import torch.distributed as dist
 
     if dist.is_initialized():
-        try:
+        # A dead peer may make the teardown fail; the run's error is what counts.
+        with contextlib.suppress(Exception):
             dist.destroy_process_group()
-        except Exception:  # a dead peer may make the teardown fail; the run's error is what counts
-            pass
 
 
 def summarise(args, world: int, batches, layout, all_stats: list[dict]) -> tuple[bool, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -77,7 +78,7 @@ def described(t: torch.Tensor | None):
     return None if t is None else (tuple(t.shape), onnx_type_name(t.dtype))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def try_import_torch_npu() -> bool:
     """Import torch_npu if it is installed and usable (it needs CANN); never raise."""
     try:
@@ -101,6 +102,19 @@ def library(namespace: str) -> torch.library.Library:
     if namespace not in _LIBRARIES:
         _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
     return _LIBRARIES[namespace]
+
+
+def define_op(qualname: str, schema: str, impl: Callable, fake: Callable) -> None:
+    """Define ``torch.ops.<namespace>.<name>`` (``qualname`` "namespace::name") from its schema
+    string, with an implementation for every device and a fake kernel, in this package's library;
+    nothing when it exists already (torch_npu's own, or an earlier call)."""
+    namespace, name = qualname.split("::")
+    if op_defined(namespace, name):
+        return
+    lib = library(namespace)
+    torch.library.define(qualname, schema, lib=lib)
+    torch.library.impl(qualname, IMPL_KEY, lib=lib)(impl)
+    torch.library.register_fake(qualname, lib=lib)(fake)
 
 
 def schema_default(value) -> str:

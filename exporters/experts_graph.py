@@ -33,8 +33,8 @@ This module knows nothing of the project's blocks: ``using`` switches any submod
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import onnx
@@ -169,7 +169,7 @@ def _branch(b: Builder, name: str, output: str, elem_type: int = TensorProto.FLO
 
 
 def _own_kernel_or_moe(b: Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
-                       moe: "Builder", moe_out: str, outputs: list, routed: str | None = None) -> None:
+                       moe: Builder, moe_out: str, outputs: list, routed: str | None = None) -> None:
     """An ``If`` on the routed rows (the size of ``routed``, by default ``idx``; the shared
     expert's slots do not count, as in the measured threshold): up to ``OWN_KERNEL_MAX_ROWS`` the
     library's MoeRoutedExperts on ``rows`` / ``idx`` / ``weights`` (reads each selected expert once,
@@ -348,7 +348,7 @@ def _segment_unrolled(b: Builder, xs: str, counts: str, weights: dict, a: dict, 
         run = Builder(f"{b.prefix}e{e}_")
         at = (run.const([e]), run.const([e + 1]))
         seg = run.op("Slice", [xs, run.op("Slice", [starts, *at]), run.op("Slice", [ends, *at]), run.const([0])])
-        y = _swiglu_nodes(run, seg, lambda rows, which: run.op("MatMul", [rows, weights[which][e]]), a)
+        y = _swiglu_nodes(run, seg, lambda rows, which, run=run, e=e: run.op("MatMul", [rows, weights[which][e]]), a)
         skip = Builder(f"{b.prefix}s{e}_")
         none = skip.op("Identity", [empty])
         parts.append(b.op("If", [b.op("Gather", [active, b.const(e)])],

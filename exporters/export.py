@@ -295,17 +295,18 @@ def export(
     the MoE blocks inside ``model`` (``ort``, ``onnx`` or ``padded``, see exporters.experts_graph; None: the
     blocks' own, ``ort`` by default); their placeholder nodes are expanded into it.
     ``weights_quant`` (exporters.weights_quant.WeightsQuant) stores the routed experts' weights
-    quantized (docs/quantization.md). ``keep_metadata`` keeps the exporter's metadata (node stack traces with this machine's paths,
-    module names, the ExportedProgram's signature: often most of a small model's bytes), for
+    quantized (docs/quantization.md). ``keep_metadata`` keeps the exporter's metadata (node stack
+    traces with this machine's paths, module names, the ExportedProgram's signature: often most of a
+    small model's bytes), for
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
     MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
     would still compute on the host) or ``ge`` (CANN's graph engine through the project's parser
     plugin: opset 18, the op family's chain, exporters.targets). ``opset_version`` defaults to the
     target's.
-    ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm, elementwise) in float32 between Casts
-    (exporters.bfloat16_compute): ONNX Runtime's CPU EP has no bfloat16 kernel for them; keep it off
-    for the CANN EP, whose bfloat16 MatMul runs natively.
+    ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm,
+    elementwise) in float32 between Casts (exporters.bfloat16_compute): ONNX Runtime's CPU EP has
+    no bfloat16 kernel for them; keep it off for the CANN EP, whose bfloat16 MatMul runs natively.
 
     A dimension declared dynamic that the graph would fix is never exported silently: the dynamo
     path retraces in strict mode (which keeps e.g. ``x.shape[:-1].numel()`` symbolic) and otherwise

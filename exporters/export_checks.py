@@ -18,11 +18,8 @@ class ExportError(RuntimeError):
 
 def _is_dynamic(spec) -> bool:
     """Whether one dimension's entry of ``dynamic_shapes`` / ``dynamic_axes`` asks for a dynamic size."""
-    if spec is None or isinstance(spec, int):
-        return False
-    if spec is torch.export.Dim.STATIC:
-        return False
-    return True  # a named Dim, Dim.AUTO / Dim.DYNAMIC, or a dynamic_axes name
+    # A named Dim, Dim.AUTO / Dim.DYNAMIC, or a dynamic_axes name.
+    return not (spec is None or isinstance(spec, int) or spec is torch.export.Dim.STATIC)
 
 
 def _dims_of(spec) -> list[int]:
@@ -47,7 +44,8 @@ def _static_onnx_dims(value_info: onnx.ValueInfoProto, dims: list[int]) -> list[
     return [(d, shape[d].dim_value) for d in dims if d < len(shape) and shape[d].HasField("dim_value")]
 
 
-def _declared_by_position(model, args: tuple, kwargs: dict | None, dynamic_shapes) -> list[tuple[str, list[int]] | None]:
+def _declared_by_position(model, args: tuple, kwargs: dict | None,
+                          dynamic_shapes) -> list[tuple[str, list[int]] | None]:
     """Per tensor input of the traced program (the tensors among the call's arguments, in order),
     the argument name and its declared dynamic dims; None where nothing is declared. Empty when the
     arguments are not plain tensors (nested inputs: no reliable mapping)."""

@@ -9,8 +9,6 @@ validates like it and keeps the token dim symbolic.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_finalize_routing_v2 as spec
@@ -56,9 +54,9 @@ def define_torch_ops() -> None:
 
     @torch.library.custom_op(OP, mutates_args=())
     def moe_finalize_routing_v2(expanded_x: torch.Tensor, expanded_row_idx: torch.Tensor,
-                                x1: Optional[torch.Tensor] = None, x2: Optional[torch.Tensor] = None,
-                                bias: Optional[torch.Tensor] = None, scales: Optional[torch.Tensor] = None,
-                                expert_idx: Optional[torch.Tensor] = None,
+                                x1: torch.Tensor | None = None, x2: torch.Tensor | None = None,
+                                bias: torch.Tensor | None = None, scales: torch.Tensor | None = None,
+                                expert_idx: torch.Tensor | None = None,
                                 drop_pad_mode: int = D["drop_pad_mode"]) -> torch.Tensor:
         """docs/operators.md §8.2 through the NumPy reference."""
         return _impl(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode)

@@ -9,8 +9,6 @@ validates like it and keeps the token dim symbolic.
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import torch
 
 from ascend_moe_onnx.onnx_schemas import moe_token_unpermute as spec
@@ -46,8 +44,8 @@ def define_torch_ops() -> None:
 
     @torch.library.custom_op(OP, mutates_args=())
     def moe_token_unpermute(permuted_tokens: torch.Tensor, sorted_indices: torch.Tensor,
-                            probs: Optional[torch.Tensor] = None, padded_mode: bool = False,
-                            restore_shape: Optional[List[int]] = None) -> torch.Tensor:
+                            probs: torch.Tensor | None = None, padded_mode: bool = False,
+                            restore_shape: list[int] | None = None) -> torch.Tensor:
         """docs/operators.md §9.2 through the NumPy reference."""
         return _impl(permuted_tokens, sorted_indices, probs, padded_mode, restore_shape)
 

@@ -100,7 +100,8 @@ def rewrite_for_cann(model: onnx.ModelProto) -> onnx.ModelProto:
         nodes = []
         for n, node in enumerate(graph.node):
             replaced = None
-            if node.op_type == "Gemm" and node.domain in ("", "ai.onnx") and types.get(node.input[0]) != TensorProto.FLOAT16:
+            standard = node.domain in ("", "ai.onnx")
+            if node.op_type == "Gemm" and standard and types.get(node.input[0]) != TensorProto.FLOAT16:
                 replaced = _gemm_as_matmul(graph, node, initializers, n)
             nodes.extend(replaced if replaced is not None else [node])
         del graph.node[:]
@@ -115,7 +116,7 @@ def rewrite_for_cann(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _name_empty_outputs(graph: onnx.GraphProto, taken: set) -> None:
     """Give every output named "" a unique name: GE's parser wires an output "" to every "" input."""
-    for n, node in enumerate(graph.node):
+    for _n, node in enumerate(graph.node):
         for i, out in enumerate(node.output):
             if out == "":
                 name, k = f"{node.name or node.op_type}_unused_output{i}", 0
@@ -174,9 +175,8 @@ def g_format_changes(node: onnx.NodeProto) -> list[str]:
     ``%g``: 6 significant digits), as "name: value -> printed"."""
     out = []
     for a in node.attribute:
-        if a.type == onnx.AttributeProto.FLOAT:
-            if ge_mapping.g_value(a.f) != np.float32(a.f):
-                out.append(f"{a.name}: {float(np.float32(a.f))!r} -> {ge_mapping.g_format(a.f).strip(chr(34))}")
+        if a.type == onnx.AttributeProto.FLOAT and ge_mapping.g_value(a.f) != np.float32(a.f):
+            out.append(f"{a.name}: {float(np.float32(a.f))!r} -> {ge_mapping.g_format(a.f).strip(chr(34))}")
     return out
 
 
@@ -212,7 +212,7 @@ def rewrite_for_ge(model: onnx.ModelProto) -> list[str]:
             if reason is not None:
                 raise TargetError(f"target 'ge': node '{node.name}' ({node.op_type}): {reason}")
             warnings_ += [f"{node.op_type} '{node.name}' {c}" for c in g_format_changes(node)]
-            for i, (name, want) in enumerate(_ge_index_types(node.op_type, _variant(node)).items()):
+            for _i, (name, want) in enumerate(_ge_index_types(node.op_type, _variant(node)).items()):
                 k = [p.name for p in ge_mapping.SCHEMAS[node.op_type].inputs].index(name)
                 v = node.input[k] if k < len(node.input) else ""
                 if v and types.get(v) != want:

@@ -58,7 +58,7 @@ class WeightsQuant:
                              f"got {self.block_size}")
 
     @classmethod
-    def from_scheme(cls, scheme: str, block_size: int | None = None, act_quant: str | None = None) -> "WeightsQuant":
+    def from_scheme(cls, scheme: str, block_size: int | None = None, act_quant: str | None = None) -> WeightsQuant:
         """``int8`` (per channel unless ``block_size``) or ``int4`` (per group of ``block_size``,
         default weight_quant.DEFAULT_INT4_BLOCK); ``act_quant`` ``"int8"``: int8 activations too."""
         if act_quant not in (None, "int8"):

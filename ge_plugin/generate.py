@@ -51,7 +51,8 @@ def _variant_block(schema: OpSchema, m: mapping.OpMapping, v: mapping.Variant, t
     lines.append("};")
     # GE wires a node's inputs by position: a direct registration needs the schema's order, no lists
     positional = [names.index(gi.name) if gi.name in names else -1 for gi in ge.inputs]
-    casts |= any(i not in (k, -1) for k, i in enumerate(positional)) or any(gi.kind == ge_ir.DYNAMIC for gi in ge.inputs)
+    casts |= (any(i not in (k, -1) for k, i in enumerate(positional))
+              or any(gi.kind == ge_ir.DYNAMIC for gi in ge.inputs))
     unmapped = [n for n in names if n not in {gi.name for gi in ge.inputs} and n not in m.refused_inputs
                 and n not in v.absent]
     if unmapped:
@@ -67,7 +68,8 @@ def _variant_block(schema: OpSchema, m: mapping.OpMapping, v: mapping.Variant, t
         kind = _GE_KIND[ga.kind]
         if ga.name in m.fixed:
             value = m.fixed[ga.name]
-            lines.append(f"    {{{_c(ga.name)}, {kind}, GeAttrSource::kFixed, -1, -1, {int(value)}, 0.0f, nullptr, 0}},")
+            lines.append(f"    {{{_c(ga.name)}, {kind}, GeAttrSource::kFixed, -1, -1, {int(value)}, 0.0f, "
+                         "nullptr, 0},")
         elif ga.name in m.combined:
             a, b = (attr_names.index(n) for n in m.combined[ga.name])
             lines.append(f"    {{{_c(ga.name)}, {kind}, GeAttrSource::kExpertRange, {a}, {b}, 0, 0.0f, nullptr, 0}},")
@@ -116,7 +118,8 @@ def _op_block(name: str, version: int) -> list[str]:
         value = 0 if attr.required else helper.get_attribute_value(attr.default_value)
         ival = int(value) if attr.type == OpSchema.AttrType.INT else 0
         fval = _float(value) if attr.type == OpSchema.AttrType.FLOAT else "0.0f"
-        lines.append(f"    {{{_c(a)}, {_ONNX_KIND[attr.type]}, {'true' if attr.required else 'false'}, {ival}, {fval}}},")
+        required = "true" if attr.required else "false"
+        lines.append(f"    {{{_c(a)}, {_ONNX_KIND[attr.type]}, {required}, {ival}, {fval}}},")
     lines.append("};")
     if m is None:
         lines += [f"inline constexpr OpSpec k{tag} = {{{_c(name)}, {version}, {_c(mapping.REFUSED_OPS[name])}, "
@@ -125,7 +128,7 @@ def _op_block(name: str, version: int) -> list[str]:
         return lines
     for src, table in m.value_maps.items():
         pairs = ", ".join(f"{{{k}, {v}}}" for k, v in sorted(table.items()))
-        for i, v in enumerate(m.variants):
+        for i in range(len(m.variants)):
             lines.append(f"inline constexpr ValuePair k{tag}{i}{_camel(src)}Values[] = {{{pairs}}};")
     refused = [f"    {{{attr_names.index(a)}, {val}, {_c(reason)}}}," for a, (val, reason) in m.refused_values.items()]
     if refused:
@@ -139,7 +142,8 @@ def _op_block(name: str, version: int) -> list[str]:
         present = sum(1 << names.index(n) for n in v.present)
         absent = sum(1 << names.index(n) for n in v.absent)
         variant_rows.append(f"    {{{_c(v.ge_op)}, {present}, {absent}, k{tag}{i}Inputs, std::size(k{tag}{i}Inputs), "
-                            f"k{tag}{i}Attrs, std::size(k{tag}{i}Attrs), k{tag}{i}Outputs, std::size(k{tag}{i}Outputs)}},")
+                            f"k{tag}{i}Attrs, std::size(k{tag}{i}Attrs), "
+                            f"k{tag}{i}Outputs, std::size(k{tag}{i}Outputs)}},")
     lines += [f"inline constexpr VariantSpec k{tag}Variants[] = {{", *variant_rows, "};"]
     ref = (f"k{tag}Refused, std::size(k{tag}Refused)" if refused else "nullptr, 0")
     lines += [f"inline constexpr OpSpec k{tag} = {{{_c(name)}, {version}, nullptr, k{tag}OnnxInputs, "

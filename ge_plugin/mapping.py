@@ -107,7 +107,7 @@ _G_BUFFER = 10
 def g_format(value: float) -> str:
     """A float32 attribute as GE's parser writes it into the attribute JSON: C's ``%g`` (6 significant
     digits) as a JSON string, or, when that takes 10 characters or more, the exact value as a number."""
-    printed = "%g" % float(value)
+    printed = f"{float(value):g}"
     if len(printed) < _G_BUFFER:
         return f'"{printed}"'
     return repr(float(value))

@@ -21,8 +21,10 @@ def quantize_hf_model(model: torch.nn.Module, wq: WeightsQuant) -> int:
         if not hasattr(ex, "gate_up_proj") and getattr(ex, "ascend_weights", None) is None:
             continue  # not a fused-experts block (routed-rows experts keep float weights)
         mlp = getattr(block, "shared_experts", None)
-        kind = getattr(block, "_ascend_shared", None) or getattr(getattr(block, "_ascend_routing", None), "shared", None)
-        formulation = getattr(block, "experts_formulation", None) or ex.experts_formulation  # (table blocks: the experts')
+        routing = getattr(block, "_ascend_routing", None)
+        kind = getattr(block, "_ascend_shared", None) or getattr(routing, "shared", None)
+        # table blocks: the experts' formulation
+        formulation = getattr(block, "experts_formulation", None) or ex.experts_formulation
         folded = mlp is not None and kind == "plain" and hf_experts.folds_shared(formulation, mlp)
         shared = (mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight) if folded else None
         quantize_experts(gate, up, down, wq, shared)

@@ -68,7 +68,8 @@ def _number(router, field: str, value, minimum=None):
 def routing_of(router: torch.nn.Module, row: RouterRow, config=None) -> Routing:
     """The op's attributes for one router module from its row (fields refused by name)."""
     name = type(router).__name__
-    read = (lambda f: _read(router, f) if _read(router, f) is not None else getattr(config, f, None))
+    def read(f):
+        return (_read(router, f) if _read(router, f) is not None else getattr(config, f, None))
     weight, _ = router_linear(router)
     experts = weight.shape[0]
     top_k = read("top_k")
@@ -88,7 +89,8 @@ def routing_of(router: torch.nn.Module, row: RouterRow, config=None) -> Routing:
     if row.groups is not None:
         n_group = read("num_group") or read("n_group") or 1
         topk_group = read("topk_group") or 1
-        n_group, topk_group = int(_number(router, "n_group", n_group, 1)), int(_number(router, "topk_group", topk_group, 1))
+        n_group = int(_number(router, "n_group", n_group, 1))
+        topk_group = int(_number(router, "topk_group", topk_group, 1))
         if experts % n_group or topk_group > n_group or top_k > topk_group * (experts // n_group):
             raise HFConfigError(f"{name}: n_group={n_group}, topk_group={topk_group} do not group {experts} "
                                 f"experts for top_k={top_k}")

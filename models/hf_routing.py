@@ -55,7 +55,7 @@ class Routing:
                     norm_type=self.norm_type, routed_scaling_factor=self.routed_scaling_factor,
                     out_flag=self.weights_from_scores)
 
-    def replace(self, **changes) -> "Routing":
+    def replace(self, **changes) -> Routing:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 

@@ -58,7 +58,7 @@ class MoEConfig:
     quant: str = ""  # expert-parallel block: "int8" (with per-token scales) or "" (plain)
     idx_type: int = RE_ROUTING_DEFAULTS["idx_type"]  # expert-parallel block: MoeReRouting idx_type
 
-    def replace(self, **changes) -> "MoEConfig":
+    def replace(self, **changes) -> MoEConfig:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 

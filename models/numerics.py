@@ -27,10 +27,7 @@ def swiglu(x, w_gate, w_up, w_down, dtype, limit: float = 0.0, act_fp32: bool = 
     if limit:
         u = torch.clamp(u, min=-limit, max=limit)
         g = torch.clamp(g, max=limit)
-    if act_fp32:
-        h = rounded(F.silu(g) * u, dtype).to(x.dtype)
-    else:
-        h = rounded(rounded(F.silu(g), dtype) * u, dtype)
+    h = rounded(F.silu(g) * u, dtype).to(x.dtype) if act_fp32 else rounded(rounded(F.silu(g), dtype) * u, dtype)
     return rounded(matmul_t(h, w_down), dtype)
 
 

@@ -82,7 +82,7 @@ class Checkpoint:
         for f in files:
             try:
                 with safe_open(str(f), framework="pt") as h:
-                    self._files.update({k: f for k in h.keys()})
+                    self._files.update({k: f for k in h.keys()})  # noqa: SIM118 (a safe_open handle is not iterable)
             except Exception as e:  # safetensors raises its own error types
                 raise WeightsError(f"weights: {f} is not a readable safetensors file ({e})") from None
         self._read_config(path)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnx.defs import OpSchema
 
-from ._common import DOMAIN, attribute_defaults, check_required_inputs
+from ._common import DOMAIN, attribute_defaults, check_required_inputs, resolve_attributes
 
 # ReduceMax/ReduceSum take axes as an input from opset 18 on; ScatterElements has "add" since 16.
 MIN_OPSET = 18
@@ -29,10 +30,7 @@ class BodyBuilder:
 
     def op(self, op_type: str, *inputs: str, outputs: int | Sequence[str] = 1, **attrs: Any):
         """Append a node; returns its output name (or a list for several outputs)."""
-        if isinstance(outputs, int):
-            names = [self._name(op_type.lower()) for _ in range(outputs)]
-        else:
-            names = list(outputs)
+        names = [self._name(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
         return names[0] if len(names) == 1 else names
 
@@ -121,6 +119,16 @@ def present_flags(schema: OpSchema, present_inputs: Sequence[bool]) -> dict[str,
     flags += [False] * (len(names) - len(flags))
     check_required_inputs(schema, flags)
     return dict(zip(names, flags))
+
+
+def start_body(schema: OpSchema, attributes: dict, present_inputs: Sequence[bool], opset: int,
+               validate_attributes: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The checked start of every body builder: the opset supported, the node's attributes resolved
+    against the schema's defaults and validated, and ``{input name: present}``."""
+    check_opset(schema, opset)
+    attrs = resolve_attributes(schema, dict(attributes))
+    validate_attributes(attrs)
+    return attrs, present_flags(schema, present_inputs)
 
 
 def make_function(schema: OpSchema, attrs: dict[str, Any], has: dict[str, bool],

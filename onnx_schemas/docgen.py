@@ -116,10 +116,10 @@ def update(text: str) -> str:
     register()
     for name, schema in SCHEMAS.items():
         begin, end = BEGIN.format(op=name), END.format(op=name)
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(text):
+        found = re.search(re.escape(begin) + r".*?" + re.escape(end), text, re.S)
+        if not found:
             raise ValueError(f"docs: no generated block for {name} (add the lines '{begin}' and '{end}')")
-        text = pattern.sub(lambda _: f"{begin}\n{render_op(schema)}\n{end}", text)
+        text = text[:found.start()] + f"{begin}\n{render_op(schema)}\n{end}" + text[found.end():]
     return text
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import warnings
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import onnx

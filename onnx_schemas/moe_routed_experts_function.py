@@ -14,22 +14,18 @@ the body agrees with the kernels to float32 summation order, not bit for bit.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_routed_experts import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
 
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeRoutedExperts`` body for one node's attributes."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     x, idx, w, gate_up, down, gate_up_scales, down_scales = INPUT_NAMES
     (y,) = OUTPUT_NAMES
     g = BodyBuilder()
@@ -54,8 +50,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
     if a8:
         gu = op("Mul", gu, op("Unsqueeze", x_scale, const([1], np.int64)))  # x_scale [T, 1] -> [T, 1, 1]
-    pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), op("Div", op("Shape", gu, start=2, end=3), const([2], np.int64)),
-                                      const([2], np.int64), axis=0))
+    half = op("Div", op("Shape", gu, start=2, end=3), const([2], np.int64))
+    pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), half, const([2], np.int64), axis=0))
     gate = op("Squeeze", op("Slice", pairs, const([0], np.int64), const([1], np.int64), const([3], np.int64)),
               const([3], np.int64))
     up = op("Squeeze", op("Slice", pairs, const([1], np.int64), const([2], np.int64), const([3], np.int64)),

@@ -8,14 +8,14 @@ Ranks and dims of tokens and indices that break §6.3 make a Reshape fail (``Bod
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_token_permute import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
 
 I64_MAX = np.iinfo(np.int64).max
@@ -23,10 +23,7 @@ I64_MAX = np.iinfo(np.int64).max
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeTokenPermute`` body for one node's attributes."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     tokens, indices = INPUT_NAMES
     out_tokens, out_sorted = OUTPUT_NAMES
     g = BodyBuilder()
@@ -48,7 +45,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         op("Equal", g.rank(tokens), const(2, np.int64)), op("GreaterOrEqual", dim(t_dims, 1), const(1, np.int64)),
         op("Equal", dim(i_dims, 0), dim(t_dims, 0)),
         op("Or", op("Equal", i_rank, const(1, np.int64)),
-           op("And", op("Equal", i_rank, const(2, np.int64)), op("GreaterOrEqual", dim(i_dims, 1), const(1, np.int64)))))
+           op("And", op("Equal", i_rank, const(2, np.int64)),
+              op("GreaterOrEqual", dim(i_dims, 1), const(1, np.int64)))))
     indices = g.require(indices, shapes_ok)
     flat = op("Reshape", op("Cast", indices, to=TensorProto.INT64), const([-1], np.int64))  # [P]
     p_1d = op("Shape", flat)

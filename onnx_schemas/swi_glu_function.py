@@ -3,7 +3,7 @@ a / (1 + Exp(-a)) * b in float32, cast back to x's type (one rounding, as the ke
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx

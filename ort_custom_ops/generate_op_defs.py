@@ -78,7 +78,8 @@ def _attrs_block(schema: OpSchema) -> list[str]:
         lines.append(f"  {_FIELD_TYPES[attr.type]} {name} = {_field_default(attr)};{note}")
     lines += ["};", "",
               "// The value rules of the attributes that do not depend on the inputs: the message for the",
-              f"// first one broken, empty when all hold. Defined in {_snake(schema.name)}/{_snake(schema.name)}_op.cc or its",
+              "// first one broken, empty when all hold. Defined in "
+              f"{_snake(schema.name)}/{_snake(schema.name)}_op.cc or its",
               "// validator.",
               "std::string CheckAttrs(const Attrs& attrs);", "",
               "// Reads every attribute through kAttrs (absent optional ones keep their default; another",

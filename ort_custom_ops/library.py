@@ -51,11 +51,10 @@ def _candidates():
                 yield Path(f.locate()).resolve()
     except importlib.metadata.PackageNotFoundError:
         pass
-    for build in sorted((here.parent / "build").glob("*/" + LIBRARY_NAME)):
-        yield build
+    yield from sorted((here.parent / "build").glob("*/" + LIBRARY_NAME))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_library_path() -> str:
     """Return the absolute path of the built custom-op shared library."""
     for path in _candidates():
@@ -94,7 +93,7 @@ def session_options(intra_op_threads: int | None = None):
     return so
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def manifest() -> dict:
     """Return the ops, providers and attribute defaults that the C++ library declares."""
     lib = ctypes.CDLL(get_library_path())

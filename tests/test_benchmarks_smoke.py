@@ -181,7 +181,7 @@ def test_experts_threshold_times_both_branches_and_checks_they_agree():
 
     before = experts_graph.OWN_KERNEL_MAX_ROWS
     rows = experts_threshold.run(["qwen3-30b-a3b"], [3, 40], repeats=1, size="tiny", log=lambda *_: None)
-    assert experts_graph.OWN_KERNEL_MAX_ROWS == before
+    assert before == experts_graph.OWN_KERNEL_MAX_ROWS
     assert [(r["tokens"], r["routed_rows"]) for r in rows] == [(3, 12), (40, 160)]
     assert all(r["own_s"] > 0 and r["moe_s"] > 0 and r["max_rel_diff"] <= 1e-4 for r in rows), rows
 

@@ -136,7 +136,7 @@ def expected_plan(node: onnx.NodeProto) -> str:
         elif a.name in src:
             v = attrs[src[a.name]]
             if a.kind == ge_ir.FLOAT:
-                value = "%.9g" % mapping.g_value(v)
+                value = f"{mapping.g_value(v):.9g}"
             else:
                 value = str(m.value_maps.get(src[a.name], {}).get(v, v))
         else:
@@ -195,7 +195,7 @@ def test_every_presets_ge_export(core):
                 if a.type == onnx.AttributeProto.FLOAT:
                     assert mapping.g_value(a.f) == np.float32(a.f), (name, node.name, a.name, a.f)
                     ge_name = mapping.MAPPINGS[node.op_type].renames.get(a.name, a.name)
-                    assert f"attr {ge_name} Float {'%.9g' % np.float32(a.f)}\n" in got, got
+                    assert f"attr {ge_name} Float {f'{np.float32(a.f):.9g}'}\n" in got, got
                     floats += 1
     assert {"MoeGatingTopK", "MoeGatingTopKHash", "GroupedMatmul", "MoeInitRoutingV3", "SwiGlu",
             "MoeFinalizeRoutingV2", "MoeReRouting"} <= seen, seen

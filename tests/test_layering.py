@@ -2,8 +2,8 @@
 
     onnx_schemas <- {ort_custom_ops, ge_plugin} <- exporters <- models <- {hf, ep} <- benchmarks <- cli
 
-(hf and ep are siblings: neither imports the other; the benchmarks time what hf exports). Every import counts, also one inside a
-function: a lazy import is still a dependency."""
+(hf and ep are siblings: neither imports the other; the benchmarks time what hf exports). Every
+import counts, also one inside a function: a lazy import is still a dependency."""
 
 from __future__ import annotations
 

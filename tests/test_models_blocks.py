@@ -102,7 +102,7 @@ def _check_block_graph(block, name, dtype, experts):
         assert c.tokens == list(counts) and c.compared == len(counts), what
         assert c.passed, f"{what}: {c}"
         if c.near_ties:  # shown in pytest's warnings summary, not only with -s
-            warnings.warn(f"{what}: near-ties (tokens, row, experts, score spread) {c.near_ties}")
+            warnings.warn(f"{what}: near-ties (tokens, row, experts, score spread) {c.near_ties}", stacklevel=2)
 
 
 @pytest.mark.parametrize("experts", routed_experts.FORMULATIONS)
@@ -176,9 +176,9 @@ def test_empty_and_single_token_batches_in_ort(experts):
 
 def test_unknown_formulation_is_a_clear_error():
     block = presets.build("mixtral")
-    with pytest.raises(routed_experts.ExpertsError, match="unknown formulation 'fused'.*ort, onnx, padded"):
-        with routed_experts.using(block, "fused"):
-            pass
+    with pytest.raises(routed_experts.ExpertsError, match="unknown formulation 'fused'.*ort, onnx, padded"), \
+            routed_experts.using(block, "fused"):
+        pass
 
 
 def test_onnx_formulation_serves_decode_and_prefill_on_one_file():

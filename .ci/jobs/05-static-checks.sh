@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static checks: ruff (pyflakes + import order) on all Python, mypy on the core packages,
+# Static checks: ruff (pyflakes, isort, pycodestyle, bugbear, pyupgrade, simplify) on all Python, mypy on the core packages,
 # clang-format and clang-tidy (bugprone-*, functions <= 150 lines) on the C++ sources.
 # Tools come from the `lint` extra (pinned there), installed into .venv.
 set -euo pipefail

@@ -46,8 +46,8 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
                                    zero_expert_num=0, copy_expert_num=0, const_expert_num=0, y_dtype=None,
                                    x_dtype=None, scales_dtype=None):
     """torch_npu.npu_moe_distribute_dispatch_v2 on one rank: ``(expand_x [BS·K, H], dynamic_scales
-    (None; ``quant_mode=2``: float32 [BS·K]), assist_info_for_combine, expert_token_nums int64 [E], ep_recv_counts int32 [E],
-    tp_recv_counts int32 [1], expand_scales (None))``.
+    (None; ``quant_mode=2``: float32 [BS·K]), assist_info_for_combine, expert_token_nums int64 [E],
+    ep_recv_counts int32 [E], tp_recv_counts int32 [1], expand_scales (None))``.
 
     ``expand_x`` holds the (token, slot) rows sorted by expert (stable); ``assist_info_for_combine``
     is, per pair, its row there (pass it to npu_moe_distribute_combine_v2 unchanged, as torch_npu
@@ -127,7 +127,8 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
                         ("elastic_info", elastic_info)):
         if value is not None:
             unsupported(fn, name, value, "pass None")
-    require(expert_scales.shape == expert_ids.shape, fn, "expert_scales", lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
+    require(expert_scales.shape == expert_ids.shape, fn, "expert_scales",
+            lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
     special = _special_experts(fn, expert_ids, expert_scales, expand_x, ori_x, moe_expert_num, zero_expert_num,
                                copy_expert_num, const_expert_num, const_expert_alpha_1, const_expert_alpha_2,
                                const_expert_v)

@@ -207,8 +207,8 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
         ws = _per_group(fn, "weight_scale", weight_scale, groups, width)
         v = v * (ws[g] if ws.shape[0] > 1 else ws)
     if activation_scale is not None:
-        require(activation_scale.numel() == rows, fn, "activation_scale", lambda: f"must hold {rows} values ([T] or [T, 1])",
-                activation_scale)
+        require(activation_scale.numel() == rows, fn, "activation_scale",
+                lambda: f"must hold {rows} values ([T] or [T, 1])", activation_scale)
         v = v * activation_scale.float().reshape(rows, 1)
     a = _swiglu(fn, v, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias)
     if quant_scale is not None:

@@ -155,7 +155,7 @@ class DeepseekV3MoE(nn.Module):
             renorm=0,
             norm_type=1,
             routed_scaling_factor=self.routed_scaling_factor,
-            eps=float(1e-20)
+            eps=1e-20
         )
         return topk_idx, topk_weight, None
 

@@ -85,7 +85,7 @@ class W8A8Int8MoEGMM(nn.Module):
             [x], [self.w13_weight], group_list=expert_tokens, split_item=3, output_dtype=torch.int32,
             group_type=0, group_list_type=group_list_type, tuning_config=[0])[0]
         # the recipe's clamped SwiGLU (GPT-OSS-like models): gate / up interleaved in w13's columns
-        swiglu_limit = kwargs.get("swiglu_limit", None)
+        swiglu_limit = kwargs.get("swiglu_limit")
         swiglu_limit_args = {}
         if swiglu_limit:
             swiglu_limit_args.update({"swiglu_mode": 1, "clamp_limit": swiglu_limit, "glu_alpha": 1, "glu_bias": 0})

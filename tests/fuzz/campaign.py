@@ -107,7 +107,8 @@ def markdown(s: dict) -> str:
         "",
         summary_line(s),
         "",
-        f"{s['wall_s']} s wall ({s['cases_per_s']} cases/s), {s['workers']} workers, {s['timeout_s']} s per-case limit, "
+        f"{s['wall_s']} s wall ({s['cases_per_s']} cases/s), {s['workers']} workers, "
+        f"{s['timeout_s']} s per-case limit, "
         f"{s['worker_restarts']} worker restarts, sanitizers: {s['sanitizers']}, "
         f"known defects skipped: {s['known_defects_skipped']}.",
         "",

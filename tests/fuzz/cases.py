@@ -166,7 +166,7 @@ def gen_gating(src) -> Case:
     kg = src.int(1, gc)
     P = E // gc
     k = src.int(1, min(64, E, kg * P))
-    grouped = 1 < gc and kg < gc
+    grouped = gc > 1 and kg < gc
     mode = src.int(0, 1) if (not grouped or P >= 2) else 0
     attrs: dict[str, Any] = {"k": k}
     chosen = dict(k_group=kg, group_count=gc, group_select_mode=mode, renorm=src.int(0, 1),

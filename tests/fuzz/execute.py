@@ -253,7 +253,7 @@ def _project_reference(case: Case):
     from ascend_moe_onnx import onnx_schemas
 
     given = {n: case.inputs[n] for n in case.node_inputs if n}
-    spec = next(m for m in onnx_schemas.OP_MODULES if m.OP_TYPE == case.op)
+    spec = next(m for m in onnx_schemas.OP_MODULES if case.op == m.OP_TYPE)
     if case.op in PIPELINE_OPS or case.op == EXPERTS:
         return spec.reference(*[given.get(n) for n in spec.INPUT_NAMES], **case.attrs)
     return _reference(case)

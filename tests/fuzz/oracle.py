@@ -184,7 +184,7 @@ def _gating(case: Case, f: _Faults) -> None:
             f.add(f"group_count={gc} does not divide E={E}", "group_count", "x", attribute=True)
         elif k > kg * P:
             f.add(f"k={k} > k_group*E/group_count={kg * P}", "k", "k_group", "group_count", attribute=True)
-        elif a["group_select_mode"] == 1 and 1 < gc and kg < gc and P < 2:
+        elif a["group_select_mode"] == 1 and gc > 1 and kg < gc and P < 2:
             f.add("group_select_mode=1 with one expert per group", "group_select_mode", "group_count",
                   attribute=True)
     for name in ("bias", "additional_bias"):
@@ -203,7 +203,7 @@ def _gating(case: Case, f: _Faults) -> None:
             f.add(f"input_ids is {type_name(ids)}", "input_ids")
         if ids.size != R:
             f.add(f"input_ids has {ids.size} elements, R={R}", "input_ids")
-        if attrs_ok and 1 < gc and kg < gc:
+        if attrs_ok and gc > 1 and kg < gc:
             f.add("hash routing with effective grouping", "tid2eid", "input_ids", "group_count", "k_group")
     mask = _present(case, "additional_token_mask")
     add_bias = _present(case, "additional_bias")

@@ -8,6 +8,7 @@ crash reports."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import selectors
@@ -49,7 +50,7 @@ def _signal_name(code: int) -> str:
 
 class _Worker:
     def __init__(self, env: dict):
-        self.log = tempfile.TemporaryFile()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker owns it; close() closes it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.fuzz.worker"], cwd=ROOT, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
@@ -86,10 +87,8 @@ class _Worker:
             self.proc.kill()
         self.proc.wait()
         for s in (self.proc.stdin, self.proc.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 s.close()
-            except OSError:
-                pass
         self.log.close()
 
 

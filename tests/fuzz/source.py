@@ -4,7 +4,7 @@ drawn integer, so Hypothesis shrinks the structure of a case, not thousands of f
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ class RandomSource:
         self.rng = rng
 
     @classmethod
-    def for_case(cls, seed: int, index: int) -> "RandomSource":
+    def for_case(cls, seed: int, index: int) -> RandomSource:
         return cls(np.random.default_rng([seed, index]))
 
     def int(self, lo: int, hi: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 from tests.cpu_isa import call_on_isa, cpu_isa_paths
 from tests.op_table import OPS, node_model
@@ -84,8 +85,8 @@ ROW_BLOCK = 64  # its kRowBlock: rows of one group per item
 def dequant_cases(rng):
     """int4 antiquant groups on both sides of the dequantize-once switch ([E, K, N]: just below,
     at, above it, and past one item's rows, whose last item falls below it again; [E, N, K]
-    dequantizes for any rows, on AVX-512 it looks the nibbles up instead), per channel and per group, with and without offset and bias, every
-    x type: tails in N and K, several float32 panels per item (K x 2056 [E, K, N] and 2000 x N
+    dequantizes for any rows, on AVX-512 it looks the nibbles up instead), per channel and per group,
+    with and without offset and bias, every x type: tails in N and K, several float32 panels per item (K x 2056 [E, K, N] and 2000 x N
     [E, N, K] weights) with antiquant group boundaries inside a panel."""
     counts = [DEQUANT_ROWS_KN4 - 1, DEQUANT_ROWS_KN4, 0, 1, DEQUANT_ROWS_KN4 + 1, ROW_BLOCK + 6]
     shapes = [  # (layout, K, N, scale groups)
@@ -180,7 +181,8 @@ class _ExpertMlp:
                 gmm = torch.ops.ascend_moe.grouped_matmul
                 h = gmm(x, self.w13, group_list, group_list_type=1, transpose_weight=1)
                 gate, up = h.chunk(2, dim=-1)
-                return gmm(torch.nn.functional.silu(gate) * up, self.w2, group_list, group_list_type=1, transpose_weight=1)
+                h = torch.nn.functional.silu(gate) * up
+                return gmm(h, self.w2, group_list, group_list_type=1, transpose_weight=1)
 
         return Mlp().eval()
 
@@ -201,7 +203,7 @@ def test_export_runs_with_and_without_the_library(dynamo, tmp_path):
         onx = exporters.export(model, (x, counts), dynamo=False, input_names=["x", "group_list"],
                                dynamic_axes={"x": {0: "rows"}})
     nodes = [n for n in onx.graph.node if n.op_type == spec.OP_TYPE]
-    assert len(nodes) == 2 and all(n.domain == spec.DOMAIN for n in nodes)
+    assert len(nodes) == 2 and all(n.domain == onnx_schemas.DOMAIN for n in nodes)
     assert not [n for n in onx.graph.node if n.op_type == "Transpose"]
     names = [i.name for i in onx.graph.input]
     for rows, c in ((9, counts), (5, torch.tensor([0, 2, 0, 1]))):  # other row counts, rows past the groups

@@ -16,7 +16,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import OP_TYPE as OP  # noqa: E402
-from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference  # noqa: E402
 from tests.cpu_isa import call_on_isa, cpu_isa_paths  # noqa: E402
 from tests.op_table import node_model  # noqa: E402
 

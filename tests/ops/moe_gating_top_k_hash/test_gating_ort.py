@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 ort = pytest.importorskip("onnxruntime")
 from ascend_moe_onnx import ort_custom_ops  # noqa: E402
 from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import OP_TYPE as OP  # noqa: E402
-from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference
+from ascend_moe_onnx.onnx_schemas.moe_gating_top_k_hash import reference  # noqa: E402
 from tests import ort_values  # noqa: E402
 from tests.cpu_isa import call_on_isa  # noqa: E402
 from tests.op_table import node_model  # noqa: E402
@@ -90,7 +90,7 @@ def test_sweep_matches_reference(norm, grouping, bias_mode, hash_ids, experts):
     attrs = dict(GROUPINGS[grouping][experts], **NORMS[norm], routed_scaling_factor=2.5,
                  out_flag=int(experts == 256))
     for dtype in DTYPE_NAMES:
-        for rank, leads in LEADS.items():
+        for _rank, leads in LEADS.items():
             sess = None
             for lead in leads:
                 rng = np.random.default_rng(seed_of(norm, grouping, bias_mode, hash_ids, experts, dtype, lead))
