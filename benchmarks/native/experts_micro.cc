@@ -2,9 +2,9 @@
 // streamed per call, against plain read probes (float sums over a buffer larger than the caches, as
 // one stream and as 4 streams side by side: the faster is this core's read rate) in the same
 // process. Calls rotate through inputs routed to different experts, so the weights come from DRAM as
-// in decode. Built with a base commit (build_experts_micro.sh BASE), it also times that commit's
+// in decode. Built with a base commit (build_micro.sh experts BASE), it also times that commit's
 // kernel ("before", linked under another namespace), interleaved with today's.
-//   benchmarks/native/build_experts_micro.sh [BASE] && build/experts_micro [H E I k T...]
+//   benchmarks/native/build_micro.sh experts [BASE] && build/experts_micro [H E I k T...]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/native/read_probe.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 
 using namespace ascend_moe::cpu;
@@ -33,28 +34,6 @@ namespace {
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Read rate (B/s) of a float sum over `buf` as S streams side by side (S = 1 or 4; each 4 MiB block
-// read as S parts, the blocks one after another: 4 streams a quarter of the whole buffer apart
-// were slower, benchmarks/read_probe.py), best of `calls`.
-double ReadProbe(const std::vector<float>& buf, int streams, int calls) {
-  constexpr size_t kBlock = size_t{1} << 20;
-  const size_t part = kBlock / streams, whole = buf.size() / kBlock * kBlock;
-  double best = 1e30;
-  volatile float sink = 0;
-  for (int c = 0; c < calls; ++c) {
-    const double t0 = Now();
-    float s[4][16] = {};
-    for (size_t b = 0; b < whole; b += kBlock)
-      for (size_t i = 0; i < part; i += 16)
-        for (int p = 0; p < streams; ++p)
-          for (int j = 0; j < 16; ++j) s[p][j] += buf[b + p * part + i + j];
-    for (auto& row : s)
-      for (float v : row) sink = sink + v;
-    best = std::min(best, Now() - t0);
-  }
-  return whole * 4.0 / best;
 }
 
 }  // namespace
@@ -92,7 +71,7 @@ int main(int argc, char** argv) {
   for (auto& v : sc1) v = uni(rng);
   for (auto& v : sc2) v = uni(rng);
   std::vector<float> probe(static_cast<size_t>(256) << 20 >> 2, 1.0f);  // 256 MiB
-  const double one = ReadProbe(probe, 1, 10), four = ReadProbe(probe, 4, 10);
+  const double one = ReadProbe<1>(probe, 10, Now), four = ReadProbe<4>(probe, 10, Now);
   const double dram = std::max(one, four);
   std::printf("H %lld E %lld I %lld k %lld; read probe %.1f GB/s (one stream %.1f, four %.1f)\n", (long long)H,
               (long long)E, (long long)I, (long long)k, dram / 1e9, one / 1e9, four / 1e9);

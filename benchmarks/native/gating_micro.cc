@@ -1,10 +1,10 @@
 // Single-thread micro-benchmark of the MoeGatingTopKHash CPU kernel, per instruction-set path,
 // without ONNX Runtime or Python in the way (also for perf / valgrind --tool=callgrind).
-// Build from the repository root (benchmarks/native/build_gating_micro.sh does both):
+// Build from the repository root (benchmarks/native/build_micro.sh gating does both):
 //   g++ -O3 -g -std=c++17 -I. benchmarks/native/gating_micro.cc $(find ops_src/cpu -name "*.cc") -o build/gating_micro
 // or, to time an older kernel in the same process ("before" column), with its sources extracted
 // into DIR and compiled under another namespace:
-//   build/gating_micro_before (see build_gating_micro.sh BASE_COMMIT)
+//   build/gating_micro_before (see build_micro.sh gating BASE_COMMIT)
 // Run: build/gating_micro PRESET|all [rows] [seconds] [float32|bfloat16] [baseline|avx2|avx512|avx512-wide]
 //   (the last argument: time only that path, e.g. under perf)
 //   PRESET: deepseek-v3 | kimi-k2 | qwen3-moe | deepseek-v4-hash | sigmoid-256 (no groups)

@@ -3,7 +3,7 @@
 // expert sets so that each call reads its weights from DRAM; prints the best and median ms per
 // call, GB/s of weights read and GFLOP/s.
 //
-//   benchmarks/native/build_gmm_micro.sh && build/gmm_micro K N ROWS [bf16|f32] [calls]
+//   benchmarks/native/build_micro.sh gmm && build/gmm_micro K N ROWS [bf16|f32] [calls]
 #include <time.h>
 
 #include <algorithm>
@@ -25,6 +25,19 @@ static double ThreadSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// One call of a GroupedMatmul kernel, today's or the base commit's (the same types under another
+// namespace): M rows of x through the groups' weights, [K, N], float32 or bfloat16.
+template <typename Params, typename Buffers, typename Type, typename Kernel>
+void CallGmm(Kernel kernel, bool bf16, int64_t M, int64_t K, int64_t N, int64_t E, const void* x, const void* w,
+             float* y, const int64_t* ends) {
+  Params p;
+  p.rows = M, p.depth = K, p.cols = N, p.groups = E;
+  p.type = bf16 ? Type::kBFloat16 : Type::kFloat32;
+  Buffers b;
+  b.x = x, b.weight = w, b.y = y;
+  kernel(p, b, ends);
 }
 
 int main(int argc, char** argv) {
@@ -66,12 +79,9 @@ int main(int argc, char** argv) {
   const void* x = bf16 ? static_cast<const void*>(x16.data()) : x32.data();
   const void* w = bf16 ? static_cast<const void*>(w16.data()) : w32.data();
   auto now = [&](const int64_t* e) {
-    ascend_moe::cpu::GroupedMatmulParams p;
-    p.rows = M, p.depth = K, p.cols = N, p.groups = E;
-    p.type = bf16 ? ascend_moe::cpu::GmmType::kBFloat16 : ascend_moe::cpu::GmmType::kFloat32;
-    ascend_moe::cpu::GroupedMatmulBuffers b;
-    b.x = x, b.weight = w, b.y = y.data();
-    ascend_moe::cpu::GroupedMatmul(p, b, e);
+    namespace cpu = ascend_moe::cpu;
+    CallGmm<cpu::GroupedMatmulParams, cpu::GroupedMatmulBuffers, cpu::GmmType>(cpu::GroupedMatmul, bf16, M, K, N,
+                                                                               E, x, w, y.data(), e);
   };
   std::vector<double> t[2];
   const char* names[2] = {"now", "before"};
@@ -80,12 +90,9 @@ int main(int argc, char** argv) {
   variants = 2;
   std::vector<float> y_before(y.size());
   auto before = [&](const int64_t* e) {
-    ascend_moe_before::cpu::GroupedMatmulParams p;
-    p.rows = M, p.depth = K, p.cols = N, p.groups = E;
-    p.type = bf16 ? ascend_moe_before::cpu::GmmType::kBFloat16 : ascend_moe_before::cpu::GmmType::kFloat32;
-    ascend_moe_before::cpu::GroupedMatmulBuffers b;
-    b.x = x, b.weight = w, b.y = y_before.data();
-    ascend_moe_before::cpu::GroupedMatmul(p, b, e);
+    namespace cpu = ascend_moe_before::cpu;
+    CallGmm<cpu::GroupedMatmulParams, cpu::GroupedMatmulBuffers, cpu::GmmType>(cpu::GroupedMatmul, bf16, M, K, N,
+                                                                               E, x, w, y_before.data(), e);
   };
 #endif
   for (int c = 0; c < calls + static_cast<int>(sets); ++c) {

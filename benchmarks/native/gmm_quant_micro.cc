@@ -7,10 +7,10 @@
 // the weights come from DRAM as in decode. Medians of interleaved samples, in wall time and in
 // thread CPU time (on a shared machine a process waits for a core much of its wall time; the CPU
 // time leaves the wait out, for the probes and the kernels alike).
-//   benchmarks/native/build_gmm_quant_micro.sh && build/gmm_quant_micro [K N experts rows...]
+//   benchmarks/native/build_micro.sh gmm_quant && build/gmm_quant_micro [K N experts rows...]
 // GMM_MICRO_TRANSPOSE=1: the weights stored [E, N, K] (transpose_weight 1, the exported layout);
 // GMM_MICRO_REPS=N: N samples per scheme (default 7; more on a loaded machine).
-// Built with a base commit (build_gmm_quant_micro.sh BASE), it also times that commit's antiquant
+// Built with a base commit (build_micro.sh gmm_quant BASE), it also times that commit's antiquant
 // paths ("before", linked in under another namespace), interleaved with today's, and prints the
 // before / today ratios (same process).
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/native/read_probe.h"
 #include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 using namespace ascend_moe::cpu;
@@ -53,27 +54,6 @@ double CpuNow() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-// Read rate (B/s) of float sums over `buf`, each 4 MiB block read as S parts side by side.
-template <int S>
-double ReadProbe(const std::vector<float>& buf, int calls, double (*now)()) {
-  constexpr size_t kBlock = size_t{1} << 20;
-  const size_t part = kBlock / S / 64 * 64, whole = buf.size() / kBlock * kBlock;
-  double best = 1e30;
-  volatile float sink = 0;
-  for (int c = 0; c < calls; ++c) {
-    const double t0 = now();
-    float s[S][16] = {};
-    for (size_t b = 0; b < whole; b += kBlock)
-      for (size_t i = 0; i < part; i += 16)
-        for (int p = 0; p < S; ++p)
-          for (int j = 0; j < 16; ++j) s[p][j] += buf[b + p * part + i + j];
-    for (auto& row : s)
-      for (float v : row) sink = sink + v;
-    best = std::min(best, now() - t0);
-  }
-  return whole / kBlock * part * S * 4.0 / best;
 }
 
 struct Scheme {

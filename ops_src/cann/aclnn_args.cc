@@ -8,20 +8,8 @@
 
 namespace ascend_moe::cann {
 
-namespace {
-
-template <typename Fn>
-Fn Require(const char* symbol) {
-  std::string why;
-  void* p = FindSymbol(symbol, &why);
-  if (!p) throw std::runtime_error("CANN runtime unavailable: " + why);
-  return reinterpret_cast<Fn>(p);
-}
-
-}  // namespace
-
 void MemsetAsync(const DeviceContext& ctx, void* dst, size_t bytes, int value) {
-  static const auto memset_async = Require<AclrtMemsetAsyncFn>("aclrtMemsetAsync");
+  static const auto memset_async = RequireSymbolAs<AclrtMemsetAsyncFn>("aclrtMemsetAsync");
   if (bytes == 0) return;
   CheckAcl(memset_async(dst, bytes, value, bytes, ctx.stream), "aclrtMemsetAsync");
 }

@@ -39,6 +39,28 @@ class AclnnRejected : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The way one call of a kernel that chooses among ACLNN operators runs: through `call` (the
+// operator, or the first of its chain) or, when `call` is null, through the fallback for `reason`.
+struct NativePath {
+  const char* call = nullptr;
+  std::string reason;
+  bool rejected = false;  // the operator rejected the call in phase 1 (RunNativePath)
+};
+
+// Runs `native` when path->call is set and returns true; false when the path is the fallback or
+// when phase 1 rejects the call (AclnnRejected), which *path then records (call null, rejected).
+template <typename Native>
+bool RunNativePath(NativePath* path, Native&& native) {
+  if (!path->call) return false;
+  try {
+    native();
+    return true;
+  } catch (const AclnnRejected& e) {
+    *path = NativePath{nullptr, e.what(), true};
+    return false;
+  }
+}
+
 // Both phases of an ACLNN operator (PrepareAclnn, LaunchAclnn); throws AclnnRejected when phase 1
 // rejects the call (nothing is queued then), std::runtime_error on any other failure.
 void RunAclnnOp(const DeviceContext& ctx, const char* name,

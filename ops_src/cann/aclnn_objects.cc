@@ -10,14 +10,6 @@ namespace ascend_moe::cann {
 
 namespace {
 
-template <typename Fn>
-Fn Require(const char* symbol) {
-  std::string why;
-  void* p = FindSymbol(symbol, &why);
-  if (!p) throw std::runtime_error("CANN runtime unavailable: " + why);
-  return reinterpret_cast<Fn>(p);
-}
-
 // Destructors look their destroy function up without throwing: an object exists only if its
 // create function, in the same library, was found.
 template <typename Fn>
@@ -58,7 +50,7 @@ Tensor::~Tensor() {
 }
 
 TensorList::TensorList(Tensor tensor) {
-  static const auto create = Require<AclCreateTensorListFn>("aclCreateTensorList");
+  static const auto create = RequireSymbolAs<AclCreateTensorListFn>("aclCreateTensorList");
   const AclTensor* items[] = {tensor.get()};
   list_ = create(items, 1);
   if (!list_) throw std::runtime_error("aclCreateTensorList failed");  // `tensor` still owns its tensor
@@ -71,7 +63,7 @@ TensorList::~TensorList() {
 }
 
 IntArray::IntArray(const std::vector<int64_t>& values) {
-  static const auto create = Require<AclCreateIntArrayFn>("aclCreateIntArray");
+  static const auto create = RequireSymbolAs<AclCreateIntArrayFn>("aclCreateIntArray");
   array_ = create(values.data(), values.size());
   if (!array_) throw std::runtime_error("aclCreateIntArray failed");
 }

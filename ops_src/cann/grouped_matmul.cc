@@ -6,6 +6,7 @@
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/loader.h"
 #include "ops_src/cann/soc.h"
+#include "ops_src/cpu/enum_names.h"
 
 namespace ascend_moe::cann {
 
@@ -155,19 +156,11 @@ size_t GmmTypeBytes(cpu::GmmType t) {
 }
 
 AclDataType GmmAclType(cpu::GmmType type) {
-  switch (type) {
-    case cpu::GmmType::kFloat16:
-      return kAclFloat16;
-    case cpu::GmmType::kBFloat16:
-      return kAclBFloat16;
-    case cpu::GmmType::kInt8:
-      return kAclInt8;
-    case cpu::GmmType::kInt32:
-      return kAclInt32;
-    case cpu::GmmType::kFloat32:
-      break;
-  }
-  return kAclFloat;
+  static constexpr EnumValue<cpu::GmmType, AclDataType> kTypes[] = {{cpu::GmmType::kFloat16, kAclFloat16},
+                                                                    {cpu::GmmType::kBFloat16, kAclBFloat16},
+                                                                    {cpu::GmmType::kInt8, kAclInt8},
+                                                                    {cpu::GmmType::kInt32, kAclInt32}};
+  return ValueOf(kTypes, type, kAclFloat);
 }
 
 std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& a) {
@@ -209,8 +202,8 @@ std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& p, bool has_
          (has_bias && p.bias_float32 ? " and a float bias" : "");
 }
 
-GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
-  GroupedMatmulPath path;
+NativePath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& a) {
+  NativePath path;
   path.reason = GroupedMatmulNativeBlocker(a);
   if (path.reason.empty()) path.reason = GroupedMatmulSocBlocker(a.params, a.has_bias, std::string());
   if (!path.reason.empty()) return path;
@@ -276,18 +269,10 @@ void RunGroupedMatmulV4(const DeviceContext& ctx, const cpu::GroupedMatmulParams
       op.run);
 }
 
-void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a,
-                         GroupedMatmulPath* path) {
+void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& a, NativePath* path) {
   const cpu::GroupedMatmulParams& p = a.params;
   if (p.rows == 0 || p.cols == 0) return;  // y is empty
-  if (path->call) {
-    try {
-      RunNative(ctx, a);
-      return;
-    } catch (const AclnnRejected& e) {
-      *path = GroupedMatmulPath{nullptr, e.what(), true};
-    }
-  }
+  if (RunNativePath(path, [&]() { RunNative(ctx, a); })) return;
   RunOnHost(ctx, a);
 }
 

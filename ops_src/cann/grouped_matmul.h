@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops_src/cann/acl.h"
-#include "ops_src/cann/device.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cpu/grouped_matmul/grouped_matmul.h"
 
 namespace ascend_moe::cann {
@@ -36,12 +36,6 @@ struct GroupedMatmulDeviceArgs {
   void* y = nullptr;                       // [M, N] of params.out_type
 };
 
-struct GroupedMatmulPath {
-  const char* call = nullptr;  // null: host fallback for `reason`
-  std::string reason;
-  bool rejected = false;  // the operator rejected the call in phase 1 (LaunchGroupedMatmul)
-};
-
 AclDataType GmmAclType(cpu::GmmType type);
 
 // Why aclnnGroupedMatmulV4 cannot run this call (its limits, from ops-transformer's
@@ -54,12 +48,11 @@ std::string GroupedMatmulNativeBlocker(const GroupedMatmulDeviceArgs& args);
 std::string GroupedMatmulSocBlocker(const cpu::GroupedMatmulParams& params, bool has_bias,
                                     const std::string& soc);
 // Native when the limits hold and the operator library provides the call.
-GroupedMatmulPath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& args);
+NativePath ChooseGroupedMatmulPath(const GroupedMatmulDeviceArgs& args);
 
 // Queues the op on ctx.stream along `path`; returns once every host buffer it used is no
 // longer needed. When phase 1 rejects the native call, runs the fallback and says so in `path`.
-void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& args,
-                         GroupedMatmulPath* path);
+void LaunchGroupedMatmul(const DeviceContext& ctx, const GroupedMatmulDeviceArgs& args, NativePath* path);
 
 // Bytes of one element of a GroupedMatmul buffer of type t.
 size_t GmmTypeBytes(cpu::GmmType t);

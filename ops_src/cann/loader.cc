@@ -131,15 +131,17 @@ void* FindSymbol(const char* symbol, std::string* why) {
   return it->second.address;
 }
 
+void* RequireSymbol(const char* symbol) {
+  std::string why;
+  void* p = FindSymbol(symbol, &why);
+  if (!p) throw std::runtime_error("CANN runtime unavailable: " + why);
+  return p;
+}
+
 const AclRuntime& Runtime() {
   static const AclRuntime runtime = [] {
     AclRuntime r;
-    auto require = [](const char* symbol) {
-      std::string why;
-      void* p = FindSymbol(symbol, &why);
-      if (!p) throw std::runtime_error("CANN runtime unavailable: " + why);
-      return p;
-    };
+    auto require = [](const char* symbol) { return RequireSymbol(symbol); };
     r.memcpy_async = reinterpret_cast<AclrtMemcpyAsyncFn>(require("aclrtMemcpyAsync"));
     r.memcpy = reinterpret_cast<AclrtMemcpyFn>(require("aclrtMemcpy"));
     r.synchronize_stream = reinterpret_cast<AclrtSynchronizeStreamFn>(require("aclrtSynchronizeStream"));

@@ -43,6 +43,13 @@ SymbolLookup LocateSymbol(const char* symbol);
 // Searched once per process and remembered. Null when absent; `why` (if given) then says what
 // was tried.
 void* FindSymbol(const char* symbol, std::string* why = nullptr);
+// FindSymbol that throws std::runtime_error "CANN runtime unavailable: ..." when the symbol is absent.
+void* RequireSymbol(const char* symbol);
+// RequireSymbol as a function of type Fn.
+template <typename Fn>
+Fn RequireSymbolAs(const char* symbol) {
+  return reinterpret_cast<Fn>(RequireSymbol(symbol));
+}
 
 // The runtime entry points every launch needs (libascendcl.so / libnnopbase.so).
 struct AclRuntime {

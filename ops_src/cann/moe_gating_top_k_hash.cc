@@ -7,6 +7,7 @@
 
 #include "ops_src/cann/loader.h"
 #include "ops_src/cann/soc.h"
+#include "ops_src/cpu/enum_names.h"
 
 namespace ascend_moe::cann {
 
@@ -17,14 +18,9 @@ namespace {
 constexpr int64_t kMaxExperts = 2048;
 
 AclDataType FloatAclType(cpu::GatingFloatType t) {
-  switch (t) {
-    case cpu::GatingFloatType::kFloat16:
-      return kAclFloat16;
-    case cpu::GatingFloatType::kBFloat16:
-      return kAclBFloat16;
-    default:
-      return kAclFloat;
-  }
+  static constexpr EnumValue<cpu::GatingFloatType, AclDataType> kTypes[] = {
+      {cpu::GatingFloatType::kFloat16, kAclFloat16}, {cpu::GatingFloatType::kBFloat16, kAclBFloat16}};
+  return ValueOf(kTypes, t, kAclFloat);
 }
 size_t FloatBytes(cpu::GatingFloatType t) { return t == cpu::GatingFloatType::kFloat32 ? 4 : 2; }
 AclDataType IntAclType(cpu::GatingIntType t) {
@@ -167,8 +163,8 @@ std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& a, const char** ca
   return {};
 }
 
-MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
-  MoeGatingPath path;
+NativePath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
+  NativePath path;
   const char* call = nullptr;
   path.reason = MoeGatingNativeBlocker(a, &call);
   if (!path.reason.empty()) return path;
@@ -186,7 +182,7 @@ MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& a) {
 }
 
 cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& a,
-                                            MoeGatingPath* path) {
+                                            NativePath* path) {
   if (a.params.rows == 0) return {};
   if (path->call) {
     std::string rejected;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "ops_src/cann/acl.h"
-#include "ops_src/cann/device.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cpu/moe_gating_top_k_hash/moe_gating_top_k_hash.h"
 
 namespace ascend_moe::cann {
@@ -38,14 +38,6 @@ struct MoeGatingDeviceArgs {
   float* out = nullptr;  // when out_flag = 1
 };
 
-// The way one call runs: through `call` (an ACLNN operator) or, when `call` is null, through the
-// host fallback for the reason given.
-struct MoeGatingPath {
-  const char* call = nullptr;
-  std::string reason;
-  bool rejected = false;  // the operator rejected the call in phase 1 (LaunchMoeGating)
-};
-
 // Why neither ACLNN operator can run this call, or empty: the SoC (SocBlocker), then the
 // operators' inputs and tiling rules. `call` gets the operator that fits (aclnnMoeGatingTopK or
 // aclnnMoeGatingTopKHash). The one statement of these rules: the kernels, `moe-onnx info` and the
@@ -53,7 +45,7 @@ struct MoeGatingPath {
 std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& args, const char** call);
 
 // Chooses the path: native when the limits hold and the operator library provides the call.
-MoeGatingPath ChooseMoeGatingPath(const MoeGatingDeviceArgs& args);
+NativePath ChooseMoeGatingPath(const MoeGatingDeviceArgs& args);
 
 // Host check of the hash rows of a native call (every row is a hash row there): a token id out of
 // [0, table_rows) anywhere first, else the lowest row whose table entry is out of [0, E) — the
@@ -67,7 +59,7 @@ cpu::MoeGatingTopKHashError CheckHashRows(const MoeGatingDeviceArgs& args, RowBa
 // the operator rejects the call in phase 1 (IsAclnnRejection), the fallback runs instead and
 // `path` says so (call null, rejected, reason = the operator's status and message).
 cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeGatingDeviceArgs& args,
-                                            MoeGatingPath* path);
+                                            NativePath* path);
 
 // Token id of a row of input_ids (host memory).
 inline int64_t TokenIdAt(const MoeGatingDeviceArgs& a, int64_t row) {

@@ -175,8 +175,8 @@ std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& a) {
   return {};
 }
 
-MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& a) {
-  MoeReRoutingPath path;
+NativePath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& a) {
+  NativePath path;
   path.reason = MoeReRoutingNativeBlocker(a);
   if (!path.reason.empty()) return path;
   std::string why;
@@ -188,7 +188,7 @@ MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& a) {
   return path;
 }
 
-void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a, MoeReRoutingPath* path) {
+void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& a, NativePath* path) {
   const cpu::MoeReRoutingParams& p = a.params;
   if (p.num_tokens == 0) {  // nothing to move: only the expert totals (all zero) are written
     HostBuffer zeros(p.num_experts * (p.count_type == cpu::CountType::kInt32 ? 4 : 8));

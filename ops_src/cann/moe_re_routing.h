@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ops_src/cann/acl.h"
-#include "ops_src/cann/device.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cpu/moe_re_routing.h"
 
 namespace ascend_moe::cann {
@@ -37,24 +37,16 @@ struct MoeReRoutingDeviceArgs {
   void* expert_token_num = nullptr;
 };
 
-// The way one call runs: through `call` (an ACLNN operator) or, when `call` is null, through the
-// copy fallback for the reason given.
-struct MoeReRoutingPath {
-  const char* call = nullptr;
-  std::string reason;
-  bool rejected = false;  // the operator rejected the call in phase 1 (LaunchMoeReRouting)
-};
-
 // Why aclnnMoeReRouting cannot run this call (the SoC, its documented Atlas A2/A3 limits); empty
 // if it can. The one statement of these rules (AscendMoeCannPath asks it too).
 std::string MoeReRoutingNativeBlocker(const MoeReRoutingDeviceArgs& args);
 
 // Chooses the path: native when the limits hold and the operator library provides the call.
-MoeReRoutingPath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& args);
+NativePath ChooseMoeReRoutingPath(const MoeReRoutingDeviceArgs& args);
 
 // Queues the op on ctx.stream along `path`. Returns after every host buffer it used is no longer
 // needed (fallback and count upload synchronise the stream). When aclnnMoeReRouting rejects the
 // call in phase 1 (IsAclnnRejection), the copy fallback runs instead and `path` says so.
-void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& args, MoeReRoutingPath* path);
+void LaunchMoeReRouting(const DeviceContext& ctx, const MoeReRoutingDeviceArgs& args, NativePath* path);
 
 }  // namespace ascend_moe::cann

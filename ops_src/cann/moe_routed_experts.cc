@@ -141,8 +141,8 @@ std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) 
   return InitRoutingV3Blocker(init);
 }
 
-MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
-  MoeRoutedExpertsPath path;
+NativePath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
+  NativePath path;
   path.reason = MoeRoutedExpertsNativeBlocker(p);
   if (!path.reason.empty()) return path;
   for (const char* name :
@@ -156,26 +156,18 @@ MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParam
       return path;
     }
   }
-  path.native = true;
+  path.call = kAclnnMoeInitRoutingV3;  // the chain's first operator
   return path;
 }
 
-void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a,
-                            MoeRoutedExpertsPath* path) {
+void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a, NativePath* path) {
   const cpu::MoeRoutedExpertsParams& p = a.params;
   if (p.tokens == 0 || p.hidden == 0) return;  // y is empty
   if (p.k == 0) {                              // no slot: y is zero
     MemsetAsync(ctx, a.y, static_cast<size_t>(p.tokens * p.hidden) * sizeof(float), 0);
     return;
   }
-  if (path->native) {
-    try {
-      RunNative(ctx, a);
-      return;
-    } catch (const AclnnRejected& e) {
-      *path = MoeRoutedExpertsPath{false, e.what(), true};
-    }
-  }
+  if (RunNativePath(path, [&]() { RunNative(ctx, a); })) return;
   RunOnHost(ctx, a);
 }
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ops_src/cann/acl.h"
-#include "ops_src/cann/device.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 
 namespace ascend_moe::cann {
@@ -35,22 +35,16 @@ struct MoeRoutedExpertsDeviceArgs {
   float* y = nullptr;  // [T, H]
 };
 
-struct MoeRoutedExpertsPath {
-  bool native = false;  // false: host fallback for `reason`
-  std::string reason;
-  bool rejected = false;  // an operator of the chain rejected its call in phase 1
-};
-
 // Why the operator chain cannot run this call; empty if it can.
 std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& params);
 // Native when the limits hold and the operator libraries provide all four operators.
-MoeRoutedExpertsPath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& params);
+NativePath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& params);
 
 // Queues the op on ctx.stream along `path`; returns once every host buffer it used is no
 // longer needed.
 // When an operator of the chain rejects its call in phase 1, runs the fallback (which computes y
 // from the inputs again) and says so in `path`.
 void LaunchMoeRoutedExperts(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& args,
-                            MoeRoutedExpertsPath* path);
+                            NativePath* path);
 
 }  // namespace ascend_moe::cann

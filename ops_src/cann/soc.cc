@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "ops_src/cann/loader.h"
+#include "ops_src/cpu/enum_names.h"
 
 namespace ascend_moe::cann {
 
@@ -33,21 +34,12 @@ Chip ShortSoc(const std::string& soc) {
   return Chip::kOther;
 }
 
-const char* ChipName(Chip c) {
-  switch (c) {
-    case Chip::k910b:
-      return "ascend910b";
-    case Chip::k910_93:
-      return "ascend910_93";
-    case Chip::k950:
-      return "ascend910_95 (950)";
-    case Chip::k310p:
-      return "ascend310p";
-    case Chip::kOther:
-      break;
-  }
-  return "other";
-}
+constexpr EnumName<Chip> kChipNames[] = {{Chip::k910b, "ascend910b"},
+                                         {Chip::k910_93, "ascend910_93"},
+                                         {Chip::k950, "ascend910_95 (950)"},
+                                         {Chip::k310p, "ascend310p"}};
+
+const char* ChipName(Chip c) { return NameOf(kChipNames, c, "other"); }
 
 struct OperatorChipsRow {
   const char* call;

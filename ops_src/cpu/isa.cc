@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "ops_src/cpu/enum_names.h"
+
 namespace ascend_moe::cpu {
 
 namespace {
@@ -53,26 +55,14 @@ std::atomic<int> set_isa{kNoOverride};  // SetCpuIsa's path
 
 }  // namespace
 
-const char* CpuIsaName(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kAvx512:
-      return "avx512";
-    case CpuIsa::kAvx2:
-      return "avx2";
-    default:
-      return "baseline";
-  }
-}
+namespace {
+constexpr EnumName<CpuIsa> kCpuIsaNames[] = {
+    {CpuIsa::kBaseline, "baseline"}, {CpuIsa::kAvx2, "avx2"}, {CpuIsa::kAvx512, "avx512"}};
+}  // namespace
 
-bool ParseCpuIsa(std::string_view name, CpuIsa* isa) {
-  for (CpuIsa candidate : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (name == CpuIsaName(candidate)) {
-      *isa = candidate;
-      return true;
-    }
-  }
-  return false;
-}
+const char* CpuIsaName(CpuIsa isa) { return NameOf(kCpuIsaNames, isa, "baseline"); }
+
+bool ParseCpuIsa(std::string_view name, CpuIsa* isa) { return ParseName(kCpuIsaNames, name, isa); }
 
 CpuIsa BestCpuIsa() {
   static const CpuIsa best = DetectBestIsa();

@@ -1,54 +1,100 @@
-// The CANN execution-provider kernel of every op, declared once. An op's `<op>_cann.cc` supplies
-// only its steps, a class `Steps` with
-//   static constexpr const char* kName;          the op (the fallback log says "<kName> runs on ...")
-//   explicit Steps(const OrtKernelInfo* info);    reads the attributes (and any constant input)
-//   void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
-//       validate on the host, fill the device args, then node.Run(blocker, native launch, host run)
-//   optional: static OrtMemType InputMemoryType(size_t);  the inputs checked on the host
-//   optional: static constexpr const char* kFallback;     what runs instead ("host fallback")
-// and registers CannKernel<Steps> (`KernelOp<Def, CannKernel<Steps>>()`) through `<Op>CannOp()`
-// (below), which the op's Ops() lists after its CPU kernel: `OpKernels<Def, Cpu>(<Op>CannOp())`.
+// The CANN execution-provider kernel of every op, written once. An op's `<op>_cann.cc` supplies
+// only its per-call work, a function
+//   void Run<Op>Cann(CannCall<Def, Options>& call);
+//       validate on the host, fill the device args, then either
+//       call.node.Run(blocker, native launch, host run)  (one ACLNN operator or the host fallback;
+//           the host run is usually call.OnHostCopies(device, <the CPU kernel's computation>)), or
+//       call.node.RunPath(path, launch)                   (ops_src/cann chose among its operators)
+// and registers it: `CannKernelOp<Def, Options, Run<Op>Cann>()` in its `<Op>CannOp()` (below),
+// which the op's Ops() lists after its CPU kernel: `OpKernels<Def, Cpu>(<Op>CannOp())`.
+// `Options` says what differs between ops:
+//   CannOptions<kInA, kInB>    the inputs the kernel reads on the host (ORT copies them there);
+//   static constexpr const char* kFallback;   what runs instead ("host fallback" by default);
+//   using State = ...;          per-node state made once from the OrtKernelInfo (a constant input).
 #pragma once
 
-#include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "cann_host_stage.h"
 #include "cann_support.h"
 #include "op_base.h"
 
 namespace ascend_moe {
 
-namespace cann_kernel_detail {
-template <typename S, typename = void>
-struct HasInputMemoryType : std::false_type {};
-template <typename S>
-struct HasInputMemoryType<S, std::void_t<decltype(S::InputMemoryType(size_t{0}))>> : std::true_type {};
-template <typename S, typename = void>
-struct Fallback {
-  static constexpr const char* kName = "host fallback";
+// No per-node state besides the attributes.
+struct NoCannState {
+  explicit NoCannState(const OrtKernelInfo* /*info*/) {}
 };
-template <typename S>
-struct Fallback<S, std::void_t<decltype(S::kFallback)>> {
-  static constexpr const char* kName = S::kFallback;
-};
-}  // namespace cann_kernel_detail
 
-template <typename Steps>
+// The options of a CANN kernel; an op with more to say derives from it.
+template <size_t... HostInputs>
+struct CannOptions {
+  static constexpr const char* kFallback = "host fallback";
+  using State = NoCannState;
+  // Whether input `index` is read on the host (OrtMemTypeCPUInput).
+  static constexpr bool OnHost(size_t index) { return ((index == HostInputs) || ...); }
+};
+
+// One Compute call of a CANN kernel: the context, the node's native-or-host choice, the inputs
+// (checked against the op's table), the attributes and the node's state.
+template <typename Def, typename Options>
+struct CannCall {
+  using Inputs = typename Def::Inputs;
+  Ort::KernelContext& ctx;
+  NativeOrHost& node;
+  const Inputs in;
+  const typename Def::Attrs& attrs;
+  typename Options::State& state;
+
+  // Device output `index` of `shape` and `type`, checked like the CPU kernel's outputs.
+  void* Output(size_t index, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+    return GetCheckedOutput(ctx, Def::kName, Def::kOutputs, index, shape, type, /*required=*/true);
+  }
+
+  // The host fallback: `compute(host_inputs, output)` runs the CPU kernel's computation on host
+  // copies of the device inputs, writing host mirrors of the outputs (`output(index, shape,
+  // type)`), which are copied to the device afterwards.
+  template <typename Compute>
+  void OnHostCopies(const cann::DeviceContext& device, Compute&& compute) {
+    CannHostStage stage(ctx, device);
+    Inputs host = in;
+    for (size_t i = 0; i < host.size(); ++i) host[i] = stage.Host(in[i], Options::OnHost(i));
+    compute(static_cast<const Inputs&>(host),
+            [&](size_t index, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
+              return stage.Output(Def::kName, Def::kOutputs, index, shape, type);
+            });
+    stage.Finish();
+  }
+};
+
+// The kernel ORT creates: attributes and state read once, then Run per call.
+template <typename Def, typename Options, void (*Run)(CannCall<Def, Options>&)>
 class CannKernel {
  public:
   static constexpr const char* kProvider = kCannProvider;
   static OrtMemType InputMemoryType(size_t index) {
-    if constexpr (cann_kernel_detail::HasInputMemoryType<Steps>::value) return Steps::InputMemoryType(index);
-    return OrtMemTypeDefault;
+    return Options::OnHost(index) ? OrtMemTypeCPUInput : OrtMemTypeDefault;
   }
 
   explicit CannKernel(const OrtKernelInfo* info)
-      : steps_(info), node_(info, Steps::kName, cann_kernel_detail::Fallback<Steps>::kName) {}
-  void Compute(Ort::KernelContext& ctx) { steps_.Compute(ctx, node_); }
+      : attrs_(Def::ReadAttrs(info)), state_(info), node_(info, Def::kName, Options::kFallback) {}
+  void Compute(Ort::KernelContext& ctx) {
+    CannCall<Def, Options> call{ctx, node_, Def::GetInputs(ctx), attrs_, state_};
+    Run(call);
+  }
 
  private:
-  Steps steps_;
+  typename Def::Attrs attrs_;
+  typename Options::State state_;
   NativeOrHost node_;
 };
+
+// An op's CANN kernel, registered with ORT: what its `<Op>CannOp()` returns.
+template <typename Def, typename Options, void (*Run)(CannCall<Def, Options>&)>
+const OrtCustomOp* CannKernelOp() {
+  return KernelOp<Def, CannKernel<Def, Options, Run>>();
+}
 
 // Each op's CANN kernel (its `<op>_cann.cc`), registered by the op's Ops() beside the CPU kernel.
 const OrtCustomOp* GroupedMatmulCannOp();
@@ -60,6 +106,5 @@ const OrtCustomOp* MoeReRoutingCannOp();
 const OrtCustomOp* MoeRoutedExpertsCannOp();
 const OrtCustomOp* MoeTokenPermuteCannOp();
 const OrtCustomOp* MoeTokenUnpermuteCannOp();
-const OrtCustomOp* SwiGluCannOp();
 
 }  // namespace ascend_moe

@@ -45,6 +45,16 @@ bool AclTypeOf(ONNXTensorElementDataType type, cann::AclDataType* out) {
   }
 }
 
+std::vector<int32_t> Int32Values(const InputView& v) {
+  std::vector<int32_t> out(static_cast<size_t>(v.size));
+  for (int64_t i = 0; i < v.size; ++i) {
+    out[i] = v.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                 ? static_cast<int32_t>(static_cast<const int64_t*>(v.data)[i])
+                 : static_cast<const int32_t*>(v.data)[i];
+  }
+  return out;
+}
+
 NodeLog::NodeLog(const OrtKernelInfo* info) {
   Ort::ConstKernelInfo ki(info);
   node_ = ki.GetNodeName();
@@ -105,6 +115,13 @@ void NativeOrHost::Run(const std::string& blocker, const std::function<void()>& 
   if (blocker.empty()) return Launch(native, host);
   if (log) Fallback(blocker);
   host();
+}
+
+void NativeOrHost::RunPath(cann::NativePath& path, const std::function<void()>& launch) {
+  if (path.call && Rejected(&path.reason)) path.call = nullptr;
+  if (!path.call) Fallback(path.reason);
+  launch();
+  if (path.rejected) Reject(path.reason);
 }
 
 }  // namespace ascend_moe

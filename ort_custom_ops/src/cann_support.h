@@ -6,9 +6,11 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "op_utils.h"
 #include "ops_src/cann/acl.h"
+#include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/device.h"
 
 namespace ascend_moe {
@@ -31,6 +33,9 @@ class CannDevice {
 
 // ACL's name for an element type, when ACL has one (float, float16, bfloat16, int8, uint8, ...).
 bool AclTypeOf(ONNXTensorElementDataType type, cann::AclDataType* out);
+
+// The values of an int32 or int64 host input as int32 (the ACLNN operators' index type).
+std::vector<int32_t> Int32Values(const InputView& v);
 
 // Logs a warning through the session's logger the first time each distinct message is given for
 // this node (kernel instance).
@@ -85,6 +90,10 @@ class NativeOrHost {
   // `log`), else Launch(native, host).
   void Run(const std::string& blocker, const std::function<void()>& native, const std::function<void()>& host,
            bool log = true);
+  // The skeleton of the kernels whose launcher chooses among ACLNN operators (cann::NativePath):
+  // a remembered rejection sends the call to the fallback, which is logged, then `launch` runs
+  // the path, and a phase-1 rejection it met (path.rejected) is remembered.
+  void RunPath(cann::NativePath& path, const std::function<void()>& launch);
   // Any other message, once.
   void WarnOnce(const std::string& message) { log_.WarnOnce(message); }
 

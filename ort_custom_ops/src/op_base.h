@@ -11,6 +11,10 @@
 //   optional: static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo*,
 //                 const std::vector<GraphTensor>& inputs);  // output types an attribute decides
 //                                         // (one per output, UNDEFINED = from the inputs)
+//   optional: static void CheckNode(const OrtKernelInfo*, const std::vector<GraphTensor>& inputs);
+//                                         // rules across inputs and attributes the tables cannot
+//                                         // state: fails kernel creation, after the kernel read its
+//                                         // attributes (every execution provider's kernel)
 // Input presence and element types are checked against kInputs at session creation (when the kernel is
 // created; also at shape inference, which ORT only logs): the inputs are declared with an
 // undefined type because each accepts several. Output types are checked there too: ORT types
@@ -23,6 +27,7 @@
 #pragma once
 
 #include <exception>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -81,13 +86,24 @@ struct HasOutputTypes<
                                                std::declval<const std::vector<GraphTensor>&>()))>>
     : std::true_type {};
 
+template <typename Def, typename = void>
+struct HasCheckNode : std::false_type {};
+template <typename Def>
+struct HasCheckNode<Def,
+                    std::void_t<decltype(Def::CheckNode(std::declval<const OrtKernelInfo*>(),
+                                                        std::declval<const std::vector<GraphTensor>&>()))>>
+    : std::true_type {};
+
 template <typename Def, typename Kernel>
 struct AscendMoeOp
     : Ort::CustomOpBase<AscendMoeOp<Def, Kernel>, StatusKernel<Def, Kernel>, /*WithStatus=*/true> {
   AscendMoeOp() {
     OrtCustomOp::InferOutputShapeFn = &CheckTypesAndInferShapes;
-    RegisterManifestEntry({Def::kName, Kernel::kProvider, Def::kSinceVersion, Def::kAttrs, Def::kNumAttrs,
-                           Def::kInputs, Def::kNumInputs, Def::kOutputs, Def::kNumOutputs});
+    RegisterManifestEntry(
+        {Def::kName,
+         Kernel::kProvider,
+         Def::kSinceVersion,
+         {Def::kAttrs, Def::kNumAttrs, Def::kInputs, Def::kNumInputs, Def::kOutputs, Def::kNumOutputs}});
   }
 
   OrtStatusPtr CreateKernelV2(const OrtApi& /*api*/, const OrtKernelInfo* info, void** kernel) const {
@@ -102,7 +118,9 @@ struct AscendMoeOp
       if constexpr (HasOutputTypes<Def>::value) overrides = Def::OutputTypes(info, inputs);
       CheckKernelOutputTypes(info, Def::kName, Def::kInputs, Def::kNumInputs, inputs, Def::kOutputs,
                              Def::kNumOutputs, overrides.empty() ? nullptr : overrides.data());
-      *kernel = new StatusKernel<Def, Kernel>(info);
+      auto created = std::make_unique<StatusKernel<Def, Kernel>>(info);
+      if constexpr (HasCheckNode<Def>::value) Def::CheckNode(info, inputs);
+      *kernel = created.release();
     });
   }
 

@@ -156,24 +156,27 @@ const char* KindName(AttrSpec::Kind kind) { return kind == AttrSpec::kInt ? "INT
   Fail(Str(op, ": attribute '", spec.name, "' is required (", KindName(spec.kind), "), got none"));
 }
 
+// The attribute's value read by `get`, else its default; fails when it is required or of
+// another kind.
+template <typename T>
+T ReadAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec,
+           bool (*get)(const OrtKernelInfo*, const char*, T*)) {
+  T value{};
+  if (get(info, spec.name, &value)) return value;
+  if (spec.required || !OtherKind(info, spec.name, spec.kind).empty()) {
+    FailAbsentOrOtherKind(info, op, spec);
+  }
+  return static_cast<T>(spec.default_value);
+}
+
 }  // namespace
 
 int64_t ReadIntAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec) {
-  int64_t value = 0;
-  if (GetInt(info, spec.name, &value)) return value;
-  if (spec.required || !OtherKind(info, spec.name, spec.kind).empty()) {
-    FailAbsentOrOtherKind(info, op, spec);
-  }
-  return static_cast<int64_t>(spec.default_value);
+  return ReadAttr<int64_t>(info, op, spec, GetInt);
 }
 
 float ReadFloatAttr(const OrtKernelInfo* info, const char* op, const AttrSpec& spec) {
-  float value = 0.f;
-  if (GetFloat(info, spec.name, &value)) return value;
-  if (spec.required || !OtherKind(info, spec.name, spec.kind).empty()) {
-    FailAbsentOrOtherKind(info, op, spec);
-  }
-  return static_cast<float>(spec.default_value);
+  return ReadAttr<float>(info, op, spec, GetFloat);
 }
 
 std::string TypeList(const ParamSpec& spec) {
@@ -296,12 +299,12 @@ std::string ManifestJson(const char* domain) {
     const auto& e = Manifest()[i];
     os << (i ? ", " : "") << "{\"name\": \"" << e.name << "\", \"provider\": \"" << e.provider
        << "\", \"since_version\": " << e.since_version << ", \"inputs\": ";
-    ParamsJson(os, e.inputs, e.num_inputs);
+    ParamsJson(os, e.tables.inputs, e.tables.num_inputs);
     os << ", \"outputs\": ";
-    ParamsJson(os, e.outputs, e.num_outputs);
+    ParamsJson(os, e.tables.outputs, e.tables.num_outputs);
     os << ", \"attributes\": [";
-    for (size_t j = 0; j < e.num_attrs; ++j) {
-      const AttrSpec& a = e.attrs[j];
+    for (size_t j = 0; j < e.tables.num_attrs; ++j) {
+      const AttrSpec& a = e.tables.attrs[j];
       os << (j ? ", " : "") << "{\"name\": \"" << a.name << "\", \"kind\": \""
          << (a.kind == AttrSpec::kInt ? "int" : "float")
          << "\", \"required\": " << (a.required ? "true" : "false") << ", \"default\": ";

@@ -118,17 +118,22 @@ std::array<InputView, N> GetInputViews(Ort::KernelContext& ctx, const char* op, 
   return views;
 }
 
-// Describes one op for the manifest.
-struct OpManifestEntry {
-  const char* name;
-  const char* provider;
-  int since_version;
+// An op's tables (op_defs.gen.h): its attributes, inputs and outputs, each with its size.
+struct OpTables {
   const AttrSpec* attrs;
   size_t num_attrs;
   const ParamSpec* inputs;
   size_t num_inputs;
   const ParamSpec* outputs;
   size_t num_outputs;
+};
+
+// Describes one op for the manifest.
+struct OpManifestEntry {
+  const char* name;
+  const char* provider;
+  int since_version;
+  OpTables tables;
 };
 void RegisterManifestEntry(const OpManifestEntry& entry);
 // JSON of every registered op: {"domain", "ops": [{"name", "provider", "since_version",

@@ -1,11 +1,34 @@
-// What MoeFinalizeRoutingV2 and MoeTokenUnpermute share on the ORT side: their element types as
-// ops_src/cpu's weighted gather names them, and running it over the output rows.
+// What MoeFinalizeRoutingV2 and MoeTokenUnpermute share on the ORT side: their output's shape
+// inference, their element types as ops_src/cpu's weighted gather names them, and running it over
+// the output rows.
 #pragma once
+
+#include <string>
 
 #include "op_base.h"
 #include "ops_src/cpu/weighted_gather.h"
 
 namespace ascend_moe {
+
+// The output of a weighted gather is [N, H] of the rows' type: N = weights.shape[0] (weights
+// [N, K]), or index.shape[0] without weights; H = rows.shape[-1]. Unknown parts stay unknown (a
+// bad rank fails at run time). Returns the status of an attribute error (`attr_error`) once the
+// output is declared.
+inline OrtStatusPtr InferWeightedGatherShape(const OrtApi& api, OrtShapeInferContext* ctx, size_t rows_input,
+                                             size_t index_input, size_t weights_input, size_t output,
+                                             const std::string& attr_error) {
+  InferredTensor rows{}, index{}, weights{};
+  if (!GetInferInput(api, ctx, rows_input, &rows)) return nullptr;
+  InferredTensor out{rows.type, {InferDim{}, InferDim{}}, true};
+  if (!rows.dims.empty()) out.dims[1] = rows.dims.back();
+  if (GetInferInput(api, ctx, weights_input, &weights)) {
+    if (weights.dims.size() == 2) out.dims[0] = weights.dims[0];
+  } else if (GetInferInput(api, ctx, index_input, &index) && index.dims.size() == 1) {
+    out.dims[0] = index.dims[0];
+  }
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, output, out)) return s;
+  return attr_error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, attr_error.c_str());
+}
 
 inline cpu::RowType RowTypeOf(ONNXTensorElementDataType t) {
   if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16) return cpu::RowType::kFloat16;

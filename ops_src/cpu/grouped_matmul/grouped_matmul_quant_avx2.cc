@@ -1,34 +1,15 @@
 // The AVX2 build of GroupedMatmul's quantized tiles, on CPUs that have it (x86-64 with GCC;
 // empty elsewhere). See isa.h for the pattern and grouped_matmul_quant_tiles.inc for the code.
-#include "ops_src/cpu/isa.h"
-
-#if ASCEND_MOE_CPU_X86_PATHS
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cstdint>
-
+#include "ops_src/cpu/isa_unit.h"
 #include "ops_src/cpu/grouped_matmul/grouped_matmul_quant_paths.h"
 
+#if ASCEND_MOE_CPU_X86_PATHS
 ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
 namespace ascend_moe::cpu::gmmq_avx2 {
 
-constexpr CpuIsa kIsa = CpuIsa::kAvx2;
+#include "ops_src/cpu/simd_f32_avx2.inc"
 
-constexpr int kLanes = 8;
-using V = __m256;
 using VI = __m256i;
-inline V Zero() { return _mm256_setzero_ps(); }
-inline V Set1(float v) { return _mm256_set1_ps(v); }
-inline V Load(const float* p) { return _mm256_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline float Sum(V v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 // kLanes int8 -> float
 inline V CvtI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));

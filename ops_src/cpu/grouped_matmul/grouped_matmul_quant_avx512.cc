@@ -1,29 +1,15 @@
 // The AVX512 build of GroupedMatmul's quantized tiles, on CPUs that have it (x86-64 with GCC;
 // empty elsewhere). See isa.h for the pattern and grouped_matmul_quant_tiles.inc for the code.
-#include "ops_src/cpu/isa.h"
-
-#if ASCEND_MOE_CPU_X86_PATHS
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cstdint>
-
+#include "ops_src/cpu/isa_unit.h"
 #include "ops_src/cpu/grouped_matmul/grouped_matmul_quant_paths.h"
 
+#if ASCEND_MOE_CPU_X86_PATHS
 ASCEND_MOE_CPU_TARGET_AVX512_BEGIN
 namespace ascend_moe::cpu::gmmq_avx512 {
 
-constexpr CpuIsa kIsa = CpuIsa::kAvx512;
+#include "ops_src/cpu/simd_f32_avx512.inc"
 
-constexpr int kLanes = 16;
-using V = __m512;
 using VI = __m512i;
-inline V Zero() { return _mm512_setzero_ps(); }
-inline V Set1(float v) { return _mm512_set1_ps(v); }
-inline V Load(const float* p) { return _mm512_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
-inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-inline float Sum(V v) { return _mm512_reduce_add_ps(v); }
 // kLanes int8 -> float
 inline V CvtI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

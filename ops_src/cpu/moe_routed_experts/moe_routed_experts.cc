@@ -74,6 +74,34 @@ int64_t IndexAt(const void* idx, bool index64, int64_t i) {
 
 }  // namespace
 
+bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_idx,
+                       std::vector<int64_t>* active, std::vector<int64_t>* begin, std::vector<int64_t>* pair,
+                       int64_t* bad_pair) {
+  const int64_t P = params.tokens * params.k, E = params.experts;
+  std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
+  for (int64_t i = 0; i < P; ++i) {
+    const int64_t e = IndexAt(expert_idx, params.index64, i);
+    if (e < 0 || e >= E) {
+      if (bad_pair != nullptr) *bad_pair = i;
+      return false;
+    }
+    ++count[static_cast<size_t>(e) + 1];
+  }
+  active->clear();
+  begin->clear();
+  for (int64_t e = 0; e < E; ++e) {
+    if (count[e + 1] > 0) {
+      active->push_back(e);
+      begin->push_back(count[e]);
+    }
+    count[e + 1] += count[e];  // count[e] = first sorted position of expert e
+  }
+  begin->push_back(P);
+  pair->resize(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) (*pair)[count[IndexAt(expert_idx, params.index64, i)]++] = i;
+  return true;
+}
+
 bool MoeRoutedExpertsPlan::UseIsa(CpuIsa isa) {
   if (!CpuRuns(isa)) return false;
   isa_ = isa;
@@ -84,29 +112,8 @@ bool MoeRoutedExpertsPlan::Build(const MoeRoutedExpertsParams& params, const voi
                                  int64_t* bad_pair) {
   p_ = params;
   isa_ = ActiveCpuIsa();
-  const int64_t P = params.tokens * params.k, E = params.experts;
-  // Counting sort of the pairs by expert (stable: pairs of one expert stay in token order).
-  std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
-  for (int64_t i = 0; i < P; ++i) {
-    const int64_t e = IndexAt(expert_idx, params.index64, i);
-    if (e < 0 || e >= E) {
-      if (bad_pair != nullptr) *bad_pair = i;
-      return false;
-    }
-    ++count[static_cast<size_t>(e) + 1];
-  }
-  active_.clear();
-  begin_.clear();
-  for (int64_t e = 0; e < E; ++e) {
-    if (count[e + 1] > 0) {
-      active_.push_back(e);
-      begin_.push_back(count[e]);
-    }
-    count[e + 1] += count[e];  // count[e] = first sorted position of expert e
-  }
-  begin_.push_back(P);
-  pair_.resize(static_cast<size_t>(P));
-  for (int64_t i = 0; i < P; ++i) pair_[count[IndexAt(expert_idx, params.index64, i)]++] = i;
+  if (!SortPairsByExpert(params, expert_idx, &active_, &begin_, &pair_, bad_pair)) return false;
+  const int64_t P = params.tokens * params.k;
   items_.clear();
   for (int64_t a = 0; a < active_experts(); ++a) {
     for (int64_t r = 0; r < params.inter; r += kUpRowsPerItem) {

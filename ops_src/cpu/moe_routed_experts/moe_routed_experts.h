@@ -48,6 +48,16 @@ struct MoeRoutedExpertsBuffers {
   float* y = nullptr;  // [T, H]
 };
 
+// The pairs (t * k + j) of a call sorted by expert, by a stable counting sort (one expert's pairs
+// stay in (token, slot) order, so y sums each token's slots in ascending expert order, ties in
+// slot order: the NumPy model's order), for both plans: `active` the experts with pairs,
+// ascending; `begin` the first sorted pair of each (+ an end sentinel); `pair` sorted position ->
+// pair. Returns false, leaving the vectors as they were, when an index is outside [0, E);
+// *bad_pair (if given) is then the first such pair.
+bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_idx,
+                       std::vector<int64_t>* active, std::vector<int64_t>* begin, std::vector<int64_t>* pair,
+                       int64_t* bad_pair);
+
 // One call's pairs grouped by expert, and its activation buffer.
 class MoeRoutedExpertsPlan {
  public:

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string_view>
 
+#include "ops_src/cpu/enum_names.h"
 #include "ops_src/cpu/isa.h"
 
 namespace ascend_moe::cpu {
@@ -33,6 +34,12 @@ A8BlocksFn Blocks;
 #endif
 
 namespace {
+
+constexpr EnumName<A8Dot> kA8DotNames[] = {{A8Dot::kScalar, "scalar"},
+                                           {A8Dot::kMaddubs, "maddubs"},
+                                           {A8Dot::kAvxVnni, "avxvnni"},
+                                           {A8Dot::kAvx512Vnni, "avx512vnni"},
+                                           {A8Dot::kEmulatedVnni, "emulated-vnni"}};
 
 constexpr int64_t kRowsPerBlock = 8;
 constexpr int64_t kBlocksPerUpItem = 8;  // 64 gate/up rows (32 intermediate rows) per phase-1 item
@@ -71,20 +78,7 @@ bool CpuRunsDot(A8Dot dot) {
   return false;
 }
 
-bool ParseDot(std::string_view name, A8Dot* dot) {
-  for (A8Dot d :
-       {A8Dot::kScalar, A8Dot::kMaddubs, A8Dot::kAvxVnni, A8Dot::kAvx512Vnni, A8Dot::kEmulatedVnni}) {
-    if (name == A8DotName(d)) {
-      *dot = d;
-      return true;
-    }
-  }
-  return false;
-}
-
-int64_t IndexAt(const void* idx, bool index64, int64_t i) {
-  return index64 ? static_cast<const int64_t*>(idx)[i] : static_cast<const int32_t*>(idx)[i];
-}
+bool ParseDot(std::string_view name, A8Dot* dot) { return ParseName(kA8DotNames, name, dot); }
 
 // Quantizes v[0, K) (docs/quantization.md: scale = max |v| / 127, q = round half to even of v / scale,
 // clamped to [-127, 127]; zeros: q = 0; NaN or inf anywhere: q = 0 and a NaN scale) into q[0,
@@ -133,21 +127,7 @@ A8Matrix ExpertMatrix(const A8Weights& w, int64_t e) {
 
 }  // namespace
 
-const char* A8DotName(A8Dot dot) {
-  switch (dot) {
-    case A8Dot::kScalar:
-      return "scalar";
-    case A8Dot::kMaddubs:
-      return "maddubs";
-    case A8Dot::kAvxVnni:
-      return "avxvnni";
-    case A8Dot::kAvx512Vnni:
-      return "avx512vnni";
-    case A8Dot::kEmulatedVnni:
-      return "emulated-vnni";
-  }
-  return "?";
-}
+const char* A8DotName(A8Dot dot) { return NameOf(kA8DotNames, dot, "?"); }
 
 A8Dot ActiveA8Dot() {
   static const A8Dot forced = [] {
@@ -240,30 +220,8 @@ bool MoeRoutedExpertsA8Plan::Build(const MoeRoutedExpertsParams& params, const v
                                    int64_t* bad_pair) {
   p_ = params;
   dot_ = dot;
-  const int64_t P = params.tokens * params.k, E = params.experts;
-  std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
-  for (int64_t i = 0; i < P; ++i) {
-    const int64_t e = IndexAt(expert_idx, params.index64, i);
-    if (e < 0 || e >= E) {
-      if (bad_pair != nullptr) *bad_pair = i;
-      return false;
-    }
-    ++count[static_cast<size_t>(e) + 1];
-  }
-  active_.clear();
-  begin_.clear();
-  for (int64_t e = 0; e < E; ++e) {
-    if (count[e + 1] > 0) {
-      active_.push_back(e);
-      begin_.push_back(count[e]);
-    }
-    count[e + 1] += count[e];
-  }
-  begin_.push_back(P);
-  pair_.resize(static_cast<size_t>(P));
-  // stable: one expert's pairs stay in (token, slot) order, so y sums each token's slots in
-  // ascending expert order, ties in slot order (the NumPy model's order)
-  for (int64_t i = 0; i < P; ++i) pair_[count[IndexAt(expert_idx, params.index64, i)]++] = i;
+  if (!SortPairsByExpert(params, expert_idx, &active_, &begin_, &pair_, bad_pair)) return false;
+  const int64_t P = params.tokens * params.k;
   const int64_t up_blocks = (2 * params.inter + kRowsPerBlock - 1) / kRowsPerBlock;
   items_.clear();
   for (int64_t a = 0; a < static_cast<int64_t>(active_.size()); ++a) {

@@ -1,42 +1,19 @@
 // The AVX2 + FMA build of the MoeRoutedExperts tiles, on CPUs that have it (x86-64 with GCC;
 // empty elsewhere). See isa.h for the pattern and moe_routed_experts_tiles.inc for the code.
-#include "ops_src/cpu/isa.h"
-
-#if ASCEND_MOE_CPU_X86_PATHS
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <type_traits>
-#include <vector>
-
+#include "ops_src/cpu/isa_unit.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
+#if ASCEND_MOE_CPU_X86_PATHS
 ASCEND_MOE_CPU_TARGET_AVX2_BEGIN
 namespace ascend_moe::cpu::experts_avx2 {
 
-constexpr CpuIsa kIsa = CpuIsa::kAvx2;
-constexpr int kLanes = 8;
+#include "ops_src/cpu/simd_f32_avx2.inc"
 
-using V = __m256;
-inline V Zero() { return _mm256_setzero_ps(); }
-inline V Load(const float* p) { return _mm256_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline V LoadTail(const float* p, int64_t n) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
   return _mm256_maskload_ps(p, mask);
 }
-inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
-inline float Sum(V v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-inline V Set1(float v) { return _mm256_set1_ps(v); }
 // out[j] = the lanes of v[j] summed: three horizontal adds for all four, then the halves.
 inline void Sum4(const V* v, float* out) {
   const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
@@ -60,7 +37,6 @@ inline V SumHalves(const V* v) {
   const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));  // lane 4h + i
   return _mm256_permutevar8x32_ps(all, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
-inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -110,11 +86,7 @@ inline V LaneScales(const float* sc, const LaneScaleMap& map) {
   return _mm256_permutevar8x32_ps(_mm256_maskload_ps(sc, map.loaded), map.group);
 }
 
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_tiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_qtiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_lanetiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_ptiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_qrows.inc"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_vector.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx2
 ASCEND_MOE_CPU_TARGET_END

@@ -1,35 +1,17 @@
 // The AVX-512 build of the MoeRoutedExperts tiles, on CPUs that have it (x86-64 with GCC;
 // empty elsewhere). See isa.h for the pattern and moe_routed_experts_tiles.inc for the code.
-#include "ops_src/cpu/isa.h"
-
-#if ASCEND_MOE_CPU_X86_PATHS
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <type_traits>
-#include <vector>
-
+#include "ops_src/cpu/isa_unit.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
+#if ASCEND_MOE_CPU_X86_PATHS
 ASCEND_MOE_CPU_TARGET_AVX512_BEGIN
 namespace ascend_moe::cpu::experts_avx512 {
 
-constexpr CpuIsa kIsa = CpuIsa::kAvx512;
-constexpr int kLanes = 16;
+#include "ops_src/cpu/simd_f32_avx512.inc"
 
-using V = __m512;
-inline V Zero() { return _mm512_setzero_ps(); }
-inline V Load(const float* p) { return _mm512_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V LoadTail(const float* p, int64_t n) {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
 }
-inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
-inline float Sum(V v) { return _mm512_reduce_add_ps(v); }
-inline V Set1(float v) { return _mm512_set1_ps(v); }
 // out[j] = the lanes of v[j] summed: halves added, then three horizontal adds for all four.
 inline void Sum4(const V* v, float* out) {
   __m256 h[4];
@@ -70,7 +52,6 @@ inline V SumHalves(const V* v) {
                     _mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));  // lane 4q + i: row 4i + q
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sums);
 }
-inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V LoadI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
@@ -110,11 +91,7 @@ inline V LaneScales(const float* sc, const LaneScaleMap& map) {
   return _mm512_permutexvar_ps(map.group, _mm512_maskz_loadu_ps(map.loaded, sc));
 }
 
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_tiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_qtiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_lanetiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_ptiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_qrows.inc"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_vector.inc"
 
 }  // namespace ascend_moe::cpu::experts_avx512
 ASCEND_MOE_CPU_TARGET_END

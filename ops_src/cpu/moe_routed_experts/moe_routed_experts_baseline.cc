@@ -170,10 +170,6 @@ inline V LaneScales(const float* sc, const LaneScaleMap& map) {
   return Load(s);
 }
 
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_tiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_qtiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_lanetiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_ptiles.inc"
-#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_qrows.inc"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_vector.inc"
 
 }  // namespace ascend_moe::cpu::experts_baseline

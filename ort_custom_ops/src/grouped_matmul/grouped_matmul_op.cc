@@ -16,15 +16,7 @@ namespace ascend_moe {
 
 namespace gmm = defs::grouped_matmul;
 
-namespace {
-
-constexpr int64_t kInt4PerWord = 8;  // int4 weights: 8 per int32 word
-constexpr ONNXTensorElementDataType kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-constexpr ONNXTensorElementDataType kInt8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-constexpr ONNXTensorElementDataType kInt32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-
-}  // namespace
+using namespace gmm_types;
 
 // y is x's type, [M, N] (symbolic dims kept); [?, ?] when a rank is unknown (a wrong rank fails
 // at run time with the validation's message). Bad attributes fail here after y is declared.
@@ -71,50 +63,34 @@ std::string gmm::CheckAttrs(const Attrs& a) {
 
 namespace {
 
-struct GroupedMatmulCpuKernel {
-  static constexpr const char* kProvider = kCpuProvider;
-
-  explicit GroupedMatmulCpuKernel(const OrtKernelInfo* info) : attrs_(gmm::ReadAttrs(info)) {
-    // The type rules fail at session creation too (the table's checks ran already).
-    const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(
-        GroupedMatmulGraphTypes(KernelInputs(info, gmm::kNumIns)), attrs_.output_dtype);
-    if (!mt.error.empty()) Fail(mt.error);
-  }
-
-  void Compute(Ort::KernelContext& ctx) {
-    using namespace gmm;
-    const GroupedMatmulInputs in = GetInputViews(ctx, kName, kInputs);
-    const cpu::GroupedMatmulParams params = ValidateGroupedMatmulShapes(in, attrs_);
-    const std::vector<int64_t> ends =
-        GroupedMatmulEnds(in[kInGroupList], params.rows, attrs_.group_list_type);
-    const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs_.output_dtype);
-    cpu::GroupedMatmulBuffers b;
-    b.x = in[kInX].data;
-    b.weight = in[kInWeight].data;
-    auto optional = [&](In i) { return in[i].present ? in[i].data : nullptr; };
-    b.bias = optional(kInBias);
-    b.scale = optional(kInScale);
-    b.antiquant_scale = optional(kInAntiquantScale);
-    b.antiquant_offset = optional(kInAntiquantOffset);
-    b.per_token_scale = static_cast<const float*>(optional(kInPerTokenScale));
-    b.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.rows, params.cols}, mt.y, /*required=*/true);
-    cpu::GroupedMatmulPlan plan;
-    plan.Build(params, ends.data());
-    plan.Prepare(b);
-    ParallelForRange(ctx, plan.num_items(), 1,
-                     [&](int64_t begin, int64_t end) { plan.RunItems(b, begin, end); });
-    ParallelForRange(ctx, plan.num_finish_items(), 1,
-                     [&](int64_t begin, int64_t end) { plan.FinishItems(b, begin, end); });
-  }
-
- private:
-  gmm::Attrs attrs_;
-};
+void RunGroupedMatmulCpu(Ort::KernelContext& ctx, const GroupedMatmulInputs& in, const gmm::Attrs& attrs) {
+  using namespace gmm;
+  const cpu::GroupedMatmulParams params = ValidateGroupedMatmulShapes(in, attrs);
+  const std::vector<int64_t> ends = GroupedMatmulEnds(in[kInGroupList], params.rows, attrs.group_list_type);
+  const GroupedMatmulTypes mt = CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), attrs.output_dtype);
+  cpu::GroupedMatmulBuffers b;
+  b.x = in[kInX].data;
+  b.weight = in[kInWeight].data;
+  auto optional = [&](In i) { return in[i].present ? in[i].data : nullptr; };
+  b.bias = optional(kInBias);
+  b.scale = optional(kInScale);
+  b.antiquant_scale = optional(kInAntiquantScale);
+  b.antiquant_offset = optional(kInAntiquantOffset);
+  b.per_token_scale = static_cast<const float*>(optional(kInPerTokenScale));
+  b.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.rows, params.cols}, mt.y, /*required=*/true);
+  cpu::GroupedMatmulPlan plan;
+  plan.Build(params, ends.data());
+  plan.Prepare(b);
+  ParallelForRange(ctx, plan.num_items(), 1,
+                   [&](int64_t begin, int64_t end) { plan.RunItems(b, begin, end); });
+  ParallelForRange(ctx, plan.num_finish_items(), 1,
+                   [&](int64_t begin, int64_t end) { plan.FinishItems(b, begin, end); });
+}
 
 }  // namespace
 
 std::vector<const OrtCustomOp*> GroupedMatmulOps() {
-  return OpKernels<GroupedMatmulDef, GroupedMatmulCpuKernel>(GroupedMatmulCannOp());
+  return OpKernels<GroupedMatmulDef, CpuKernel<GroupedMatmulDef, RunGroupedMatmulCpu>>(GroupedMatmulCannOp());
 }
 
 }  // namespace ascend_moe

@@ -3,17 +3,11 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "ops_src/cpu/enum_names.h"
+
 namespace ascend_moe {
 
-namespace {
-
-constexpr int64_t kInt4PerWord = 8;  // int4 weights: 8 per int32 word
-constexpr ONNXTensorElementDataType kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-constexpr ONNXTensorElementDataType kInt8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-constexpr ONNXTensorElementDataType kInt32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-
-}  // namespace
+using namespace gmm_types;
 
 // y's type for an output_dtype value (0: none).
 ONNXTensorElementDataType GroupedMatmulOutputType(int64_t v) {
@@ -118,18 +112,12 @@ namespace {
 }
 
 cpu::GmmType ToGmmType(ONNXTensorElementDataType t) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
-      return cpu::GmmType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
-      return cpu::GmmType::kBFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
-      return cpu::GmmType::kInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
-      return cpu::GmmType::kInt32;
-    default:
-      return cpu::GmmType::kFloat32;
-  }
+  static constexpr EnumValue<ONNXTensorElementDataType, cpu::GmmType> kGmmTypes[] = {
+      {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, cpu::GmmType::kFloat16},
+      {ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, cpu::GmmType::kBFloat16},
+      {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, cpu::GmmType::kInt8},
+      {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, cpu::GmmType::kInt32}};
+  return ValueOf(kGmmTypes, t, cpu::GmmType::kFloat32);
 }
 
 // antiquant_scale [E, N] or [E, G, N] with G dividing K (int4 along k: K / G even), and

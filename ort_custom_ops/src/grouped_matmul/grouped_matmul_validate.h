@@ -17,6 +17,15 @@ namespace gmm = defs::grouped_matmul;
 
 inline constexpr int64_t kCumsum = 0, kCount = 1;  // group_list_type values
 
+// The element types and packing the GroupedMatmul rules speak of (shape inference, validation).
+namespace gmm_types {
+inline constexpr int64_t kInt4PerWord = 8;  // int4 weights: 8 per int32 word
+inline constexpr ONNXTensorElementDataType kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+inline constexpr ONNXTensorElementDataType kInt8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+inline constexpr ONNXTensorElementDataType kInt32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+inline constexpr ONNXTensorElementDataType kNone = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}  // namespace gmm_types
+
 using GroupedMatmulInputs = std::array<InputView, gmm::kNumIns>;
 
 // The element types of the inputs, in gmm::In order (UNDEFINED: absent).
@@ -50,7 +59,7 @@ cpu::GroupedMatmulParams ValidateGroupedMatmulShapes(const GroupedMatmulInputs& 
 // is reported).
 std::vector<int64_t> GroupedMatmulEnds(const InputView& group_list, int64_t rows, int64_t group_list_type);
 
-// The generated definition plus y's type, which output_dtype decides for int8 x.
+// The generated definition plus y's type, which output_dtype decides for int8 x, and the type rules.
 struct GroupedMatmulDef : gmm::Def {
   static std::vector<ONNXTensorElementDataType> OutputTypes(const OrtKernelInfo* info,
                                                             const std::vector<GraphTensor>& inputs) {
@@ -63,6 +72,12 @@ struct GroupedMatmulDef : gmm::Def {
             ? GroupedMatmulOutputType(output_dtype)
             : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
     return {y};
+  }
+  // The type rules fail at session creation too (the table's checks ran already).
+  static void CheckNode(const OrtKernelInfo* info, const std::vector<GraphTensor>& inputs) {
+    const int64_t output_dtype = ReadIntAttr(info, gmm::kName, gmm::kAttrs[gmm::kAttrOutputDtype]);
+    const GroupedMatmulTypes types = CheckGroupedMatmulTypes(GroupedMatmulGraphTypes(inputs), output_dtype);
+    if (!types.error.empty()) Fail(types.error);
   }
 };
 

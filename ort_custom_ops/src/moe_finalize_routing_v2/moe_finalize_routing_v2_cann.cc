@@ -6,7 +6,6 @@
 
 #include <vector>
 
-#include "cann_host_stage.h"
 #include "moe_finalize_routing_v2_host.h"
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_finalize_routing_v2.h"
@@ -15,93 +14,64 @@ namespace ascend_moe {
 
 namespace {
 
-std::vector<int32_t> Int32Copy(const InputView& v) {
-  std::vector<int32_t> out(static_cast<size_t>(v.size));
-  for (int64_t i = 0; i < v.size; ++i) {
-    out[i] = v.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
-                 ? static_cast<int32_t>(static_cast<const int64_t*>(v.data)[i])
-                 : static_cast<const int32_t*>(v.data)[i];
-  }
-  return out;
-}
+// The indices are checked on the host (the NPU operator would read out of bounds).
+using MoeFinalizeRoutingV2CannOptions = CannOptions<finalize::kInExpandedRowIdx, finalize::kInExpertIdx>;
 
-}  // namespace
-
-class MoeFinalizeRoutingV2Cann {
- public:
-  static constexpr const char* kName = finalize::kName;
-  // The indices are checked on the host (the NPU operator would read out of bounds).
-  static OrtMemType InputMemoryType(size_t index) {
-    using namespace defs::moe_finalize_routing_v2;
-    return index == kInExpandedRowIdx || index == kInExpertIdx ? OrtMemTypeCPUInput : OrtMemTypeDefault;
-  }
-
-  explicit MoeFinalizeRoutingV2Cann(const OrtKernelInfo* info);
-  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
-
- private:
-  defs::moe_finalize_routing_v2::Attrs attrs_;
-};
-
-MoeFinalizeRoutingV2Cann::MoeFinalizeRoutingV2Cann(const OrtKernelInfo* info)
-    : attrs_(finalize::ReadAttrs(info)) {}
-
-void MoeFinalizeRoutingV2Cann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
+void RunMoeFinalizeRoutingV2Cann(CannCall<finalize::Def, MoeFinalizeRoutingV2CannOptions>& call) {
   using namespace finalize;
-  const FinalizeRoutingV2Inputs in = GetInputViews(ctx, kName, kInputs);
+  const FinalizeRoutingV2Inputs& in = call.in;
+  const int64_t drop_pad_mode = call.attrs.drop_pad_mode;
   cpu::WeightedGatherBuffers device_buffers;
-  const cpu::WeightedGatherParams p = ValidateMoeFinalizeRoutingV2(in, attrs_.drop_pad_mode, &device_buffers);
+  const cpu::WeightedGatherParams p = ValidateMoeFinalizeRoutingV2(in, drop_pad_mode, &device_buffers);
   const ONNXTensorElementDataType type = in[kInExpandedX].type;
+  const std::vector<int64_t> y_shape = {p.num_out_rows, p.hidden};
   cann::FinalizeRoutingV2Call c;
   AclTypeOf(type, &c.type);
   if (in[kInScales].present) AclTypeOf(in[kInScales].type, &c.scales_type);
   c.tokens = p.num_out_rows;
   c.k = p.k;
   c.hidden = p.hidden;
-  c.drop_pad_mode = attrs_.drop_pad_mode;
+  c.drop_pad_mode = drop_pad_mode;
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
-  const std::string blocker = node.Blocker(cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present),
-                                           cann::kAclnnMoeFinalizeRoutingV2);
+  const std::string blocker = call.node.Blocker(
+      cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present), cann::kAclnnMoeFinalizeRoutingV2);
   if (p.num_out_rows == 0 || p.hidden == 0) {  // y is empty
-    GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type, /*required=*/true);
+    call.Output(kOutY, y_shape, type);
     return;
   }
-  CannDevice device(ctx, kInExpandedX);
-  auto run_on_host = [&]() {
-    CannHostStage stage(ctx, device.context());
-    FinalizeRoutingV2Inputs host = in;
-    for (size_t i = 0; i < host.size(); ++i)
-      host[i] = stage.Host(in[i], i == kInExpandedRowIdx || i == kInExpertIdx);
-    cpu::WeightedGatherBuffers b;
-    const cpu::WeightedGatherParams hp = ValidateMoeFinalizeRoutingV2(host, attrs_.drop_pad_mode, &b);
-    b.out = stage.Output(kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type);
-    cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
-    stage.Finish();
+  CannDevice device(call.ctx, kInExpandedX);
+  auto native = [&]() {
+    const std::vector<int32_t> index = Int32Values(in[kInExpandedRowIdx]);
+    std::vector<int32_t> experts;
+    if (in[kInBias].present) experts = Int32Values(in[kInExpertIdx]);
+    const InputView& x = in[kInExpandedX];
+    auto optional = [&](In i) { return in[i].present ? in[i].data : nullptr; };
+    c.rows = x.shape[0];
+    c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
+    c.expanded_x = x.data;
+    c.x1 = optional(kInX1);
+    c.x2 = optional(kInX2);
+    c.bias = optional(kInBias);
+    c.scales = optional(kInScales);
+    c.y = call.Output(kOutY, y_shape, type);
+    cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
+                                     experts.empty() ? nullptr : experts.data());
   };
-  node.Run(
-      blocker,
-      [&]() {
-        const std::vector<int32_t> index = Int32Copy(in[kInExpandedRowIdx]);
-        std::vector<int32_t> experts;
-        if (in[kInBias].present) experts = Int32Copy(in[kInExpertIdx]);
-        const InputView& x = in[kInExpandedX];
-        c.rows = x.shape[0];
-        c.capacity = x.shape.size() == 3 ? x.shape[1] : 0;
-        c.expanded_x = x.data;
-        c.x1 = in[kInX1].present ? in[kInX1].data : nullptr;
-        c.x2 = in[kInX2].present ? in[kInX2].data : nullptr;
-        c.bias = in[kInBias].present ? in[kInBias].data : nullptr;
-        c.scales = in[kInScales].present ? in[kInScales].data : nullptr;
-        c.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {p.num_out_rows, p.hidden}, type,
-                               /*required=*/true);
-        cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
-                                         experts.empty() ? nullptr : experts.data());
-      },
-      run_on_host);
+  auto on_host = [&]() {
+    call.OnHostCopies(device.context(), [&](const FinalizeRoutingV2Inputs& host, const auto& output) {
+      cpu::WeightedGatherBuffers b;
+      const cpu::WeightedGatherParams hp = ValidateMoeFinalizeRoutingV2(host, drop_pad_mode, &b);
+      b.out = output(kOutY, y_shape, type);
+      cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
+    });
+  };
+  call.node.Run(blocker, native, on_host);
 }
 
+}  // namespace
+
 const OrtCustomOp* MoeFinalizeRoutingV2CannOp() {
-  return KernelOp<defs::moe_finalize_routing_v2::Def, CannKernel<MoeFinalizeRoutingV2Cann>>();
+  return CannKernelOp<finalize::Def, MoeFinalizeRoutingV2CannOptions, RunMoeFinalizeRoutingV2Cann>();
 }
 
 }  // namespace ascend_moe

@@ -13,22 +13,12 @@
 namespace ascend_moe {
 
 // y is [N, H] of expanded_x's type: N = scales.shape[0], or expanded_row_idx.shape[0] without
-// scales; H = expanded_x.shape[-1]. Unknown parts stay unknown (a bad rank fails at run time).
+// scales; H = expanded_x.shape[-1].
 OrtStatusPtr ORT_API_CALL finalize::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   std::string error;
   InferAttrs(api, ctx, &error);
-  InferredTensor x{}, idx{}, scales{};
-  if (!GetInferInput(api, ctx, kInExpandedX, &x)) return nullptr;
-  InferredTensor y{x.type, {InferDim{}, InferDim{}}, true};
-  if (!x.dims.empty()) y.dims[1] = x.dims.back();
-  if (GetInferInput(api, ctx, kInScales, &scales)) {
-    if (scales.dims.size() == 2) y.dims[0] = scales.dims[0];
-  } else if (GetInferInput(api, ctx, kInExpandedRowIdx, &idx) && idx.dims.size() == 1) {
-    y.dims[0] = idx.dims[0];
-  }
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutY, y)) return s;
-  return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
+  return InferWeightedGatherShape(api, ctx, kInExpandedX, kInExpandedRowIdx, kInScales, kOutY, error);
 }
 
 std::string finalize::CheckAttrs(const Attrs& a) {

@@ -2,10 +2,10 @@
 // host input; a constant tid2eid is copied to the host once), then runs ops_src/cann on the EP's
 // stream. Registered beside the CPU kernel.
 #include "cann_kernel.h"
-#include <vector>
 #include "moe_gating_top_k_hash_validate.h"
 
 #include <cstring>
+#include <vector>
 
 #include "ops_src/cann/moe_gating_top_k_hash.h"
 
@@ -31,30 +31,22 @@ bool TableRowBad(const unsigned char* table, ONNXTensorElementDataType type, int
   return false;
 }
 
-}  // namespace
-
-class MoeGatingCann {
- public:
-  static constexpr const char* kName = gating_defs::kName;
-  static constexpr const char* kFallback = "CANN host fallback (CPU kernel)";
-  // Token ids are checked on the host against the table before a native hash call.
-  static OrtMemType InputMemoryType(size_t index) {
-    return index == gating_defs::kInInputIds ? OrtMemTypeCPUInput : OrtMemTypeDefault;
-  }
-
-  explicit MoeGatingCann(const OrtKernelInfo* info);
-  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
-
- private:
-  gating_defs::Attrs attrs_;
-  // Host copy of tid2eid when it is a constant initializer (read once at kernel creation).
-  bool table_constant_ = false;
-  ONNXTensorElementDataType table_type_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  std::vector<int64_t> table_shape_;
-  std::vector<unsigned char> table_host_;
+// Host copy of tid2eid when it is a constant initializer (read once at kernel creation).
+struct ConstantTable {
+  explicit ConstantTable(const OrtKernelInfo* info);
+  bool constant = false;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> host;
 };
 
-MoeGatingCann::MoeGatingCann(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)) {
+// Token ids are checked on the host against the table before a native hash call.
+struct MoeGatingCannOptions : CannOptions<kInInputIds> {
+  static constexpr const char* kFallback = "CANN host fallback (CPU kernel)";
+  using State = ConstantTable;
+};
+
+ConstantTable::ConstantTable(const OrtKernelInfo* info) {
   Ort::ConstKernelInfo ki(info);
   if (ki.GetInputCount() <= kInTid2eid) return;
   int is_constant = 0;
@@ -65,27 +57,51 @@ MoeGatingCann::MoeGatingCann(const OrtKernelInfo* info) : attrs_(ReadAttrs(info)
     return;  // absent input
   }
   if (!is_constant || !table) return;
-  const auto shape_info = table.GetTensorTypeAndShapeInfo();
-  table_type_ = shape_info.GetElementType();
-  table_shape_ = shape_info.GetShape();
-  const size_t elem = table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32   ? 4
-                      : table_type_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? 8
-                                                                           : 0;
+  const auto info_of_table = table.GetTensorTypeAndShapeInfo();
+  type = info_of_table.GetElementType();
+  shape = info_of_table.GetShape();
+  const size_t elem = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32   ? 4
+                      : type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? 8
+                                                                    : 0;
   if (elem == 0) return;  // a wrong type is reported by validation at run time
-  table_host_.resize(shape_info.GetElementCount() * elem);
+  host.resize(info_of_table.GetElementCount() * elem);
   const void* data = table.GetTensorRawData();
   if (table.GetTensorMemoryInfo().GetDeviceType() == OrtMemoryInfoDeviceType_CPU) {
-    if (!table_host_.empty()) std::memcpy(table_host_.data(), data, table_host_.size());
+    if (!host.empty()) std::memcpy(host.data(), data, host.size());
   } else {
-    cann::CopySync(table_host_.data(), data, table_host_.size(), cann::kDeviceToHost);
+    cann::CopySync(host.data(), data, host.size(), cann::kDeviceToHost);
   }
-  table_constant_ = true;
+  constant = true;
 }
 
-void MoeGatingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
-  const MoeGatingInputViews views = GetInputViews(ctx, kName, kInputs);  // input_ids in host memory
+// The NPU checks neither ids nor table entries (docs/operators.md §1.3): they are checked here
+// before a native hash call, as the CPU kernel reports them.
+void CheckIdsAndTable(CannCall<MoeGatingDef, MoeGatingCannOptions>& call, const cann::DeviceContext& device,
+                      const MoeGatingProblem& p, const cann::MoeGatingDeviceArgs& args) {
+  const InputView& tid2eid = call.in[kInTid2eid];
+  const unsigned char* table = call.state.host.data();
+  std::vector<unsigned char> downloaded;
+  if (!call.state.constant) {
+    call.node.WarnOnce(Str(kName,
+                           ": tid2eid is not a constant initializer: it is copied to "
+                           "the host on every call to check its entries"));
+    downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
+    cann::Synchronize(device);
+    cann::CopySync(downloaded.data(), tid2eid.data, downloaded.size(), cann::kDeviceToHost);
+    table = downloaded.data();
+  }
+  const int64_t k = p.params.k, E = p.params.experts;
+  const cpu::MoeGatingTopKHashError error =
+      cann::CheckHashRows(args, [&](int64_t id, int64_t* column, int64_t* value) {
+        return TableRowBad(table, tid2eid.type, k, E, id, column, value);
+      });
+  if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
+}
+
+void RunMoeGatingCann(CannCall<MoeGatingDef, MoeGatingCannOptions>& call) {
+  const MoeGatingInputViews& views = call.in;  // input_ids in host memory
   const InputView& tid2eid = views[kInTid2eid];
-  const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs_);
+  const MoeGatingProblem p = ValidateMoeGatingInputs(views, call.attrs);
 
   cann::MoeGatingDeviceArgs args;
   args.params = p.params;
@@ -105,41 +121,25 @@ void MoeGatingCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
     args.additional_bias = views[kInAdditionalBias].data;
     args.mask = views[kInAdditionalTokenMask].data;
   }
-  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views[kInX].type);
+  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(call.ctx, p, views[kInX].type);
   args.y = outs.y;
   args.expert_idx = outs.expert_idx;
   args.out = outs.out;
 
-  cann::MoeGatingPath path = cann::ChooseMoeGatingPath(args);
-  if (path.call && node.Rejected(&path.reason)) path.call = nullptr;
-  CannDevice device(ctx, kInX);
-  if (path.call && args.hash && args.params.rows > 0) {
-    // The NPU checks neither ids nor table entries (docs/operators.md §1.3): check them here, as the CPU
-    // kernel reports them.
-    const unsigned char* table = table_host_.data();
-    std::vector<unsigned char> downloaded;
-    if (!table_constant_) {
-      node.WarnOnce(Str(kName,
-                        ": tid2eid is not a constant initializer: it is copied to "
-                        "the host on every call to check its entries"));
-      downloaded.resize(tid2eid.size * (p.table_type == cpu::GatingIntType::kInt32 ? 4 : 8));
-      cann::Synchronize(device.context());
-      cann::CopySync(downloaded.data(), tid2eid.data, downloaded.size(), cann::kDeviceToHost);
-      table = downloaded.data();
-    }
-    const int64_t k = p.params.k, E = p.params.experts;
-    const cpu::MoeGatingTopKHashError error =
-        cann::CheckHashRows(args, [&](int64_t id, int64_t* column, int64_t* value) {
-          return TableRowBad(table, tid2eid.type, k, E, id, column, value);
-        });
-    if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
-  }
-  if (!path.call) node.Fallback(path.reason);
-  const cpu::MoeGatingTopKHashError error = cann::LaunchMoeGating(device.context(), args, &path);
-  if (path.rejected) node.Reject(path.reason);
+  cann::NativePath path = cann::ChooseMoeGatingPath(args);
+  cpu::MoeGatingTopKHashError error;
+  call.node.RunPath(path, [&]() {
+    CannDevice device(call.ctx, kInX);
+    if (path.call && args.hash && args.params.rows > 0) CheckIdsAndTable(call, device.context(), p, args);
+    error = cann::LaunchMoeGating(device.context(), args, &path);
+  });
   if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
 }
 
-const OrtCustomOp* MoeGatingTopKHashCannOp() { return KernelOp<MoeGatingDef, CannKernel<MoeGatingCann>>(); }
+}  // namespace
+
+const OrtCustomOp* MoeGatingTopKHashCannOp() {
+  return CannKernelOp<MoeGatingDef, MoeGatingCannOptions, RunMoeGatingCann>();
+}
 
 }  // namespace ascend_moe

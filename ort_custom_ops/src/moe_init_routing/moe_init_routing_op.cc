@@ -45,7 +45,6 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
 namespace {
 
 constexpr int64_t kMaxPairs = limits::moe_init_routing::kMaxPairs;
-constexpr int64_t kChunkBytes = int64_t{1 << 20};
 
 [[noreturn]] void FailInput(d::In input, const std::string& rest) {
   Fail(Str(d::kName, ": input '", d::kInputs[input].name, "' ", rest));
@@ -117,24 +116,13 @@ void ComputeMoeInitRouting(Ort::KernelContext& ctx, const InitRoutingInputs& in,
       static_cast<int32_t*>(output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
   plan.WriteSortedExperts(expert_idx, static_cast<int32_t*>(output(kOutExpandedExpertIdx, {pairs},
                                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
+  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kExpertSortChunkBytes),
                    [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
 }
 
-namespace {
-
-void RunMoeInitRoutingCpu(Ort::KernelContext& ctx, const d::Def::Inputs& in, const d::Def::Attrs& attrs) {
-  ComputeMoeInitRouting(ctx, in, attrs,
-                        [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                          return GetCheckedOutput(ctx, d::kName, d::kOutputs, i, shape, type,
-                                                  /*required=*/true);
-                        });
-}
-
-}  // namespace
-
 std::vector<const OrtCustomOp*> MoeInitRoutingOps() {
-  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeInitRoutingCpu>>(MoeInitRoutingCannOp());
+  return OpKernels<d::Def, CpuKernel<d::Def, RunOnKernelOutputs<d::Def, ComputeMoeInitRouting>>>(
+      MoeInitRoutingCannOp());
 }
 
 }  // namespace ascend_moe

@@ -202,10 +202,6 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
-namespace {
-constexpr int64_t kChunkBytes = int64_t{1 << 20};
-}  // namespace
-
 void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs& in, const Attrs& attrs,
                              const HostOutputFn& output) {
   const InputView &x = in[d::kInX], &idx = in[d::kInExpertIdx];
@@ -235,24 +231,14 @@ void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs&
                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
   b.expanded_scale =
       static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
-  ParallelForRange(ctx, rows, plan.RowsPerChunk(kChunkBytes),
+  ParallelForRange(ctx, rows, plan.RowsPerChunk(kExpertSortChunkBytes),
                    [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
 }
 
-namespace {
-
-void RunMoeInitRoutingV3Cpu(Ort::KernelContext& ctx, const d::Inputs& in, const d::Attrs& attrs) {
-  ComputeMoeInitRoutingV3(ctx, in, attrs,
-                          [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                            return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
-                                                    /*required=*/true);
-                          });
-}
-
-}  // namespace
-
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {
-  return OpKernels<MoeInitRoutingV3Def, CpuKernel<MoeInitRoutingV3Def, &RunMoeInitRoutingV3Cpu>>(
+  return OpKernels<
+      MoeInitRoutingV3Def,
+      CpuKernel<MoeInitRoutingV3Def, RunOnKernelOutputs<MoeInitRoutingV3Def, ComputeMoeInitRoutingV3>>>(
       MoeInitRoutingV3CannOp());
 }
 

@@ -8,34 +8,21 @@
 
 namespace ascend_moe {
 
-class MoeRoutedExpertsCann {
- public:
-  static constexpr const char* kName = experts::kName;
-  // The expert ids are checked on the host (the NPU operators would read out of bounds).
-  static OrtMemType InputMemoryType(size_t index) {
-    return index == experts::kInExpertIdx ? OrtMemTypeCPUInput : OrtMemTypeDefault;
-  }
+namespace {
 
-  explicit MoeRoutedExpertsCann(const OrtKernelInfo* info);
-  void Compute(Ort::KernelContext& ctx, NativeOrHost& node);
+// The expert ids are checked on the host (the NPU operators would read out of bounds).
+using MoeRoutedExpertsCannOptions = CannOptions<experts::kInExpertIdx>;
 
- private:
-  experts::Attrs attrs_;
-};
-
-MoeRoutedExpertsCann::MoeRoutedExpertsCann(const OrtKernelInfo* info) : attrs_(experts::ReadAttrs(info)) {}
-
-void MoeRoutedExpertsCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) {
+void RunMoeRoutedExpertsCann(CannCall<experts::Def, MoeRoutedExpertsCannOptions>& call) {
   using namespace experts;
-  const RoutedExpertsInputs in = GetInputViews(ctx, kName, kInputs);
+  const RoutedExpertsInputs& in = call.in;
   cann::MoeRoutedExpertsDeviceArgs args;
-  args.params = ValidateMoeRoutedExpertsShapes(in, attrs_);
+  args.params = ValidateMoeRoutedExpertsShapes(in, call.attrs);
   args.expert_idx_host = in[kInExpertIdx].data;
   const int64_t bad = FirstBadExpertIndex(args.params, args.expert_idx_host);
   if (bad >= 0) FailExpertIndex(args.params, args.expert_idx_host, bad);
-  args.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY,
-                                                {args.params.tokens, args.params.hidden},
-                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
+  args.y = static_cast<float*>(
+      call.Output(kOutY, {args.params.tokens, args.params.hidden}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
   if (args.params.tokens == 0 || args.params.hidden == 0) return;  // y is empty
   args.x = static_cast<const float*>(in[kInX].data);
   args.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
@@ -55,16 +42,17 @@ void MoeRoutedExpertsCann::Compute(Ort::KernelContext& ctx, NativeOrHost& node) 
     args.gate_up_scales_bytes = bytes(kInGateUpScales, sizeof(float));
     args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
   }
-  cann::MoeRoutedExpertsPath path = cann::ChooseMoeRoutedExpertsPath(args.params);
-  if (path.native && node.Rejected(&path.reason)) path.native = false;
-  if (!path.native) node.Fallback(path.reason);
-  CannDevice device(ctx, kInX);
-  cann::LaunchMoeRoutedExperts(device.context(), args, &path);
-  if (path.rejected) node.Reject(path.reason);
+  cann::NativePath path = cann::ChooseMoeRoutedExpertsPath(args.params);
+  call.node.RunPath(path, [&]() {
+    CannDevice device(call.ctx, kInX);
+    cann::LaunchMoeRoutedExperts(device.context(), args, &path);
+  });
 }
 
+}  // namespace
+
 const OrtCustomOp* MoeRoutedExpertsCannOp() {
-  return KernelOp<defs::moe_routed_experts::Def, CannKernel<MoeRoutedExpertsCann>>();
+  return CannKernelOp<experts::Def, MoeRoutedExpertsCannOptions, RunMoeRoutedExpertsCann>();
 }
 
 }  // namespace ascend_moe

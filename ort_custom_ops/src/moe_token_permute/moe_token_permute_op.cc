@@ -92,10 +92,6 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
 
-namespace {
-constexpr int64_t kChunkBytes = int64_t{1 << 20};
-}  // namespace
-
 void ComputeMoeTokenPermute(Ort::KernelContext& ctx, const TokenPermuteInputs& in, const Attrs& attrs,
                             const HostOutputFn& output) {
   const InputView &tokens = in[d::kInTokens], &idx = in[d::kInIndices];
@@ -113,24 +109,13 @@ void ComputeMoeTokenPermute(Ort::KernelContext& ctx, const TokenPermuteInputs& i
   b.expanded_x = output(d::kOutPermutedTokens, {plan.out_rows(), p.cols}, tokens.type);
   plan.WriteRowIdx(static_cast<int32_t*>(
       output(d::kOutSortedIndices, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kChunkBytes),
+  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kExpertSortChunkBytes),
                    [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
 }
 
-namespace {
-
-void RunMoeTokenPermuteCpu(Ort::KernelContext& ctx, const d::Def::Inputs& in, const d::Def::Attrs& attrs) {
-  ComputeMoeTokenPermute(ctx, in, attrs,
-                         [&](size_t i, const std::vector<int64_t>& shape, ONNXTensorElementDataType type) {
-                           return GetCheckedOutput(ctx, kOp, d::kOutputs, i, shape, type,
-                                                   /*required=*/true);
-                         });
-}
-
-}  // namespace
-
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {
-  return OpKernels<d::Def, CpuKernel<d::Def, &RunMoeTokenPermuteCpu>>(MoeTokenPermuteCannOp());
+  return OpKernels<d::Def, CpuKernel<d::Def, RunOnKernelOutputs<d::Def, ComputeMoeTokenPermute>>>(
+      MoeTokenPermuteCannOp());
 }
 
 }  // namespace ascend_moe

@@ -17,17 +17,8 @@ OrtStatusPtr ORT_API_CALL unpermute::InferShapes(const OrtCustomOp*, OrtShapeInf
   const OrtApi& api = Ort::GetApi();
   std::string error;
   InferAttrs(api, ctx, &error);
-  InferredTensor tokens{}, idx{}, probs{};
-  if (!GetInferInput(api, ctx, kInPermutedTokens, &tokens)) return nullptr;
-  InferredTensor y{tokens.type, {InferDim{}, InferDim{}}, true};
-  if (!tokens.dims.empty()) y.dims[1] = tokens.dims.back();
-  if (GetInferInput(api, ctx, kInProbs, &probs)) {
-    if (probs.dims.size() == 2) y.dims[0] = probs.dims[0];
-  } else if (GetInferInput(api, ctx, kInSortedIndices, &idx) && idx.dims.size() == 1) {
-    y.dims[0] = idx.dims[0];
-  }
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutUnpermutedTokens, y)) return s;
-  return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
+  return InferWeightedGatherShape(api, ctx, kInPermutedTokens, kInSortedIndices, kInProbs,
+                                  kOutUnpermutedTokens, error);
 }
 
 std::string unpermute::CheckAttrs(const Attrs& a) {

@@ -1,12 +1,18 @@
 // ascend.moe::SwiGlu for ONNX Runtime (docs/operators.md §11): shape inference, the validation
-// (the messages of onnx_schemas.swi_glu) and the CPU kernel; the CANN kernel is swi_glu_cann.
+// (the messages of onnx_schemas.swi_glu), the CPU kernel, and the CANN kernel: aclnnSwiGlu on the
+// EP's stream where the chip and the operator allow, or the CPU kernel on host copies.
 #include <algorithm>
+#include <string>
+#include <vector>
 
-#include "op_base.h"
 #include "cann_kernel.h"
-#include "swi_glu_host.h"
+#include "op_base.h"
+#include "ops_src/cann/swi_glu.h"
+#include "ops_src/cpu/swi_glu.h"
 
 namespace ascend_moe {
+
+namespace swiglu = defs::swi_glu;
 
 // y is x's type and shape with the dim axis halved (unknown when that axis is).
 OrtStatusPtr ORT_API_CALL swiglu::InferShapes(const OrtCustomOp*, OrtShapeInferContext* ctx) {
@@ -31,6 +37,10 @@ OrtStatusPtr ORT_API_CALL swiglu::InferShapes(const OrtCustomOp*, OrtShapeInferC
 
 std::string swiglu::CheckAttrs(const Attrs&) { return {}; }  // dim is checked against x's rank
 
+namespace {
+
+// Checks dim against x's rank and the even split; returns the kernel parameters and fills
+// `y_shape` (x's shape with the axis halved) and `axis` (dim made non-negative).
 cpu::SwiGluParams ValidateSwiGlu(const InputView& x, const swiglu::Attrs& attrs,
                                  std::vector<int64_t>* y_shape, int64_t* axis) {
   using namespace swiglu;
@@ -58,6 +68,7 @@ cpu::SwiGluParams ValidateSwiGlu(const InputView& x, const swiglu::Attrs& attrs,
   return p;
 }
 
+// Runs the CPU kernel over the outer rows on the session's intra-op pool.
 void RunSwiGlu(Ort::KernelContext& ctx, const cpu::SwiGluParams& p, const void* x, void* y) {
   if (p.outer == 0 || p.inner == 0) return;
   constexpr int64_t kElementsPerChunk = 16384;
@@ -65,8 +76,6 @@ void RunSwiGlu(Ort::KernelContext& ctx, const cpu::SwiGluParams& p, const void* 
   ParallelForRange(ctx, p.outer, grain,
                    [&](int64_t begin, int64_t end) { cpu::SwiGluRows(p, x, y, begin, end); });
 }
-
-namespace {
 
 void RunSwiGluCpu(Ort::KernelContext& ctx, const swiglu::Def::Inputs& in, const swiglu::Def::Attrs& attrs) {
   using namespace swiglu;
@@ -77,10 +86,35 @@ void RunSwiGluCpu(Ort::KernelContext& ctx, const swiglu::Def::Inputs& in, const 
   RunSwiGlu(ctx, p, in[kInX].data, y);
 }
 
+void RunSwiGluCann(CannCall<swiglu::Def, CannOptions<>>& call) {
+  using namespace swiglu;
+  const InputView& x = call.in[kInX];
+  std::vector<int64_t> y_shape;
+  int64_t axis = 0;
+  const cpu::SwiGluParams p = ValidateSwiGlu(x, call.attrs, &y_shape, &axis);
+  void* y = call.Output(kOutY, y_shape, x.type);
+  if (p.outer == 0 || p.inner == 0) return;  // empty
+  cann::SwiGluDeviceArgs a;
+  AclTypeOf(x.type, &a.type);
+  a.x_dims = x.shape;
+  a.dim = call.attrs.dim;
+  a.x = x.data;
+  a.out = y;
+  const std::string blocker = call.node.Blocker(cann::SwiGluNativeBlocker(a), cann::kAclnnSwiGlu);
+  CannDevice device(call.ctx, kInX);
+  auto on_host = [&]() {
+    call.OnHostCopies(device.context(), [&](const Inputs& host, const auto& output) {
+      RunSwiGlu(call.ctx, p, host[kInX].data, output(kOutY, y_shape, x.type));
+    });
+  };
+  call.node.Run(blocker, [&]() { cann::LaunchSwiGlu(device.context(), a); }, on_host);
+}
+
 }  // namespace
 
 std::vector<const OrtCustomOp*> SwiGluOps() {
-  return OpKernels<swiglu::Def, CpuKernel<swiglu::Def, &RunSwiGluCpu>>(SwiGluCannOp());
+  return OpKernels<swiglu::Def, CpuKernel<swiglu::Def, &RunSwiGluCpu>>(
+      CannKernelOp<swiglu::Def, CannOptions<>, RunSwiGluCann>());
 }
 
 }  // namespace ascend_moe

@@ -57,23 +57,13 @@ namespace {
 
 using namespace fake_cann::aclop;  // NOLINT(build/namespaces): the fake's own names
 
-std::mutex g_mu;
-std::set<const void*>& LiveHandles() {  // descriptors, buffers and attributes not yet destroyed
-  static auto* s = new std::set<const void*>;
-  return *s;
+fake_cann::LiveHandles& Handles() {  // descriptors, buffers and attributes not yet destroyed
+  static auto* handles = new fake_cann::LiveHandles;
+  return *handles;
 }
-void Track(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  LiveHandles().insert(p);
-}
-bool Untrack(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return LiveHandles().erase(p) == 1;
-}
-bool IsLive(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return LiveHandles().count(p) == 1;
-}
+void Track(const void* p) { Handles().Track(p); }
+bool Untrack(const void* p) { return Handles().Untrack(p); }
+bool IsLive(const void* p) { return Handles().IsLive(p); }
 
 template <class T>
 const T* Live(const void* p, uint32_t magic) {

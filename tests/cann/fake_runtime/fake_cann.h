@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,30 @@ int FakeAclPendingTasks(const void* stream);
 
 namespace fake_cann {
 
+// The handles a fake library made and has not destroyed yet, safe across threads: its checks for
+// a use after destroy and a double destroy. Each library keeps one, never destroyed (handles may
+// be released during exit).
+class LiveHandles {
+ public:
+  void Track(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(p);
+  }
+  // False when `p` is not live.
+  bool Untrack(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.erase(p) == 1;
+  }
+  bool IsLive(const void* p) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.count(p) == 1;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<const void*> live_;
+};
+
 // aclTensor as the fake's aclCreateTensor builds it.
 struct Tensor {
   uint32_t magic;
@@ -54,8 +80,17 @@ enum Status : int {
   kFindKernelError = 561003,
   kInnerNullptr = 561103,
 };
-enum DataType : int { kFloat = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3, kUint8 = 4, kInt64 = 9,
-                      kBool = 12, kBFloat16 = 27, kInt4 = 29 };
+enum DataType : int {
+  kFloat = 0,
+  kFloat16 = 1,
+  kInt8 = 2,
+  kInt32 = 3,
+  kUint8 = 4,
+  kInt64 = 9,
+  kBool = 12,
+  kBFloat16 = 27,
+  kInt4 = 29
+};
 
 // Puts work (a kernel or an asynchronous copy) on `stream`; returns its status, or kOk when it
 // runs later. Every operator and async copy of the fake goes through here, so the stream's

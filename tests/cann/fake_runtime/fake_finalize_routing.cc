@@ -8,20 +8,10 @@
 #include <string>
 
 #include "fake_aclnn.h"
-#include "ops_src/cpu/weighted_gather.h"
+#include "fake_weighted_gather.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;
-
-namespace {
-
-cpu::RowType Row(int dtype) {
-  return dtype == kFloat     ? cpu::RowType::kFloat32
-         : dtype == kFloat16 ? cpu::RowType::kFloat16
-                             : cpu::RowType::kBFloat16;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -69,16 +59,10 @@ int aclnnMoeFinalizeRoutingV2GetWorkspaceSize(const void* expanded_x, const void
   if (!c.ok()) return c.status();
   const int64_t rows = drop_pad ? T(expanded_x)->dims[0] * T(expanded_x)->dims[1] : T(expanded_x)->dims[0];
 
-  cpu::WeightedGatherParams p;
-  p.num_out_rows = n;
-  p.k = k;
-  p.hidden = h;
-  p.num_rows = rows;
-  p.row_type = Row(xt);
-  p.index_type = cpu::IndexType::kInt32;
+  cpu::WeightedGatherParams p = WeightedGatherParamsOf(n, k, h, rows, xt);
   p.token_major = drop_pad_mode >= 2;
   p.has_weights = scales != nullptr;
-  p.weight_type = scales ? Row(T(scales)->dtype) : cpu::RowType::kFloat32;
+  p.weight_type = scales ? WeightedGatherRowType(T(scales)->dtype) : cpu::RowType::kFloat32;
   p.num_base = x2 ? 2 : x1 ? 1 : 0;
   p.has_bias = bias != nullptr;
   p.expert_type = cpu::IndexType::kInt32;

@@ -12,7 +12,7 @@
 
 #include "fake_aclnn.h"
 #include "fake_lists.h"
-#include "ops_src/cpu/expert_sort.h"
+#include "fake_expert_sort.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;
@@ -64,8 +64,7 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
   if (active_num != pairs) defer("activeNum must equal NUM_ROWS*K = " + std::to_string(pairs));
   if (expert_capacity < 0) defer("expertCapacity must be >= 0");
   if (drop_pad_mode != 0) defer("dropPadMode supports 0 (dropless) only");
-  if (tokens_num_type != 1 && tokens_num_type != 2)
-    defer("expertTokensNumType supports 1 and 2 only");
+  if (tokens_num_type != 1 && tokens_num_type != 2) defer("expertTokensNumType supports 1 and 2 only");
   if (!tokens_num_flag) defer("expertTokensNumFlag supports true only");
   // moe_init_routing_v3_tiling.cpp: expert_num > 0, expert_end <= 10240 (5120 key/value).
   const int64_t max_end = tokens_num_type == 2 ? 5120 : 10240;
@@ -76,12 +75,13 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
   if (row_idx_type != 0 && row_idx_type != 1) defer("rowIdxType must be 0 or 1");
   if (!deferred.empty()) {
     const std::string why = "aclnnMoeInitRoutingV3: " + deferred + " (status 561002, in phase 2)";
-    return MakeExecutor("aclnnMoeInitRoutingV3", 0, {x, expert_idx},
-                        [why] {
-                          FakeAclError(why.c_str());
-                          return static_cast<int>(kTilingError);
-                        },
-                        workspace_size, executor);
+    return MakeExecutor(
+        "aclnnMoeInitRoutingV3", 0, {x, expert_idx},
+        [why] {
+          FakeAclError(why.c_str());
+          return static_cast<int>(kTilingError);
+        },
+        workspace_size, executor);
   }
   c.Check("expandedXOut", expanded_x, true, {xt}, {pairs, h});
   c.Check("expandedRowIdxOut", row_idx, true, {kInt32}, {pairs});
@@ -92,14 +92,7 @@ int aclnnMoeInitRoutingV3GetWorkspaceSize(const void* x, const void* expert_idx,
   c.Check("expandedScaleOut", expanded_scale, true, {kFloat}, {pairs});
   if (!c.ok()) return c.status();
 
-  cpu::MoeInitRoutingParams p;
-  p.num_tokens = n;
-  p.top_k = k;
-  p.cols = h;
-  p.x_type = xt == kFloat      ? cpu::RowType::kFloat
-             : xt == kFloat16  ? cpu::RowType::kFloat16
-             : xt == kBFloat16 ? cpu::RowType::kBFloat16
-                               : cpu::RowType::kInt8;
+  cpu::MoeInitRoutingParams p = ExpertSortParams(n, k, h, xt);
   p.idx_int64 = false;
   p.expert_num = expert_num;
   p.expert_start = start;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fake_aclnn.h"
-#include "ops_src/cpu/expert_sort.h"
+#include "fake_expert_sort.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;
@@ -37,13 +37,7 @@ int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, cons
   c.Check("expandedExpertIdxOut", expanded_expert_idx, true, {kInt32}, {n * k});
   if (!c.ok()) return c.status();
   const int dt = T(x)->dtype;
-  cpu::MoeInitRoutingParams p;
-  p.num_tokens = n;
-  p.top_k = k;
-  p.cols = h;
-  p.x_type = dt == kFloat     ? cpu::RowType::kFloat
-             : dt == kFloat16 ? cpu::RowType::kFloat16
-                              : cpu::RowType::kBFloat16;
+  cpu::MoeInitRoutingParams p = ExpertSortParams(n, k, h, dt);
   p.permute = true;
   p.num_out_rows = rows;
   auto run = [=]() {
@@ -58,10 +52,7 @@ int aclnnMoeInitRoutingGetWorkspaceSize(const void* x, const void* row_idx, cons
     }
     plan.WriteRowIdx(static_cast<int32_t*>(Data(expanded_row_idx)));
     plan.WriteSortedExperts(eid, static_cast<int32_t*>(Data(expanded_expert_idx)));
-    cpu::MoeInitRoutingBuffers b;
-    b.x = Data(x);
-    b.expanded_x = Data(expanded_x);
-    plan.ExpandRows(b, 0, plan.out_rows());
+    ExpandAllRows(plan, Data(x), Data(expanded_x));
     return static_cast<int>(kOk);
   };
   return MakeExecutor("aclnnMoeInitRouting", 1024 + 16 * static_cast<uint64_t>(n * k),

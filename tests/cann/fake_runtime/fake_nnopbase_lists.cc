@@ -15,23 +15,13 @@ extern "C" void FakeAclnnGiveTensorToList(const void* t, const void* list);
 extern "C" void FakeAclnnDestroyTensorAs(const void* t, const void* owner, const char* who);
 
 namespace {
-std::mutex g_mu;
-std::set<const void*>& Live() {
-  static auto* s = new std::set<const void*>;
-  return *s;
+fake_cann::LiveHandles& Handles() {
+  static auto* handles = new fake_cann::LiveHandles;
+  return *handles;
 }
-void Track(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  Live().insert(p);
-}
-bool Untrack(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return Live().erase(p) == 1;
-}
-bool IsLive(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return Live().count(p) == 1;
-}
+void Track(const void* p) { Handles().Track(p); }
+bool Untrack(const void* p) { return Handles().Untrack(p); }
+bool IsLive(const void* p) { return Handles().IsLive(p); }
 }  // namespace
 
 extern "C" {
@@ -59,7 +49,8 @@ void* aclCreateTensorList(const void* const* value, uint64_t size) {
 
 int aclDestroyTensorList(const void* list) {
   if (!list) return fake_cann::kOk;
-  if (!Untrack(list)) FakeAclAbort("aclDestroyTensorList: not a live tensor list (destroyed twice, or never created)");
+  if (!Untrack(list))
+    FakeAclAbort("aclDestroyTensorList: not a live tensor list (destroyed twice, or never created)");
   const auto* l = static_cast<const fake_cann::TensorList*>(list);
   for (const void* t : l->tensors) FakeAclnnDestroyTensorAs(t, list, "aclDestroyTensorList");
   delete l;
@@ -78,7 +69,8 @@ void* aclCreateIntArray(const int64_t* value, uint64_t size) {
 
 int aclDestroyIntArray(const void* array) {
   if (!array) return fake_cann::kOk;
-  if (!Untrack(array)) FakeAclAbort("aclDestroyIntArray: not a live int array (destroyed twice, or never created)");
+  if (!Untrack(array))
+    FakeAclAbort("aclDestroyIntArray: not a live int array (destroyed twice, or never created)");
   delete static_cast<const fake_cann::IntArray*>(array);
   return fake_cann::kOk;
 }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fake_aclnn.h"
-#include "ops_src/cpu/expert_sort.h"
+#include "fake_expert_sort.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;
@@ -47,15 +47,8 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
   c.Check("permuteTokensOut", permuted, true, {T(tokens)->dtype}, {num_out_tokens, h});
   c.Check("sortedIndicesOut", sorted, true, {kInt32}, {n * k});
   if (!c.ok()) return c.status();
-  cpu::MoeInitRoutingParams p;
-  p.num_tokens = n;
-  p.top_k = k;
-  p.cols = h;
   const int dt = T(tokens)->dtype;
-  p.x_type = dt == kFloat      ? cpu::RowType::kFloat
-             : dt == kFloat16  ? cpu::RowType::kFloat16
-             : dt == kBFloat16 ? cpu::RowType::kBFloat16
-                               : cpu::RowType::kInt8;
+  cpu::MoeInitRoutingParams p = ExpertSortParams(n, k, h, dt);
   p.idx_int64 = T(indices)->dtype == kInt64;
   p.permute = true;
   p.num_out_rows = num_out_tokens;
@@ -67,10 +60,7 @@ int aclnnMoeTokenPermuteGetWorkspaceSize(const void* tokens, const void* indices
       return static_cast<int>(kTilingError);
     }
     plan.WriteRowIdx(static_cast<int32_t*>(Data(sorted)));
-    cpu::MoeInitRoutingBuffers b;
-    b.x = Data(tokens);
-    b.expanded_x = Data(permuted);
-    plan.ExpandRows(b, 0, plan.out_rows());
+    ExpandAllRows(plan, Data(tokens), Data(permuted));
     return static_cast<int>(kOk);
   };
   return MakeExecutor("aclnnMoeTokenPermute", 1024 + 16 * static_cast<uint64_t>(n * k),

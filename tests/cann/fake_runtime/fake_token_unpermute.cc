@@ -9,20 +9,10 @@
 
 #include "fake_aclnn.h"
 #include "fake_lists.h"
-#include "ops_src/cpu/weighted_gather.h"
+#include "fake_weighted_gather.h"
 
 using namespace fake_cann;
 namespace cpu = ascend_moe::cpu;
-
-namespace {
-
-cpu::RowType Row(int dtype) {
-  return dtype == kFloat     ? cpu::RowType::kFloat32
-         : dtype == kFloat16 ? cpu::RowType::kFloat16
-                             : cpu::RowType::kBFloat16;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -53,17 +43,11 @@ int aclnnMoeTokenUnpermuteGetWorkspaceSize(const void* permuted, const void* sor
     c.Fail(kParamInvalid, "probs must be [N, K] with N*K = sortedIndices' size");
   c.Check("out", out, true, {dt}, {n, h});
   if (!c.ok()) return c.status();
-  cpu::WeightedGatherParams p;
-  p.num_out_rows = n;
-  p.k = k;
-  p.hidden = h;
-  p.num_rows = p_rows;
-  p.row_type = Row(dt);
-  p.index_type = cpu::IndexType::kInt32;
+  cpu::WeightedGatherParams p = WeightedGatherParamsOf(n, k, h, p_rows, dt);
   p.token_major = true;
   p.skip_zero_weight = true;
   p.has_weights = probs != nullptr;
-  p.weight_type = probs ? Row(T(probs)->dtype) : cpu::RowType::kFloat32;
+  p.weight_type = probs ? WeightedGatherRowType(T(probs)->dtype) : cpu::RowType::kFloat32;
   auto run = [=]() {
     if (n == 0 || h == 0) return static_cast<int>(kOk);
     cpu::WeightedGatherBuffers b;
