@@ -6,7 +6,9 @@ pair), runs its local experts (npu_grouped_matmul → npu_swiglu → npu_grouped
 through the dispatch's quant_mode=2), combines, and checks:
 - expand_x / expert_token_nums against op-plugin's golden: one init routing over every rank's
   tokens, the rows of this rank's experts;
-- the combined output against the same layer on this rank's tokens with ep_world_size=1.
+- the combined output against the same layer on this rank's tokens with ep_world_size=1;
+- with zero and copy experts (LongCat's identity experts): their pairs stay on the source rank and
+  combine adds them from ``ori_x``, as on one rank.
 Prints ``rank R ok <max abs err>`` or raises.
 """
 
@@ -22,6 +24,7 @@ from ascend_moe_onnx.exporters import torch_npu as tn
 
 TOKENS = (5, 3, 0, 7)  # per rank (rank 2 of 4 sends nothing)
 HIDDEN, INTER, EXPERTS, TOP_K = 32, 16, 8, 2
+ZERO, COPY = 2, 3  # special experts of the third configuration: ids [8, 10) zero, [10, 13) copy
 
 
 def weights(experts: int, seed: int = 0):
@@ -55,15 +58,18 @@ def experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant: bool):
                                  group_list_type=1, split_item=3, output_dtype=torch.float32)[0]
 
 
-def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool):
+def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool, special: bool = False):
     """dispatch → local experts → combine with ``ranks`` ranks (w13 / w2: this rank's experts)."""
     dispatch = tn.npu_moe_distribute_dispatch if v1 else tn.npu_moe_distribute_dispatch_v2
     combine = tn.npu_moe_distribute_combine if v1 else tn.npu_moe_distribute_combine_v2
-    out = dispatch(x, ids, "ep", ranks, rank, EXPERTS, quant_mode=2 if quant else 0)
+    extra = dict(zero_expert_num=ZERO, copy_expert_num=COPY) if special else {}
+    out = dispatch(x, ids, "ep", ranks, rank, EXPERTS, quant_mode=2 if quant else 0, **extra)
     expand_x, dynamic_scales, assist, counts, ep_recv_counts, tp_recv_counts, _ = out
     y = experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant)
+    if special:
+        extra["ori_x"] = x
     return combine(y, ids, assist, ep_recv_counts, scales, "ep", ranks, rank, EXPERTS,
-                   tp_send_counts=tp_recv_counts), out
+                   tp_send_counts=tp_recv_counts, **extra), out
 
 
 def main() -> None:
@@ -74,18 +80,20 @@ def main() -> None:
     tokens = TOKENS[:ranks]
     g = torch.Generator().manual_seed(100)
     xs = [torch.randn(n, HIDDEN, generator=g) for n in tokens]
-    ids = [torch.stack([torch.randperm(EXPERTS, generator=g)[:TOP_K] for _ in range(n)]).to(torch.int32)
-           if n else torch.zeros(0, TOP_K, dtype=torch.int32) for n in tokens]
     probs = [torch.rand(n, TOP_K, generator=g) for n in tokens]
     mine = slice(rank * local, (rank + 1) * local)
     worst = 0.0
-    for quant, v1 in ((False, False), (True, False), (False, True)):
+    for quant, v1, special in ((False, False, False), (True, False, False), (False, True, False),
+                               (False, False, True)):
+        choices = EXPERTS + (ZERO + COPY if special else 0)
+        ids = [torch.stack([torch.randperm(choices, generator=g)[:TOP_K] for _ in range(n)]).to(torch.int32)
+               if n else torch.zeros(0, TOP_K, dtype=torch.int32) for n in tokens]
         got, (expand_x, dyn, _, counts, _, _, _) = layer(xs[rank], ids[rank], probs[rank], ranks, rank, w13[mine],
-                                                         w2[mine], quant, v1)
+                                                         w2[mine], quant, v1, special)
         # op-plugin's golden for expand_x: one init routing over all ranks' tokens, this rank's experts
         all_x, all_ids = torch.cat(xs), torch.cat(ids)
         gx, _, gcounts, gscale = tn.npu_moe_init_routing_v2(
-            all_x, all_ids, active_num=all_ids.numel(), expert_num=EXPERTS, expert_tokens_num_type=1,
+            all_x, all_ids, active_num=all_ids.numel(), expert_num=choices, expert_tokens_num_type=1,
             expert_tokens_num_flag=True, active_expert_range=[rank * local, (rank + 1) * local],
             quant_mode=1 if quant else -1)
         n = int(gcounts.sum())
@@ -96,9 +104,9 @@ def main() -> None:
             assert torch.equal(dyn[:n], gscale[:n]), "dynamic_scales differ from the golden"
         assert got.shape == xs[rank].shape and got.dtype == xs[rank].dtype
         if tokens[rank]:  # the one-rank result on this rank's tokens, every expert local
-            want, _ = layer(xs[rank], ids[rank], probs[rank], 1, 0, w13, w2, quant, v1)
+            want, _ = layer(xs[rank], ids[rank], probs[rank], 1, 0, w13, w2, quant, v1, special)
             err = float((got - want).abs().max())
-            assert err <= 1e-5 * max(1.0, float(want.abs().max())), (quant, v1, err)
+            assert err <= 1e-5 * max(1.0, float(want.abs().max())), (quant, v1, special, err)
             worst = max(worst, err)
     print(f"rank {rank} ok {worst:.3g}", flush=True)
     dist.barrier()

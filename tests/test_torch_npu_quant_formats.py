@@ -332,3 +332,52 @@ def test_quant_formats_export_as_standard_onnx_and_run_in_onnx_runtime():
                 np.testing.assert_allclose(a, b, rtol=1e-5)
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"output {i}")
+
+
+# npu_rms_norm (the routers of cann-recipes-infer's Gemma-4 MoE call it)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_matches_the_operators_formula(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(2, 5, 16, generator=g) * 3).to(dtype)
+    gamma = torch.rand(16, generator=g).to(dtype)
+    y, rstd = tn.npu_rms_norm(x, gamma, epsilon=1e-5)
+    xf = x.float()
+    want_rstd = 1 / torch.sqrt((xf * xf).mean(-1, keepdim=True) + 1e-5)
+    assert rstd.dtype == torch.float32 and rstd.shape == (2, 5, 1)
+    torch.testing.assert_close(rstd, want_rstd)
+    assert y.dtype == dtype and y.shape == x.shape
+    tol = {"rtol": 2e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 8e-3, "atol": 1e-5}  # 1 ulp
+    torch.testing.assert_close(y.float(), (xf * want_rstd * gamma.float()).to(dtype).float(), **tol)
+    # gamma over the last two axes: rstd keeps the leading axis and 1s for the normalised ones
+    y2, rstd2 = tn.npu_rms_norm(x, torch.ones(5, 16, dtype=dtype))
+    assert rstd2.shape == (2, 1, 1)
+    torch.testing.assert_close(y2.float(), (xf / torch.sqrt((xf * xf).mean((1, 2), keepdim=True) + 1e-6)).to(
+        dtype).float(), **tol)
+
+
+def test_rms_norm_refuses_a_gamma_that_is_not_selfs_trailing_shape():
+    with pytest.raises(ValueError, match="npu_rms_norm: argument 'gamma' must have the shape of self's trailing dims"):
+        tn.npu_rms_norm(torch.randn(4, 8), torch.ones(4))
+    with pytest.raises(ValueError, match="argument 'epsilon'"):
+        tn.npu_rms_norm(torch.randn(4, 8), torch.ones(8), epsilon=-1.0)
+
+
+def test_rms_norm_exports_as_standard_onnx_and_matches_in_ort():
+    class Norm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gamma = torch.nn.Parameter(torch.rand(16))
+
+        def forward(self, x):
+            return tn.npu_rms_norm(x, self.gamma, 1e-6)[0]
+
+    m = Norm().eval()
+    x = torch.randn(3, 16)
+    proto = exporters.export(m, (x,), dynamic_shapes=({0: Dim("t", min=2)},), input_names=["x"])
+    assert not [n for n in proto.graph.node if n.domain not in ("", "ai.onnx")]
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x2 = torch.randn(7, 16)
+    got = sess.run(None, {"x": x2.numpy()})[0]
+    torch.testing.assert_close(torch.from_numpy(got), m(x2).detach(), rtol=1e-5, atol=1e-6)

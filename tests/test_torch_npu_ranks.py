@@ -1,6 +1,7 @@
 """MC2 dispatch / combine of the torch_npu stand-in on several gloo ranks (tests/mc2_rank_worker.py):
 each rank's dispatched rows against op-plugin's golden and its combined output against the
-one-rank result. 2 ranks always; 4 behind --full-size (slower on a shared 2-core machine)."""
+one-rank result (zero / copy experts included). 2 ranks always; 4 behind --full-size (slower on a
+shared 2-core machine)."""
 
 from __future__ import annotations
 
@@ -61,5 +62,7 @@ def test_several_ranks_refuse_what_they_do_not_carry():
     with pytest.raises(NotImplementedError, match="argument 'elastic_info'"):
         tn.npu_moe_distribute_combine_v2(x, idx, torch.zeros(1), torch.tensor([1]), torch.ones(4, 2), "ep", 2, 0, 4,
                                          elastic_info=torch.zeros(6, dtype=torch.int32))
-    with pytest.raises(NotImplementedError, match="argument 'copy_expert_num'"):
-        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, copy_expert_num=2)
+    with pytest.raises(NotImplementedError, match="argument 'shared_expert_rank_num'"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, shared_expert_rank_num=1)
+    with pytest.raises(ValueError, match="argument 'copy_expert_num' must be an int >= 0"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, copy_expert_num=-1)

@@ -18,7 +18,7 @@ import torch
 
 from .._torch_lib import try_import_torch_npu
 from . import c_ascend
-from .activations import npu_geglu, npu_swiglu_clip_quant
+from .activations import npu_geglu, npu_rms_norm, npu_swiglu_clip_quant
 from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
 from .distribute_v1 import npu_moe_distribute_combine, npu_moe_distribute_dispatch
 from .dtypes import DTYPES
@@ -50,7 +50,7 @@ __all__ = [
     "npu_moe_distribute_dispatch_v2", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
     "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing",
     "npu_moe_init_routing_quant", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_moe_token_permute",
-    "npu_moe_token_unpermute", "npu_swiglu", "npu_swiglu_clip_quant",
+    "npu_moe_token_unpermute", "npu_rms_norm", "npu_swiglu", "npu_swiglu_clip_quant",
 ]
 
 

@@ -1,8 +1,9 @@
 """torch_npu's gated activations beside npu_swiglu: ``npu_geglu`` (aclnnGeGluV3) and
-``npu_swiglu_clip_quant`` (cann-recipes-infer's SwigluClipQuant, called as torch_npu's).
+``npu_swiglu_clip_quant`` (cann-recipes-infer's SwigluClipQuant, called as torch_npu's), and the
+RMS norm the MoE routers around them call (``npu_rms_norm``, aclnnRmsNorm).
 
-Both are written in torch and export as standard ONNX (Split, Gelu / Tanh / Erf, Sigmoid, Mul,
-then the dynamic-quantisation steps of ``quant.py``).
+All are written in torch and export as standard ONNX (Split, Gelu / Tanh / Erf, Sigmoid, Mul,
+ReduceMean, Sqrt, then the dynamic-quantisation steps of ``quant.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,26 @@ def npu_geglu(self, dim=-1, approximate=1, activate_left=False):
     act, lin = (a, b) if activate_left else (b, a)
     gelu = torch.nn.functional.gelu(act, approximate="tanh" if approximate == 1 else "none")
     return (gelu * lin).to(x.dtype), gelu.to(x.dtype)
+
+
+def npu_rms_norm(self, gamma, epsilon=1e-6):
+    """torch_npu.npu_rms_norm: ``(y, rstd)``, ``rstd = 1 / sqrt(mean(x²) + epsilon)`` over the
+    trailing ``gamma.dim()`` axes (float32, shaped ``self.shape[:n] + [1] * gamma.dim()``),
+    ``y = x · rstd · gamma`` in self's dtype; computed in float32."""
+    fn = "npu_rms_norm"
+    x = self
+    require(isinstance(x, torch.Tensor) and x.dtype in (torch.float32, torch.float16, torch.bfloat16), fn, "self",
+            "must be a float32, float16 or bfloat16 tensor", x)
+    require(isinstance(gamma, torch.Tensor) and gamma.dtype in (torch.float32, torch.float16, torch.bfloat16), fn,
+            "gamma", "must be a float32, float16 or bfloat16 tensor", gamma)
+    norm_dims = gamma.dim()
+    require(1 <= norm_dims <= x.dim() and tuple(x.shape[x.dim() - norm_dims:]) == tuple(gamma.shape), fn, "gamma",
+            lambda: f"must have the shape of self's trailing dims (self {list(x.shape)})", gamma)
+    require(isinstance(epsilon, (int, float)) and epsilon >= 0, fn, "epsilon", "must be a number >= 0", epsilon)
+    axes = tuple(range(x.dim() - norm_dims, x.dim()))
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(dim=axes, keepdim=True) + epsilon)
+    return (xf * rstd * gamma.float()).to(x.dtype), rstd
 
 
 def npu_swiglu_clip_quant(x, group_index, group_alpha, *, activate_left=False, quant_mode=1, clamp_mode=1):

@@ -8,7 +8,9 @@ Rank r of N owns the L = moe_expert_num / N experts ``[r·L, (r+1)·L)``. Dispat
 ordered by local expert, then source rank, then token (the order of op-plugin's golden: one
 init routing over the concatenation of every rank's tokens), zero-padded to
 ``A = (global_bs or BS·N) · min(L, K)`` rows. Combine sends each row back to its source and sums
-``expert_scales[t, j] · row`` per token (plus ``shared_expert_x``).
+``expert_scales[t, j] · row`` per token (plus ``shared_expert_x``). Pairs routed to the zero / copy /
+constant experts (ids from moe_expert_num on) never leave their rank: combine adds their outputs
+from ``ori_x`` there (``distribute._special_experts``).
 
 Where torch_npu leaves values to the implementation (``assist_info_for_combine``: "pass it to
 combine"), the stand-in writes, for expanded row i, ``(source rank, token, slot)`` at
@@ -75,15 +77,14 @@ def _counts_exchange(counts: torch.Tensor, group, ranks: int) -> torch.Tensor:
     return out.reshape(ranks, -1)
 
 
-def _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num, **special):
+def _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num):
     if tp_world_size not in (0, 1):
         unsupported(fn, "tp_world_size", tp_world_size, "torch_npu reserves it (0 or 1: no TP group)")
     require(moe_expert_num % ep_world_size == 0, fn, "moe_expert_num",
             lambda: f"must be divisible by ep_world_size={ep_world_size}", moe_expert_num)
-    for name, value in dict(shared_expert_rank_num=shared_expert_rank_num, **special).items():
-        if value:
-            unsupported(fn, name, value, "several ranks run plain expert parallelism here (no shared-expert ranks, "
-                        "zero / copy / constant experts)")
+    if shared_expert_rank_num:
+        unsupported(fn, "shared_expert_rank_num", shared_expert_rank_num,
+                    "several ranks run plain expert parallelism here (no shared-expert ranks)")
 
 
 def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None, quant_mode=0,
@@ -93,8 +94,7 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     dynamic_scales [A] or None, assist_info_for_combine int32 [A·128], expert_token_nums int64 [L],
     ep_recv_counts int32 [N·L], tp_recv_counts int32 [1], None)``."""
     fn = "npu_moe_distribute_dispatch_v2"
-    _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num, zero_expert_num=zero_expert_num,
-            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num)
     group = _group(fn, group_ep, ep_world_size, ep_rank_id)
     require(x.dim() == 2, fn, "x", "must be 2-D [BS, H]", x)
     require(expert_ids.dim() == 2 and expert_ids.shape[0] == x.shape[0], fn, "expert_ids",
@@ -103,11 +103,14 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     local = experts // ranks
     bs, k = expert_ids.shape
     flat = expert_ids.reshape(-1).to(torch.int64)
-    bad = (flat < 0) | (flat >= experts)
+    every = experts + zero_expert_num + copy_expert_num + const_expert_num
+    bad = (flat < 0) | (flat >= every)
     if bool(bad.any()):
-        require(False, fn, "expert_ids", f"values must be in [0, moe_expert_num={experts})", int(flat[bad][0]))
-    # send order: by expert, then token (a token's K experts differ)
-    order = torch.argsort(flat * max(bs * k, 1) + torch.arange(flat.numel()))
+        require(False, fn, "expert_ids", f"values must be in [0, moe_expert_num + zero_expert_num + copy_expert_num "
+                f"+ const_expert_num = {every})", int(flat[bad][0]))
+    # send order: by expert, then token (a token's K experts differ); the special experts' pairs stay
+    routed = torch.nonzero(flat < experts).flatten()
+    order = routed[torch.argsort(flat[routed] * max(bs * k, 1) + routed)]
     src_token, src_slot = order // k, order % k
     rows = x[src_token]
     row_scales = None
@@ -118,7 +121,7 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
                     lambda: f"must be [moe_expert_num, H] = [{experts}, {x.shape[1]}]", scales)
             r = r * scales.float()[flat[order]]
         rows, row_scales = quantize_rows(r)
-    counts = torch.bincount(flat, minlength=experts).reshape(ranks, local)
+    counts = torch.bincount(flat[routed], minlength=experts).reshape(ranks, local)
     recv = _counts_exchange(counts, group, ranks)  # [N source ranks, L]
     send_splits, recv_splits = counts.sum(1).tolist(), recv.sum(1).tolist()
     me = torch.full_like(src_token, dist.get_rank(group))
@@ -149,14 +152,14 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
 
 
 def combine(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
-            ep_rank_id, moe_expert_num, *, shared_expert_x=None, tp_world_size=0, shared_expert_rank_num=0,
-            zero_expert_num=0, copy_expert_num=0, const_expert_num=0):
+            ep_rank_id, moe_expert_num, *, shared_expert_x=None, special_x=None, tp_world_size=0,
+            shared_expert_rank_num=0):
     """npu_moe_distribute_combine_v2 with ``ep_world_size > 1``: ``[BS, H]`` in expand_x's dtype,
-    ``out[t] = Σ_j expert_scales[t, j] · row(t, j) (+ shared_expert_x[t])`` summed in float32 in
-    slot order."""
+    ``out[t] = Σ_j expert_scales[t, j] · row(t, j) (+ shared_expert_x[t]) (+ special_x[t])`` summed
+    in float32 in slot order; ``special_x``: the zero / copy / constant experts' weighted outputs
+    on this rank's tokens, whose slots received no row."""
     fn = "npu_moe_distribute_combine_v2"
-    _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num, zero_expert_num=zero_expert_num,
-            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+    _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num)
     group = _group(fn, group_ep, ep_world_size, ep_rank_id)
     bs, k = expert_ids.shape
     require(expert_scales.shape == expert_ids.shape, fn, "expert_scales",
@@ -180,8 +183,9 @@ def combine(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, exper
     per_slot[where[:, 0] * k + where[:, 1]] = rows.float()
     per_slot = per_slot.reshape(bs, k, expand_x.shape[1]) * expert_scales.float()[..., None]
     out = torch.zeros(bs, expand_x.shape[1], dtype=torch.float32)
-    if shared_expert_x is not None:
-        out = out + shared_expert_x.float()
+    for extra in (shared_expert_x, special_x):
+        if extra is not None:
+            out = out + extra.float()
     for j in range(k):
         out = out + per_slot[:, j]
     return out.to(expand_x.dtype)
