@@ -33,6 +33,7 @@ equal width, the cache's key and value. The cache then holds exactly what the HF
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import shutil
@@ -163,6 +164,7 @@ class GraphCache:
         self.seen: dict[int, LayerCache] = {}  # what each layer cached, recorded when layout is None
         self.conv: dict[int, torch.Tensor] = {}  # a linear-attention layer's states: present, or when
         self.recurrent: dict[int, torch.Tensor] = {}  # probing (layout None) the state of no past
+        self.tokens: torch.Tensor | None = None  # the graph's attention mask [batch, total], 1 for tokens
 
     def get_conv_state(self, layer_idx: int, state_idx: int = 0):
         """None: HF then prepends the past through ``update_conv_state`` and convolves the whole, one
@@ -178,7 +180,16 @@ class GraphCache:
             self.conv[layer_idx] = hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[1], width)
             return hidden_states
         joint = torch.cat([self.past[layer_idx][0].to(hidden_states.dtype), hidden_states], -1)
-        self.conv[layer_idx] = joint[..., joint.shape[-1] - width:]
+        if self.tokens is None:
+            self.conv[layer_idx] = joint[..., joint.shape[-1] - width:]
+            return joint
+        # the columns up to each row's last token: right padding (genai's batches) is no input
+        sequence = hidden_states.shape[-1]
+        tokens = self.tokens[:, self.tokens.shape[1] - sequence:] > 0
+        order = torch.arange(1, sequence + 1, device=joint.device)
+        last = (tokens * order).amax(1) + width - 1  # in joint's columns; the past's last without tokens
+        index = last[:, None] - (width - 1) + torch.arange(width, device=joint.device)
+        self.conv[layer_idx] = joint.gather(2, index[:, None, :].expand(-1, joint.shape[1], -1))
         return joint
 
     def get_recurrent_state(self, layer_idx: int, state_idx: int = 0):
@@ -286,6 +297,7 @@ class GenAIDecoder(torch.nn.Module):
         """Logits of every position and the cache with this call's entries appended."""
         pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
         cache = GraphCache(pairs, self.layout)
+        cache.tokens = attention_mask
         mask = attention_mask.to(torch.bool)[:, None, None, :]
         with traced_delta_rule(self.model, attention_mask):
             out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
@@ -322,11 +334,13 @@ class GenAIDecoder(torch.nn.Module):
 
 
 def gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_state=None,
-                     output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False, **kwargs):
+                     output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False, *,
+                     tokens: torch.Tensor | None = None, **kwargs):
     """transformers' ``torch_chunk_gated_delta_rule`` / ``torch_recurrent_gated_delta_rule`` (same
     arguments and results: query / key [batch, sequence, k_heads, key_dim], value [batch, sequence,
     v_heads, value_dim], g / beta [batch, sequence, v_heads]) as one traceable
-    ``torch.ops.ascend_moe.gated_delta_rule`` over the whole sequence."""
+    ``torch.ops.ascend_moe.gated_delta_rule`` over the whole sequence. Where ``tokens`` [batch,
+    sequence] is 0 (padding, whose key is zero) the state neither decays nor changes."""
     import ascend_moe_onnx.exporters  # noqa: F401  (defines torch.ops.ascend_moe.gated_delta_rule)
 
     b, t, k_heads, key_dim = key.shape
@@ -338,6 +352,8 @@ def gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_s
     if use_qk_l2norm_in_kernel:
         query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
         key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
+    if tokens is not None:
+        g = g * tokens[..., None].to(g.dtype)
     state = (torch.zeros(b, v_heads, key_dim, value_dim, dtype=torch.float32, device=value.device)
              if initial_state is None else initial_state.float())
     out, final = torch.ops.ascend_moe.gated_delta_rule(
@@ -359,14 +375,18 @@ def traced_delta_rule(model: torch.nn.Module, attention_mask: torch.Tensor):
     modeling module's functions, looked up at each call, swapped and restored) and zero the padding
     tokens of ``attention_mask`` [batch, total] (HF's 2-D padding mask of a linear-attention layer,
     which it derives only from a 2-D model mask): a zero input leaves the states of left padding
-    zero, as if the prompt started after it."""
+    zero, as if the prompt started after it; right padding leaves them as they were after the last
+    token (:func:`gated_delta_rule`, ``GraphCache.update_conv_state``)."""
     modules = _delta_rule_modules(model)
     saved = [(m, f, getattr(m, f)) for m in modules for f in DELTA_RULE_FUNCTIONS]
     names = {m.__name__ for m in modules}
 
     def padding_mask(module, args, kwargs):
         hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-        kwargs["attention_mask"] = attention_mask[:, attention_mask.shape[1] - hidden.shape[1]:]
+        tokens = attention_mask[:, attention_mask.shape[1] - hidden.shape[1]:]
+        kwargs["attention_mask"] = tokens
+        for m, f, _ in saved:  # this layer's tokens, for the recurrence it runs next
+            setattr(m, f, functools.partial(gated_delta_rule, tokens=tokens))
         return args, kwargs
 
     hooks = [m.register_forward_pre_hook(padding_mask, with_kwargs=True) for name, m in model.named_modules()
