@@ -302,8 +302,8 @@ class GenAIDecoder(torch.nn.Module):
         with traced_delta_rule(self.model, attention_mask):
             out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                              past_key_values=cache, use_cache=True)
-        present = [t for i, layer in enumerate(self.layout.layers)
-                   for t in (cache.present[i] if isinstance(layer, LayerCache) else (cache.conv[i], cache.recurrent[i]))]
+        present = [t for i, layer in enumerate(self.layout.layers) for t in
+                   (cache.present[i] if isinstance(layer, LayerCache) else (cache.conv[i], cache.recurrent[i]))]
         return (out.logits, *present)
 
     def example_inputs(self, batch: int = 2, sequence: int = 3, past: int = 4, seed: int = 0) -> tuple:
