@@ -21,6 +21,7 @@ from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 
 from . import w8a8
 from .patching import patch
+from .rotary import real_rotary
 
 LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
 
@@ -173,9 +174,6 @@ def layer_summary(model: torch.nn.Module) -> list[str]:
 
 
 # Architectures whose HF causal LM torch.onnx cannot export whole (their MoE layers export).
-WHOLE_MODEL_UNSUPPORTED = {
-    "deepseek_v2": "its HF attention uses complex rotary embeddings, which torch.onnx cannot export",
-}
 
 
 def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,
@@ -186,11 +184,6 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
     if not moe_blocks(model):
         patch(model)
     if layers is None:
-        model_type = model_type_of(model.config)
-        if model_type in WHOLE_MODEL_UNSUPPORTED:
-            raise ValueError(f"{model_type}: the whole model cannot be exported "
-                             f"({WHOLE_MODEL_UNSUPPORTED[model_type]}); export its MoE layers with "
-                             f"--layers N-M (layers=(N, M)); MoE layers: {_layer_list(model)}")
         wrapper = PrefillLM(model)
         example = wrapper.example_inputs(2, tokens)
     else:
@@ -203,9 +196,10 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
         example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)
     try:
-        proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
-                       input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
-                       **kwargs)
+        with real_rotary(model):
+            proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
+                           input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
+                           **kwargs)
     except SpecialisedDimsError as e:
         if layers is not None:
             raise
