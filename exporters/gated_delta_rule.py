@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from . import registry
-from ._torch_lib import op_defined
+from ._torch_lib import define_op
 
 OP = "ascend_moe::gated_delta_rule"
 SCHEMA = ("(Tensor query, Tensor key, Tensor value, Tensor state, Tensor decay, Tensor beta, int heads, "
@@ -47,15 +47,5 @@ def _fake(query, key, value, state, decay, beta, heads: int, scale: float):
 
 @registry.torch_ops
 def define_torch_ops() -> None:
-    """Define torch.ops.ascend_moe.gated_delta_rule (idempotent)."""
-    if op_defined("ascend_moe", "gated_delta_rule"):
-        return
-
-    @torch.library.custom_op(OP, mutates_args=())
-    def gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, state: torch.Tensor,
-                         decay: torch.Tensor, beta: torch.Tensor, heads: int,
-                         scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """The recurrence token by token (the module docstring)."""
-        return _impl(query, key, value, state, decay, beta, heads, scale)
-
-    gated_delta_rule.register_fake(_fake)
+    """Define torch.ops.ascend_moe.gated_delta_rule (idempotent): the recurrence token by token."""
+    define_op(OP, SCHEMA, _impl, _fake)

@@ -351,7 +351,8 @@ def gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_s
     arguments and results: query / key [batch, sequence, k_heads, key_dim], value [batch, sequence,
     v_heads, value_dim], g / beta [batch, sequence, v_heads]) as one traceable
     ``torch.ops.ascend_moe.gated_delta_rule`` over the whole sequence. Where ``tokens`` [batch,
-    sequence] is 0 (padding, whose key is zero) the state neither decays nor changes."""
+    sequence] is 0 (padding) the state neither decays nor takes an update (decay 0, beta 0): right
+    padding's convolution still sees the tokens before it."""
     import ascend_moe_onnx.exporters  # noqa: F401  (defines torch.ops.ascend_moe.gated_delta_rule)
 
     b, t, k_heads, key_dim = key.shape
@@ -364,7 +365,7 @@ def gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_s
         query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
         key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
     if tokens is not None:
-        g = g * tokens[..., None].to(g.dtype)
+        g, beta = (x * tokens[..., None].to(x.dtype) for x in (g, beta))
     state = (torch.zeros(b, v_heads, key_dim, value_dim, dtype=torch.float32, device=value.device)
              if initial_state is None else initial_state.float())
     out, final = torch.ops.ascend_moe.gated_delta_rule(

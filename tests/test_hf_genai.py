@@ -175,8 +175,7 @@ def test_gated_delta_rule_matches_transformers_and_exports_as_linear_attention(t
         torch.testing.assert_close(torch.from_numpy(ran[0]), out, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(torch.from_numpy(ran[1]), final, atol=1e-5, rtol=1e-5)
     q, k, v, g, beta, state = inputs(1, 4)
-    k[:, 2:] = 0  # two padding tokens (zero input: zero key) after two tokens
-    tokens = torch.tensor([[1, 1, 0, 0]])
+    tokens = torch.tensor([[1, 1, 0, 0]])  # two padding tokens after two tokens
     _, padded = genai.gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, tokens=tokens)
     _, two = genai.gated_delta_rule(q[:, :2], k[:, :2], v[:, :2], g[:, :2], beta[:, :2], initial_state=state,
                                     output_final_state=True)
