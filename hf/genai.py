@@ -160,6 +160,7 @@ class GraphCache:
         self.conv: dict[int, torch.Tensor] = {}  # a linear-attention layer's states: present, or when
         self.recurrent: dict[int, torch.Tensor] = {}  # probing (layout None) the state of no past
         self.tokens: torch.Tensor | None = None  # the graph's attention mask [batch, total], 1 for tokens
+        self.more_states: set[int] = set()  # layers keeping several conv / recurrent states (state_idx > 0)
 
     def get_conv_state(self, layer_idx: int, state_idx: int = 0):
         """None: HF then prepends the past through ``update_conv_state`` and convolves the whole, one
@@ -171,6 +172,8 @@ class GraphCache:
         """``hidden_states`` [batch, channels, sequence] with layer ``layer_idx``'s past convolution
         state prepended; its last ``conv_kernel_size - 1`` columns are the present."""
         width = int(conv_kernel_size) - 1
+        if state_idx:
+            self.more_states.add(layer_idx)
         if self.layout is None:
             self.conv[layer_idx] = hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[1], width)
             return hidden_states
@@ -191,6 +194,8 @@ class GraphCache:
         return None if self.layout is None else self.past[layer_idx][1]
 
     def update_recurrent_state(self, recurrent_states, layer_idx: int, state_idx: int = 0, **kwargs):
+        if state_idx:
+            self.more_states.add(layer_idx)
         self.recurrent[layer_idx] = recurrent_states
         return recurrent_states
 
@@ -425,13 +430,14 @@ def cache_layout(model: torch.nn.Module) -> CacheLayout:
     except (AttributeError, TypeError, NotImplementedError) as e:  # a cache API beyond update()
         raise GenAIExportError(f"{model_type_of(model.config)}: its layers keep state other than one key/value "
                                f"cache per layer (linear-attention or recurrent state: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:160]}); this decoder carries key/value caches only") from None
+                               f"{str(e).splitlines()[0][:160]}); this decoder carries key/value caches and gated "
+                               "DeltaNet states only") from None
     text = model.config.get_text_config()
     n = text.num_hidden_layers
     states = {i for i in range(n) if i in cache.conv or i in cache.recurrent}
     if states:
-        partial = sorted(i for i in states if not (i in cache.conv and i in cache.recurrent))
-        if partial or not _delta_rule_modules(model):
+        odd = [i for i in states if not (i in cache.conv and i in cache.recurrent) or i in cache.more_states]
+        if odd or not _delta_rule_modules(model):
             raise GenAIExportError(f"{model_type_of(model.config)}: layers {sorted(states)} keep a convolution or "
                                    "recurrent state that is not a gated DeltaNet's (linear-attention or recurrent "
                                    "state); this decoder carries key/value caches and gated DeltaNet states only")
@@ -441,7 +447,7 @@ def cache_layout(model: torch.nn.Module) -> CacheLayout:
     if missing:
         raise GenAIExportError(f"{model_type_of(model.config)}: layers {missing} keep no key/value cache "
                                "through transformers' Cache.update (linear-attention or recurrent layers); "
-                               "onnxruntime-genai's decoder carries key/value caches only")
+                               "this decoder carries key/value caches and gated DeltaNet states only")
     layout = CacheLayout(tuple(cache.seen[i] for i in range(n)))
     layout.check()
     return layout

@@ -132,7 +132,8 @@ def test_genai_export_refuses_bad_arguments(tmp_path, capsys):
     assert "--hf DIR go together" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("family, why", [("deepseek_v4", "key/value caches only")])
+@pytest.mark.parametrize("family, why", [("deepseek_v4", "key/value caches and gated DeltaNet states only"),
+                                         ("lfm2_moe", "gated DeltaNet states only")])
 def test_families_genai_cannot_serve_are_refused_in_one_line(family, why, tmp_path):
     with pytest.raises(genai.GenAIExportError, match=why) as e:
         genai.export_genai(hf_families.model(family), tmp_path)
