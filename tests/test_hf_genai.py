@@ -22,7 +22,7 @@ from ascend_moe_onnx.onnx_schemas._common import walk_graphs  # noqa: E402
 PROMPT, NEW = 16, 32
 # families exported for generation by default; the others with --all-families
 FAMILIES = ("qwen3_moe", "deepseek_v3", "gpt_oss", "llama4")
-MORE_FAMILIES = ("mixtral", "deepseek_v2", "qwen3_5_moe", "qwen3_next")
+MORE_FAMILIES = ("mixtral", "deepseek_v2", "qwen3_5_moe-hybrid", "qwen3_next-hybrid")
 
 
 def _prompts(seed: int = 1) -> list[list[int]]:
