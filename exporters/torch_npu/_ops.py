@@ -17,13 +17,18 @@ def gating_top_k(x, k, bias, input_ids, tid2eid, **attrs):
     return gating.router(x, k, bias=bias, input_ids=input_ids, tid2eid=tid2eid, **attrs)
 
 
-def softmax_top_k(x, k):
+def softmax_top_k(x, k, renorm: int = 0, with_softmax: bool = False):
     """Softmax (in float32) and top-k over the last dim as standard ops (Softmax, TopK, whose ties go
-    to the lower index in ONNX): ``(y in x's dtype, expert_idx int32)``; for the sizes beyond
-    MoeGatingTopKHash's limits (E > 2048 or k > 64) that torch_npu's softmax gating accepts."""
+    to the lower index in ONNX), for the sizes beyond MoeGatingTopKHash's limits (E > 2048 or
+    k > 64) that torch_npu's softmax gating accepts: ``(y in x's dtype, expert_idx int32, the full
+    softmax or None)``. ``renorm`` 0: the top k of the softmax; 1: the softmax of the top k logits
+    (MoeGatingTopKHash's ``renorm`` with ``norm_type`` 0)."""
+    if renorm:
+        logits, idx = torch.topk(x.float(), k, dim=-1, largest=True, sorted=True)
+        return torch.softmax(logits, dim=-1).to(x.dtype), idx.to(torch.int32), None
     probs = torch.softmax(x.float(), dim=-1)
     y, idx = torch.topk(probs, k, dim=-1, largest=True, sorted=True)
-    return y.to(x.dtype), idx.to(torch.int32)
+    return y.to(x.dtype), idx.to(torch.int32), probs if with_softmax else None
 
 
 def re_routing(tokens, counts, per_token_scales, expert_token_num_type, idx_type):

@@ -61,7 +61,7 @@ def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
     if x.shape[-1] <= gating_spec.MAX_EXPERTS and k <= gating_spec.MAX_K:
         y, idx, _ = _ops.gating_top_k(x, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX)
     else:  # beyond MoeGatingTopKHash's limits: the same softmax and top-k in standard ops
-        y, idx = _ops.softmax_top_k(x, k)
+        y, idx, _ = _ops.softmax_top_k(x, k)
     if finished is not None:
         require(finished.dtype == torch.bool and tuple(finished.shape) == tuple(x.shape[:-1]), fn, "finished",
                 lambda: f"must be bool of shape {list(x.shape[:-1])}", finished)

@@ -56,7 +56,8 @@ def npu_moe_init_routing_quant(x, expert_idx, *, scale=None, offset=None, active
 
 def npu_moe_gating_top_k_softmax_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
     """torch_npu.npu_moe_gating_top_k_softmax_v2: ``(y [..., k] in x's dtype, expert_idx int32 [..., k],
-    softmax_result float32)``; one MoeGatingTopKHash node.
+    softmax_result float32)``; one MoeGatingTopKHash node (standard Softmax / TopK beyond its E and
+    k limits).
 
     ``renorm=0``: softmax over the E experts, then the top k (``softmax_result`` the full softmax
     [..., E] when ``output_softmax``, else empty [0]); ``renorm=1``: the top k logits, then softmax
@@ -71,8 +72,11 @@ def npu_moe_gating_top_k_softmax_v2(x, *, k=1, finished=None, renorm=0, output_s
     lead = x.shape[:-1]
     flat = x.reshape(-1, experts)
     want_softmax = bool(output_softmax) and renorm == 0
-    y, idx, out = _ops.gating_top_k(flat, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX, renorm=renorm,
-                                    out_flag=want_softmax)
+    if experts <= gating_spec.MAX_EXPERTS and k <= gating_spec.MAX_K:
+        y, idx, out = _ops.gating_top_k(flat, k, None, None, None, norm_type=gating_spec.NORM_SOFTMAX, renorm=renorm,
+                                        out_flag=want_softmax)
+    else:  # beyond MoeGatingTopKHash's limits (torch_npu takes E = 5120): the same in standard ops
+        y, idx, out = _ops.softmax_top_k(flat, k, renorm, want_softmax)
     if finished is not None:
         require(finished.dtype == torch.bool and finished.numel() == flat.shape[0], fn, "finished",
                 lambda: f"must be bool with one entry per row ({list(lead)})", finished)
