@@ -280,9 +280,11 @@ def _cmd_export_genai(args) -> int:
         print(line)
     dec = config["model"]["decoder"]
     size = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+    linear = dec.get("layer_types", []).count("linear_attention")
+    states = f" ({linear} linear-attention layers: convolution and recurrent state)" if linear else ""
     print(f"wrote {out}/ ({size / 2**20:.1f} MiB): {model.config.model_type} decoder for onnxruntime-genai, "
           f"{dec['num_hidden_layers']} layers, cache [batch, {dec['num_key_value_heads']}, sequence, "
-          f"{dec['head_size']}], files {', '.join(sorted(f.name for f in out.iterdir()))}")
+          f"{dec['head_size']}]{states}, files {', '.join(sorted(f.name for f in out.iterdir()))}")
     return EXIT_OK
 
 

@@ -16,6 +16,14 @@ takes the past from the graph's inputs and hands back the presents, and an atten
 projections, norms and rotary embeddings, and its MoE blocks are the patched ones (fused routing,
 routed-rows experts).
 
+A linear-attention layer (Qwen3.5-MoE's and Qwen3-Next's gated DeltaNet) keeps no key/value cache
+but a convolution state ``past_key_values.<i>.conv_state`` [batch, channels, kernel - 1] and a
+recurrent state ``past_key_values.<i>.recurrent_state`` [batch, heads, key_dim, value_dim] (float32),
+returned as ``present.<i>.conv_state`` / ``.recurrent_state``: the names and layouts genai's
+recurrent state holds, declared with the ``layer_types`` of ``genai_config.json``. Its recurrence
+is traced as one ``torch.ops.ascend_moe.gated_delta_rule`` (ONNX Runtime's ``LinearAttention``),
+since HF's loops over the sequence in Python.
+
 A layer whose cache entries are not one key and one value of the same shape (DeepSeek-V3's MLA
 caches the compressed latent and the rotary key, of different widths; DeepSeek-V4 one tensor as
 both) is stored *packed*: its entries joined along the last axis and split into two halves of
@@ -24,9 +32,12 @@ equal width, the cache's key and value. The cache then holds exactly what the HF
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +52,10 @@ GRAPH_FILE = "model.onnx"
 INPUT_IDS, ATTENTION_MASK, POSITION_IDS = "input_ids", "attention_mask", "position_ids"
 PAST_KEY, PAST_VALUE = "past_key_values.%d.key", "past_key_values.%d.value"
 PRESENT_KEY, PRESENT_VALUE = "present.%d.key", "present.%d.value"
+PAST_CONV, PAST_RECURRENT = "past_key_values.%d.conv_state", "past_key_values.%d.recurrent_state"
+PRESENT_CONV, PRESENT_RECURRENT = "present.%d.conv_state", "present.%d.recurrent_state"
+# The functions of a transformers modeling module that run a gated DeltaNet's recurrence.
+DELTA_RULE_FUNCTIONS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
 # Files of a checkpoint directory that a tokenizer (HF's or genai's) reads.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json")
@@ -82,22 +97,50 @@ class LayerCache:
 
 
 @dataclass(frozen=True)
-class CacheLayout:
-    """The cache of every layer, and the one [kv_heads, head_size] genai allocates for all."""
+class LayerState:
+    """What one linear-attention layer keeps: its convolution state [channels, kernel - 1] and its
+    recurrent state [heads, key_dim, value_dim]."""
 
-    layers: tuple[LayerCache, ...]
+    conv: tuple[int, int]
+    recurrent: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """The cache of every layer, and the one [kv_heads, head_size] genai allocates for all key/value
+    layers."""
+
+    layers: tuple[LayerCache | LayerState, ...]
+
+    @property
+    def attention(self) -> list[LayerCache]:
+        return [layer for layer in self.layers if isinstance(layer, LayerCache)]
 
     @property
     def kv_heads(self) -> int:
-        return self.layers[0].stored()[0]
+        return self.attention[0].stored()[0]
 
     @property
     def head_size(self) -> int:
-        return self.layers[0].stored()[1]
+        return self.attention[0].stored()[1]
+
+    @property
+    def layer_types(self) -> list[str]:
+        """genai's name of each layer's kind."""
+        return ["full_attention" if isinstance(layer, LayerCache) else "linear_attention" for layer in self.layers]
+
+    def names(self, past: bool) -> list[str]:
+        """The graph's cache inputs (``past``) or outputs, two per layer in layer order."""
+        kv, state = ((PAST_KEY, PAST_VALUE), (PAST_CONV, PAST_RECURRENT)) if past else \
+            ((PRESENT_KEY, PRESENT_VALUE), (PRESENT_CONV, PRESENT_RECURRENT))
+        return [name % i for i, layer in enumerate(self.layers)
+                for name in (kv if isinstance(layer, LayerCache) else state)]
 
     def check(self) -> None:
-        """genai holds one cache shape for every layer: refuse layers that differ."""
-        shapes = {layer.stored() for layer in self.layers}
+        """genai holds one cache shape for every key/value layer: refuse layers that differ."""
+        if not self.attention:
+            raise GenAIExportError("no layer keeps a key/value cache; onnxruntime-genai's decoder needs one")
+        shapes = {layer.stored() for layer in self.attention}
         if len(shapes) != 1:
             raise GenAIExportError(f"layers cache different shapes ([kv_heads, head_size]: {sorted(shapes)}); "
                                    "onnxruntime-genai holds one shape for every layer")
@@ -105,7 +148,8 @@ class CacheLayout:
 
 class GraphCache:
     """Duck-typed transformers ``Cache`` over the graph's past tensors: ``update`` appends a layer's
-    new entries to its past and records the present (packed layers packed, see ``LayerCache``)."""
+    new entries to its past and records the present (packed layers packed, see ``LayerCache``); a
+    linear-attention layer reads and records its convolution and recurrent states."""
 
     is_compileable = False
 
@@ -113,6 +157,56 @@ class GraphCache:
         self.past, self.layout = past, layout
         self.present: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.seen: dict[int, LayerCache] = {}  # what each layer cached, recorded when layout is None
+        self.conv: dict[int, torch.Tensor] = {}  # a linear-attention layer's states: present, or when
+        self.recurrent: dict[int, torch.Tensor] = {}  # probing (layout None) the state of no past
+        self.tokens: torch.Tensor | None = None  # the graph's attention mask [batch, total], 1 for tokens
+        self.more_states: set[int] = set()  # layers keeping several conv / recurrent states (state_idx > 0)
+
+    def get_conv_state(self, layer_idx: int, state_idx: int = 0):
+        """None: HF then prepends the past through ``update_conv_state`` and convolves the whole, one
+        path for every sequence length (its single-token path would fix the graph's length at 1)."""
+        return None
+
+    def update_conv_state(self, hidden_states, layer_idx: int, state_idx: int = 0, conv_kernel_size=None,
+                          **kwargs):
+        """``hidden_states`` [batch, channels, sequence] with layer ``layer_idx``'s past convolution
+        state prepended; its last ``conv_kernel_size - 1`` columns are the present."""
+        width = int(conv_kernel_size) - 1
+        if state_idx:
+            self.more_states.add(layer_idx)
+        if self.layout is None:
+            self.conv[layer_idx] = hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[1], width)
+            return hidden_states
+        joint = torch.cat([self.past[layer_idx][0].to(hidden_states.dtype), hidden_states], -1)
+        if self.tokens is None:
+            self.conv[layer_idx] = joint[..., joint.shape[-1] - width:]
+            return joint
+        # the columns up to each row's last token: right padding (genai's batches) is no input
+        sequence = hidden_states.shape[-1]
+        tokens = self.tokens[:, self.tokens.shape[1] - sequence:] > 0
+        order = torch.arange(1, sequence + 1, device=joint.device)
+        last = (tokens * order).amax(1) + width - 1  # in joint's columns; the past's last without tokens
+        index = last[:, None] - (width - 1) + torch.arange(width, device=joint.device)
+        self.conv[layer_idx] = joint.gather(2, index[:, None, :].expand(-1, joint.shape[1], -1))
+        return joint
+
+    def get_recurrent_state(self, layer_idx: int, state_idx: int = 0):
+        return None if self.layout is None else self.past[layer_idx][1]
+
+    def update_recurrent_state(self, recurrent_states, layer_idx: int, state_idx: int = 0, **kwargs):
+        if state_idx:
+            self.more_states.add(layer_idx)
+        self.recurrent[layer_idx] = recurrent_states
+        return recurrent_states
+
+    def get_recurrent_states_to_keep(self, layer_idx: int) -> int:
+        return 0  # no intermediate states: genai keeps the last one
+
+    def is_recording_past(self, layer_idx: int) -> bool:
+        return False
+
+    def has_previous_state(self, layer_idx: int | None = None, state_idx: int | None = None) -> bool:
+        return self.past is not None
 
     def update(self, key, value, layer_idx: int, *args, **kwargs):
         """Append ``key`` / ``value`` [batch, heads, sequence, width] to layer ``layer_idx``'s past."""
@@ -140,8 +234,12 @@ class GraphCache:
         return joint[..., :spec.key[1]], joint[..., spec.key[1]:spec.joint_width]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
-        """Entries already cached (the past length)."""
-        return 0 if self.past is None else self.past[layer_idx][0].shape[2]
+        """Entries already cached (the past length; a key/value layer's when ``layer_idx`` is not one)."""
+        if self.past is None:
+            return 0
+        if not isinstance(self.layout.layers[layer_idx], LayerCache):
+            layer_idx = self.layout.layers.index(self.layout.attention[0])
+        return self.past[layer_idx][0].shape[2]
 
     def __len__(self) -> int:
         return 0 if self.past is None else len(self.past)
@@ -208,19 +306,20 @@ class GenAIDecoder(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, layout: CacheLayout):
         super().__init__()
         self.model, self.layout = model, layout
-        n = len(layout.layers)
-        self.input_names = (INPUT_IDS, ATTENTION_MASK, POSITION_IDS,
-                            *[name % i for i in range(n) for name in (PAST_KEY, PAST_VALUE)])
-        self.output_names = ("logits", *[name % i for i in range(n) for name in (PRESENT_KEY, PRESENT_VALUE)])
+        self.input_names = (INPUT_IDS, ATTENTION_MASK, POSITION_IDS, *layout.names(past=True))
+        self.output_names = ("logits", *layout.names(past=False))
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         """Logits of every position and the cache with this call's entries appended."""
         pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
         cache = GraphCache(pairs, self.layout)
+        cache.tokens = attention_mask
         mask = attention_mask.to(torch.bool)[:, None, None, :]
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True)
-        present = [t for i in range(len(pairs)) for t in cache.present[i]]
+        with traced_delta_rule(self.model, attention_mask):
+            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
+                             past_key_values=cache, use_cache=True)
+        present = [t for i, layer in enumerate(self.layout.layers) for t in
+                   (cache.present[i] if isinstance(layer, LayerCache) else (cache.conv[i], cache.recurrent[i]))]
         return (out.logits, *present)
 
     def example_inputs(self, batch: int = 2, sequence: int = 3, past: int = 4, seed: int = 0) -> tuple:
@@ -231,8 +330,14 @@ class GenAIDecoder(torch.nn.Module):
         ids = torch.randint(0, vocab, (batch, sequence), generator=g)
         mask = torch.ones(batch, past + sequence, dtype=torch.int64)
         positions = (torch.arange(sequence) + past).expand(batch, sequence).contiguous()
-        shape = (batch, self.layout.kv_heads, past, self.layout.head_size)
-        caches = [torch.randn(shape, generator=g).to(dtype) for _ in range(2 * len(self.layout.layers))]
+        caches = []
+        for layer in self.layout.layers:
+            if isinstance(layer, LayerCache):
+                shape = (batch, self.layout.kv_heads, past, self.layout.head_size)
+                caches += [torch.randn(shape, generator=g).to(dtype) for _ in range(2)]
+            else:
+                caches += [torch.randn((batch, *layer.conv), generator=g).to(dtype),
+                           torch.randn((batch, *layer.recurrent), generator=g)]
         return (ids, mask, positions, *caches)
 
     def dynamic_shapes(self) -> tuple:
@@ -240,7 +345,78 @@ class GenAIDecoder(torch.nn.Module):
         batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
         total, past = torch.export.Dim("total_sequence"), torch.export.Dim("past_sequence")
         return ({0: batch, 1: sequence}, {0: batch, 1: total}, {0: batch, 1: sequence},
-                tuple({0: batch, 2: past} for _ in range(2 * len(self.layout.layers))))
+                tuple({0: batch, 2: past} if isinstance(layer, LayerCache) else {0: batch}
+                      for layer in self.layout.layers for _ in range(2)))
+
+
+def gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_state=None,
+                     output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False, *,
+                     tokens: torch.Tensor | None = None, **kwargs):
+    """transformers' ``torch_chunk_gated_delta_rule`` / ``torch_recurrent_gated_delta_rule`` (same
+    arguments and results: query / key [batch, sequence, k_heads, key_dim], value [batch, sequence,
+    v_heads, value_dim], g / beta [batch, sequence, v_heads]) as one traceable
+    ``torch.ops.ascend_moe.gated_delta_rule`` over the whole sequence. Where ``tokens`` [batch,
+    sequence] is 0 (padding) the state neither decays nor takes an update (decay 0, beta 0): right
+    padding's convolution still sees the tokens before it."""
+    import ascend_moe_onnx.exporters  # noqa: F401  (defines torch.ops.ascend_moe.gated_delta_rule)
+
+    b, t, k_heads, key_dim = key.shape
+    v_heads, value_dim = value.shape[-2:]
+    if v_heads != k_heads:  # each query/key head serves v_heads // k_heads consecutive value heads
+        query = query.repeat_interleave(v_heads // k_heads, dim=2)
+        key = key.repeat_interleave(v_heads // k_heads, dim=2)
+    query, key = query.float(), key.float()
+    if use_qk_l2norm_in_kernel:
+        query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
+        key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
+    if tokens is not None:
+        g, beta = (x * tokens[..., None].to(x.dtype) for x in (g, beta))
+    state = (torch.zeros(b, v_heads, key_dim, value_dim, dtype=torch.float32, device=value.device)
+             if initial_state is None else initial_state.float())
+    out, final = torch.ops.ascend_moe.gated_delta_rule(
+        query.reshape(b, t, -1), key.reshape(b, t, -1), value.float().reshape(b, t, -1), state, g.float(),
+        beta.float(), v_heads, key_dim ** -0.5)
+    return out.reshape(b, t, v_heads, value_dim).to(value.dtype), final if output_final_state else None
+
+
+def _delta_rule_modules(model: torch.nn.Module) -> list:
+    """The modeling modules of ``model``'s layers that run a gated DeltaNet recurrence."""
+    modules = {type(m).__module__ for m in model.modules()}
+    return [sys.modules[name] for name in sorted(modules)
+            if all(hasattr(sys.modules.get(name), f) for f in DELTA_RULE_FUNCTIONS)]
+
+
+@contextlib.contextmanager
+def traced_delta_rule(model: torch.nn.Module, attention_mask: torch.Tensor):
+    """While inside: the gated DeltaNet layers of ``model`` run :func:`gated_delta_rule` (their
+    modeling module's functions, looked up at each call, swapped and restored) and zero the padding
+    tokens of ``attention_mask`` [batch, total] (HF's 2-D padding mask of a linear-attention layer,
+    which it derives only from a 2-D model mask): a zero input leaves the states of left padding
+    zero, as if the prompt started after it; right padding leaves them as they were after the last
+    token (:func:`gated_delta_rule`, ``GraphCache.update_conv_state``)."""
+    modules = _delta_rule_modules(model)
+    saved = [(m, f, getattr(m, f)) for m in modules for f in DELTA_RULE_FUNCTIONS]
+    names = {m.__name__ for m in modules}
+
+    def padding_mask(module, args, kwargs):
+        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        tokens = attention_mask[:, attention_mask.shape[1] - hidden.shape[1]:]
+        kwargs["attention_mask"] = tokens
+        for m, f, _ in saved:  # this layer's tokens, for the recurrence it runs next
+            setattr(m, f, functools.partial(gated_delta_rule, tokens=tokens))
+        return args, kwargs
+
+    hooks = [m.register_forward_pre_hook(padding_mask, with_kwargs=True) for name, m in model.named_modules()
+             if name.endswith("linear_attn") and type(m).__module__ in names]
+    try:
+        for m, f, _ in saved:
+            setattr(m, f, gated_delta_rule)
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+        for m, f, fn in saved:
+            setattr(m, f, fn)
 
 
 def cache_layout(model: torch.nn.Module) -> CacheLayout:
@@ -254,14 +430,24 @@ def cache_layout(model: torch.nn.Module) -> CacheLayout:
     except (AttributeError, TypeError, NotImplementedError) as e:  # a cache API beyond update()
         raise GenAIExportError(f"{model_type_of(model.config)}: its layers keep state other than one key/value "
                                f"cache per layer (linear-attention or recurrent state: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:160]}); this decoder carries key/value caches only") from None
+                               f"{str(e).splitlines()[0][:160]}); this decoder carries key/value caches and gated "
+                               "DeltaNet states only") from None
     text = model.config.get_text_config()
     n = text.num_hidden_layers
+    states = {i for i in range(n) if i in cache.conv or i in cache.recurrent}
+    if states:
+        odd = [i for i in states if not (i in cache.conv and i in cache.recurrent) or i in cache.more_states]
+        if odd or not _delta_rule_modules(model):
+            raise GenAIExportError(f"{model_type_of(model.config)}: layers {sorted(states)} keep a convolution or "
+                                   "recurrent state that is not a gated DeltaNet's (linear-attention or recurrent "
+                                   "state); this decoder carries key/value caches and gated DeltaNet states only")
+        for i in states:
+            cache.seen[i] = LayerState(tuple(cache.conv[i].shape[1:]), tuple(cache.recurrent[i].shape[1:]))
     missing = [i for i in range(n) if i not in cache.seen]
     if missing:
         raise GenAIExportError(f"{model_type_of(model.config)}: layers {missing} keep no key/value cache "
                                "through transformers' Cache.update (linear-attention or recurrent layers); "
-                               "onnxruntime-genai's decoder carries key/value caches only")
+                               "this decoder carries key/value caches and gated DeltaNet states only")
     layout = CacheLayout(tuple(cache.seen[i] for i in range(n)))
     layout.check()
     return layout
@@ -317,6 +503,10 @@ def genai_config(model: torch.nn.Module, layout: CacheLayout, directory: Path | 
         "num_hidden_layers": n,
         "num_key_value_heads": layout.kv_heads,
     }
+    if len(layout.attention) != n:  # linear-attention layers: genai's recurrent state holds theirs
+        decoder["inputs"].update(past_conv_names=PAST_CONV, past_recurrent_names=PAST_RECURRENT)
+        decoder["outputs"].update(present_conv_names=PRESENT_CONV, present_recurrent_names=PRESENT_RECURRENT)
+        decoder["layer_types"] = layout.layer_types
     search = {"diversity_penalty": 0.0, "early_stopping": True, "length_penalty": 1.0, "max_length": context,
               "min_length": 0, "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
               # the graph appends to the past it is given: genai must not share one buffer

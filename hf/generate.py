@@ -71,10 +71,8 @@ def generate_ort(folder, prompts: list[list[int]], new_tokens: int, *, sess=None
         ids[i, longest - len(p):] = p
         mask[i, longest - len(p):] = 1
     positions = np.maximum(np.cumsum(mask, 1) - 1, 0)
-    heads, size, layers = dec["num_key_value_heads"], dec["head_size"], dec["num_hidden_layers"]
-    dtype = _cache_dtype(sess)
-    feeds = {dec["inputs"]["past_key_names"] % i: np.zeros((b, heads, 0, size), dtype) for i in range(layers)}
-    feeds.update({dec["inputs"]["past_value_names"] % i: np.zeros((b, heads, 0, size), dtype) for i in range(layers)})
+    layers = dec["num_hidden_layers"]
+    feeds = _empty_cache(sess, b)
     eos = _eos_ids(cfg)
     out = [[] for _ in range(b)]
     done = np.zeros(b, dtype=bool)
@@ -92,18 +90,28 @@ def generate_ort(folder, prompts: list[list[int]], new_tokens: int, *, sess=None
                 done[i] = stop_at_eos and int(nxt[i]) in eos
         if done.all():
             break
-        for i in range(layers):
-            feeds[dec["inputs"]["past_key_names"] % i] = results[dec["outputs"]["present_key_names"] % i]
-            feeds[dec["inputs"]["past_value_names"] % i] = results[dec["outputs"]["present_value_names"] % i]
+        for kind in CACHE_KINDS:  # each layer's present is its next past
+            past, present = dec["inputs"].get(f"past_{kind}_names"), dec["outputs"].get(f"present_{kind}_names")
+            for i in range(layers):
+                if past and past % i in feeds:
+                    feeds[past % i] = results[present % i]
         ids = nxt[:, None].astype(np.int64)
         positions = positions[:, -1:] + 1
         mask = np.concatenate([mask, np.ones((b, 1), np.int64)], 1)
     return out
 
 
-def _cache_dtype(sess):
-    kind = next(i.type for i in sess.get_inputs() if i.name.startswith("past_key_values"))
-    return {"tensor(float)": np.float32, "tensor(float16)": np.float16}.get(kind, np.float32)
+# The cache entries of genai_config's decoder inputs / outputs (``past_<kind>_names``).
+CACHE_KINDS = ("key", "value", "conv", "recurrent")
+
+
+def _empty_cache(sess, batch: int) -> dict:
+    """Every cache input of ``sess`` for ``batch`` sequences before the first token: past lengths 0,
+    states zero."""
+    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+    return {i.name: np.zeros([batch if k == 0 else (d if isinstance(d, int) else 0) for k, d in enumerate(i.shape)],
+                             dtypes.get(i.type, np.float32))
+            for i in sess.get_inputs() if i.name.startswith("past_key_values")}
 
 
 def generate_genai(folder, prompts: list[list[int]], new_tokens: int, *, model=None) -> list[list[int]]:

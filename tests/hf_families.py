@@ -26,6 +26,10 @@ TINY = dict(vocab_size=96, hidden_size=32, intermediate_size=48, moe_intermediat
             qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, pad_token_id=0, bos_token_id=1,
             eos_token_id=2, n_shared_experts=1)
 _MLA = dict(num_key_value_heads=4)
+# hybrid: a gated DeltaNet (linear-attention) layer, then a full-attention one (the defaults make both
+# layers linear); key heads shared by 2 value heads each
+_LINEAR = dict(layer_types=["linear_attention", "full_attention"], linear_num_key_heads=2,
+               linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8)
 
 # model_type -> (expected status, config fields beyond TINY)
 FAMILIES = {
@@ -35,6 +39,8 @@ FAMILIES = {
     "qwen3_moe": ("fused", {"norm_topk_prob": True}),
     "qwen3_next": ("fused", {}),
     "qwen3_5_moe": ("fused", {}),
+    "qwen3_next-hybrid": ("fused", _LINEAR),
+    "qwen3_5_moe-hybrid": ("fused", _LINEAR),
     "qwen3_vl_moe": ("fused", {}),
     "olmoe": ("fused", {}),
     "flex_olmo": ("fused", {}),

@@ -22,7 +22,7 @@ from ascend_moe_onnx.onnx_schemas._common import walk_graphs  # noqa: E402
 PROMPT, NEW = 16, 32
 # families exported for generation by default; the others with --all-families
 FAMILIES = ("qwen3_moe", "deepseek_v3", "gpt_oss", "llama4")
-MORE_FAMILIES = ("mixtral", "deepseek_v2")
+MORE_FAMILIES = ("mixtral", "deepseek_v2", "qwen3_5_moe-hybrid", "qwen3_next-hybrid")
 
 
 def _prompts(seed: int = 1) -> list[list[int]]:
@@ -72,6 +72,10 @@ def test_genai_folder_generates_hf_tokens(family, exported):
     expected = generate.generate_hf(reference, prompts, NEW)
     assert generate.generate_genai(folder, prompts[:1], NEW, model=model) == expected[:1]
     assert generate.generate_genai(folder, prompts, NEW, model=model) == expected  # batch 2, right-padded
+    if "linear_attention" in config["model"]["decoder"].get("layer_types", ()):  # hybrid: the own loop left-pads
+        assert _nodes(folder / genai.GRAPH_FILE, "LinearAttention") == config["model"]["decoder"]["layer_types"].count(
+            "linear_attention")
+        assert generate.generate_ort(folder, prompts, NEW) == expected
 
 
 @pytest.mark.parametrize("family", FAMILIES[:1])
@@ -128,9 +132,52 @@ def test_genai_export_refuses_bad_arguments(tmp_path, capsys):
     assert "--hf DIR go together" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("family, why", [("qwen3_5_moe", "linear-attention or recurrent state"),
-                                         ("deepseek_v4", "key/value caches only")])
+@pytest.mark.parametrize("family, why", [("deepseek_v4", "key/value caches and gated DeltaNet states only"),
+                                         ("lfm2_moe", "gated DeltaNet states only")])
 def test_families_genai_cannot_serve_are_refused_in_one_line(family, why, tmp_path):
     with pytest.raises(genai.GenAIExportError, match=why) as e:
         genai.export_genai(hf_families.model(family), tmp_path)
     assert "\n" not in str(e.value)
+
+
+def test_gated_delta_rule_matches_transformers_and_exports_as_linear_attention(tmp_path):
+    """The traced recurrence (torch op, and ORT's LinearAttention it exports as) equals transformers'
+    chunked gated delta rule at prompt and decode lengths; padding tokens leave the state unchanged."""
+    import onnxruntime as ort
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf_qwen
+
+    from ascend_moe_onnx import exporters
+
+    class Rule(torch.nn.Module):
+        def forward(self, q, k, v, g, beta, state):
+            return genai.gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True,
+                                          use_qk_l2norm_in_kernel=True)
+
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(batch, length):  # 2 key heads, 4 value heads, head dims 8
+        return (torch.randn(batch, length, 2, 8, generator=gen), torch.randn(batch, length, 2, 8, generator=gen),
+                torch.randn(batch, length, 4, 8, generator=gen), -torch.rand(batch, length, 4, generator=gen),
+                torch.rand(batch, length, 4, generator=gen), torch.randn(batch, 4, 8, 8, generator=gen))
+
+    batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
+    exporters.export(Rule(), inputs(2, 3), tmp_path / "rule.onnx", dynamic_shapes=({0: batch, 1: length},) * 5
+                     + ({0: batch},), input_names=["q", "k", "v", "g", "beta", "state"], output_names=["out", "final"])
+    assert _nodes(tmp_path / "rule.onnx", "LinearAttention") == 1
+    sess = ort.InferenceSession(str(tmp_path / "rule.onnx"))
+    for n in (1, 7):
+        args = inputs(2, n)
+        out, final = hf_qwen.torch_chunk_gated_delta_rule(*args[:3], g=args[3], beta=args[4], initial_state=args[5],
+                                                           output_final_state=True, use_qk_l2norm_in_kernel=True)
+        got = Rule()(*args)
+        torch.testing.assert_close(got[0], out, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got[1], final, atol=1e-5, rtol=1e-5)
+        ran = sess.run(None, dict(zip(["q", "k", "v", "g", "beta", "state"], (a.numpy() for a in args))))
+        torch.testing.assert_close(torch.from_numpy(ran[0]), out, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(torch.from_numpy(ran[1]), final, atol=1e-5, rtol=1e-5)
+    q, k, v, g, beta, state = inputs(1, 4)
+    tokens = torch.tensor([[1, 1, 0, 0]])  # two padding tokens after two tokens
+    _, padded = genai.gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, tokens=tokens)
+    _, two = genai.gated_delta_rule(q[:, :2], k[:, :2], v[:, :2], g[:, :2], beta[:, :2], initial_state=state,
+                                    output_final_state=True)
+    torch.testing.assert_close(padded, two)
