@@ -87,7 +87,8 @@ def classify_rows(got_idx, ref_idx, scores, tie_tol: float):
     (row, experts, score spread); a near-tie's differing experts are within ``tie_tol`` (relative
     to max(1, |score|)) of each other."""
     got, ref = np.asarray(got_idx), np.asarray(ref_idx)
-    ties, bad = [], []
+    ties: list[tuple[int, list[int], float]] = []
+    bad: list[tuple[int, list[int], float]] = []
     for r in np.flatnonzero((got != ref).any(axis=1)):
         diff = sorted(set(got[r].tolist()) ^ set(ref[r].tolist()))
         if not diff:  # same experts, different order

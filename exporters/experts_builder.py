@@ -18,7 +18,8 @@ class Builder:
     """Appends nodes with unique names (``prefix`` + counter) to a list."""
 
     def __init__(self, prefix: str, initializers: dict | None = None, weights_quant=None, types: dict | None = None):
-        self.prefix, self.nodes, self._n = prefix, [], itertools.count()
+        self.prefix, self._n = prefix, itertools.count()
+        self.nodes: list[onnx.NodeProto] = []
         self.weights_quant = weights_quant  # exporters.weights_quant.WeightsQuant or None
         self.initializers = initializers if initializers is not None else {}  # the model's, by name
         self.types = types if types is not None else {}  # element types the export declared, by value name
@@ -62,6 +63,7 @@ def node_attributes(node) -> dict:
 def stored_arrays(b: Builder, names) -> list[np.ndarray] | None:
     """The initializers ``names`` as arrays, or None when one is not an in-memory initializer."""
     protos = [b.initializers.get(n) for n in names]
-    if any(p is None or p.data_location == TensorProto.EXTERNAL for p in protos):
+    in_memory = [p for p in protos if p is not None and p.data_location != TensorProto.EXTERNAL]
+    if len(in_memory) != len(protos):
         return None
-    return [onnx.numpy_helper.to_array(p) for p in protos]
+    return [onnx.numpy_helper.to_array(p) for p in in_memory]

@@ -31,7 +31,7 @@ from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
 from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
 
-HALF_TYPES = {TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
+HALF_TYPES: dict[int, torch.dtype] = {TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
 
 
 def _scale_initializer(b: Builder, scales: np.ndarray, to: int, hint: str) -> str:

@@ -8,6 +8,8 @@ Each entry of ``BLOCKS`` maps a block class name to a function that checks the b
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 
@@ -96,7 +98,8 @@ def patch_block(block: torch.nn.Module, class_names) -> str | None:
                 _PATCHED[cls] = type(f"Ascend{cls.__name__}", (cls,), {"forward": forward, "_ascend_original": cls})
             block._ascend_routing = r
             block.experts_formulation = formulations.DEFAULT
-            block.experts.experts_formulation = formulations.DEFAULT
+            experts = cast(torch.nn.Module, block.experts)
+            experts.experts_formulation = formulations.DEFAULT
             block.__class__ = _PATCHED[cls]
             return ""
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,6 +23,9 @@ from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 from . import w8a8
 from .patching import patch
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
 
 
@@ -31,7 +35,7 @@ class PrefillLM(torch.nn.Module):
     input_names = ("input_ids",)
     output_names = ("logits",)
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: PreTrainedModel):
         super().__init__()
         self.model = model
 
@@ -79,7 +83,8 @@ class MoELayers(torch.nn.Module):
         x = hidden_states[None]  # HF blocks take [batch, sequence, hidden]
         outs = []
         for block in self.blocks:
-            kw = {"input_ids": input_ids[None]} if getattr(block, "is_hash", False) else {}
+            hashed = getattr(block, "is_hash", False)
+            kw = {"input_ids": input_ids[None]} if hashed and input_ids is not None else {}
             y = block(x, **kw)
             outs.append((y[0] if isinstance(y, tuple) else y)[0])  # some blocks also return router logits
         return tuple(outs)
@@ -107,7 +112,7 @@ def parse_layers(text: str) -> tuple[int, int]:
     return first, last
 
 
-def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def load(directory, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
 
     A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
@@ -128,7 +133,7 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
         with tempfile.TemporaryDirectory() as copy:
             stored = w8a8.dequantized_copy(path, Path(copy))
             model = load(copy, dtype)
-        model._ascend_w8a8 = stored
+        model._ascend_w8a8 = stored  # type: ignore[assignment]  # torch's stub: Module attributes are tensors or modules
         return model
     fields = json.loads((path / "config.json").read_text())
     kw = {}
@@ -157,7 +162,7 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     return (lines[0] if lines else type(error).__name__)[:limit]
 
 
-def layer_summary(model: torch.nn.Module) -> list[str]:
+def layer_summary(model: PreTrainedModel) -> list[str]:
     """One line per MoE layer of a patched model (fused / unfused, and why) plus a count line with
     the dense layers (decoder layers without an MoE block)."""
     from .patching import layer_status
@@ -178,7 +183,7 @@ WHOLE_MODEL_UNSUPPORTED = {
 }
 
 
-def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,
+def export_model(model: PreTrainedModel, path=None, *, layers: tuple[int, int] | None = None,
                  tokens: int = 8, **kwargs):
     """Patch ``model`` (if not yet) and export it: the prefill LM, or MoE ``layers`` (first, last).
     Returns (ONNX ModelProto, the exported wrapper module). A model without MoE layers (e.g.
@@ -191,7 +196,7 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
             raise ValueError(f"{model_type}: the whole model cannot be exported "
                              f"({WHOLE_MODEL_UNSUPPORTED[model_type]}); export its MoE layers with "
                              f"--layers N-M (layers=(N, M)); MoE layers: {_layer_list(model)}")
-        wrapper = PrefillLM(model)
+        wrapper: PrefillLM | MoELayers = PrefillLM(model)
         example = wrapper.example_inputs(2, tokens)
     else:
         blocks = moe_blocks(model)
@@ -217,7 +222,7 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
     return proto, wrapper
 
 
-def _layer_list(model: torch.nn.Module) -> str:
+def _layer_list(model: PreTrainedModel) -> str:
     """'1-3, 5' for the patched MoE layers of ``model``; 'none' without any."""
     ids = sorted(moe_blocks(model))
     runs: list[list[int]] = []

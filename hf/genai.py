@@ -29,10 +29,14 @@ import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ascend_moe_onnx.models.hf_routing import model_type_of
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ATTENTION = "ascend_genai"  # the name of the attention function in transformers' AttentionInterface
 GRAPH_FILE = "model.onnx"
@@ -126,6 +130,7 @@ class GraphCache:
                 (key.shape[1], key.shape[-1]), (value.shape[1], value.shape[-1]), value is key)
             return key, value
         spec = self.layout.layers[layer_idx]
+        assert self.past is not None  # a layout comes with the graph's past tensors
         past_k, past_v = self.past[layer_idx]
         if not spec.packed:
             k, v = torch.cat([past_k, key], 2), torch.cat([past_v, value], 2)
@@ -194,7 +199,7 @@ class GenAIDecoder(torch.nn.Module):
     """The decoder graph genai runs: (input_ids, attention_mask, position_ids, past...) ->
     (logits, present...)."""
 
-    def __init__(self, model: torch.nn.Module, layout: CacheLayout):
+    def __init__(self, model: PreTrainedModel, layout: CacheLayout):
         super().__init__()
         self.model, self.layout = model, layout
         n = len(layout.layers)
@@ -232,7 +237,7 @@ class GenAIDecoder(torch.nn.Module):
                 tuple({0: batch, 2: past} for _ in range(2 * len(self.layout.layers))))
 
 
-def cache_layout(model: torch.nn.Module) -> CacheLayout:
+def cache_layout(model: PreTrainedModel) -> CacheLayout:
     """What each layer of ``model`` caches, from one probing call (2 tokens, no past)."""
     cache = GraphCache(None, None)
     ids = torch.zeros(1, 2, dtype=torch.int64)
@@ -256,7 +261,7 @@ def cache_layout(model: torch.nn.Module) -> CacheLayout:
     return layout
 
 
-def _use_attention(model: torch.nn.Module) -> None:
+def _use_attention(model: PreTrainedModel) -> None:
     _register_attention()
     model.set_attn_implementation(ATTENTION)
 
@@ -283,7 +288,7 @@ def _generation_fields(directory: Path | None, text) -> dict:
             "search": search}
 
 
-def genai_config(model: torch.nn.Module, layout: CacheLayout, directory: Path | None = None,
+def genai_config(model: PreTrainedModel, layout: CacheLayout, directory: Path | None = None,
                  library: str | None = None, context_length: int | None = None) -> dict:
     """The ``genai_config.json`` of an exported decoder (dict)."""
     text = model.config.get_text_config()
@@ -316,7 +321,7 @@ def genai_config(model: torch.nn.Module, layout: CacheLayout, directory: Path | 
             "search": search}
 
 
-def export_genai(model: torch.nn.Module, out_dir, *, checkpoint=None, weights_quant=None,
+def export_genai(model: PreTrainedModel, out_dir, *, checkpoint=None, weights_quant=None,
                  context_length: int | None = None, library: bool = True, check: bool = True, **kwargs) -> dict:
     """Export ``model`` (an HF causal LM; patched here if not yet) as an onnxruntime-genai folder:
     ``model.onnx`` (+ ``model.onnx.data`` for big weights), ``genai_config.json``, the custom-op

@@ -76,7 +76,7 @@ def generate_ort(folder, prompts: list[list[int]], new_tokens: int, *, sess=None
     feeds = {dec["inputs"]["past_key_names"] % i: np.zeros((b, heads, 0, size), dtype) for i in range(layers)}
     feeds.update({dec["inputs"]["past_value_names"] % i: np.zeros((b, heads, 0, size), dtype) for i in range(layers)})
     eos = _eos_ids(cfg)
-    out = [[] for _ in range(b)]
+    out: list[list[int]] = [[] for _ in range(b)]
     done = np.zeros(b, dtype=bool)
     outputs = [o.name for o in sess.get_outputs()]
     for _ in range(new_tokens):

@@ -181,7 +181,7 @@ def patch_router(router: torch.nn.Module, block: torch.nn.Module, config=None) -
 def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> str:
     cls = type(router).__name__
     r = routing_of(router, row, config)
-    args = ()
+    args: tuple[torch.Tensor, ...] = ()
     if row.bias == "arg":
         bias = _block_bias(block)
         if bias is None:

@@ -115,7 +115,8 @@ def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Te
     y = _rows_through_experts(experts, rows, flat, formulation)
     out = (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
     if shared is not None:  # in float32, as the kernel runs it
-            out = out + swiglu(x.float(), *extra, ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
+            out = out + swiglu(x.float(), shared.gate_proj, shared.up_proj, shared.down_proj,
+                               ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
@@ -61,7 +62,7 @@ class Routing:
 
 
 # Defaults of the transformers config classes for the fields read below (tests compare them).
-DEFAULTS = {
+DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": dict(topk_method="greedy", n_group=None, topk_group=None, routed_scaling_factor=1.0,
                         hidden_act="silu", n_shared_experts=2, n_routed_experts=64,
                         num_experts_per_tok=None, norm_topk_prob=False),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -135,7 +136,8 @@ def init_random(module: torch.nn.Module, seed: int = 0) -> None:
     with torch.no_grad():
         for name, t in list(module.named_parameters()) + list(module.named_buffers()):
             if name.endswith("tid2eid"):  # hash table: random expert ids, duplicates allowed
-                experts = module.cfg.experts if hasattr(module, "cfg") else int(t.max()) + 1
+                cfg = getattr(module, "cfg", None)
+                experts = cfg.experts if cfg is not None else int(t.max()) + 1
                 t.copy_(torch.randint(0, experts, t.shape, generator=g))
                 continue
             if not t.is_floating_point():
@@ -174,14 +176,18 @@ class RoutedMoE(torch.nn.Module):
     def router_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Router logits [T, E]: float32 when the model keeps them float32, else in the block dtype."""
         if self.cfg.router_fp32:
-            return F.linear(x.float(), self.gate.weight.float())
-        return matmul_t(x.to(self.compute), self.gate.weight).to(self.dtype)
+            return F.linear(x.float(), self._router_weight().float())
+        return matmul_t(x.to(self.compute), self._router_weight()).to(self.dtype)
 
     def router_logits_native(self, x: torch.Tensor) -> torch.Tensor:
         """Reference router logits: ``F.linear`` in float32 or natively in the block dtype."""
         if self.cfg.router_fp32:
-            return F.linear(x.float(), self.gate.weight.float())
-        return F.linear(x, self.gate.weight.to(x.dtype))
+            return F.linear(x.float(), self._router_weight().float())
+        return F.linear(x, self._router_weight().to(x.dtype))
+
+    def _router_weight(self) -> torch.Tensor:
+        # ``gate`` is a bare Module holding HF's ``gate.weight`` parameter [E, H].
+        return cast(torch.Tensor, self.gate.weight)
 
     def gating_attributes(self) -> dict:
         """The MoeGatingTopKHash attributes of this block."""

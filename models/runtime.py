@@ -126,8 +126,8 @@ def run_ort(session, block, inputs: tuple, like: tuple) -> list[np.ndarray]:
     return outs
 
 
-def run_torch(block, inputs: tuple) -> dict:
-    """``torch`` (export path) and ``reference`` outputs as NumPy."""
+def run_torch(block, inputs: tuple) -> tuple[dict[str, list[np.ndarray]], tuple]:
+    """``torch`` (export path) and ``reference`` outputs as NumPy, and the torch outputs themselves."""
     with torch.no_grad():
         got = block(*inputs)
         ref = block.forward_native(*inputs)
