@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -198,8 +199,11 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
                    or f"{base}{p}w1.weight" in keys), None)
     if shared:
         for proj, aliases in PROJ_ALIASES.items():
-            out[f"shared_experts.{proj}"] = ckpt.get(_first(keys, base + shared, [f"{a}.weight" for a in aliases]))
-    sizes = {"hidden": H, "experts": E, "intermediate": out["experts.gate_proj"].shape[1]}
+            key = _first(keys, base + shared, [f"{a}.weight" for a in aliases])
+            if key is None:
+                raise WeightsError(f"weights: missing '{base}{shared}{proj}.weight'")
+            out[f"shared_experts.{proj}"] = ckpt.get(key)
+    sizes: dict[str, Any] = {"hidden": H, "experts": E, "intermediate": out["experts.gate_proj"].shape[1]}
     if shared:
         width = out["shared_experts.gate_proj"].shape[0]
         if width % sizes["intermediate"]:
@@ -245,6 +249,7 @@ def _ascend_int8(ckpt: Checkpoint, keys: set, base: str, shared: str | None, out
                 scales = _expert_stack(ckpt, keys, base + "experts.", E, proj, "weight_scale")
                 offsets = [k for k in keys if k.startswith(base + "experts.") and k.endswith(f"{proj}.weight_offset")]
             else:
+                assert shared is not None  # the shared expert is an owner only when there is one
                 key = _first(keys, base + shared, [f"{a}.weight_scale" for a in PROJ_ALIASES[proj]])
                 if key is None:
                     raise WeightsError(f"weights: missing '{base}{shared}{proj}.weight_scale'")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +121,13 @@ def update(text: str) -> str:
         if not pattern.search(text):
             raise ValueError(f"docs: no generated block for {name} (add the lines '{begin}' and '{end}')")
         block = f"{begin}\n{render_op(schema)}\n{end}"
-        text = pattern.sub(lambda _, block=block: block, text)
+        text = pattern.sub(_literal(block), text)
     return text
+
+
+def _literal(replacement: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that inserts ``replacement`` as is (no backslash escapes)."""
+    return lambda _: replacement
 
 
 def main(argv: list[str] | None = None) -> int:
