@@ -13,15 +13,19 @@ int32 sums, then ``scale`` per output channel and ``per_token_scale`` per row, `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
     OPSET_VERSION,
+    Dim,
     allowed_types,
     attribute,
     attribute_defaults,
@@ -134,7 +138,7 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _dim(d) -> str:
+def _dim(d: Dim) -> str:
     return str(d) if known(d) else "?"
 
 
@@ -175,7 +179,7 @@ def _check_table_types(types: dict[str, str | None]) -> None:
         seen.setdefault(p.type_str, (p.name, t))
 
 
-def _absent(types, names, why: str) -> None:
+def _absent(types: dict[str, Any], names: Sequence[str], why: str) -> None:
     for name in names:
         if types.get(name) is not None:
             raise _err(f"input '{name}' must be absent {why}, got {types[name]}")
@@ -279,7 +283,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     return M, K, N, E, G, mode, y_type
 
 
-def _check_antiquant_shape(inputs: dict, E, K, N, int4_along_k: bool):
+def _check_antiquant_shape(inputs: dict, E: Dim, K: Dim, N: Dim, int4_along_k: bool) -> Dim:
     """antiquant_scale [E, N] or [E, G, N] with G dividing K (int4 packed along K: K / G even),
     antiquant_offset alike; returns G (None when unknown)."""
     s = inputs["antiquant_scale"][0]
@@ -326,7 +330,7 @@ def validate_group_list(group_list: np.ndarray, rows: int, group_list_type: int)
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x, w = input_type(ctx, 0), input_type(ctx, 1)
     x_dims, w_dims = input_dims(x), input_dims(w)
@@ -375,7 +379,8 @@ def pack_int4(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(b).view("<i4").astype(np.int32)
 
 
-def dequantized_weight(weight, antiquant_scale, antiquant_offset, transpose_weight: int) -> np.ndarray:
+def dequantized_weight(weight: npt.ArrayLike, antiquant_scale: npt.ArrayLike, antiquant_offset: npt.ArrayLike | None,
+                       transpose_weight: int) -> np.ndarray:
     """``(w + antiquant_offset) * antiquant_scale`` as float64 [E, K, N] (scales per channel [E, N]
     or per group [E, G, N], each group K / G consecutive rows of k)."""
     w = np.asarray(weight)
@@ -409,8 +414,11 @@ def reference(x: np.ndarray, weight: np.ndarray, group_list: np.ndarray, bias: n
         acc_type: type = np.int64
     else:
         xs = np.asarray(x).astype(np.float64)
-        ws = (dequantized_weight(weight, antiquant_scale, antiquant_offset, attrs["transpose_weight"])
-              if mode == ANTIQUANT else np.asarray(weight).astype(np.float64))
+        if mode == ANTIQUANT:
+            assert antiquant_scale is not None  # validate_inputs: the antiquant mode has its scale
+            ws = dequantized_weight(weight, antiquant_scale, antiquant_offset, attrs["transpose_weight"])
+        else:
+            ws = np.asarray(weight).astype(np.float64)
         acc_type = np.float64
     if mode != ANTIQUANT and attrs["transpose_weight"]:
         ws = ws.transpose(0, 2, 1)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
     FLOAT,
     INT32,
     OPSET_VERSION,
+    Dim,
     allowed_types,
     attribute,
     attribute_defaults,
@@ -92,7 +95,7 @@ ID_TYPES = allowed_types(SCHEMA, "TI")
 TABLE_TYPES = allowed_types(SCHEMA, "TE")
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     x = input_type(ctx, 0)
     k = int_attribute(ctx, OP_TYPE, "k", 0)
     out_flag = int_attribute(ctx, OP_TYPE, "out_flag", DEFAULTS["out_flag"])
@@ -119,7 +122,7 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _numel(shape) -> int | None:
+def _numel(shape: Sequence[Dim]) -> int | None:
     """Product of the dims, or None when one is unknown."""
     if not all(known(d) for d in shape):
         return None
@@ -167,7 +170,8 @@ def grouping_effective(attrs: dict[str, Any]) -> bool:
     return attrs["group_count"] > 1 and attrs["k_group"] < attrs["group_count"]
 
 
-def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
+def validate_inputs(x_shape: Sequence[Dim], x_dtype: str, inputs: dict[str, tuple | None],
+                    attrs: dict[str, Any]) -> None:
     """Check shapes and dtypes of docs/operators.md §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
 
     dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'. A dim

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
     INT32,
     OPSET_VERSION,
+    Dim,
     allowed_types,
     attribute,
     attribute_defaults,
@@ -137,7 +139,7 @@ def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
                    f"at [{pos // K}, {pos % K}]")
 
 
-def expanded_rows(N, K, active_num: int):
+def expanded_rows(N: Dim, K: Dim, active_num: int) -> Dim:
     """min(N, active_num) * K (ints or torch SymInts)."""
     if known(N):
         return min(int(N), active_num) * K
@@ -146,7 +148,7 @@ def expanded_rows(N, K, active_num: int):
     return torch.sym_min(N, active_num) * K
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS if DEFAULTS[n] is not None}
     a = ctx.get_attribute("active_num")
     if a is None:
@@ -176,7 +178,8 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray, **attributes: Any):
+def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray,
+              **attributes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(expanded_x, expanded_row_idx, expanded_expert_idx)`` (see the module docstring)."""
     attrs = resolve_attributes(SCHEMA, attributes)
     x, row_idx, expert_idx = np.asarray(x), np.asarray(row_idx), np.asarray(expert_idx)

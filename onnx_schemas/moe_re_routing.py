@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
@@ -163,7 +164,7 @@ def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     tokens = input_type(ctx, 0)
     counts = input_type(ctx, 1)

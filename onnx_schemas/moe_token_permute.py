@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
     INT32,
     OPSET_VERSION,
+    Dim,
     allowed_types,
     attribute,
     attribute_defaults,
@@ -130,7 +132,7 @@ def validate_indices(indices: np.ndarray) -> None:
         raise _err(f"input 'indices' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
 
 
-def out_rows(num_pairs, num_out_tokens: int):
+def out_rows(num_pairs: Dim, num_out_tokens: int) -> Dim:
     """R: min(num_out_tokens, P) when > 0, else max(P + num_out_tokens, 0) (ints or torch SymInts)."""
     if num_out_tokens > 0:
         if known(num_pairs):
@@ -147,7 +149,7 @@ def out_rows(num_pairs, num_out_tokens: int):
     return torch.sym_max(num_pairs + num_out_tokens, 0)
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     tokens, idx = input_type(ctx, 0), input_type(ctx, 1)
     t_dims, i_dims = input_dims(tokens), input_dims(idx)
@@ -155,11 +157,12 @@ def _infer(ctx) -> None:
         fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [N, H], got rank {len(t_dims)}")
     if i_dims is not None and len(i_dims) not in (1, 2):
         fail_inference(OP_TYPE, f"input 'indices' must be 1-D [N] or 2-D [N, K], got rank {len(i_dims)}")
-    pairs = None
-    if i_dims is not None:
-        pairs = i_dims[0] if len(i_dims) == 1 else dim_product(i_dims[0], i_dims[1])
-        if len(i_dims) == 1:
-            pairs = pairs.dim_value if pairs.HasField("dim_value") else (pairs.dim_param or None)
+    pairs: int | str | None = None
+    if i_dims is not None and len(i_dims) == 1:
+        d = i_dims[0]
+        pairs = d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+    elif i_dims is not None:
+        pairs = dim_product(i_dims[0], i_dims[1])
     n_out = attrs["num_out_tokens"]
     rows = pairs if n_out == 0 else (out_rows(pairs, n_out) if isinstance(pairs, int) else None)
     if tokens is not None:

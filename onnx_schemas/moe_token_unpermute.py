@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
@@ -142,7 +143,7 @@ def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: 
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     t = input_type(ctx, 0)
     if t is None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceContext
 
 from ._common import (
     DOMAIN,
@@ -83,7 +84,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> i
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     t = input_type(ctx, 0)
     if t is None:
         return
