@@ -7,7 +7,7 @@ import io
 import logging
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import torch
@@ -16,6 +16,9 @@ from ascend_moe_onnx import onnx_schemas
 
 from . import experts_graph, registry, targets
 from . import export_checks as checks
+
+if TYPE_CHECKING:
+    from .weights_quant import WeightsQuant
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
@@ -283,7 +286,7 @@ def export(
     experts: str | None = None,
     keep_metadata: bool = False,
     target: str = targets.DEFAULT,
-    weights_quant=None,
+    weights_quant: WeightsQuant | None = None,
     bfloat16_in_float32: bool = False,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.

@@ -10,10 +10,12 @@ attached, checked).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import onnx
 import torch
 
 from ascend_moe_onnx.exporters import export
@@ -183,8 +185,9 @@ WHOLE_MODEL_UNSUPPORTED = {
 }
 
 
-def export_model(model: PreTrainedModel, path=None, *, layers: tuple[int, int] | None = None,
-                 tokens: int = 8, **kwargs):
+def export_model(model: PreTrainedModel, path: str | os.PathLike | None = None, *,
+                 layers: tuple[int, int] | None = None, tokens: int = 8,
+                 **kwargs: Any) -> tuple[onnx.ModelProto, torch.nn.Module]:
     """Patch ``model`` (if not yet) and export it: the prefill LM, or MoE ``layers`` (first, last).
     Returns (ONNX ModelProto, the exported wrapper module). A model without MoE layers (e.g.
     Qwen3-MoE with ``num_experts: 0``) exports whole as the dense model it is."""
@@ -242,7 +245,7 @@ class ascend_translations:
     this adds ``exporters.custom_translation_table()`` to it and restores the table on exit.
     """
 
-    def __enter__(self):
+    def __enter__(self) -> ascend_translations:
         from transformers.exporters import exporter_onnx
 
         from ascend_moe_onnx.exporters import custom_translation_table
@@ -252,7 +255,6 @@ class ascend_translations:
         self._table.update(custom_translation_table())
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._table.clear()
         self._table.update(self._saved)
-        return False

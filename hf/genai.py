@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -37,6 +38,8 @@ from ascend_moe_onnx.models.hf_routing import model_type_of
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
 ATTENTION = "ascend_genai"  # the name of the attention function in transformers' AttentionInterface
 GRAPH_FILE = "model.onnx"
@@ -321,8 +324,9 @@ def genai_config(model: PreTrainedModel, layout: CacheLayout, directory: Path | 
             "search": search}
 
 
-def export_genai(model: PreTrainedModel, out_dir, *, checkpoint=None, weights_quant=None,
-                 context_length: int | None = None, library: bool = True, check: bool = True, **kwargs) -> dict:
+def export_genai(model: PreTrainedModel, out_dir: str | os.PathLike, *, checkpoint: str | os.PathLike | None = None,
+                 weights_quant: WeightsQuant | None = None, context_length: int | None = None, library: bool = True,
+                 check: bool = True, **kwargs: Any) -> dict:
     """Export ``model`` (an HF causal LM; patched here if not yet) as an onnxruntime-genai folder:
     ``model.onnx`` (+ ``model.onnx.data`` for big weights), ``genai_config.json``, the custom-op
     library (genai loads one only from inside the folder), and the tokenizer files of

@@ -25,7 +25,9 @@ layer's tensors are read.
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +64,16 @@ def _read_index(index: Path) -> dict:
 class Checkpoint:
     """Lazy, read-only view of safetensors tensors (file, directory or in-memory dict)."""
 
-    def __init__(self, source):
+    def __init__(self, source: str | os.PathLike | dict[str, torch.Tensor]) -> None:
         self.config: dict = {}
+        self._tensors: dict[str, torch.Tensor] = {}
+        self._files: dict[str, Path] = {}  # key -> the safetensors file holding it
         if isinstance(source, dict):
-            self._tensors, self._files = dict(source), {}
+            self._tensors = dict(source)
             return
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"weights: no such file or directory: {path}")
-        self._tensors, self._files = {}, {}
         index = path / INDEX_FILE if path.is_dir() else None
         if index is not None and index.is_file():
             self._files = _read_index(index)
@@ -108,7 +111,7 @@ class Checkpoint:
             return h.get_tensor(key)
 
 
-def find_layer(keys, layer: str | None = None) -> str:
+def find_layer(keys: Iterable[str], layer: str | None = None) -> str:
     """The key prefix (layer prefix + block name) of the MoE layer to load, e.g. ``model.layers.3.mlp.``.
 
     ``layer`` picks one when the checkpoint has several: a layer number or a key prefix.
@@ -164,7 +167,8 @@ def _fused_experts(ckpt: Checkpoint, keys: set, base: str, E: int, H: int) -> di
             "experts.down_proj": down}
 
 
-def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
+def read_layer(source: str | os.PathLike | dict[str, torch.Tensor] | Checkpoint,
+               layer: str | None = None) -> tuple[dict, dict]:
     """Read one MoE layer -> (tensors by module key, sizes and routing fields found)."""
     ckpt = source if isinstance(source, Checkpoint) else Checkpoint(source)
     keys = set(ckpt.keys())
