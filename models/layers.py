@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -59,7 +59,7 @@ class MoEConfig:
     quant: str = ""  # expert-parallel block: "int8" (with per-token scales) or "" (plain)
     idx_type: int = RE_ROUTING_DEFAULTS["idx_type"]  # expert-parallel block: MoeReRouting idx_type
 
-    def replace(self, **changes) -> MoEConfig:
+    def replace(self, **changes: Any) -> MoEConfig:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
@@ -94,7 +94,7 @@ class GroupedExperts(torch.nn.Module):
         self.up_proj = torch.nn.Parameter(torch.empty(experts, intermediate, hidden, dtype=dtype))
         self.down_proj = torch.nn.Parameter(torch.empty(experts, hidden, intermediate, dtype=dtype))
 
-    def forward(self, x: torch.Tensor, expert: torch.Tensor, pos: torch.Tensor, capacity) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, expert: torch.Tensor, pos: torch.Tensor, capacity: int) -> torch.Tensor:
         """Rows ``x`` [P, H] (compute dtype) through expert ``expert[p]``, bucket row ``pos[p]``;
         ``capacity`` is the bucket size (>= every count). Returns [P, H]."""
         buf = x.new_zeros((self.num_experts, capacity, x.shape[-1]))
@@ -212,7 +212,7 @@ class RoutedMoE(torch.nn.Module):
         raise NotImplementedError
 
     # ---- forward --------------------------------------------------------------------------------
-    def forward(self, *inputs):
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Export path (custom op + routed experts) -> (output, expert_idx)."""
         named = dict(zip(self.input_names, inputs))
         x = named["hidden_states"]
@@ -242,7 +242,7 @@ class RoutedMoE(torch.nn.Module):
         # Weighted sum over the k slots in float32, rounded once (DeepSeek's moe_infer does the same).
         return (y.float().reshape(T, k, xc.shape[-1]) * w.float().reshape(T, k, 1)).sum(1)
 
-    def forward_native(self, *inputs):
+    def forward_native(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Plain-torch reference (no custom ops) -> (output, expert_idx int32)."""
         named = dict(zip(self.input_names, inputs))
         x = named["hidden_states"]

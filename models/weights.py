@@ -222,7 +222,7 @@ def read_layer(source: str | os.PathLike | dict[str, torch.Tensor] | Checkpoint,
 
 
 def dequantize_ascend_int8(what: str, q: torch.Tensor, scales: torch.Tensor,
-                           offsets=()) -> tuple[torch.Tensor, torch.Tensor]:
+                           offsets: Iterable[torch.Tensor] = ()) -> tuple[torch.Tensor, torch.Tensor]:
     """The Ascend w8a8 layout's rules, for every reader: int8 ``q`` [..., N, K] with one scale per row
     (``scales`` of N entries, [N, 1] or [N]) and no or all-zero ``offsets`` (tensors); returns (``q * scale`` as
     float32, the scales [..., N] float32). ``what`` names the weight in the messages."""
