@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import Literal
 
 import ml_dtypes
@@ -102,6 +103,19 @@ def library(namespace: str) -> torch.library.Library:
     if namespace not in _LIBRARIES:
         _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
     return _LIBRARIES[namespace]
+
+
+def define_op(qualname: str, schema: str, impl: Callable, fake: Callable) -> None:
+    """Define ``torch.ops.<namespace>.<name>`` (``qualname`` "namespace::name") from its schema
+    string, with an implementation for every device and a fake kernel, in this package's library;
+    nothing when it exists already (torch_npu's own, or an earlier call)."""
+    namespace, name = qualname.split("::")
+    if op_defined(namespace, name):
+        return
+    lib = library(namespace)
+    torch.library.define(qualname, schema, lib=lib)
+    torch.library.impl(qualname, IMPL_KEY, lib=lib)(impl)
+    torch.library.register_fake(qualname, lib=lib)(fake)
 
 
 def schema_default(value) -> str:

@@ -18,7 +18,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 
 from . import registry
-from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, schema_default, to_numpy
+from ._torch_lib import define_op, described, from_numpy, schema_default, to_numpy
 
 D = spec.DEFAULTS
 ATTR_ORDER = ("group_list_type", "transpose_weight", "output_dtype")
@@ -73,9 +73,4 @@ def _fake(x, weight, group_list, bias=None, scale=None, offset=None, antiquant_s
 @registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.grouped_matmul (idempotent)."""
-    if op_defined("ascend_moe", "grouped_matmul"):
-        return
-    lib = library("ascend_moe")
-    torch.library.define(OP_NAME, SCHEMA, lib=lib)
-    torch.library.impl(OP_NAME, IMPL_KEY, lib=lib)(grouped_matmul)
-    torch.library.register_fake(OP_NAME, lib=lib)(_fake)
+    define_op(OP_NAME, SCHEMA, grouped_matmul, _fake)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from onnxscript import values
-
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 
 from . import registry
 from .grouped_matmul import ATTR_ORDER, SCHEMA, TENSOR_INPUTS
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-GROUPED_MATMUL_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+GROUPED_MATMUL_OP = registry.onnxscript_op(spec)
 
 
 @registry.translation("ascend_moe::grouped_matmul")
@@ -37,7 +34,7 @@ def grouped_matmul_symbolic(g, x, weight, group_list, *rest):
     kw = {f"{name}_i": int(v) for name, v in zip(ATTR_ORDER, attrs)}
     if not kw.get("output_dtype_i"):
         kw.pop("output_dtype_i", None)
-    y = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, **kw)
+    y = g.op(registry.torchscript_name(spec), *inputs, **kw)
     # TorchScript cannot infer a custom op's output: y is x's type (int8 x: left to ONNX), [M, N].
     x_type, w_type = x.type(), weight.type()
     if x_type.dim() == 2 and w_type.dim() == 3 and not kw.get("output_dtype_i"):

@@ -3,16 +3,13 @@ TorchScript."""
 
 from __future__ import annotations
 
-from onnxscript import values
-
 from ascend_moe_onnx.onnx_schemas import moe_finalize_routing_v2 as finalize_spec
 
 from . import registry
 from ._torch_lib import symbolic_inputs, symbolic_present, symbolic_rows_type
 from .moe_finalize_routing_v2 import OP, SCHEMA
 
-_OPSET = values.Opset(finalize_spec.DOMAIN, finalize_spec.OPSET_VERSION)
-FINALIZE_OP = values.Op(_OPSET, finalize_spec.OP_TYPE, finalize_spec.SCHEMA)
+FINALIZE_OP = registry.onnxscript_op(finalize_spec)
 
 
 @registry.translation(OP)
@@ -27,6 +24,6 @@ def finalize_translation(expanded_x, expanded_row_idx, x1=None, x2=None, bias=No
 def finalize_symbolic(g, expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode):
     """TorchScript symbolic of torch.ops.ascend_moe.moe_finalize_routing_v2."""
     ins = symbolic_inputs(g, [expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx])
-    out = g.op(f"{finalize_spec.DOMAIN}::{finalize_spec.OP_TYPE}", *ins, drop_pad_mode_i=int(drop_pad_mode))
+    out = g.op(registry.torchscript_name(finalize_spec), *ins, drop_pad_mode_i=int(drop_pad_mode))
     n_source = scales if symbolic_present(scales) else expanded_row_idx
     return symbolic_rows_type(out, expanded_x, n_source, expanded_x)

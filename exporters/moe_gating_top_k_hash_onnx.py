@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from onnxscript import values
-
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
 from . import registry
@@ -18,8 +16,7 @@ from .moe_gating_top_k_hash import (
     split_router_args,
 )
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-GATING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+GATING_OP = registry.onnxscript_op(spec)
 
 
 @registry.translation("custom::npu_moe_gating_top_k")
@@ -70,7 +67,7 @@ def _gating_symbolic(g, x, k: int, optional_tensors, attrs):
     inputs = symbolic_inputs(g, [x, *optional_tensors])
     kw = {f"{name}_f" if name in FLOAT_ATTRS else f"{name}_i": float(v) if name in FLOAT_ATTRS else int(v)
           for name, v in attrs.items()}
-    y, idx, out = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, k_i=k, outputs=3, **kw)
+    y, idx, out = g.op(registry.torchscript_name(spec), *inputs, k_i=k, outputs=3, **kw)
     # TorchScript cannot infer a custom op's outputs: set them from x's type and shape.
     x_type = x.type()
     sizes = x_type.varyingSizes() if x_type.dim() is not None else None

@@ -13,7 +13,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_init_routing as spec
 
 from . import registry
-from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, to_numpy
+from ._torch_lib import define_op, described, from_numpy, to_numpy
 
 NAME = "ascend_moe::moe_init_routing"
 SCHEMA = ("(Tensor x, Tensor row_idx, Tensor expert_idx, SymInt active_num) "
@@ -53,9 +53,4 @@ def compute_expert_tokens(sorted_experts: torch.Tensor, num_experts: int) -> tor
 @registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_init_routing unless already defined."""
-    if op_defined("ascend_moe", "moe_init_routing"):
-        return
-    lib = library("ascend_moe")
-    torch.library.define(NAME, SCHEMA, lib=lib)
-    torch.library.impl(NAME, IMPL_KEY, lib=lib)(_impl)
-    torch.library.register_fake(NAME, lib=lib)(_fake)
+    define_op(NAME, SCHEMA, _impl, _fake)

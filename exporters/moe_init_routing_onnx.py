@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from onnxscript import opset18 as op
-from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_init_routing as spec
 
 from . import registry
 from .moe_init_routing import ALL_TOKENS, SCHEMA
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-INIT_ROUTING_V1_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+INIT_ROUTING_V1_OP = registry.onnxscript_op(spec)
 
 
 @registry.translation("ascend_moe::moe_init_routing")
@@ -32,7 +30,7 @@ def init_routing_v1_symbolic(g, x, row_idx, expert_idx, active_num):
     """TorchScript symbolic (active_num must be a constant there)."""
     import torch
 
-    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", x, row_idx, expert_idx, active_num_i=int(active_num), outputs=3)
+    outs = g.op(registry.torchscript_name(spec), x, row_idx, expert_idx, active_num_i=int(active_num), outputs=3)
     x_type = x.type()
     if x_type.dim() is not None:
         outs[0].setType(x_type.with_sizes([None] + x_type.varyingSizes()[1:]))

@@ -13,7 +13,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as spec
 
 from . import registry
-from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, to_numpy
+from ._torch_lib import define_op, described, from_numpy, to_numpy
 
 NAME = "ascend_moe::moe_init_routing_v3"
 D = spec.DEFAULTS
@@ -81,9 +81,4 @@ def _fake(x, expert_idx, scale=None, offset=None, *args, **kwargs):
 @registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_init_routing_v3 unless already defined."""
-    if op_defined("ascend_moe", "moe_init_routing_v3"):
-        return
-    lib = library("ascend_moe")
-    torch.library.define(NAME, SCHEMA, lib=lib)
-    torch.library.impl(NAME, IMPL_KEY, lib=lib)(_impl)
-    torch.library.register_fake(NAME, lib=lib)(_fake)
+    define_op(NAME, SCHEMA, _impl, _fake)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from onnxscript import opset18 as op
-from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as spec
 
 from . import registry
 from .moe_init_routing_v3 import SCHEMA, node_attributes
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-INIT_ROUTING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+INIT_ROUTING_OP = registry.onnxscript_op(spec)
 _ALL_ROWS = 2**62
 
 
@@ -46,7 +44,7 @@ def init_routing_symbolic(g, x, expert_idx, scale, offset, *args):
         inputs.pop()
     inputs = [t if t is not None else g.op("prim::Constant").setType(torch.OptionalType.ofTensor())
               for t in inputs]
-    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, outputs=4, **{f"{k}_i": v for k, v in attrs.items()})
+    outs = g.op(registry.torchscript_name(spec), *inputs, outputs=4, **{f"{k}_i": v for k, v in attrs.items()})
     x_type = x.type()
     sizes = x_type.varyingSizes() if x_type.dim() is not None else None
     if sizes is not None:

@@ -15,7 +15,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
 from . import registry
-from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, schema_default, to_numpy
+from ._torch_lib import define_op, described, from_numpy, schema_default, to_numpy
 
 D = spec.DEFAULTS
 ATTR_ORDER = ("expert_token_num_type", "idx_type")
@@ -66,16 +66,10 @@ def _fake(tokens, counts, per_token_scales=None, **attributes):
 @registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.npu.npu_moe_re_routing unless torch_npu already does."""
-    if op_defined("npu", "npu_moe_re_routing"):
-        return
-    lib = library("npu")
-    torch.library.define("npu::npu_moe_re_routing", SCHEMA, lib=lib)
-
     def impl(tokens, expert_token_num_per_rank, *, per_token_scales=None, **attrs):
         return re_routing(tokens, expert_token_num_per_rank, per_token_scales, **attrs)
 
     def fake(tokens, expert_token_num_per_rank, *, per_token_scales=None, **attrs):
         return _fake(tokens, expert_token_num_per_rank, per_token_scales, **attrs)
 
-    torch.library.impl("npu::npu_moe_re_routing", IMPL_KEY, lib=lib)(impl)
-    torch.library.register_fake("npu::npu_moe_re_routing", lib=lib)(fake)
+    define_op("npu::npu_moe_re_routing", SCHEMA, impl, fake)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from onnxscript import values
-
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
 from . import registry
 from .moe_re_routing import ATTR_ORDER, SCHEMA
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-RE_ROUTING_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+RE_ROUTING_OP = registry.onnxscript_op(spec)
 
 
 @registry.translation("npu::npu_moe_re_routing")
@@ -34,7 +31,7 @@ def re_routing_symbolic(g, tokens, expert_token_num_per_rank, per_token_scales, 
     if has_scales:
         inputs.append(per_token_scales)
     kw = {f"{name}_i": int(v) for name, v in zip(ATTR_ORDER, attrs)}
-    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", *inputs, outputs=4, **kw)
+    outs = g.op(registry.torchscript_name(spec), *inputs, outputs=4, **kw)
     # TorchScript cannot infer a custom op's outputs: set them from the inputs' types and shapes.
     t_type, c_type = tokens.type(), expert_token_num_per_rank.type()
     t_sizes = t_type.varyingSizes() if t_type.dim() is not None else None

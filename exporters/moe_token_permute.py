@@ -12,7 +12,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_token_permute as spec
 
 from . import registry
-from ._torch_lib import IMPL_KEY, described, from_numpy, library, op_defined, to_numpy
+from ._torch_lib import define_op, described, from_numpy, to_numpy
 
 NAME = "ascend_moe::moe_token_permute"
 SCHEMA = ("(Tensor tokens, Tensor indices, SymInt? num_out_tokens=None, bool padded_mode=False) "
@@ -49,9 +49,4 @@ def _fake(tokens, indices, num_out_tokens=None, padded_mode=False):
 @registry.torch_ops
 def define_torch_ops() -> None:
     """Define torch.ops.ascend_moe.moe_token_permute unless already defined."""
-    if op_defined("ascend_moe", "moe_token_permute"):
-        return
-    lib = library("ascend_moe")
-    torch.library.define(NAME, SCHEMA, lib=lib)
-    torch.library.impl(NAME, IMPL_KEY, lib=lib)(_impl)
-    torch.library.register_fake(NAME, lib=lib)(_fake)
+    define_op(NAME, SCHEMA, _impl, _fake)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from onnxscript import opset18 as op
-from onnxscript import values
 
 from ascend_moe_onnx.onnx_schemas import moe_token_permute as spec
 
 from . import registry
 from .moe_token_permute import SCHEMA, node_attributes
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-TOKEN_PERMUTE_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+TOKEN_PERMUTE_OP = registry.onnxscript_op(spec)
 _ALL_ROWS = 2**62
 
 
@@ -36,7 +34,7 @@ def token_permute_symbolic(g, tokens, indices, num_out_tokens, padded_mode):
     import torch
 
     attrs = node_attributes(num_out_tokens, padded_mode)
-    outs = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", tokens, indices, outputs=2,
+    outs = g.op(registry.torchscript_name(spec), tokens, indices, outputs=2,
                 **{f"{k}_i": v for k, v in attrs.items()})
     t_type = tokens.type()
     if t_type.dim() is not None:

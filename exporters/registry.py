@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from ascend_moe_onnx import onnx_schemas
 
 from ._torch_lib import torchscript_symbolic
 
@@ -76,3 +79,16 @@ def front_ends() -> list[FrontEnd]:
         if missing:
             raise ValueError(f"exporters: {entry.op} has no {' and no '.join(missing)}")
     return list(_FRONT_ENDS.values())
+
+
+def onnxscript_op(spec) -> Any:
+    """The onnxscript ``values.Op`` of an op module of ``onnx_schemas`` (its OP_TYPE and SCHEMA in
+    the ascend.moe opset), for its dynamo translation to call."""
+    from onnxscript import values
+
+    return values.Op(values.Opset(onnx_schemas.DOMAIN, onnx_schemas.OPSET_VERSION), spec.OP_TYPE, spec.SCHEMA)
+
+
+def torchscript_name(spec) -> str:
+    """``domain::OpType`` of an op module of ``onnx_schemas``, the name a TorchScript ``g.op`` takes."""
+    return f"{onnx_schemas.DOMAIN}::{spec.OP_TYPE}"

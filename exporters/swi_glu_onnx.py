@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from onnxscript import values
-
 from ascend_moe_onnx.onnx_schemas import swi_glu as spec
 
 from . import registry
 from .swi_glu import OP, SCHEMA
 
-_OPSET = values.Opset(spec.DOMAIN, spec.OPSET_VERSION)
-SWIGLU_OP = values.Op(_OPSET, spec.OP_TYPE, spec.SCHEMA)
+SWIGLU_OP = registry.onnxscript_op(spec)
 
 
 @registry.translation(OP)
@@ -22,7 +19,7 @@ def swiglu_translation(x, dim=spec.DEFAULTS["dim"]):
 @registry.symbolic(OP, SCHEMA)
 def swiglu_symbolic(g, x, dim):
     """TorchScript symbolic of torch.ops.ascend_moe.swi_glu."""
-    y = g.op(f"{spec.DOMAIN}::{spec.OP_TYPE}", x, dim_i=int(dim))
+    y = g.op(registry.torchscript_name(spec), x, dim_i=int(dim))
     t = x.type()
     if t.dim() is not None:  # TorchScript cannot infer a custom op's output
         sizes = list(t.varyingSizes())

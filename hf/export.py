@@ -24,6 +24,7 @@ from ascend_moe_onnx.models.hf_routing import ALIASES, model_type_of
 
 from . import w8a8
 from .patching import patch
+from .rotary import real_rotary
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -180,9 +181,6 @@ def layer_summary(model: PreTrainedModel) -> list[str]:
 
 
 # Architectures whose HF causal LM torch.onnx cannot export whole (their MoE layers export).
-WHOLE_MODEL_UNSUPPORTED = {
-    "deepseek_v2": "its HF attention uses complex rotary embeddings, which torch.onnx cannot export",
-}
 
 
 def export_model(model: PreTrainedModel, path: str | os.PathLike | None = None, *,
@@ -194,11 +192,6 @@ def export_model(model: PreTrainedModel, path: str | os.PathLike | None = None, 
     if not moe_blocks(model):
         patch(model)
     if layers is None:
-        model_type = model_type_of(model.config)
-        if model_type in WHOLE_MODEL_UNSUPPORTED:
-            raise ValueError(f"{model_type}: the whole model cannot be exported "
-                             f"({WHOLE_MODEL_UNSUPPORTED[model_type]}); export its MoE layers with "
-                             f"--layers N-M (layers=(N, M)); MoE layers: {_layer_list(model)}")
         wrapper: PrefillLM | MoELayers = PrefillLM(model)
         example = wrapper.example_inputs(2, tokens)
     else:
@@ -211,9 +204,10 @@ def export_model(model: PreTrainedModel, path: str | os.PathLike | None = None, 
         wrapper = MoELayers(chosen, text.hidden_size, text.vocab_size)
         example = wrapper.example_inputs(tokens, dtype=next(model.parameters()).dtype)
     try:
-        proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
-                       input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
-                       **kwargs)
+        with real_rotary(model):
+            proto = export(wrapper, example, path, dynamic_shapes=wrapper.dynamic_shapes(),
+                           input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
+                           **kwargs)
     except SpecialisedDimsError as e:
         if layers is not None:
             raise

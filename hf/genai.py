@@ -36,6 +36,8 @@ import torch
 
 from ascend_moe_onnx.models.hf_routing import model_type_of
 
+from .rotary import real_rotary
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
@@ -53,13 +55,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # genai runs the same way: the graph, not the type, holds the architecture.
 GENAI_TYPES = {"qwen3_moe": "qwen3", "qwen2_moe": "qwen2", "mixtral": "mistral", "gpt_oss": "gptoss",
                "granitemoe": "granite", "olmoe": "olmo", "ernie4_5_moe": "ernie", "nemotron_h": "nemotron"}
-
-
-# Families whose attention this decoder does not reproduce (refused in one line, docs/huggingface.md).
-UNSUPPORTED = {
-    "llama4_text": "its chunked local attention (attention_chunk_size) is not reproduced by the decoder's "
-                   "attention, and its complex rotary embeddings do not convert with torch.onnx",
-}
 
 
 class GenAIExportError(ValueError):
@@ -164,8 +159,9 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
               sliding_window=None, s_aux=None, **kwargs):
     """Attention of ``query`` [b, h, q, d] over ``key`` / ``value`` [b, kv_heads, k, d] (k = past + q):
     query i sits at cache position k - q + i and sees positions <= it that ``attention_mask``
-    ([b, 1, 1, >= k], True for tokens) keeps, the last ``sliding_window`` of them when set; an
-    attention sink (``s_aux`` or the module's ``sinks``) adds one logit per head to the softmax."""
+    ([b, 1, 1, >= k], True for tokens) keeps, the last ``sliding_window`` tokens of them when set,
+    and only its own chunk of tokens in a chunked-attention layer (Llama 4); an attention sink
+    (``s_aux`` or the module's ``sinks``) adds one logit per head to the softmax."""
     b, h, q_len, _ = query.shape
     kv_len = key.shape[2]
     groups = h // key.shape[1]
@@ -175,11 +171,16 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     positions = torch.arange(kv_len, device=query.device)
-    q_pos = positions[kv_len - q_len:, None]
-    allowed = positions[None, :] <= q_pos
+    allowed = (positions[None, :] <= positions[kv_len - q_len:, None])[None, None] & attention_mask[..., :kv_len]
+    # windows and chunks count token positions (padding skipped), as the model sees each row alone
+    tokens = attention_mask[:, 0, 0, :kv_len].to(torch.int64).cumsum(-1) - 1  # [b, k]
+    k_tok, q_tok = tokens[:, None, :], tokens[:, kv_len - q_len:, None]
     if sliding_window:
-        allowed = allowed & (positions[None, :] > q_pos - sliding_window)
-    allowed = allowed[None, None] & attention_mask[..., :kv_len]
+        allowed = allowed & (k_tok > q_tok - sliding_window)[:, None]
+    chunk = _attention_chunk(module)
+    if chunk:
+        same = torch.div(k_tok, chunk, rounding_mode="floor") == torch.div(q_tok, chunk, rounding_mode="floor")
+        allowed = allowed & same[:, None]
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     sinks = s_aux if s_aux is not None else getattr(module, "sinks", None)
     if sinks is not None:
@@ -190,6 +191,16 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
         probs = torch.softmax(scores, -1)
     out = torch.matmul(probs.to(value.dtype), value)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _attention_chunk(module) -> int | None:
+    """The chunk size of a layer with chunked local attention (Llama 4's ``chunked_attention``
+    layer type), else None."""
+    config = getattr(module, "config", None)
+    types, index = getattr(config, "layer_types", None), getattr(module, "layer_idx", None)
+    if config is None or types is None or index is None or types[index] != "chunked_attention":
+        return None
+    return config.attention_chunk_size
 
 
 def _register_attention() -> None:
@@ -334,16 +345,9 @@ def export_genai(model: PreTrainedModel, out_dir: str | os.PathLike, *, checkpoi
     from ascend_moe_onnx.exporters import export
     from ascend_moe_onnx.ort_custom_ops import get_library_path
 
-    from .export import WHOLE_MODEL_UNSUPPORTED, moe_blocks
+    from .export import moe_blocks
     from .patching import patch
 
-    model_type = model_type_of(model.config)
-    text_type = getattr(model.config.get_text_config(), "model_type", model_type)
-    for name in {model_type, text_type} & set(UNSUPPORTED):
-        raise GenAIExportError(f"{name}: cannot be exported for generation ({UNSUPPORTED[name]})")
-    if model_type in WHOLE_MODEL_UNSUPPORTED:
-        raise GenAIExportError(f"{model_type}: cannot be exported for generation "
-                               f"({WHOLE_MODEL_UNSUPPORTED[model_type]})")
     if getattr(model, "lm_head", None) is None:
         raise GenAIExportError(f"{type(model).__name__}: no lm_head (generation needs a causal LM)")
     if not moe_blocks(model):
@@ -353,9 +357,10 @@ def export_genai(model: PreTrainedModel, out_dir: str | os.PathLike, *, checkpoi
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     wrapper = GenAIDecoder(model, layout)
-    export(wrapper, wrapper.example_inputs(), out / GRAPH_FILE, dynamic_shapes=wrapper.dynamic_shapes(),
-           input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
-           weights_quant=weights_quant, check=check, **kwargs)
+    with real_rotary(model):
+        export(wrapper, wrapper.example_inputs(), out / GRAPH_FILE, dynamic_shapes=wrapper.dynamic_shapes(),
+               input_names=list(wrapper.input_names), output_names=list(wrapper.output_names),
+               weights_quant=weights_quant, check=check, **kwargs)
     lib_name = None
     if library:
         lib = Path(get_library_path())

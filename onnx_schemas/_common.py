@@ -22,6 +22,16 @@ Dim = Any
 
 _FP = OpSchema.FormalParameterOption
 
+# The limits of the ops that sort (token, slot) pairs by expert (generated into attr_defaults.gen.h):
+# the pair positions they return are int32, and ids are sorted through int64 keys id * P + p.
+EXPERT_SORT_LIMITS = {"MAX_PAIRS": 2**31 - 1, "MAX_EXPERT_ID": 2**31 - 1}
+
+
+def op_schema(op_type: str, **fields: Any) -> OpSchema:
+    """The schema of ``op_type`` in this package's domain and opset version; ``fields`` are
+    OpSchema's keywords (doc, inputs, outputs, type_constraints, attributes)."""
+    return OpSchema(op_type, DOMAIN, OPSET_VERSION, **fields)
+
 
 def attribute(name: str, default: Any, doc: str) -> OpSchema.Attribute:
     """Declare an attribute; ``default=None`` makes it required (INT unless default is a float)."""
@@ -256,6 +266,32 @@ def input_dims(t: TypeProto | None) -> list | None:
     if t is None or not t.tensor_type.HasField("shape"):
         return None
     return list(t.tensor_type.shape.dim)
+
+
+def token_rows(op_type: str, name: str, desc: tuple, types: Sequence[str], layout: str = "[N, H]") -> tuple:
+    """``(rows, H)`` of a 2-D input of token rows given as ``(shape, onnx type name)``: its type one
+    of ``types``, rank 2 and H >= 1 (unknown dims not checked), else ValueError in the words of
+    the kernels (``layout`` names the dims)."""
+    shape, type_name = desc
+    if type_name not in types:
+        raise ValueError(f"{op_type}: input '{name}' must be {type_list(types)}, got {type_name}")
+    if len(shape) != 2:
+        raise ValueError(f"{op_type}: input '{name}' must be 2-D {layout}, got shape {shape_text(shape)}")
+    if known(shape[1]) and shape[1] < 1:
+        raise ValueError(f"{op_type}: input '{name}' must have H >= 1, got shape {shape_text(shape)}")
+    return shape[0], shape[1]
+
+
+def check_rank(op_type: str, name: str, dims: list | None, *layouts: str) -> None:
+    """Fail shape inference unless ``dims`` (None: rank unknown, not checked) has the rank of one
+    of ``layouts`` (``"[M, K]"`` is rank 2), in the words of the op's own checks:
+    ``input 'x' must be 2-D [M, K], got rank 3``."""
+    if dims is None:
+        return
+    ranks = [layout.count(",") + 1 for layout in layouts]
+    if len(dims) not in ranks:
+        want = " or ".join(f"{r}-D {layout}" for r, layout in zip(ranks, layouts))
+        fail_inference(op_type, f"input '{name}' must be {want}, got rank {len(dims)}")
 
 
 def known(*dims: Dim) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.defs import OpSchema
 
-from ._common import DOMAIN, attribute_defaults, check_required_inputs
+from ._common import DOMAIN, attribute_defaults, check_required_inputs, resolve_attributes
 
 # ReduceMax/ReduceSum take axes as an input from opset 18 on; ScatterElements has "add" since 16.
 MIN_OPSET = 18
@@ -119,6 +119,16 @@ def present_flags(schema: OpSchema, present_inputs: Sequence[bool]) -> dict[str,
     flags += [False] * (len(names) - len(flags))
     check_required_inputs(schema, flags)
     return dict(zip(names, flags))
+
+
+def start_body(schema: OpSchema, attributes: dict, present_inputs: Sequence[bool], opset: int,
+               validate_attributes: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The checked start of every body builder: the opset supported, the node's attributes resolved
+    against the schema's defaults and validated, and ``{input name: present}``."""
+    check_opset(schema, opset)
+    attrs = resolve_attributes(schema, dict(attributes))
+    validate_attributes(attrs)
+    return attrs, present_flags(schema, present_inputs)
 
 
 def make_function(schema: OpSchema, attrs: dict[str, Any], has: dict[str, bool],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,17 +117,11 @@ def update(text: str) -> str:
     register()
     for name, schema in SCHEMAS.items():
         begin, end = BEGIN.format(op=name), END.format(op=name)
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(text):
+        found = re.search(re.escape(begin) + r".*?" + re.escape(end), text, re.S)
+        if not found:
             raise ValueError(f"docs: no generated block for {name} (add the lines '{begin}' and '{end}')")
-        block = f"{begin}\n{render_op(schema)}\n{end}"
-        text = pattern.sub(_literal(block), text)
+        text = text[:found.start()] + f"{begin}\n{render_op(schema)}\n{end}" + text[found.end():]
     return text
-
-
-def _literal(replacement: str) -> Callable[[re.Match[str]], str]:
-    """A ``re.sub`` replacement that inserts ``replacement`` as is (no backslash escapes)."""
-    return lambda _: replacement
 
 
 def main(argv: list[str] | None = None) -> int:

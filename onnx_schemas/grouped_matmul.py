@@ -19,30 +19,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    OPSET_VERSION,
-    Dim,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    fail_inference,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 
 OP_TYPE = "GroupedMatmul"
 
@@ -58,10 +37,8 @@ INT4_PER_WORD = 8  # int4 weights travel as torch_npu holds them: 8 per int32 wo
 # modes of a node, from its input types
 FLOAT, ANTIQUANT, W8A8 = "float", "antiquant", "w8a8"
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Grouped matmul over contiguous row segments: rows [start_e, end_e) of x times weight[e] "
         "(plus bias[e]) for each group e, accumulated in float32 (int32 for int8 x); rows past the "
@@ -69,24 +46,25 @@ SCHEMA = OpSchema(
         "npu_grouped_matmul defines them."
     ),
     inputs=[
-        tensor_input("x", "T1", "Rows grouped by expert, in segments [M, K]."),
-        tensor_input("weight", "TW",
-                     "Stacked weights [E, K, N] (transpose_weight=1: [E, N, K]): x's type, int8, or int4 "
-                     "as int32 words of 8 along the last axis ([E, K, N/8] / [E, N, K/8])."),
-        tensor_input("group_list", "TI",
-                     "Segments [E]: group_list_type 0 = cumulative ends, 1 = rows per group."),
-        tensor_input("bias", "TB", "Per-group bias [E, N]: x's type or float (int32 for int8 x).", optional=True),
-        tensor_input("scale", "TS", "W8A8: per-channel dequant scale [E, N].", optional=True),
-        tensor_input("offset", "TO", "Reserved (torch_npu takes offset=None); must be absent.", optional=True),
-        tensor_input("antiquant_scale", "TA",
-                     "Antiquant scale, x's type: per channel [E, N] or per group [E, G, N] (G divides K).",
-                     optional=True),
-        tensor_input("antiquant_offset", "TAO", "Antiquant offset, antiquant_scale's shape and type.",
-                     optional=True),
-        tensor_input("per_token_scale", "TP", "W8A8: per-row dequant scale [M].", optional=True),
+        common.tensor_input("x", "T1", "Rows grouped by expert, in segments [M, K]."),
+        common.tensor_input("weight", "TW",
+                            "Stacked weights [E, K, N] (transpose_weight=1: [E, N, K]): x's type, int8, or int4 "
+                            "as int32 words of 8 along the last axis ([E, K, N/8] / [E, N, K/8])."),
+        common.tensor_input("group_list", "TI",
+                            "Segments [E]: group_list_type 0 = cumulative ends, 1 = rows per group."),
+        common.tensor_input("bias", "TB", "Per-group bias [E, N]: x's type or float (int32 for int8 x).",
+                            optional=True),
+        common.tensor_input("scale", "TS", "W8A8: per-channel dequant scale [E, N].", optional=True),
+        common.tensor_input("offset", "TO", "Reserved (torch_npu takes offset=None); must be absent.", optional=True),
+        common.tensor_input("antiquant_scale", "TA",
+                            "Antiquant scale, x's type: per channel [E, N] or per group [E, G, N] (G divides K).",
+                            optional=True),
+        common.tensor_input("antiquant_offset", "TAO", "Antiquant offset, antiquant_scale's shape and type.",
+                            optional=True),
+        common.tensor_input("per_token_scale", "TP", "W8A8: per-row dequant scale [M].", optional=True),
     ],
-    outputs=[tensor_input("y", "TY", "Per group e: x[rows of e] @ W[e] + bias[e], dequantized; zero rows "
-                          "after. [M, N], x's type (int8 x: output_dtype).")],
+    outputs=[common.tensor_input("y", "TY", "Per group e: x[rows of e] @ W[e] + bias[e], dequantized; zero rows "
+                                 "after. [M, N], x's type (int8 x: output_dtype).")],
     type_constraints=[
         ("T1", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(int8)"], "Activation type."),
         ("TW", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(int8)", "tensor(int32)"],
@@ -104,19 +82,19 @@ SCHEMA = OpSchema(
         ("TY", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(int32)"], "Output type."),
     ],
     attributes=[
-        attribute("group_list_type", CUMSUM,
-                  "0 = group_list holds cumulative row ends; 1 = rows per group (torch_npu's values)."),
-        attribute("transpose_weight", 0,
-                  "0 = weight is [E, K, N]; 1 = weight is [E, N, K] (the storage of torch_npu's "
-                  "transposed weight views)."),
-        attribute("output_dtype", 0,
-                  "y's ONNX element type: 0 = x's type (float x); int8 x: 6 (int32: the raw sums), "
-                  "1 (float), 10 (float16) or 16 (bfloat16)."),
+        common.attribute("group_list_type", CUMSUM,
+                         "0 = group_list holds cumulative row ends; 1 = rows per group (torch_npu's values)."),
+        common.attribute("transpose_weight", 0,
+                         "0 = weight is [E, K, N]; 1 = weight is [E, N, K] (the storage of torch_npu's "
+                         "transposed weight views)."),
+        common.attribute("output_dtype", 0,
+                         "y's ONNX element type: 0 = x's type (float x); int8 x: 6 (int32: the raw sums), "
+                         "1 (float), 10 (float16) or 16 (bfloat16)."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"x": (TensorProto.BFLOAT16, ["M", "K"]), "weight": (TensorProto.BFLOAT16, ["E", "K", "N"]),
       "group_list": (TensorProto.INT64, ["E"]), "bias": (TensorProto.FLOAT, ["E", "N"])}, {}),
@@ -129,17 +107,17 @@ SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attrib
       "per_token_scale": (TensorProto.FLOAT, ["M"])}, {"output_dtype": TensorProto.BFLOAT16}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-VALUE_TYPES = allowed_types(SCHEMA, "T1")[:3]
-INDEX_TYPES = allowed_types(SCHEMA, "TI")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+VALUE_TYPES = common.allowed_types(SCHEMA, "T1")[:3]
+INDEX_TYPES = common.allowed_types(SCHEMA, "TI")
 
 
 def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _dim(d: Dim) -> str:
-    return str(d) if known(d) else "?"
+def _dim(d: common.Dim) -> str:
+    return str(d) if common.known(d) else "?"
 
 
 # ---- validation (docs/operators.md §4.3), shared by the NumPy reference and the torch op ---------
@@ -173,9 +151,9 @@ def _check_table_types(types: dict[str, str | None]) -> None:
         if p.type_str in seen and seen[p.type_str][1] != t:
             other, other_type = seen[p.type_str]
             raise _err(f"input '{p.name}' must have the type of {other} ({other_type}), got {t}")
-        allowed = allowed_types(SCHEMA, p.type_str)
+        allowed = common.allowed_types(SCHEMA, p.type_str)
         if t not in allowed:
-            raise _err(f"input '{p.name}' must be {type_list(allowed)}, got {t}")
+            raise _err(f"input '{p.name}' must be {common.type_list(allowed)}, got {t}")
         seen.setdefault(p.type_str, (p.name, t))
 
 
@@ -247,7 +225,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     mode, y_type = mode_and_output_type({n: None if v is None else v[1] for n, v in inputs.items()}, attrs)
     x_shape, w_shape, g_shape = (_required(inputs, n)[0] for n in INPUT_NAMES[:3])
     if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [M, K], got shape {shape_text(x_shape)}")
+        raise _err(f"input 'x' must be 2-D [M, K], got shape {common.shape_text(x_shape)}")
     M, K = x_shape
     t = attrs["transpose_weight"]
     int4 = _required(inputs, "weight")[1] == "int32"
@@ -258,48 +236,50 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
         layout, w_k = "[E, N, K/8] (int4 in int32 words)", None if w_k is None else w_k * INT4_PER_WORD
     elif int4:
         layout = "[E, K, N/8] (int4 in int32 words)"
-    if (len(w_shape) != 3 or (known(w_shape[0]) and w_shape[0] < 1)
-            or (known(K) and known(w_k) and w_k != K)):
+    if (len(w_shape) != 3 or (common.known(w_shape[0]) and w_shape[0] < 1)
+            or (common.known(K) and common.known(w_k) and w_k != K)):
         raise _err(f"input 'weight' must be 3-D {layout} with E >= 1 and K = {_dim(K)} (x.shape[1]), "
-                   f"got shape {shape_text(w_shape)}")
+                   f"got shape {common.shape_text(w_shape)}")
     E, N = w_shape[0], w_shape[3 - k_axis]
-    if int4 and not t and known(N):
+    if int4 and not t and common.known(N):
         N = N * INT4_PER_WORD
-    if len(g_shape) != 1 or (known(E) and known(g_shape[0]) and g_shape[0] != E):
+    if len(g_shape) != 1 or (common.known(E) and common.known(g_shape[0]) and g_shape[0] != E):
         raise _err(f"input 'group_list' must be 1-D [E] with E = {_dim(E)} (weight.shape[0]), "
-                   f"got shape {shape_text(g_shape)}")
+                   f"got shape {common.shape_text(g_shape)}")
     for name in ("bias", "scale"):
         if inputs.get(name) is not None:
             s = _required(inputs, name)[0]
-            if len(s) != 2 or any(known(a) and known(b) and a != b for a, b in zip(s, (E, N))):
-                raise _err(f"input '{name}' must be [E, N] = {shape_text((E, N))} (from weight), "
-                           f"got shape {shape_text(s)}")
+            if len(s) != 2 or any(common.known(a) and common.known(b) and a != b for a, b in zip(s, (E, N))):
+                raise _err(f"input '{name}' must be [E, N] = {common.shape_text((E, N))} (from weight), "
+                           f"got shape {common.shape_text(s)}")
     G = 1
     if inputs.get("antiquant_scale") is not None:
         G = _check_antiquant_shape(inputs, E, K, N, int4 and t)
     p = inputs.get("per_token_scale")
-    if p is not None and (len(p[0]) != 1 or (known(M) and known(p[0][0]) and p[0][0] != M)):
-        raise _err(f"input 'per_token_scale' must be [M] = [{_dim(M)}] (x.shape[0]), got shape {shape_text(p[0])}")
+    if p is not None and (len(p[0]) != 1 or (common.known(M) and common.known(p[0][0]) and p[0][0] != M)):
+        raise _err(f"input 'per_token_scale' must be [M] = [{_dim(M)}] (x.shape[0]), "
+                   f"got shape {common.shape_text(p[0])}")
     return M, K, N, E, G, mode, y_type
 
 
-def _check_antiquant_shape(inputs: dict, E: Dim, K: Dim, N: Dim, int4_along_k: bool) -> Dim:
+def _check_antiquant_shape(inputs: dict, E: common.Dim, K: common.Dim, N: common.Dim,
+                           int4_along_k: bool) -> common.Dim:
     """antiquant_scale [E, N] or [E, G, N] with G dividing K (int4 packed along K: K / G even),
     antiquant_offset alike; returns G (None when unknown)."""
     s = inputs["antiquant_scale"][0]
     rank_ok = len(s) in (2, 3)
-    dims_ok = rank_ok and all(not (known(a) and known(b)) or a == b for a, b in ((s[0], E), (s[-1], N)))
+    dims_ok = rank_ok and all(not (common.known(a) and common.known(b)) or a == b for a, b in ((s[0], E), (s[-1], N)))
     G = s[1] if len(s) == 3 else 1
-    divides = not (known(G) and known(K)) or (G >= 1 and K % G == 0 and not (int4_along_k and (K // G) % 2))
+    divides = not common.known(G, K) or (G >= 1 and K % G == 0 and not (int4_along_k and (K // G) % 2))
     if not (dims_ok and divides):
         even = " and K / G even (int4 weight [E, N, K/8])" if int4_along_k else ""
-        raise _err(f"input 'antiquant_scale' must be [E, N] = {shape_text((E, N))} or [E, G, N] with G dividing "
-                   f"K = {_dim(K)}{even}, got shape {shape_text(s)}")
+        raise _err(f"input 'antiquant_scale' must be [E, N] = {common.shape_text((E, N))} or [E, G, N] with G dividing "
+                   f"K = {_dim(K)}{even}, got shape {common.shape_text(s)}")
     o = inputs.get("antiquant_offset")
-    if o is not None and (len(o[0]) != len(s) or any(known(a) and known(b) and a != b for a, b in zip(o[0], s))):
-        raise _err(f"input 'antiquant_offset' must have the shape of antiquant_scale {shape_text(s)}, "
-                   f"got shape {shape_text(o[0])}")
-    return G if known(G) else None
+    if o is not None and (len(o[0]) != len(s) or any(common.known(a, b) and a != b for a, b in zip(o[0], s))):
+        raise _err(f"input 'antiquant_offset' must have the shape of antiquant_scale {common.shape_text(s)}, "
+                   f"got shape {common.shape_text(o[0])}")
+    return G if common.known(G) else None
 
 
 def validate_group_list(group_list: np.ndarray, rows: int, group_list_type: int) -> np.ndarray:
@@ -331,27 +311,26 @@ def validate_group_list(group_list: np.ndarray, rows: int, group_list_type: int)
 
 
 def _infer(ctx: InferenceContext) -> None:
-    attrs = inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    x, w = input_type(ctx, 0), input_type(ctx, 1)
-    x_dims, w_dims = input_dims(x), input_dims(w)
-    if x_dims is not None and len(x_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'x' must be 2-D [M, K], got rank {len(x_dims)}")
+    attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
+    x, w = common.input_type(ctx, 0), common.input_type(ctx, 1)
+    x_dims, w_dims = common.input_dims(x), common.input_dims(w)
+    common.check_rank(OP_TYPE, "x", x_dims, "[M, K]")
     if w_dims is not None and len(w_dims) != 3:
-        fail_inference(OP_TYPE, f"input 'weight' must be 3-D, got rank {len(w_dims)}")
+        common.fail_inference(OP_TYPE, f"input 'weight' must be 3-D, got rank {len(w_dims)}")
     if x is None:
         return
     elem = x.tensor_type.elem_type
     if elem == TensorProto.INT8:
         if attrs["output_dtype"] == 0:
-            fail_inference(OP_TYPE, "attribute 'output_dtype' must be given for int8 x: 6 (int32), 1 (float), "
-                           "10 (float16) or 16 (bfloat16), got 0")
+            common.fail_inference(OP_TYPE, "attribute 'output_dtype' must be given for int8 x: 6 (int32), 1 (float), "
+                                  "10 (float16) or 16 (bfloat16), got 0")
         elem = attrs["output_dtype"]
     m = x_dims[0] if x_dims is not None else None
     n = w_dims[1 if attrs["transpose_weight"] else 2] if w_dims is not None else None
     if n is not None and w is not None and w.tensor_type.elem_type == TensorProto.INT32 \
             and not attrs["transpose_weight"]:
         n = n.dim_value * INT4_PER_WORD if n.HasField("dim_value") else None
-    ctx.set_output_type(0, make_type(elem, [m, n]))
+    ctx.set_output_type(0, common.make_type(elem, [m, n]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -402,11 +381,12 @@ def reference(x: np.ndarray, weight: np.ndarray, group_list: np.ndarray, bias: n
               per_token_scale: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray]:
     """``(y,)`` of docs/operators.md §4.2: float64 products (int8 x: exact integer sums), rounded
     once to y's type."""
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     arrays = dict(zip(INPUT_NAMES, (x, weight, group_list, bias, scale, offset, antiquant_scale, antiquant_offset,
                                     per_token_scale)))
     M, K, N, E, G, mode, y_type = validate_inputs(
-        {n: None if a is None else (np.shape(a), onnx_type_name(np.asarray(a).dtype)) for n, a in arrays.items()},
+        {n: None if a is None else (np.shape(a), common.onnx_type_name(np.asarray(a).dtype))
+         for n, a in arrays.items()},
         attrs)
     ends = validate_group_list(group_list, M, attrs["group_list_type"])
     if mode == W8A8:

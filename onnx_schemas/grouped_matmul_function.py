@@ -19,8 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .grouped_matmul import COUNT, INPUT_NAMES, OUTPUT_DTYPES, OUTPUT_NAMES, SCHEMA, validate_attributes
 
 _T = onnx.TensorProto
@@ -28,10 +27,7 @@ _T = onnx.TensorProto
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::GroupedMatmul`` body for one node's attributes and inputs."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     x, weight, group_list, bias, scale, _offset, a_scale, a_offset, per_token_scale = INPUT_NAMES
     (y,) = OUTPUT_NAMES
     g = BodyBuilder()

@@ -13,28 +13,9 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    OPSET_VERSION,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    check_types,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-)
+from . import _common as common
 
 OP_TYPE = "MoeFinalizeRoutingV2"
 
@@ -42,10 +23,8 @@ OP_TYPE = "MoeFinalizeRoutingV2"
 DROPLESS_SLOT_MAJOR, DROP_PAD_SLOT_MAJOR, DROPLESS_TOKEN_MAJOR, DROP_PAD_TOKEN_MAJOR = 0, 1, 2, 3
 DROPPED = -1  # expanded_row_idx value of a slot without a row (dropped, or an expert out of range): a zero row
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Combines the expert outputs of each token: y[i] = x1[i] + x2[i] + sum_j scales[i, j] * "
         "(expanded_x[r(i, j)] + bias[expert_idx[i, j]]), where r(i, j) is read from "
@@ -54,16 +33,16 @@ SCHEMA = OpSchema(
         "outside init routing's active range): its row counts as 0, its bias term is still added."
     ),
     inputs=[
-        tensor_input("expanded_x", "T", "Expert outputs: [N*K, H] (modes 0, 2) or [E, C, H] (modes 1, 3)."),
-        tensor_input("expanded_row_idx", "TI", "Row of expanded_x of each (token, slot) [N*K]."),
-        tensor_input("x1", "T", "First residual [N, H].", optional=True),
-        tensor_input("x2", "T", "Second residual [N, H] (only with x1).", optional=True),
-        tensor_input("bias", "T", "Per-expert bias [E, H] (needs expert_idx).", optional=True),
-        tensor_input("scales", "TS", "Routing weights [N, K]; absent: K = 1, weight 1.", optional=True),
-        tensor_input("expert_idx", "TI2", "Expert of each (token, slot) [N, K]; read for bias only.",
-                     optional=True),
+        common.tensor_input("expanded_x", "T", "Expert outputs: [N*K, H] (modes 0, 2) or [E, C, H] (modes 1, 3)."),
+        common.tensor_input("expanded_row_idx", "TI", "Row of expanded_x of each (token, slot) [N*K]."),
+        common.tensor_input("x1", "T", "First residual [N, H].", optional=True),
+        common.tensor_input("x2", "T", "Second residual [N, H] (only with x1).", optional=True),
+        common.tensor_input("bias", "T", "Per-expert bias [E, H] (needs expert_idx).", optional=True),
+        common.tensor_input("scales", "TS", "Routing weights [N, K]; absent: K = 1, weight 1.", optional=True),
+        common.tensor_input("expert_idx", "TI2", "Expert of each (token, slot) [N, K]; read for bias only.",
+                            optional=True),
     ],
-    outputs=[tensor_input("y", "T", "Combined rows [N, H].")],
+    outputs=[common.tensor_input("y", "T", "Combined rows [N, H].")],
     type_constraints=[
         ("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Row type."),
         ("TI", ["tensor(int32)", "tensor(int64)"], "Row index type."),
@@ -71,14 +50,14 @@ SCHEMA = OpSchema(
         ("TI2", ["tensor(int32)", "tensor(int64)"], "Expert index type."),
     ],
     attributes=[
-        attribute("drop_pad_mode", DROPLESS_SLOT_MAJOR,
-                  "0: dropless, slot-major index; 1: drop-pad, slot-major; 2: dropless, token-major; "
-                  "3: drop-pad, token-major."),
+        common.attribute("drop_pad_mode", DROPLESS_SLOT_MAJOR,
+                         "0: dropless, slot-major index; 1: drop-pad, slot-major; 2: dropless, token-major; "
+                         "3: drop-pad, token-major."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"expanded_x": (TensorProto.BFLOAT16, ["NK", "H"]), "expanded_row_idx": (TensorProto.INT32, ["NK"]),
       "x1": (TensorProto.BFLOAT16, ["N", "H"]), "scales": (TensorProto.FLOAT, ["N", "K"])}, {"drop_pad_mode": 2}),
@@ -86,10 +65,10 @@ SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attrib
      {"drop_pad_mode": 1}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-ROW_TYPES = allowed_types(SCHEMA, "T")
-INDEX_TYPES = allowed_types(SCHEMA, "TI")
-SCALE_TYPES = allowed_types(SCHEMA, "TS")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+ROW_TYPES = common.allowed_types(SCHEMA, "T")
+INDEX_TYPES = common.allowed_types(SCHEMA, "TI")
+SCALE_TYPES = common.allowed_types(SCHEMA, "TS")
 
 
 def _err(what: str) -> ValueError:
@@ -145,55 +124,58 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     are not checked and come back as None. Index values are checked by :func:`validate_indices`.
     """
     validate_attributes(attrs)
-    check_types(SCHEMA, inputs)
+    common.check_types(SCHEMA, inputs)
     mode = attrs["drop_pad_mode"]
     x_shape = tuple(_required(inputs, "expanded_x")[0])
     want_rank = 3 if drop_pad(mode) else 2
     if len(x_shape) != want_rank:
         layout = "3-D [E, C, H]" if drop_pad(mode) else "2-D [N*K, H]"
         raise _err(f"input 'expanded_x' must be {layout} when drop_pad_mode is {_modes(mode)}, "
-                   f"got shape {shape_text(x_shape)}")
+                   f"got shape {common.shape_text(x_shape)}")
     H = x_shape[-1]
-    R = x_shape[0] * x_shape[1] if drop_pad(mode) and known(*x_shape[:2]) else (
+    R = x_shape[0] * x_shape[1] if drop_pad(mode) and common.known(*x_shape[:2]) else (
         x_shape[0] if not drop_pad(mode) else None)
     idx_shape = tuple(_required(inputs, "expanded_row_idx")[0])
     if len(idx_shape) != 1:
-        raise _err(f"input 'expanded_row_idx' must be 1-D [N*K], got shape {shape_text(idx_shape)}")
+        raise _err(f"input 'expanded_row_idx' must be 1-D [N*K], got shape {common.shape_text(idx_shape)}")
     scales = inputs.get("scales")
     if scales is not None:
         s_shape = tuple(scales[0])
-        if len(s_shape) != 2 or (known(s_shape[1]) and s_shape[1] < 1):
-            raise _err(f"input 'scales' must be 2-D [N, K] with K >= 1, got shape {shape_text(s_shape)}")
+        if len(s_shape) != 2 or (common.known(s_shape[1]) and s_shape[1] < 1):
+            raise _err(f"input 'scales' must be 2-D [N, K] with K >= 1, got shape {common.shape_text(s_shape)}")
         N, K = s_shape
-        if known(N, K, idx_shape[0]) and idx_shape[0] != N * K:
+        if common.known(N, K, idx_shape[0]) and idx_shape[0] != N * K:
             raise _err(f"input 'expanded_row_idx' must have N*K = {N * K} elements (N = {N}, K = {K} "
-                       f"from scales), got shape {shape_text(idx_shape)}")
+                       f"from scales), got shape {common.shape_text(idx_shape)}")
     else:
         N, K = idx_shape[0], 1
-    if not drop_pad(mode) and known(N, K, x_shape[0]) and x_shape[0] != N * K:
+    if not drop_pad(mode) and common.known(N, K, x_shape[0]) and x_shape[0] != N * K:
         raise _err(f"input 'expanded_x' must have N*K = {N * K} rows when drop_pad_mode is 0 or 2, "
-                   f"got shape {shape_text(x_shape)}")
+                   f"got shape {common.shape_text(x_shape)}")
     for name in ("x1", "x2"):
         desc = inputs.get(name)
         if desc is None:
             continue
         shape = tuple(desc[0])
-        if len(shape) != 2 or any(known(a, b) and a != b for a, b in zip(shape, (N, H))):
-            raise _err(f"input '{name}' must be [N, H] = {shape_text((N, H))}, got shape {shape_text(shape)}")
+        if len(shape) != 2 or any(common.known(a, b) and a != b for a, b in zip(shape, (N, H))):
+            raise _err(f"input '{name}' must be [N, H] = {common.shape_text((N, H))}, "
+                       f"got shape {common.shape_text(shape)}")
     check_presence({n for n, d in inputs.items() if d is not None})
     bias, experts = inputs.get("bias"), inputs.get("expert_idx")
     if bias is not None:
         b_shape = tuple(bias[0])
-        if len(b_shape) != 2 or (known(b_shape[0]) and b_shape[0] < 1) or (known(b_shape[1], H) and b_shape[1] != H):
+        if (len(b_shape) != 2 or (common.known(b_shape[0]) and b_shape[0] < 1)
+                or (common.known(b_shape[1], H) and b_shape[1] != H)):
             raise _err(f"input 'bias' must be 2-D [E, H] with E >= 1 and H = {H} (expanded_x.shape[-1]), "
-                       f"got shape {shape_text(b_shape)}")
-        if drop_pad(mode) and known(b_shape[0], x_shape[0]) and b_shape[0] != x_shape[0]:
+                       f"got shape {common.shape_text(b_shape)}")
+        if drop_pad(mode) and common.known(b_shape[0], x_shape[0]) and b_shape[0] != x_shape[0]:
             raise _err(f"input 'bias' must have E = {x_shape[0]} rows (expanded_x.shape[0]) when "
-                       f"drop_pad_mode is 1 or 3, got shape {shape_text(b_shape)}")
+                       f"drop_pad_mode is 1 or 3, got shape {common.shape_text(b_shape)}")
     if experts is not None:
         e_shape = tuple(experts[0])
-        if len(e_shape) != 2 or any(known(a, b) and a != b for a, b in zip(e_shape, (N, K))):
-            raise _err(f"input 'expert_idx' must be [N, K] = {shape_text((N, K))}, got shape {shape_text(e_shape)}")
+        if len(e_shape) != 2 or any(common.known(a, b) and a != b for a, b in zip(e_shape, (N, K))):
+            raise _err(f"input 'expert_idx' must be [N, K] = {common.shape_text((N, K))}, "
+                       f"got shape {common.shape_text(e_shape)}")
     return N, K, H, R
 
 
@@ -219,17 +201,17 @@ def validate_indices(row_idx: np.ndarray, R: int, mode: int, expert_idx: np.ndar
 
 
 def _infer(ctx: InferenceContext) -> None:
-    inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    x = input_type(ctx, 0)
+    common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
+    x = common.input_type(ctx, 0)
     if x is None:
         return
-    x_dims, idx_dims = input_dims(x), input_dims(input_type(ctx, 1))
-    s_dims = input_dims(input_type(ctx, 5))
+    x_dims, idx_dims = common.input_dims(x), common.input_dims(common.input_type(ctx, 1))
+    s_dims = common.input_dims(common.input_type(ctx, 5))
     h = None if not x_dims else x_dims[-1]
     n = s_dims[0] if s_dims is not None and len(s_dims) == 2 else None
-    if input_type(ctx, 5) is None and idx_dims is not None and len(idx_dims) == 1:
+    if common.input_type(ctx, 5) is None and idx_dims is not None and len(idx_dims) == 1:
         n = idx_dims[0]
-    ctx.set_output_type(0, make_type(x.tensor_type.elem_type, [n, h]))
+    ctx.set_output_type(0, common.make_type(x.tensor_type.elem_type, [n, h]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -288,11 +270,11 @@ def reference(
     **attributes: Any,
 ) -> tuple[np.ndarray]:
     """``(y,)`` of docs/operators.md §5.2. Attribute: ``drop_pad_mode`` (default from the schema)."""
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     given = dict(zip(INPUT_NAMES, (expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx)))
     arrays = {n: None if a is None else np.asarray(a) for n, a in given.items()}
     N, K, H, R = validate_inputs(
-        {n: None if a is None else (a.shape, onnx_type_name(a.dtype)) for n, a in arrays.items()}, attrs)
+        {n: None if a is None else (a.shape, common.onnx_type_name(a.dtype)) for n, a in arrays.items()}, attrs)
     mode = attrs["drop_pad_mode"]
     b, x_arr, idx_arr = (arrays[n] for n in ("bias", "expanded_x", "expanded_row_idx"))
     assert x_arr is not None and idx_arr is not None  # required inputs

@@ -27,8 +27,7 @@ import onnx.numpy_helper
 from onnx import TensorProto
 
 from . import moe_finalize_routing_v2 as finalize
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 
 OUT_OF_RANGE = 2**62  # an index no Gather accepts
 
@@ -80,10 +79,7 @@ class WeightedGatherBody:
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """The ``ascend.moe::MoeFinalizeRoutingV2`` body for one node's attributes and present inputs."""
     schema = finalize.SCHEMA
-    check_opset(schema, opset)
-    attrs = resolve_attributes(schema, dict(attributes))
-    finalize.validate_attributes(attrs)
-    has = present_flags(schema, present_inputs)
+    attrs, has = start_body(schema, attributes, present_inputs, opset, finalize.validate_attributes)
     finalize.check_presence({n for n, h in has.items() if h})
     mode = attrs["drop_pad_mode"]
     x, row_idx, x1, x2, bias, scales, experts = finalize.INPUT_NAMES

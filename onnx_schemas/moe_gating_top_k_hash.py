@@ -7,34 +7,9 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    FLOAT,
-    INT32,
-    OPSET_VERSION,
-    Dim,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    check_required_inputs,
-    fail_inference,
-    fmt,
-    input_dims,
-    input_names,
-    input_type,
-    int_attribute,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 
 OP_TYPE = "MoeGatingTopKHash"
 # Largest k and E the kernels support (generated into ops_src/cpu/attr_defaults.gen.h).
@@ -42,27 +17,26 @@ LIMITS = {"MAX_K": 64, "MAX_EXPERTS": 2048}
 MAX_K, MAX_EXPERTS = LIMITS["MAX_K"], LIMITS["MAX_EXPERTS"]
 NORM_SOFTMAX, NORM_SIGMOID, NORM_SQRT_SOFTPLUS = 0, 1, 2
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Fused MoE router: normalise logits (softmax / sigmoid / sqrt-softplus), add a "
         "selection-only expert bias, restrict to the best expert groups, pick the top-k experts "
         "(or look them up by token id: hash routing) and return renormalised, scaled weights."
     ),
     inputs=[
-        tensor_input("x", "T", "Router logits [..., E], rank >= 2."),
-        tensor_input("bias", "T", "Selection-only expert bias [E].", optional=True),
-        tensor_input("input_ids", "TI", "Token ids, x.shape[:-1] or [R] (hash routing).", optional=True),
-        tensor_input("tid2eid", "TE", "Token id -> k expert ids table [n, k].", optional=True),
-        tensor_input("additional_bias", "T", "Bias for rows selected by the mask [E].", optional=True),
-        tensor_input("additional_token_mask", "tensor(bool)", "Rows using additional_bias.", optional=True),
+        common.tensor_input("x", "T", "Router logits [..., E], rank >= 2."),
+        common.tensor_input("bias", "T", "Selection-only expert bias [E].", optional=True),
+        common.tensor_input("input_ids", "TI", "Token ids, x.shape[:-1] or [R] (hash routing).", optional=True),
+        common.tensor_input("tid2eid", "TE", "Token id -> k expert ids table [n, k].", optional=True),
+        common.tensor_input("additional_bias", "T", "Bias for rows selected by the mask [E].", optional=True),
+        common.tensor_input("additional_token_mask", "tensor(bool)", "Rows using additional_bias.", optional=True),
     ],
     outputs=[
-        tensor_input("y", "T", "Routing weights [..., k]."),
-        tensor_input("expert_idx", "tensor(int32)", "Expert indices [..., k]."),
-        tensor_input("out", "tensor(float)", "Normalised scores [..., E] when out_flag=1, else [0].", optional=True),
+        common.tensor_input("y", "T", "Routing weights [..., k]."),
+        common.tensor_input("expert_idx", "tensor(int32)", "Expert indices [..., k]."),
+        common.tensor_input("out", "tensor(float)", "Normalised scores [..., E] when out_flag=1, else [0].",
+                            optional=True),
     ],
     type_constraints=[
         ("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Logit and weight type."),
@@ -70,46 +44,46 @@ SCHEMA = OpSchema(
         ("TE", ["tensor(int32)", "tensor(int64)"], "Table entry type."),
     ],
     attributes=[
-        attribute("k", None, "Experts per token, 1 <= k <= 64."),
-        attribute("k_group", 1, "Groups kept per token."),
-        attribute("group_count", 1, "Number of consecutive expert groups."),
-        attribute("group_select_mode", 0, "Group score: 0 = max, 1 = sum of the two largest."),
-        attribute("renorm", 0, "1 = renormalise softmax weights too (extension)."),
-        attribute("norm_type", 0, "0 = softmax, 1 = sigmoid, 2 = sqrt(softplus)."),
-        attribute("out_flag", 0, "1 = also return the normalised scores."),
-        attribute("routed_scaling_factor", 1.0, "Multiplies the final weights."),
-        attribute("eps", 1e-20, "Added to the weight sum before renormalisation."),
+        common.attribute("k", None, "Experts per token, 1 <= k <= 64."),
+        common.attribute("k_group", 1, "Groups kept per token."),
+        common.attribute("group_count", 1, "Number of consecutive expert groups."),
+        common.attribute("group_select_mode", 0, "Group score: 0 = max, 1 = sum of the two largest."),
+        common.attribute("renorm", 0, "1 = renormalise softmax weights too (extension)."),
+        common.attribute("norm_type", 0, "0 = softmax, 1 = sigmoid, 2 = sqrt(softplus)."),
+        common.attribute("out_flag", 0, "1 = also return the normalised scores."),
+        common.attribute("routed_scaling_factor", 1.0, "Multiplies the final weights."),
+        common.attribute("eps", 1e-20, "Added to the weight sum before renormalisation."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"x": (TensorProto.FLOAT, ["R", "E"])}, {"k": 8}),
     ({"x": (TensorProto.BFLOAT16, ["B", "S", "E"])}, {"k": 8, "out_flag": 1}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-FLOAT_TYPES = allowed_types(SCHEMA, "T")  # x, bias, additional_bias, y
-ID_TYPES = allowed_types(SCHEMA, "TI")
-TABLE_TYPES = allowed_types(SCHEMA, "TE")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+FLOAT_TYPES = common.allowed_types(SCHEMA, "T")  # x, bias, additional_bias, y
+ID_TYPES = common.allowed_types(SCHEMA, "TI")
+TABLE_TYPES = common.allowed_types(SCHEMA, "TE")
 
 
 def _infer(ctx: InferenceContext) -> None:
-    x = input_type(ctx, 0)
-    k = int_attribute(ctx, OP_TYPE, "k", 0)
-    out_flag = int_attribute(ctx, OP_TYPE, "out_flag", DEFAULTS["out_flag"])
+    x = common.input_type(ctx, 0)
+    k = common.int_attribute(ctx, OP_TYPE, "k", 0)
+    out_flag = common.int_attribute(ctx, OP_TYPE, "out_flag", DEFAULTS["out_flag"])
     if x is None:
         return
-    dims = input_dims(x)
+    dims = common.input_dims(x)
     if dims is not None and len(dims) < 2:
-        fail_inference(OP_TYPE, f"input 'x' must have rank >= 2, got rank {len(dims)}")
+        common.fail_inference(OP_TYPE, f"input 'x' must have rank >= 2, got rank {len(dims)}")
     lead = None if dims is None else dims[:-1]
-    ctx.set_output_type(0, make_type(x.tensor_type.elem_type, None if lead is None else lead + [k]))
+    ctx.set_output_type(0, common.make_type(x.tensor_type.elem_type, None if lead is None else lead + [k]))
     if ctx.get_num_outputs() > 1:
-        ctx.set_output_type(1, make_type(INT32, None if lead is None else lead + [k]))
+        ctx.set_output_type(1, common.make_type(common.INT32, None if lead is None else lead + [k]))
     if ctx.get_num_outputs() > 2 and ctx.has_output(2):
-        ctx.set_output_type(2, make_type(FLOAT, dims if out_flag else [0]))
+        ctx.set_output_type(2, common.make_type(common.FLOAT, dims if out_flag else [0]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -122,9 +96,9 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _numel(shape: Sequence[Dim]) -> int | None:
+def _numel(shape: Sequence[common.Dim]) -> int | None:
     """Product of the dims, or None when one is unknown."""
-    if not all(known(d) for d in shape):
+    if not all(common.known(d) for d in shape):
         return None
     return int(np.prod([int(d) for d in shape], dtype=np.int64))
 
@@ -144,9 +118,9 @@ def validate_attributes(attrs: dict[str, Any], num_experts: int | None = None) -
             raise _err(f"attribute '{name}' must be one of {list(allowed)}, got {attrs[name]}")
     eps, rsf = float(attrs["eps"]), float(attrs["routed_scaling_factor"])
     if not (np.isfinite(eps) and eps >= 0):
-        raise _err(f"attribute 'eps' must be finite and >= 0, got {fmt(eps)}")
+        raise _err(f"attribute 'eps' must be finite and >= 0, got {common.fmt(eps)}")
     if not np.isfinite(rsf):
-        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {fmt(rsf)}")
+        raise _err(f"attribute 'routed_scaling_factor' must be finite, got {common.fmt(rsf)}")
     if num_experts is None:
         return
     E = num_experts
@@ -170,7 +144,7 @@ def grouping_effective(attrs: dict[str, Any]) -> bool:
     return attrs["group_count"] > 1 and attrs["k_group"] < attrs["group_count"]
 
 
-def validate_inputs(x_shape: Sequence[Dim], x_dtype: str, inputs: dict[str, tuple | None],
+def validate_inputs(x_shape: Sequence[common.Dim], x_dtype: str, inputs: dict[str, tuple | None],
                     attrs: dict[str, Any]) -> None:
     """Check shapes and dtypes of docs/operators.md §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
 
@@ -180,10 +154,10 @@ def validate_inputs(x_shape: Sequence[Dim], x_dtype: str, inputs: dict[str, tupl
     """
     x_shape = tuple(x_shape)
     if len(x_shape) < 2:
-        raise _err(f"input 'x' must have rank >= 2, got shape {shape_text(x_shape)}")
+        raise _err(f"input 'x' must have rank >= 2, got shape {common.shape_text(x_shape)}")
     if x_dtype not in FLOAT_TYPES:
-        raise _err(f"input 'x' must be {type_list(FLOAT_TYPES)}, got {x_dtype}")
-    E = x_shape[-1] if known(x_shape[-1]) else None
+        raise _err(f"input 'x' must be {common.type_list(FLOAT_TYPES)}, got {x_dtype}")
+    E = x_shape[-1] if common.known(x_shape[-1]) else None
     R = _numel(x_shape[:-1])
     validate_attributes(attrs, E)
     for name in ("bias", "additional_bias"):
@@ -191,8 +165,8 @@ def validate_inputs(x_shape: Sequence[Dim], x_dtype: str, inputs: dict[str, tupl
         if spec is None:
             continue
         shape, dtype = spec
-        if len(shape) != 1 or (E is not None and known(shape[0]) and shape[0] != E):
-            raise _err(f"input '{name}' must have shape [E] = [{E}], got {shape_text(shape)}")
+        if len(shape) != 1 or (E is not None and common.known(shape[0]) and shape[0] != E):
+            raise _err(f"input '{name}' must have shape [E] = [{E}], got {common.shape_text(shape)}")
         if dtype != x_dtype:
             raise _err(f"input '{name}' must have the type of x ({x_dtype}), got {dtype}")
     ids, table = inputs.get("input_ids"), inputs.get("tid2eid")
@@ -201,14 +175,14 @@ def validate_inputs(x_shape: Sequence[Dim], x_dtype: str, inputs: dict[str, tupl
         raise _err(f"input '{given}' needs input '{missing}' (hash routing uses both), got only '{given}'")
     if table is not None and ids is not None:
         (tshape, tdtype), (ishape, idtype) = table, ids
-        if len(tshape) != 2 or (known(tshape[1]) and tshape[1] != attrs["k"]):
-            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {shape_text(tshape)}")
+        if len(tshape) != 2 or (common.known(tshape[1]) and tshape[1] != attrs["k"]):
+            raise _err(f"input 'tid2eid' must have shape [n, k={attrs['k']}], got {common.shape_text(tshape)}")
         if tdtype not in TABLE_TYPES:
-            raise _err(f"input 'tid2eid' must be {type_list(TABLE_TYPES)}, got {tdtype}")
+            raise _err(f"input 'tid2eid' must be {common.type_list(TABLE_TYPES)}, got {tdtype}")
         if idtype not in ID_TYPES:
-            raise _err(f"input 'input_ids' must be {type_list(ID_TYPES)}, got {idtype}")
+            raise _err(f"input 'input_ids' must be {common.type_list(ID_TYPES)}, got {idtype}")
         if None not in (R, _numel(ishape)) and _numel(ishape) != R:
-            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {shape_text(ishape)}")
+            raise _err(f"input 'input_ids' must have R = {R} elements, got shape {common.shape_text(ishape)}")
         if grouping_effective(attrs):
             raise _err(
                 f"hash routing (input 'tid2eid') cannot be combined with group-limited selection, "
@@ -222,7 +196,8 @@ def validate_inputs(x_shape: Sequence[Dim], x_dtype: str, inputs: dict[str, tupl
         if mdtype != "bool":
             raise _err(f"input 'additional_token_mask' must be bool, got {mdtype}")
         if None not in (R, _numel(mshape)) and _numel(mshape) != R:
-            raise _err(f"input 'additional_token_mask' must have R = {R} elements, got shape {shape_text(mshape)}")
+            raise _err(f"input 'additional_token_mask' must have R = {R} elements, "
+                       f"got shape {common.shape_text(mshape)}")
 
 
 def validate_hash_values(ids_used: np.ndarray, rows: np.ndarray, table_used: np.ndarray, n: int, E: int) -> None:
@@ -301,16 +276,16 @@ def reference(
     **attributes: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Compute ``(y, expert_idx, out)`` of docs/operators.md §1.2 with NumPy (float32 arithmetic)."""
-    attrs = resolve_attributes(SCHEMA, attributes)
-    check_required_inputs(SCHEMA, [x is not None])
+    attrs = common.resolve_attributes(SCHEMA, attributes)
+    common.check_required_inputs(SCHEMA, [x is not None])
     x = np.asarray(x)
     given = {
         "bias": bias, "input_ids": input_ids, "tid2eid": tid2eid,
         "additional_bias": additional_bias, "additional_token_mask": additional_token_mask,
     }
     validate_inputs(
-        x.shape, onnx_type_name(x.dtype),
-        {n: None if a is None else (np.shape(a), onnx_type_name(np.asarray(a).dtype)) for n, a in given.items()},
+        x.shape, common.onnx_type_name(x.dtype),
+        {n: None if a is None else (np.shape(a), common.onnx_type_name(np.asarray(a).dtype)) for n, a in given.items()},
         attrs,
     )
     E, k = x.shape[-1], attrs["k"]

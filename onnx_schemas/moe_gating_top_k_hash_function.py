@@ -15,8 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_gating_top_k_hash import (
     NORM_SIGMOID,
     NORM_SOFTMAX,
@@ -117,10 +116,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
 
     The body uses default-domain ops of ``opset`` (18 or newer) and always produces y, expert_idx, out.
     """
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     _check_presence(has, attrs)
     hashing = has["tid2eid"]
     masked = has["additional_token_mask"]

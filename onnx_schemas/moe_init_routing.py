@@ -14,62 +14,39 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    INT32,
-    OPSET_VERSION,
-    Dim,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    fail_inference,
-    input_dims,
-    input_names,
-    input_type,
-    int_attribute,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 from .moe_init_routing_v3 import dim_product
 
 OP_TYPE = "MoeInitRouting"
-LIMITS = {"MAX_PAIRS": 2**31 - 1,  # the indices are int32 (generated into attr_defaults.gen.h)
-          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+LIMITS = common.EXPERT_SORT_LIMITS
 MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "MoE init routing (first version): sorts the (token, slot) pairs stably by expert and returns "
         "the token rows in that order, the position of each pair's row index and the sorted experts."
     ),
     inputs=[
-        tensor_input("x", "T", "Token rows [N, H]."),
-        tensor_input("row_idx", "tensor(int32)", "Row index of each pair [N, K]: a permutation of [0, N*K)."),
-        tensor_input("expert_idx", "tensor(int32)", "Expert of each pair [N, K]."),
+        common.tensor_input("x", "T", "Token rows [N, H]."),
+        common.tensor_input("row_idx", "tensor(int32)", "Row index of each pair [N, K]: a permutation of [0, N*K)."),
+        common.tensor_input("expert_idx", "tensor(int32)", "Expert of each pair [N, K]."),
     ],
     outputs=[
-        tensor_input("expanded_x", "T", "Rows in expert order [min(N, active_num) * K, H]."),
-        tensor_input("expanded_row_idx", "tensor(int32)", "[N*K]: expanded_row_idx[row_idx of sorted pair i] = i."),
-        tensor_input("expanded_expert_idx", "tensor(int32)", "The experts, sorted [N*K]."),
+        common.tensor_input("expanded_x", "T", "Rows in expert order [min(N, active_num) * K, H]."),
+        common.tensor_input("expanded_row_idx", "tensor(int32)",
+                            "[N*K]: expanded_row_idx[row_idx of sorted pair i] = i."),
+        common.tensor_input("expanded_expert_idx", "tensor(int32)", "The experts, sorted [N*K]."),
     ],
     type_constraints=[("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Token type.")],
-    attributes=[attribute("active_num", None, "Tokens kept: expanded_x has min(N, active_num) * K rows (>= 0).")],
+    attributes=[common.attribute("active_num", None,
+                                 "Tokens kept: expanded_x has min(N, active_num) * K rows (>= 0).")],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"x": (TensorProto.FLOAT16, [10, 200]), "row_idx": (TensorProto.INT32, [10, 2]),
       "expert_idx": (TensorProto.INT32, [10, 2])}, {"active_num": 4}),
@@ -77,8 +54,8 @@ SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attrib
       "expert_idx": (TensorProto.INT32, ["N", "K"])}, {"active_num": 8192}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-X_TYPES = allowed_types(SCHEMA, "T")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+X_TYPES = common.allowed_types(SCHEMA, "T")
 
 
 def _err(what: str) -> ValueError:
@@ -94,29 +71,22 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
 def validate_inputs(x: tuple, row_idx: tuple, expert_idx: tuple, attrs: dict[str, Any]) -> None:
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)``."""
     validate_attributes(attrs)
-    x_shape, x_type = x
-    if x_type not in X_TYPES:
-        raise _err(f"input 'x' must be {type_list(X_TYPES)}, got {x_type}")
-    if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [N, H], got shape {shape_text(x_shape)}")
-    N, H = x_shape
-    if known(H) and H < 1:
-        raise _err(f"input 'x' must have H >= 1, got shape {shape_text(x_shape)}")
+    N, H = common.token_rows(OP_TYPE, "x", x, X_TYPES)
     e_shape, e_type = expert_idx
     r_shape, r_type = row_idx
     for name, t in (("row_idx", r_type), ("expert_idx", e_type)):
         if t != "int32":
             raise _err(f"input '{name}' must be int32, got {t}")
     if len(e_shape) != 2:
-        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {shape_text(e_shape)}")
-    if known(N) and known(e_shape[0]) and e_shape[0] != N:
-        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {shape_text(e_shape)}")
-    if known(e_shape[1]) and e_shape[1] < 1:
-        raise _err(f"input 'expert_idx' must have K >= 1, got shape {shape_text(e_shape)}")
-    if len(r_shape) != 2 or any(known(a) and known(b) and a != b for a, b in zip(r_shape, e_shape)):
-        raise _err(f"input 'row_idx' must have the shape of expert_idx {shape_text(e_shape)}, "
-                   f"got shape {shape_text(r_shape)}")
-    if all(known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
+        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {common.shape_text(e_shape)}")
+    if common.known(N) and common.known(e_shape[0]) and e_shape[0] != N:
+        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {common.shape_text(e_shape)}")
+    if common.known(e_shape[1]) and e_shape[1] < 1:
+        raise _err(f"input 'expert_idx' must have K >= 1, got shape {common.shape_text(e_shape)}")
+    if len(r_shape) != 2 or any(common.known(a) and common.known(b) and a != b for a, b in zip(r_shape, e_shape)):
+        raise _err(f"input 'row_idx' must have the shape of expert_idx {common.shape_text(e_shape)}, "
+                   f"got shape {common.shape_text(r_shape)}")
+    if all(common.known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
         raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements, got {e_shape[0] * e_shape[1]}")
 
 
@@ -139,9 +109,9 @@ def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
                    f"at [{pos // K}, {pos % K}]")
 
 
-def expanded_rows(N: Dim, K: Dim, active_num: int) -> Dim:
+def expanded_rows(N: common.Dim, K: common.Dim, active_num: int) -> common.Dim:
     """min(N, active_num) * K (ints or torch SymInts)."""
-    if known(N):
+    if common.known(N):
         return min(int(N), active_num) * K
     import torch
 
@@ -149,30 +119,28 @@ def expanded_rows(N: Dim, K: Dim, active_num: int) -> Dim:
 
 
 def _infer(ctx: InferenceContext) -> None:
-    attrs = {n: int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS if DEFAULTS[n] is not None}
+    attrs = {n: common.int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS if DEFAULTS[n] is not None}
     a = ctx.get_attribute("active_num")
     if a is None:
-        fail_inference(OP_TYPE, "attribute 'active_num' is required (INT), got none")
-    attrs["active_num"] = int_attribute(ctx, OP_TYPE, "active_num", 0)
+        common.fail_inference(OP_TYPE, "attribute 'active_num' is required (INT), got none")
+    attrs["active_num"] = common.int_attribute(ctx, OP_TYPE, "active_num", 0)
     try:
         validate_attributes(attrs)
     except ValueError as err:
-        fail_inference(OP_TYPE, str(err).split(": ", 1)[1])
-    x, expert_idx = input_type(ctx, 0), input_type(ctx, 2)
-    x_dims, e_dims = input_dims(x), input_dims(expert_idx)
-    if x_dims is not None and len(x_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'x' must be 2-D [N, H], got rank {len(x_dims)}")
-    if e_dims is not None and len(e_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'expert_idx' must be 2-D [N, K], got rank {len(e_dims)}")
+        common.fail_inference(OP_TYPE, str(err).split(": ", 1)[1])
+    x, expert_idx = common.input_type(ctx, 0), common.input_type(ctx, 2)
+    x_dims, e_dims = common.input_dims(x), common.input_dims(expert_idx)
+    common.check_rank(OP_TYPE, "x", x_dims, "[N, H]")
+    common.check_rank(OP_TYPE, "expert_idx", e_dims, "[N, K]")
     pairs = dim_product(e_dims[0], e_dims[1]) if e_dims else None
     rows = None
     if x_dims and e_dims and x_dims[0].HasField("dim_value") and e_dims[1].HasField("dim_value"):
         rows = expanded_rows(x_dims[0].dim_value, e_dims[1].dim_value, attrs["active_num"])
     if x is not None:
-        ctx.set_output_type(0, make_type(x.tensor_type.elem_type, [rows, x_dims[1] if x_dims else None]))
+        ctx.set_output_type(0, common.make_type(x.tensor_type.elem_type, [rows, x_dims[1] if x_dims else None]))
     for i in (1, 2):
         if ctx.get_num_outputs() > i:
-            ctx.set_output_type(i, make_type(INT32, [pairs]))
+            ctx.set_output_type(i, common.make_type(common.INT32, [pairs]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -181,9 +149,9 @@ SCHEMA.set_type_and_shape_inference_function(_infer)
 def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray,
               **attributes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(expanded_x, expanded_row_idx, expanded_expert_idx)`` (see the module docstring)."""
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     x, row_idx, expert_idx = np.asarray(x), np.asarray(row_idx), np.asarray(expert_idx)
-    x_in, r_in, e_in = ((a.shape, onnx_type_name(a.dtype)) for a in (x, row_idx, expert_idx))
+    x_in, r_in, e_in = ((a.shape, common.onnx_type_name(a.dtype)) for a in (x, row_idx, expert_idx))
     validate_inputs(x_in, r_in, e_in, attrs)
     validate_values(row_idx, expert_idx)
     N, K = expert_idx.shape

@@ -14,8 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_init_routing import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
 
 I64_MAX = np.iinfo(np.int64).max
@@ -23,10 +22,7 @@ I64_MAX = np.iinfo(np.int64).max
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeInitRouting`` body for one node's attributes."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     x, row_idx, expert_idx = INPUT_NAMES
     out_x, out_row_idx, out_experts = OUTPUT_NAMES
     g = BodyBuilder()

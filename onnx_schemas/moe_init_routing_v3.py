@@ -14,31 +14,9 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto, TensorShapeProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    INT32,
-    OPSET_VERSION,
-    Dim,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    fail_inference,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 
 OP_TYPE = "MoeInitRoutingV3"
 
@@ -50,36 +28,34 @@ CUMSUM, COUNT, KEY_VALUE = 0, 1, 2
 NO_QUANT, STATIC_QUANT, DYNAMIC_QUANT = -1, 0, 1
 GATHER, SCATTER = 0, 1  # row_idx_type, named as the Ascend docs name them (see reference())
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "MoE init routing: sorts the (token, slot) pairs of expert_idx stably by expert, keeps the "
         "experts in the active range, and returns the token rows in that order (optionally int8 "
         "quantised), the row mapping, the per-expert token counts and the per-row scales."
     ),
     inputs=[
-        tensor_input("x", "TX", "Token rows [N, H]."),
-        tensor_input("expert_idx", "TI", "Experts of each token [N, K]."),
-        tensor_input("scale", "tensor(float)",
-                     "quant_mode -1: per-token scale [N] (gathered like the rows); 0: [1]; "
-                     "1: smoothing scale [end - start, H] or [1, H].", optional=True),
-        tensor_input("offset", "tensor(float)", "quant_mode 0: offset [1]; absent otherwise.", optional=True),
+        common.tensor_input("x", "TX", "Token rows [N, H]."),
+        common.tensor_input("expert_idx", "TI", "Experts of each token [N, K]."),
+        common.tensor_input("scale", "tensor(float)",
+                            "quant_mode -1: per-token scale [N] (gathered like the rows); 0: [1]; "
+                            "1: smoothing scale [end - start, H] or [1, H].", optional=True),
+        common.tensor_input("offset", "tensor(float)", "quant_mode 0: offset [1]; absent otherwise.", optional=True),
     ],
     outputs=[
-        tensor_input("expanded_x", "TY",
-                     "Sorted rows: dropless [R, H] (R = N*K, or min(active_num, N*K) when "
-                     "active_num > 0); drop/pad [expert_num, expert_capacity, H]. int8 when quant_mode >= 0."),
-        tensor_input("expanded_row_idx", "tensor(int32)",
-                     "[N*K]; row_idx_type 0: the expanded row of pair p (-1 if dropped); "
-                     "1: the pair of expanded row i (-1 past the kept pairs)."),
-        tensor_input("expert_tokens_count_or_cumsum", "tensor(int64)",
-                     "Pairs per active expert [end - start] (type 1), their inclusive prefix sums "
-                     "(type 0), or (expert, count) rows of the non-empty experts [expert_num, 2] (type 2)."),
-        tensor_input("expanded_scale", "tensor(float)",
-                     "Per expanded row [R] (drop/pad: [expert_num * expert_capacity]): the gathered "
-                     "scale (quant_mode -1), the dynamic quantisation scale (1), else 0."),
+        common.tensor_input("expanded_x", "TY",
+                            "Sorted rows: dropless [R, H] (R = N*K, or min(active_num, N*K) when "
+                            "active_num > 0); drop/pad [expert_num, expert_capacity, H]. int8 when quant_mode >= 0."),
+        common.tensor_input("expanded_row_idx", "tensor(int32)",
+                            "[N*K]; row_idx_type 0: the expanded row of pair p (-1 if dropped); "
+                            "1: the pair of expanded row i (-1 past the kept pairs)."),
+        common.tensor_input("expert_tokens_count_or_cumsum", "tensor(int64)",
+                            "Pairs per active expert [end - start] (type 1), their inclusive prefix sums "
+                            "(type 0), or (expert, count) rows of the non-empty experts [expert_num, 2] (type 2)."),
+        common.tensor_input("expanded_scale", "tensor(float)",
+                            "Per expanded row [R] (drop/pad: [expert_num * expert_capacity]): the gathered "
+                            "scale (quant_mode -1), the dynamic quantisation scale (1), else 0."),
     ],
     type_constraints=[
         ("TX", [f"tensor({t})" for t in ("float", "float16", "bfloat16", "int8")], "Token type."),
@@ -88,23 +64,25 @@ SCHEMA = OpSchema(
          "Type of expanded_x: x's type without quantisation, int8 with it."),
     ],
     attributes=[
-        attribute("active_num", -1, "Dropless: rows of expanded_x (-1 or 0 = N*K; else min(active_num, N*K))."),
-        attribute("expert_capacity", -1, "Drop/pad: rows per expert (>= 1); ignored when dropless."),
-        attribute("expert_num", -1, "Number of experts E (>= 1); expert ids must lie in [0, E)."),
-        attribute("drop_pad_mode", DROPLESS, "0 = dropless; 1 = drop/pad to expert_capacity."),
-        attribute("expert_tokens_num_type", CUMSUM, "0 = cumulative counts; 1 = counts; 2 = (expert, count) pairs."),
-        attribute("expert_tokens_num_flag", 0,
-                  "torch_npu's flag (0/1); expert_tokens_count_or_cumsum is computed in either case."),
-        attribute("quant_mode", NO_QUANT, "-1 = none; 0 = static int8; 1 = dynamic per-row int8."),
-        attribute("active_expert_start", 0, "First active expert (active_expert_range[0])."),
-        attribute("active_expert_end", -1,
-                  "One past the last active expert (active_expert_range[1]); -1 = expert_num."),
-        attribute("row_idx_type", GATHER, "0 = expanded row per pair (gather index); 1 = pair per expanded row."),
+        common.attribute("active_num", -1, "Dropless: rows of expanded_x (-1 or 0 = N*K; else min(active_num, N*K))."),
+        common.attribute("expert_capacity", -1, "Drop/pad: rows per expert (>= 1); ignored when dropless."),
+        common.attribute("expert_num", -1, "Number of experts E (>= 1); expert ids must lie in [0, E)."),
+        common.attribute("drop_pad_mode", DROPLESS, "0 = dropless; 1 = drop/pad to expert_capacity."),
+        common.attribute("expert_tokens_num_type", CUMSUM,
+                         "0 = cumulative counts; 1 = counts; 2 = (expert, count) pairs."),
+        common.attribute("expert_tokens_num_flag", 0,
+                         "torch_npu's flag (0/1); expert_tokens_count_or_cumsum is computed in either case."),
+        common.attribute("quant_mode", NO_QUANT, "-1 = none; 0 = static int8; 1 = dynamic per-row int8."),
+        common.attribute("active_expert_start", 0, "First active expert (active_expert_range[0])."),
+        common.attribute("active_expert_end", -1,
+                         "One past the last active expert (active_expert_range[1]); -1 = expert_num."),
+        common.attribute("row_idx_type", GATHER,
+                         "0 = expanded row per pair (gather index); 1 = pair per expanded row."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"x": (TensorProto.BFLOAT16, ["N", "H"]), "expert_idx": (TensorProto.INT32, ["N", "K"])},
      {"expert_num": 256, "active_expert_start": 32, "active_expert_end": 64, "expert_tokens_num_type": 1}),
@@ -114,9 +92,9 @@ SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attrib
      {"expert_num": 8, "drop_pad_mode": 1, "expert_capacity": 32, "expert_tokens_num_type": 1}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-X_TYPES = allowed_types(SCHEMA, "TX")
-IDX_TYPES = allowed_types(SCHEMA, "TI")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+X_TYPES = common.allowed_types(SCHEMA, "TX")
+IDX_TYPES = common.allowed_types(SCHEMA, "TI")
 
 
 def _err(what: str) -> ValueError:
@@ -193,29 +171,22 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)`` or None
     (absent). Unknown dims (None) are not checked; expert id values by :func:`validate_expert_ids`."""
     validate_attributes(attrs)
-    x_shape, x_type = x
-    if x_type not in X_TYPES:
-        raise _err(f"input 'x' must be {type_list(X_TYPES)}, got {x_type}")
-    if len(x_shape) != 2:
-        raise _err(f"input 'x' must be 2-D [N, H], got shape {shape_text(x_shape)}")
-    N, H = x_shape
-    if known(H) and H < 1:
-        raise _err(f"input 'x' must have H >= 1, got shape {shape_text(x_shape)}")
+    N, H = common.token_rows(OP_TYPE, "x", x, X_TYPES)
     i_shape, i_type = expert_idx
     if i_type not in IDX_TYPES:
-        raise _err(f"input 'expert_idx' must be {type_list(IDX_TYPES)}, got {i_type}")
+        raise _err(f"input 'expert_idx' must be {common.type_list(IDX_TYPES)}, got {i_type}")
     if len(i_shape) != 2:
-        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {shape_text(i_shape)}")
-    if known(N) and known(i_shape[0]) and i_shape[0] != N:
-        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {shape_text(i_shape)}")
+        raise _err(f"input 'expert_idx' must be 2-D [N, K], got shape {common.shape_text(i_shape)}")
+    if common.known(N) and common.known(i_shape[0]) and i_shape[0] != N:
+        raise _err(f"input 'expert_idx' must have N = {N} rows (x.shape[0]), got shape {common.shape_text(i_shape)}")
     K = i_shape[1]
-    if known(K) and K < 1:
-        raise _err(f"input 'expert_idx' must have K >= 1, got shape {shape_text(i_shape)}")
-    if known(N) and known(K) and N * K > MAX_PAIRS:
+    if common.known(K) and K < 1:
+        raise _err(f"input 'expert_idx' must have K >= 1, got shape {common.shape_text(i_shape)}")
+    if common.known(N) and common.known(K) and N * K > MAX_PAIRS:
         raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements (expanded_row_idx is "
                    f"int32), got N*K = {N * K}")
     quant = attrs["quant_mode"]
-    if quant != NO_QUANT and x_type == "int8":
+    if quant != NO_QUANT and x[1] == "int8":
         raise _err(f"input 'x' must be float, float16 or bfloat16 when quant_mode is {quant}, got int8")
     for name, desc in (("scale", scale), ("offset", offset)):
         if desc is not None and desc[1] != "float":
@@ -224,22 +195,23 @@ def validate_inputs(x: tuple, expert_idx: tuple, scale: tuple | None, offset: tu
     if quant == STATIC_QUANT:
         for name, desc in (("scale", scale), ("offset", offset)):
             assert desc is not None  # check_presence
-            if len(desc[0]) != 1 or (known(desc[0][0]) and desc[0][0] != 1):
-                raise _err(f"input '{name}' must have shape [1] when quant_mode is 0, got shape {shape_text(desc[0])}")
+            if len(desc[0]) != 1 or (common.known(desc[0][0]) and desc[0][0] != 1):
+                raise _err(f"input '{name}' must have shape [1] when quant_mode is 0, "
+                           f"got shape {common.shape_text(desc[0])}")
         return
     if scale is None:
         return
     s_shape = scale[0]
     if quant == NO_QUANT:
-        if len(s_shape) != 1 or (known(N) and known(s_shape[0]) and s_shape[0] != N):
-            raise _err(f"input 'scale' must have shape [N] = [{'?' if not known(N) else N}] when quant_mode "
-                       f"is -1, got shape {shape_text(s_shape)}")
+        if len(s_shape) != 1 or (common.known(N) and common.known(s_shape[0]) and s_shape[0] != N):
+            raise _err(f"input 'scale' must have shape [N] = [{'?' if not common.known(N) else N}] when quant_mode "
+                       f"is -1, got shape {common.shape_text(s_shape)}")
         return
     start, end = expert_range(attrs)
-    rows_ok = len(s_shape) == 2 and (not known(s_shape[0]) or s_shape[0] in (1, end - start))
-    if not rows_ok or (known(H) and known(s_shape[1]) and s_shape[1] != H):
+    rows_ok = len(s_shape) == 2 and (not common.known(s_shape[0]) or s_shape[0] in (1, end - start))
+    if not rows_ok or (common.known(H) and common.known(s_shape[1]) and s_shape[1] != H):
         raise _err(f"input 'scale' must have shape [{end - start}, H] or [1, H] (H = "
-                   f"{H if known(H) else '?'}) when quant_mode is 1, got shape {shape_text(s_shape)}")
+                   f"{H if common.known(H) else '?'}) when quant_mode is 1, got shape {common.shape_text(s_shape)}")
 
 
 def validate_expert_ids(expert_idx: np.ndarray, expert_num: int) -> None:
@@ -255,11 +227,11 @@ def validate_expert_ids(expert_idx: np.ndarray, expert_num: int) -> None:
 # ---- output shapes ------------------------------------------------------------------------------
 
 
-def expanded_rows(num_pairs: Dim, active_num: int) -> Dim:
+def expanded_rows(num_pairs: common.Dim, active_num: int) -> common.Dim:
     """Rows R of expanded_x in dropless mode (works on ints and torch SymInts)."""
     if active_num <= 0:
         return num_pairs
-    if known(num_pairs):
+    if common.known(num_pairs):
         return min(active_num, int(num_pairs))
     import torch  # a SymInt: only the torch front end passes one
 
@@ -290,13 +262,11 @@ def dim_product(a: TensorShapeProto.Dimension | None, b: TensorShapeProto.Dimens
 
 
 def _infer(ctx: InferenceContext) -> None:
-    attrs = inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    x, idx = input_type(ctx, 0), input_type(ctx, 1)
-    x_dims, i_dims = input_dims(x), input_dims(idx)
-    if x_dims is not None and len(x_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'x' must be 2-D [N, H], got rank {len(x_dims)}")
-    if i_dims is not None and len(i_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'expert_idx' must be 2-D [N, K], got rank {len(i_dims)}")
+    attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
+    x, idx = common.input_type(ctx, 0), common.input_type(ctx, 1)
+    x_dims, i_dims = common.input_dims(x), common.input_dims(idx)
+    common.check_rank(OP_TYPE, "x", x_dims, "[N, H]")
+    common.check_rank(OP_TYPE, "expert_idx", i_dims, "[N, K]")
 
     n = x_dims[0] if x_dims else (i_dims[0] if i_dims else None)
     pairs = dim_product(n, i_dims[1] if i_dims else None)
@@ -312,14 +282,14 @@ def _infer(ctx: InferenceContext) -> None:
         x_out, scale_out = [rows, h], [rows]
     if x is not None:
         elem = x.tensor_type.elem_type if attrs["quant_mode"] == NO_QUANT else TensorProto.INT8
-        ctx.set_output_type(0, make_type(elem, x_out))
+        ctx.set_output_type(0, common.make_type(elem, x_out))
     n_out = ctx.get_num_outputs()
     if n_out > 1:
-        ctx.set_output_type(1, make_type(INT32, [pairs]))
+        ctx.set_output_type(1, common.make_type(common.INT32, [pairs]))
     if n_out > 2:
-        ctx.set_output_type(2, make_type(TensorProto.INT64, counts_shape(attrs)))
+        ctx.set_output_type(2, common.make_type(TensorProto.INT64, counts_shape(attrs)))
     if n_out > 3:
-        ctx.set_output_type(3, make_type(TensorProto.FLOAT, scale_out))
+        ctx.set_output_type(3, common.make_type(TensorProto.FLOAT, scale_out))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -417,12 +387,13 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, scale: np.ndarray | None = 
     >= R when active_num cuts rows); 1: ``idx[i] = order[i]`` for i < available, then -1.
     Drop/pad: the j-th pair (in sorted order) of expert e goes to row e * C + j if j < C.
     """
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     x, expert_idx = np.asarray(x), np.asarray(expert_idx)
     scale = None if scale is None else np.asarray(scale)
     offset = None if offset is None else np.asarray(offset)
-    desc = lambda a: None if a is None else (a.shape, onnx_type_name(a.dtype))  # noqa: E731
-    validate_inputs((x.shape, onnx_type_name(x.dtype)), (expert_idx.shape, onnx_type_name(expert_idx.dtype)),
+    desc = lambda a: None if a is None else (a.shape, common.onnx_type_name(a.dtype))  # noqa: E731
+    validate_inputs((x.shape, common.onnx_type_name(x.dtype)),
+                    (expert_idx.shape, common.onnx_type_name(expert_idx.dtype)),
                     desc(scale), desc(offset), attrs)
     validate_expert_ids(expert_idx, attrs["expert_num"])
     N, K = expert_idx.shape

@@ -19,8 +19,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_init_routing_v3 import (
     COUNT,
     CUMSUM,
@@ -41,10 +40,7 @@ I64_MAX = np.iinfo(np.int64).max
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeInitRoutingV3`` body for one node's attributes and present inputs."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     check_presence({n for n, h in has.items() if h}, attrs)
     x, expert_idx, scale, offset = INPUT_NAMES
     out_x, out_idx, out_counts, out_scale = OUTPUT_NAMES

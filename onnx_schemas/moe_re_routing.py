@@ -6,32 +6,9 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    FLOAT,
-    INT32,
-    OPSET_VERSION,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    check_required_inputs,
-    fail_inference,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 
 OP_TYPE = "MoeReRouting"
 LIMITS = {"MAX_TOKENS": 2**31 - 1}  # permute_token_idx is int32 (generated into ops_src/cpu/attr_defaults.gen.h)
@@ -41,27 +18,25 @@ MAX_TOKENS = LIMITS["MAX_TOKENS"]
 CUMSUM, COUNT = 0, 1
 GATHER, SCATTER = 0, 1
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Regroups the tokens an expert-parallel rank received (grouped by source rank, then local "
         "expert) by local expert, then source rank, keeping row order inside each block; also "
         "permutes the per-token scales and returns the permutation and the per-expert counts."
     ),
     inputs=[
-        tensor_input("tokens", "TT", "Received tokens [A, H], grouped by (source rank, expert)."),
-        tensor_input("expert_token_num_per_rank", "TC", "Rows of each (source rank, expert) block [N, E]."),
-        tensor_input("per_token_scales", "TS", "Per-token scales [A] or [A, S].", optional=True),
+        common.tensor_input("tokens", "TT", "Received tokens [A, H], grouped by (source rank, expert)."),
+        common.tensor_input("expert_token_num_per_rank", "TC", "Rows of each (source rank, expert) block [N, E]."),
+        common.tensor_input("per_token_scales", "TS", "Per-token scales [A] or [A, S].", optional=True),
     ],
     outputs=[
-        tensor_input("permute_tokens", "TT", "Tokens grouped by (expert, source rank) [A, H]."),
-        tensor_input("permute_per_token_scales", "TS",
-                     "Scales permuted like the tokens; [0] float when per_token_scales is absent."),
-        tensor_input("permute_token_idx", "tensor(int32)",
-                     "idx_type 0: permute_tokens = tokens[idx]; 1: the inverse permutation [A]."),
-        tensor_input("expert_token_num", "TC", "Tokens per expert (or inclusive prefix sums) [E]."),
+        common.tensor_input("permute_tokens", "TT", "Tokens grouped by (expert, source rank) [A, H]."),
+        common.tensor_input("permute_per_token_scales", "TS",
+                            "Scales permuted like the tokens; [0] float when per_token_scales is absent."),
+        common.tensor_input("permute_token_idx", "tensor(int32)",
+                            "idx_type 0: permute_tokens = tokens[idx]; 1: the inverse permutation [A]."),
+        common.tensor_input("expert_token_num", "TC", "Tokens per expert (or inclusive prefix sums) [E]."),
     ],
     type_constraints=[
         ("TT", [f"tensor({t})" for t in ("float", "float16", "bfloat16", "int8", "uint8",
@@ -71,14 +46,14 @@ SCHEMA = OpSchema(
         ("TS", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Scale type."),
     ],
     attributes=[
-        attribute("expert_token_num_type", COUNT,
-                  "1 = per-expert counts; 0 = inclusive cumulative counts (extension)."),
-        attribute("idx_type", GATHER, "0 = gather index; 1 = scatter index (inverse permutation)."),
+        common.attribute("expert_token_num_type", COUNT,
+                         "1 = per-expert counts; 0 = inclusive cumulative counts (extension)."),
+        common.attribute("idx_type", GATHER, "0 = gather index; 1 = scatter index (inverse permutation)."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"tokens": (TensorProto.INT8, ["A", "H"]), "expert_token_num_per_rank": (TensorProto.INT64, ["N", "E"]),
       "per_token_scales": (TensorProto.FLOAT, ["A"])}, {}),
@@ -86,10 +61,10 @@ SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, d
      {}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-TOKEN_TYPES = allowed_types(SCHEMA, "TT")
-COUNT_TYPES = allowed_types(SCHEMA, "TC")
-SCALE_TYPES = allowed_types(SCHEMA, "TS")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+TOKEN_TYPES = common.allowed_types(SCHEMA, "TT")
+COUNT_TYPES = common.allowed_types(SCHEMA, "TC")
+SCALE_TYPES = common.allowed_types(SCHEMA, "TS")
 
 
 def _err(what: str) -> ValueError:
@@ -116,35 +91,28 @@ def validate_inputs(tokens: tuple, counts: tuple, scales: tuple | None, attrs: d
     Dims given as None (unknown) are not checked. Count values are checked by :func:`validate_counts`.
     """
     validate_attributes(attrs)
-    t_shape, t_type = tokens
-    if t_type not in TOKEN_TYPES:
-        raise _err(f"input 'tokens' must be {type_list(TOKEN_TYPES)}, got {t_type}")
-    if len(t_shape) != 2:
-        raise _err(f"input 'tokens' must be 2-D [A, H], got shape {shape_text(t_shape)}")
-    A, H = t_shape
-    if known(H) and H < 1:
-        raise _err(f"input 'tokens' must have H >= 1, got shape {shape_text(t_shape)}")
-    if known(A) and A > MAX_TOKENS:
+    A, H = common.token_rows(OP_TYPE, "tokens", tokens, TOKEN_TYPES, "[A, H]")
+    if common.known(A) and A > MAX_TOKENS:
         raise _err(f"input 'tokens' must have at most {MAX_TOKENS} rows (permute_token_idx is "
                    f"int32), got A = {A}")
     c_shape, c_type = counts
     if c_type not in COUNT_TYPES:
-        raise _err(f"input 'expert_token_num_per_rank' must be {type_list(COUNT_TYPES)}, got {c_type}")
+        raise _err(f"input 'expert_token_num_per_rank' must be {common.type_list(COUNT_TYPES)}, got {c_type}")
     if len(c_shape) != 2:
-        raise _err(f"input 'expert_token_num_per_rank' must be 2-D [N, E], got shape {shape_text(c_shape)}")
-    if any(known(d) and d < 1 for d in c_shape):
+        raise _err(f"input 'expert_token_num_per_rank' must be 2-D [N, E], got shape {common.shape_text(c_shape)}")
+    if any(common.known(d) and d < 1 for d in c_shape):
         raise _err(f"input 'expert_token_num_per_rank' must have N >= 1 and E >= 1, got shape "
-                   f"{shape_text(c_shape)}")
+                   f"{common.shape_text(c_shape)}")
     if scales is not None:
         s_shape, s_type = scales
         if s_type not in SCALE_TYPES:
-            raise _err(f"input 'per_token_scales' must be {type_list(SCALE_TYPES)}, got {s_type}")
+            raise _err(f"input 'per_token_scales' must be {common.type_list(SCALE_TYPES)}, got {s_type}")
         if len(s_shape) not in (1, 2):
             raise _err(f"input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got shape "
-                       f"{shape_text(s_shape)}")
-        if known(A) and known(s_shape[0]) and s_shape[0] != A:
+                       f"{common.shape_text(s_shape)}")
+        if common.known(A) and common.known(s_shape[0]) and s_shape[0] != A:
             raise _err(f"input 'per_token_scales' must have first dimension A = {A} "
-                       f"(tokens.shape[0]), got shape {shape_text(s_shape)}")
+                       f"(tokens.shape[0]), got shape {common.shape_text(s_shape)}")
 
 
 def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
@@ -165,32 +133,29 @@ def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
 
 
 def _infer(ctx: InferenceContext) -> None:
-    inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    tokens = input_type(ctx, 0)
-    counts = input_type(ctx, 1)
-    scales = input_type(ctx, 2)
-    t_dims = input_dims(tokens)
-    c_dims = input_dims(counts)
-    s_dims = input_dims(scales)
-    if t_dims is not None and len(t_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [A, H], got rank {len(t_dims)}")
-    if c_dims is not None and len(c_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'expert_token_num_per_rank' must be 2-D [N, E], got rank {len(c_dims)}")
-    if s_dims is not None and len(s_dims) not in (1, 2):
-        fail_inference(OP_TYPE, f"input 'per_token_scales' must be 1-D [A] or 2-D [A, S], got rank {len(s_dims)}")
+    common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
+    tokens = common.input_type(ctx, 0)
+    counts = common.input_type(ctx, 1)
+    scales = common.input_type(ctx, 2)
+    t_dims = common.input_dims(tokens)
+    c_dims = common.input_dims(counts)
+    s_dims = common.input_dims(scales)
+    common.check_rank(OP_TYPE, "tokens", t_dims, "[A, H]")
+    common.check_rank(OP_TYPE, "expert_token_num_per_rank", c_dims, "[N, E]")
+    common.check_rank(OP_TYPE, "per_token_scales", s_dims, "[A]", "[A, S]")
     a_dim = None if t_dims is None else t_dims[0]
     n_out = ctx.get_num_outputs()
     if tokens is not None:
-        ctx.set_output_type(0, make_type(tokens.tensor_type.elem_type, t_dims))
+        ctx.set_output_type(0, common.make_type(tokens.tensor_type.elem_type, t_dims))
     if n_out > 1:
         if scales is not None:
-            ctx.set_output_type(1, make_type(scales.tensor_type.elem_type, s_dims))
+            ctx.set_output_type(1, common.make_type(scales.tensor_type.elem_type, s_dims))
         elif ctx.get_num_inputs() < 3 or not ctx.has_input(2):
-            ctx.set_output_type(1, make_type(FLOAT, [0]))
+            ctx.set_output_type(1, common.make_type(common.FLOAT, [0]))
     if n_out > 2:
-        ctx.set_output_type(2, make_type(INT32, None if t_dims is None else [a_dim]))
+        ctx.set_output_type(2, common.make_type(common.INT32, None if t_dims is None else [a_dim]))
     if n_out > 3 and counts is not None:
-        ctx.set_output_type(3, make_type(counts.tensor_type.elem_type, None if c_dims is None else [c_dims[1]]))
+        ctx.set_output_type(3, common.make_type(counts.tensor_type.elem_type, None if c_dims is None else [c_dims[1]]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -228,14 +193,14 @@ def reference(
 
     Attributes: ``expert_token_num_type``, ``idx_type`` (defaults from the schema).
     """
-    attrs = resolve_attributes(SCHEMA, attributes)
-    check_required_inputs(SCHEMA, [tokens is not None, expert_token_num_per_rank is not None])
+    attrs = common.resolve_attributes(SCHEMA, attributes)
+    common.check_required_inputs(SCHEMA, [tokens is not None, expert_token_num_per_rank is not None])
     tokens = np.asarray(tokens)
     counts = np.asarray(expert_token_num_per_rank)
     scales = None if per_token_scales is None else np.asarray(per_token_scales)
     validate_inputs(
-        (tokens.shape, onnx_type_name(tokens.dtype)), (counts.shape, onnx_type_name(counts.dtype)),
-        None if scales is None else (scales.shape, onnx_type_name(scales.dtype)), attrs,
+        (tokens.shape, common.onnx_type_name(tokens.dtype)), (counts.shape, common.onnx_type_name(counts.dtype)),
+        None if scales is None else (scales.shape, common.onnx_type_name(scales.dtype)), attrs,
     )
     A = tokens.shape[0]
     validate_counts(counts, A)

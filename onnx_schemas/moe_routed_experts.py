@@ -18,98 +18,73 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    FLOAT,
-    OPSET_VERSION,
-    Dim,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    fail_inference,
-    fmt,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 from .weight_quant import BITS, dequantize
 
 OP_TYPE = "MoeRoutedExperts"
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Routed SwiGLU experts on the routed rows only: y[t] = sum_j routing_weights[t, j] * "
         "expert_{expert_idx[t, j]}(x[t]), expert_e(v) = down_e (silu(g) * u), (g, u) = gate/up "
         "rows of e applied to v, optionally clamped (swiglu_limit)."
     ),
     inputs=[
-        tensor_input("x", "tensor(float)", "Token rows [T, H]."),
-        tensor_input("expert_idx", "TI", "Experts of each token [T, k], in [0, E)."),
-        tensor_input("routing_weights", "tensor(float)", "Weight of each (token, slot) [T, k]."),
-        tensor_input("gate_up_weights", "TW",
-                     "Stacked gate/up projections [E, 2I, H]: row 2i is gate row i, row 2i+1 up row i "
-                     "(int8 with weight_bits 4: [E, 2I, H/2], two values per byte)."),
-        tensor_input("down_weights", "TW", "Stacked down projections [E, H, I] (int8, 4 bits: [E, H, I/2])."),
-        tensor_input("gate_up_scales", "tensor(float)",
-                     "int8 weights: scale of each gate/up row [E, 2I] (block_size 0) or of each block of "
-                     "block_size inputs [E, 2I, H/block_size]; absent for float weights.", optional=True),
-        tensor_input("down_scales", "tensor(float)",
-                     "int8 weights: [E, H] (block_size 0) or [E, H, I/block_size]; absent for float weights.",
-                     optional=True),
+        common.tensor_input("x", "tensor(float)", "Token rows [T, H]."),
+        common.tensor_input("expert_idx", "TI", "Experts of each token [T, k], in [0, E)."),
+        common.tensor_input("routing_weights", "tensor(float)", "Weight of each (token, slot) [T, k]."),
+        common.tensor_input("gate_up_weights", "TW",
+                            "Stacked gate/up projections [E, 2I, H]: row 2i is gate row i, row 2i+1 up row i "
+                            "(int8 with weight_bits 4: [E, 2I, H/2], two values per byte)."),
+        common.tensor_input("down_weights", "TW", "Stacked down projections [E, H, I] (int8, 4 bits: [E, H, I/2])."),
+        common.tensor_input("gate_up_scales", "tensor(float)",
+                            "int8 weights: scale of each gate/up row [E, 2I] (block_size 0) or of each block of "
+                            "block_size inputs [E, 2I, H/block_size]; absent for float weights.", optional=True),
+        common.tensor_input("down_scales", "tensor(float)",
+                            "int8 weights: [E, H] (block_size 0) or [E, H, I/block_size]; absent for float weights.",
+                            optional=True),
     ],
-    outputs=[tensor_input("y", "tensor(float)", "Weighted sum of the routed experts' outputs [T, H].")],
+    outputs=[common.tensor_input("y", "tensor(float)", "Weighted sum of the routed experts' outputs [T, H].")],
     type_constraints=[("TI", ["tensor(int32)", "tensor(int64)"], "Expert index type."),
                       ("TW", ["tensor(float)", "tensor(int8)"],
                        "Expert weight type: float, or int8 quantized with scales (both weights alike).")],
     attributes=[
-        attribute("swiglu_limit", 0.0,
-                  "> 0: clamp before the activation, gate to at most the limit and up to [-limit, "
-                  "limit] (DeepSeek-V4); 0: no clamp."),
-        attribute("weight_bits", 8,
-                  "int8 weights: 8 (one value per byte) or 4 (two per byte, element 2j in the low nibble, "
-                  "two's complement); w = q * scale. Unused for float weights."),
-        attribute("block_size", 0,
-                  "int8 weights: 0 = one scale per output row; G > 0 = one scale per G consecutive inputs "
-                  "of a row (G divides H and I; even for 4 bits; a multiple of 8 with act_quant 1). Unused "
-                  "for float weights."),
-        attribute("act_quant", 0,
-                  "int8 weights: 0 = float activations (W8A16 / W4A16); 1 = per-token dynamic int8 "
-                  "activations (W8A8 / W4A8, Ascend's npu_dynamic_quant): each x row and each pair's "
-                  "SwiGLU row is quantized symmetrically (scale = max |v| / 127, q = round half to even "
-                  "of v / scale, clamped to [-127, 127]), the products are summed in int32 and dequantized "
-                  "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float weights."),
+        common.attribute("swiglu_limit", 0.0,
+                         "> 0: clamp before the activation, gate to at most the limit and up to [-limit, "
+                         "limit] (DeepSeek-V4); 0: no clamp."),
+        common.attribute("weight_bits", 8,
+                         "int8 weights: 8 (one value per byte) or 4 (two per byte, element 2j in the low nibble, "
+                         "two's complement); w = q * scale. Unused for float weights."),
+        common.attribute("block_size", 0,
+                         "int8 weights: 0 = one scale per output row; G > 0 = one scale per G consecutive inputs "
+                         "of a row (G divides H and I; even for 4 bits; a multiple of 8 with act_quant 1). Unused "
+                         "for float weights."),
+        common.attribute("act_quant", 0,
+                         "int8 weights: 0 = float activations (W8A16 / W4A16); 1 = per-token dynamic int8 "
+                         "activations (W8A8 / W4A8, Ascend's npu_dynamic_quant): each x row and each pair's "
+                         "SwiGLU row is quantized symmetrically (scale = max |v| / 127, q = round half to even "
+                         "of v / scale, clamped to [-127, 127]), the products are summed in int32 and dequantized "
+                         "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float weights."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"x": (TensorProto.FLOAT, ["T", "H"]), "expert_idx": (TensorProto.INT32, ["T", "k"]),
       "routing_weights": (TensorProto.FLOAT, ["T", "k"]), "gate_up_weights": (TensorProto.FLOAT, ["E", "2I", "H"]),
       "down_weights": (TensorProto.FLOAT, ["E", "H", "I"])}, {}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
 # act_quant 1: inputs per step of the integer dot products (a per-group block is whole steps), and
 # the longest row whose int32 sums cannot overflow (|q_x| <= 127, |q_w| <= 128: 127 * 128 * 2^17 < 2^31).
 LIMITS = {"A8_STEP": 8, "A8_MAX_INPUTS": 1 << 17}
 A8_STEP, A8_MAX_INPUTS = LIMITS["A8_STEP"], LIMITS["A8_MAX_INPUTS"]
-INDEX_TYPES = allowed_types(SCHEMA, "TI")
-WEIGHT_TYPES = allowed_types(SCHEMA, "TW")
+INDEX_TYPES = common.allowed_types(SCHEMA, "TI")
+WEIGHT_TYPES = common.allowed_types(SCHEMA, "TW")
 
 
 def _err(what: str) -> ValueError:
@@ -122,7 +97,7 @@ def _err(what: str) -> ValueError:
 def validate_attributes(attrs: dict[str, Any]) -> None:
     limit = attrs["swiglu_limit"]
     if not limit >= 0 or not np.isfinite(limit):  # NaN fails the first test
-        raise _err(f"attribute 'swiglu_limit' must be finite and >= 0 (0 = no clamp), got {fmt(limit)}")
+        raise _err(f"attribute 'swiglu_limit' must be finite and >= 0 (0 = no clamp), got {common.fmt(limit)}")
     if attrs["weight_bits"] not in BITS:
         raise _err(f"attribute 'weight_bits' must be 8 or 4, got {attrs['weight_bits']}")
     if attrs["block_size"] < 0:
@@ -138,7 +113,8 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
                    f"the integer dot products), got {attrs['block_size']}")
 
 
-def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E: Dim, H: Dim, I: Dim) -> None:
+def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E: common.Dim, H: common.Dim,
+                        I: common.Dim) -> None:
     """int8 weights: the packing, the block size against H and I, and the two scale inputs."""
     G = attrs["block_size"]
     for name, rows, inner in (("gate_up_scales", 2 * I, H), ("down_scales", H, I)):
@@ -147,17 +123,17 @@ def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E: Dim, H
         if inputs[name][1] != "float":
             raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
         weights = "gate_up_weights" if name == "gate_up_scales" else "down_weights"
-        if known(inner) and G and inner % G:
+        if common.known(inner) and G and inner % G:
             raise _err(f"attribute 'block_size' = {G} must divide the rows of input '{weights}' "
                        f"({'H' if name == 'gate_up_scales' else 'I'} = {inner})")
-        want = (E, rows) if G == 0 else (E, rows, None if not known(inner) else inner // G)
+        want = (E, rows) if G == 0 else (E, rows, None if not common.known(inner) else inner // G)
         got = tuple(inputs[name][0])
-        if len(got) != len(want) or any(known(w) and known(g) and w != g for w, g in zip(want, got)):
+        if len(got) != len(want) or any(common.known(w) and common.known(g) and w != g for w, g in zip(want, got)):
             layout = "[E, 2I]" if name == "gate_up_scales" else "[E, H]"
             if G:
                 layout = layout[:-1] + (", H / block_size]" if name == "gate_up_scales" else ", I / block_size]")
-            raise _err(f"input '{name}' must be {layout} = {shape_text(want)} "
-                       f"({'one scale per row' if G == 0 else f'block_size {G}'}), got shape {shape_text(got)}")
+            raise _err(f"input '{name}' must be {layout} = {common.shape_text(want)} "
+                       f"({'one scale per row' if G == 0 else f'block_size {G}'}), got shape {common.shape_text(got)}")
 
 
 def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int, int, int, int, int]:
@@ -171,10 +147,10 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
         if inputs[name][1] != "float":
             raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
     if inputs["expert_idx"][1] not in INDEX_TYPES:
-        raise _err(f"input 'expert_idx' must be {type_list(INDEX_TYPES)}, got {inputs['expert_idx'][1]}")
+        raise _err(f"input 'expert_idx' must be {common.type_list(INDEX_TYPES)}, got {inputs['expert_idx'][1]}")
     wtype = inputs["gate_up_weights"][1]
     if wtype not in WEIGHT_TYPES:
-        raise _err(f"input 'gate_up_weights' must be {type_list(WEIGHT_TYPES)}, got {wtype}")
+        raise _err(f"input 'gate_up_weights' must be {common.type_list(WEIGHT_TYPES)}, got {wtype}")
     if inputs["down_weights"][1] != wtype:
         raise _err(f"input 'down_weights' must have the type of gate_up_weights ({wtype}), "
                    f"got {inputs['down_weights'][1]}")
@@ -183,36 +159,38 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
     x, idx, w = inputs["x"][0], inputs["expert_idx"][0], inputs["routing_weights"][0]
     gu, down = inputs["gate_up_weights"][0], inputs["down_weights"][0]
     if len(x) != 2:
-        raise _err(f"input 'x' must be 2-D [T, H], got shape {shape_text(x)}")
+        raise _err(f"input 'x' must be 2-D [T, H], got shape {common.shape_text(x)}")
     T, H = x
     if len(idx) != 2 or idx[0] != T:
-        raise _err(f"input 'expert_idx' must be 2-D [T, k] with T = {T} (x.shape[0]), got shape {shape_text(idx)}")
+        raise _err(f"input 'expert_idx' must be 2-D [T, k] with T = {T} (x.shape[0]), "
+                   f"got shape {common.shape_text(idx)}")
     k = idx[1]
     if tuple(w) != (T, k):
-        raise _err(f"input 'routing_weights' must have the shape of expert_idx [{T}, {k}], got shape {shape_text(w)}")
+        raise _err(f"input 'routing_weights' must have the shape of expert_idx [{T}, {k}], "
+                   f"got shape {common.shape_text(w)}")
     if attrs["act_quant"] and not quantized:
         raise _err(f"attribute 'act_quant' = {attrs['act_quant']} needs int8 weights, got {wtype} gate_up_weights")
-    if attrs["act_quant"] and known(H) and H > A8_MAX_INPUTS:
+    if attrs["act_quant"] and common.known(H) and H > A8_MAX_INPUTS:
         raise _err(f"input 'x' with act_quant 1 must have H <= {A8_MAX_INPUTS} (int32 sums), got H = {H}")
     if not quantized:
         for name in ("gate_up_scales", "down_scales"):
             if inputs.get(name) is not None:
                 raise _err(f"input '{name}' goes with int8 weights only: the weights are float")
-    if pack == 2 and known(H) and H % 2:
+    if pack == 2 and common.known(H) and H % 2:
         raise _err(f"input 'gate_up_weights' with weight_bits 4 packs two values per byte along H, which "
                    f"must be even, got H = {H} (x.shape[1])")
-    Hp = H // pack if known(H) else H
+    Hp = H // pack if common.known(H) else H
     inner = "H" if pack == 1 else "H/2"
     if len(gu) != 3 or gu[0] < 1 or gu[1] < 2 or gu[1] % 2 or gu[2] != Hp:
         raise _err(f"input 'gate_up_weights' must be 3-D [E, 2I, {inner}] with E >= 1, an even 2I >= 2 and "
-                   f"{inner} = {Hp} (x.shape[1]{'' if pack == 1 else ' / 2'}), got shape {shape_text(gu)}")
+                   f"{inner} = {Hp} (x.shape[1]{'' if pack == 1 else ' / 2'}), got shape {common.shape_text(gu)}")
     E, I = gu[0], gu[1] // 2
     if pack == 2 and I % 2:
         raise _err(f"input 'down_weights' with weight_bits 4 packs two values per byte along I, which "
                    f"must be even, got I = {I} (from gate_up_weights)")
     if tuple(down) != (E, H, I // pack):
         raise _err(f"input 'down_weights' must be [E, H, {'I' if pack == 1 else 'I/2'}] = [{E}, {H}, {I // pack}] "
-                   f"(from gate_up_weights), got shape {shape_text(down)}")
+                   f"(from gate_up_weights), got shape {common.shape_text(down)}")
     if attrs["act_quant"] and I > A8_MAX_INPUTS:
         raise _err(f"input 'down_weights' with act_quant 1 must have I <= {A8_MAX_INPUTS} (int32 sums), got I = {I}")
     if quantized:
@@ -236,11 +214,10 @@ def _infer(ctx: InferenceContext) -> None:
     a = ctx.get_attribute("swiglu_limit")
     limit = a.f if a is not None and a.type == a.FLOAT else 0.0  # another kind: the kernels say so
     ints = {n: d for n, d in DEFAULTS.items() if n != "swiglu_limit"}
-    inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({"swiglu_limit": limit, **v}))
-    dims = input_dims(input_type(ctx, 0))
-    if dims is not None and len(dims) != 2:
-        fail_inference(OP_TYPE, f"input 'x' must be 2-D [T, H], got rank {len(dims)}")
-    ctx.set_output_type(0, make_type(FLOAT, dims))
+    common.inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({"swiglu_limit": limit, **v}))
+    dims = common.input_dims(common.input_type(ctx, 0))
+    common.check_rank(OP_TYPE, "x", dims, "[T, H]")
+    ctx.set_output_type(0, common.make_type(common.FLOAT, dims))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -262,11 +239,12 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
               down_scales: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray]:
     """``(y,)`` of docs/operators.md §3.2, computed in float64 and rounded once to float32 (int8
     weights: dequantized exactly first, ``q * scale``)."""
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     arrays = dict(zip(INPUT_NAMES, (x, expert_idx, routing_weights, gate_up_weights, down_weights,
                                     gate_up_scales, down_scales)))
     _, _, _, E, _ = validate_inputs(
-        {n: None if a is None else (np.shape(a), onnx_type_name(np.asarray(a).dtype)) for n, a in arrays.items()},
+        {n: None if a is None else (np.shape(a), common.onnx_type_name(np.asarray(a).dtype))
+         for n, a in arrays.items()},
         attrs)
     idx = np.asarray(expert_idx).astype(np.int64)
     validate_indices(idx, E)

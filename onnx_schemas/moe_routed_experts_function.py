@@ -19,17 +19,13 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_routed_experts import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
 
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeRoutedExperts`` body for one node's attributes."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     x, idx, w, gate_up, down, gate_up_scales, down_scales = INPUT_NAMES
     (y,) = OUTPUT_NAMES
     g = BodyBuilder()

@@ -13,77 +13,52 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    INT32,
-    OPSET_VERSION,
-    Dim,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    fail_inference,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-    type_list,
-)
+from . import _common as common
 from .moe_init_routing_v3 import dim_product
 
 OP_TYPE = "MoeTokenPermute"
 
-LIMITS = {"MAX_PAIRS": 2**31 - 1,  # sorted_indices is int32 (generated into attr_defaults.gen.h)
-          "MAX_EXPERT_ID": 2**31 - 1}  # ids are sorted through int64 keys id * P + p
+LIMITS = common.EXPERT_SORT_LIMITS
 MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Groups token rows by expert: sorts the (token, slot) pairs of indices stably by expert id "
         "and returns the first num_out_tokens rows in that order and each pair's sorted position."
     ),
     inputs=[
-        tensor_input("tokens", "T", "Token rows [N, H]."),
-        tensor_input("indices", "TI", "Expert ids [N, K] or [N]."),
+        common.tensor_input("tokens", "T", "Token rows [N, H]."),
+        common.tensor_input("indices", "TI", "Expert ids [N, K] or [N]."),
     ],
     outputs=[
-        tensor_input("permuted_tokens", "T", "Rows in expert order [R, H]."),
-        tensor_input("sorted_indices", "tensor(int32)", "Sorted position of each pair [N*K]."),
+        common.tensor_input("permuted_tokens", "T", "Rows in expert order [R, H]."),
+        common.tensor_input("sorted_indices", "tensor(int32)", "Sorted position of each pair [N*K]."),
     ],
     type_constraints=[
         ("T", [f"tensor({t})" for t in ("float", "float16", "bfloat16", "int8")], "Token type (moved bit for bit)."),
         ("TI", ["tensor(int32)", "tensor(int64)"], "Expert id type."),
     ],
     attributes=[
-        attribute("num_out_tokens", 0,
-                  "Rows R of permuted_tokens: > 0: min(num_out_tokens, N*K); <= 0: max(N*K + num_out_tokens, 0) "
-                  "(torch_npu's None is 0)."),
-        attribute("padded_mode", 0, "torch_npu's padded_mode; only 0 (the Ascend kernel rejects 1)."),
+        common.attribute("num_out_tokens", 0,
+                         "Rows R of permuted_tokens: > 0: min(num_out_tokens, N*K); <= 0: max(N*K + num_out_tokens, 0) "
+                         "(torch_npu's None is 0)."),
+        common.attribute("padded_mode", 0, "torch_npu's padded_mode; only 0 (the Ascend kernel rejects 1)."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"tokens": (TensorProto.BFLOAT16, ["N", "H"]), "indices": (TensorProto.INT64, ["N", "K"])}, {}),
     ({"tokens": (TensorProto.FLOAT, [6, 64]), "indices": (TensorProto.INT32, [6, 2])}, {"num_out_tokens": 10}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-TOKEN_TYPES = allowed_types(SCHEMA, "T")
-IDX_TYPES = allowed_types(SCHEMA, "TI")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+TOKEN_TYPES = common.allowed_types(SCHEMA, "T")
+IDX_TYPES = common.allowed_types(SCHEMA, "TI")
 
 
 def _err(what: str) -> ValueError:
@@ -99,25 +74,18 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
 def validate_inputs(tokens: tuple, indices: tuple, attrs: dict[str, Any]) -> None:
     """Check attributes, ranks, dims and types; each input is ``(shape, onnx type name)``."""
     validate_attributes(attrs)
-    t_shape, t_type = tokens
-    if t_type not in TOKEN_TYPES:
-        raise _err(f"input 'tokens' must be {type_list(TOKEN_TYPES)}, got {t_type}")
-    if len(t_shape) != 2:
-        raise _err(f"input 'tokens' must be 2-D [N, H], got shape {shape_text(t_shape)}")
-    N, H = t_shape
-    if known(H) and H < 1:
-        raise _err(f"input 'tokens' must have H >= 1, got shape {shape_text(t_shape)}")
+    N, H = common.token_rows(OP_TYPE, "tokens", tokens, TOKEN_TYPES)
     i_shape, i_type = indices
     if i_type not in IDX_TYPES:
-        raise _err(f"input 'indices' must be {type_list(IDX_TYPES)}, got {i_type}")
+        raise _err(f"input 'indices' must be {common.type_list(IDX_TYPES)}, got {i_type}")
     if len(i_shape) not in (1, 2):
-        raise _err(f"input 'indices' must be 1-D [N] or 2-D [N, K], got shape {shape_text(i_shape)}")
-    if known(N) and known(i_shape[0]) and i_shape[0] != N:
-        raise _err(f"input 'indices' must have N = {N} rows (tokens.shape[0]), got shape {shape_text(i_shape)}")
+        raise _err(f"input 'indices' must be 1-D [N] or 2-D [N, K], got shape {common.shape_text(i_shape)}")
+    if common.known(N) and common.known(i_shape[0]) and i_shape[0] != N:
+        raise _err(f"input 'indices' must have N = {N} rows (tokens.shape[0]), got shape {common.shape_text(i_shape)}")
     K = i_shape[1] if len(i_shape) == 2 else 1
-    if known(K) and K < 1:
-        raise _err(f"input 'indices' must have K >= 1, got shape {shape_text(i_shape)}")
-    if known(N) and known(K) and N * K > MAX_PAIRS:
+    if common.known(K) and K < 1:
+        raise _err(f"input 'indices' must have K >= 1, got shape {common.shape_text(i_shape)}")
+    if common.known(N) and common.known(K) and N * K > MAX_PAIRS:
         raise _err(f"input 'indices' must have at most {MAX_PAIRS} elements (sorted_indices is int32), "
                    f"got {N * K}")
 
@@ -132,17 +100,17 @@ def validate_indices(indices: np.ndarray) -> None:
         raise _err(f"input 'indices' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
 
 
-def out_rows(num_pairs: Dim, num_out_tokens: int) -> Dim:
+def out_rows(num_pairs: common.Dim, num_out_tokens: int) -> common.Dim:
     """R: min(num_out_tokens, P) when > 0, else max(P + num_out_tokens, 0) (ints or torch SymInts)."""
     if num_out_tokens > 0:
-        if known(num_pairs):
+        if common.known(num_pairs):
             return min(num_out_tokens, int(num_pairs))
         import torch
 
         return torch.sym_min(num_out_tokens, num_pairs)
     if num_out_tokens == 0:
         return num_pairs
-    if known(num_pairs):
+    if common.known(num_pairs):
         return max(int(num_pairs) + num_out_tokens, 0)
     import torch
 
@@ -150,13 +118,11 @@ def out_rows(num_pairs: Dim, num_out_tokens: int) -> Dim:
 
 
 def _infer(ctx: InferenceContext) -> None:
-    attrs = inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    tokens, idx = input_type(ctx, 0), input_type(ctx, 1)
-    t_dims, i_dims = input_dims(tokens), input_dims(idx)
-    if t_dims is not None and len(t_dims) != 2:
-        fail_inference(OP_TYPE, f"input 'tokens' must be 2-D [N, H], got rank {len(t_dims)}")
-    if i_dims is not None and len(i_dims) not in (1, 2):
-        fail_inference(OP_TYPE, f"input 'indices' must be 1-D [N] or 2-D [N, K], got rank {len(i_dims)}")
+    attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
+    tokens, idx = common.input_type(ctx, 0), common.input_type(ctx, 1)
+    t_dims, i_dims = common.input_dims(tokens), common.input_dims(idx)
+    common.check_rank(OP_TYPE, "tokens", t_dims, "[N, H]")
+    common.check_rank(OP_TYPE, "indices", i_dims, "[N]", "[N, K]")
     pairs: int | str | None = None
     if i_dims is not None and len(i_dims) == 1:
         d = i_dims[0]
@@ -166,9 +132,9 @@ def _infer(ctx: InferenceContext) -> None:
     n_out = attrs["num_out_tokens"]
     rows = pairs if n_out == 0 else (out_rows(pairs, n_out) if isinstance(pairs, int) else None)
     if tokens is not None:
-        ctx.set_output_type(0, make_type(tokens.tensor_type.elem_type, [rows, t_dims[1] if t_dims else None]))
+        ctx.set_output_type(0, common.make_type(tokens.tensor_type.elem_type, [rows, t_dims[1] if t_dims else None]))
     if ctx.get_num_outputs() > 1:
-        ctx.set_output_type(1, make_type(INT32, [pairs]))
+        ctx.set_output_type(1, common.make_type(common.INT32, [pairs]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -176,9 +142,10 @@ SCHEMA.set_type_and_shape_inference_function(_infer)
 
 def reference(tokens: np.ndarray, indices: np.ndarray, **attributes: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(permuted_tokens, sorted_indices)`` (see the module docstring)."""
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     tokens, indices = np.asarray(tokens), np.asarray(indices)
-    validate_inputs((tokens.shape, onnx_type_name(tokens.dtype)), (indices.shape, onnx_type_name(indices.dtype)),
+    validate_inputs((tokens.shape, common.onnx_type_name(tokens.dtype)),
+                    (indices.shape, common.onnx_type_name(indices.dtype)),
                     attrs)
     validate_indices(indices)
     K = indices.shape[1] if indices.ndim == 2 else 1

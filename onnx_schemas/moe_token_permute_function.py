@@ -15,8 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_token_permute import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
 
 I64_MAX = np.iinfo(np.int64).max
@@ -24,10 +23,7 @@ I64_MAX = np.iinfo(np.int64).max
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeTokenPermute`` body for one node's attributes."""
-    check_opset(SCHEMA, opset)
-    attrs = resolve_attributes(SCHEMA, dict(attributes))
-    validate_attributes(attrs)
-    has = present_flags(SCHEMA, present_inputs)
+    attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
     tokens, indices = INPUT_NAMES
     out_tokens, out_sorted = OUTPUT_NAMES
     g = BodyBuilder()

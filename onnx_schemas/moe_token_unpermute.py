@@ -11,66 +11,45 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
-from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceContext
 
-from ._common import (
-    DOMAIN,
-    OPSET_VERSION,
-    allowed_types,
-    attribute,
-    attribute_defaults,
-    check_types,
-    inferred_int_attributes,
-    input_dims,
-    input_names,
-    input_type,
-    known,
-    make_type,
-    onnx_type_name,
-    output_names,
-    resolve_attributes,
-    shape_text,
-    tensor_input,
-)
+from . import _common as common
 from .moe_finalize_routing_v2 import weighted_gather
 
 OP_TYPE = "MoeTokenUnpermute"
 
-SCHEMA = OpSchema(
+SCHEMA = common.op_schema(
     OP_TYPE,
-    DOMAIN,
-    OPSET_VERSION,
     doc=(
         "Un-permutes and combines tokens: unpermuted_tokens[i] = sum_k probs[i, k] * "
         "permuted_tokens[sorted_indices[i * K + k]]; an index >= permuted_tokens.shape[0] (a row "
         "dropped by the permute) and a probability of 0 add nothing."
     ),
     inputs=[
-        tensor_input("permuted_tokens", "T", "Permuted rows [P, H]."),
-        tensor_input("sorted_indices", "TI", "Permuted row of each (token, slot), token-major [N*K]."),
-        tensor_input("probs", "TS", "Routing weights [N, K]; absent: K = 1, weight 1.", optional=True),
+        common.tensor_input("permuted_tokens", "T", "Permuted rows [P, H]."),
+        common.tensor_input("sorted_indices", "TI", "Permuted row of each (token, slot), token-major [N*K]."),
+        common.tensor_input("probs", "TS", "Routing weights [N, K]; absent: K = 1, weight 1.", optional=True),
     ],
-    outputs=[tensor_input("unpermuted_tokens", "T", "Combined rows [N, H].")],
+    outputs=[common.tensor_input("unpermuted_tokens", "T", "Combined rows [N, H].")],
     type_constraints=[
         ("T", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Row type."),
         ("TI", ["tensor(int32)", "tensor(int64)"], "Index type."),
         ("TS", ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"], "Weight type."),
     ],
     attributes=[
-        attribute("padded_mode", 0, "Only 0: the Ascend operator supports no padded mode."),
+        common.attribute("padded_mode", 0, "Only 0: the Ascend operator supports no padded mode."),
     ],
 )
 
-INPUT_NAMES = input_names(SCHEMA)
-OUTPUT_NAMES = output_names(SCHEMA)
+INPUT_NAMES = common.input_names(SCHEMA)
+OUTPUT_NAMES = common.output_names(SCHEMA)
 SHAPE_EXAMPLES: list[tuple] = [  # docs/operators.md: (input -> (element type, dims)), attributes
     ({"permuted_tokens": (TensorProto.BFLOAT16, ["P", "H"]), "sorted_indices": (TensorProto.INT32, ["NK"]),
       "probs": (TensorProto.FLOAT, ["N", "K"])}, {}),
 ]
 
-DEFAULTS: dict[str, Any] = attribute_defaults(SCHEMA)
-ROW_TYPES = allowed_types(SCHEMA, "T")
+DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
+ROW_TYPES = common.allowed_types(SCHEMA, "T")
 
 
 def _err(what: str) -> ValueError:
@@ -90,7 +69,7 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
 def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> tuple:
     """Check attributes, types, ranks and dims; returns ``(N, K, P, H)`` (None where unknown)."""
     validate_attributes(attrs)
-    check_types(SCHEMA, inputs)
+    common.check_types(SCHEMA, inputs)
     tokens, indices = inputs.get("permuted_tokens"), inputs.get("sorted_indices")
     for name, spec in (("permuted_tokens", tokens), ("sorted_indices", indices)):
         if spec is None:
@@ -98,21 +77,21 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     assert tokens is not None and indices is not None  # for mypy: the loop above raised otherwise
     t_shape = tuple(tokens[0])
     if len(t_shape) != 2:
-        raise _err(f"input 'permuted_tokens' must be 2-D [P, H], got shape {shape_text(t_shape)}")
+        raise _err(f"input 'permuted_tokens' must be 2-D [P, H], got shape {common.shape_text(t_shape)}")
     P, H = t_shape
     i_shape = tuple(indices[0])
     if len(i_shape) != 1:
-        raise _err(f"input 'sorted_indices' must be 1-D [N*K], got shape {shape_text(i_shape)}")
+        raise _err(f"input 'sorted_indices' must be 1-D [N*K], got shape {common.shape_text(i_shape)}")
     probs = inputs.get("probs")
     if probs is None:
         return i_shape[0], 1, P, H
     p_shape = tuple(probs[0])
-    if len(p_shape) != 2 or (known(p_shape[1]) and p_shape[1] < 1):
-        raise _err(f"input 'probs' must be 2-D [N, K] with K >= 1, got shape {shape_text(p_shape)}")
+    if len(p_shape) != 2 or (common.known(p_shape[1]) and p_shape[1] < 1):
+        raise _err(f"input 'probs' must be 2-D [N, K] with K >= 1, got shape {common.shape_text(p_shape)}")
     N, K = p_shape
-    if known(N, K, i_shape[0]) and i_shape[0] != N * K:
+    if common.known(N, K, i_shape[0]) and i_shape[0] != N * K:
         raise _err(f"input 'sorted_indices' must have N*K = {N * K} elements (N = {N}, K = {K} from probs), "
-                   f"got shape {shape_text(i_shape)}")
+                   f"got shape {common.shape_text(i_shape)}")
     return N, K, P, H
 
 
@@ -144,18 +123,18 @@ def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: 
 
 
 def _infer(ctx: InferenceContext) -> None:
-    inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    t = input_type(ctx, 0)
+    common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
+    t = common.input_type(ctx, 0)
     if t is None:
         return
-    t_dims, i_dims = input_dims(t), input_dims(input_type(ctx, 1))
-    p_dims = input_dims(input_type(ctx, 2))
+    t_dims, i_dims = common.input_dims(t), common.input_dims(common.input_type(ctx, 1))
+    p_dims = common.input_dims(common.input_type(ctx, 2))
     h = t_dims[-1] if t_dims else None
-    if input_type(ctx, 2) is not None:
+    if common.input_type(ctx, 2) is not None:
         n = p_dims[0] if p_dims is not None and len(p_dims) == 2 else None
     else:
         n = i_dims[0] if i_dims is not None and len(i_dims) == 1 else None
-    ctx.set_output_type(0, make_type(t.tensor_type.elem_type, [n, h]))
+    ctx.set_output_type(0, common.make_type(t.tensor_type.elem_type, [n, h]))
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)
@@ -167,12 +146,13 @@ SCHEMA.set_type_and_shape_inference_function(_infer)
 def reference(permuted_tokens: np.ndarray, sorted_indices: np.ndarray, probs: np.ndarray | None = None,
               **attributes: Any) -> tuple[np.ndarray]:
     """``(unpermuted_tokens,)`` of docs/operators.md §6.2. Attribute: ``padded_mode`` (only 0)."""
-    attrs = resolve_attributes(SCHEMA, attributes)
+    attrs = common.resolve_attributes(SCHEMA, attributes)
     tokens, idx = np.asarray(permuted_tokens), np.asarray(sorted_indices)
     probs = None if probs is None else np.asarray(probs)
-    N, K, P, H = validate_inputs({"permuted_tokens": (tokens.shape, onnx_type_name(tokens.dtype)),
-                                  "sorted_indices": (idx.shape, onnx_type_name(idx.dtype)),
-                                  "probs": None if probs is None else (probs.shape, onnx_type_name(probs.dtype))},
+    N, K, P, H = validate_inputs({"permuted_tokens": (tokens.shape, common.onnx_type_name(tokens.dtype)),
+                                  "sorted_indices": (idx.shape, common.onnx_type_name(idx.dtype)),
+                                  "probs": (None if probs is None
+                                            else (probs.shape, common.onnx_type_name(probs.dtype)))},
                                  attrs)
     validate_indices(idx, N, K, P, probs)
     slot_rows = idx.astype(np.int64).reshape(N, K)

@@ -12,18 +12,14 @@ import onnx
 from onnx import TensorProto
 
 from . import moe_token_unpermute as unpermute
-from ._common import resolve_attributes
-from ._function_body import BodyBuilder, check_opset, make_function, present_flags
+from ._function_body import BodyBuilder, make_function, start_body
 from .moe_finalize_routing_v2_function import WeightedGatherBody
 
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """The ``ascend.moe::MoeTokenUnpermute`` body for one node's attributes and present inputs."""
     schema = unpermute.SCHEMA
-    check_opset(schema, opset)
-    attrs = resolve_attributes(schema, dict(attributes))
-    unpermute.validate_attributes(attrs)
-    has = present_flags(schema, present_inputs)
+    attrs, has = start_body(schema, attributes, present_inputs, opset, unpermute.validate_attributes)
     tokens, sorted_indices, probs = unpermute.INPUT_NAMES
     g = BodyBuilder()
     b = WeightedGatherBody(g)

@@ -88,7 +88,8 @@ FAMILIES = {
     "zaya": ("unfused", {"num_experts_per_tok": 1}),
     "doge": ("unfused", {"is_moe": True, "num_experts": 16}),
     "kolibri1": ("unfused", {}),
-    "llama4": ("fused", {"num_experts_per_tok": 1}),
+    # chunks of 8 tokens and a NoPE layer (temperature-tuned queries), so prompts cross chunks
+    "llama4": ("fused", {"num_experts_per_tok": 1, "attention_chunk_size": 8, "no_rope_layers": [1, 0]}),
     "llama4-top2": ("fused", {"num_experts_per_tok": 2}),
     "dbrx": ("fused", {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64,
                        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},

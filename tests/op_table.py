@@ -15,18 +15,6 @@ import onnx
 from onnx import helper
 
 from ascend_moe_onnx import onnx_schemas
-from ascend_moe_onnx.onnx_schemas import (
-    grouped_matmul,
-    moe_finalize_routing_v2,
-    moe_gating_top_k_hash,
-    moe_init_routing,
-    moe_init_routing_v3,
-    moe_re_routing,
-    moe_routed_experts,
-    moe_token_permute,
-    moe_token_unpermute,
-    swi_glu,
-)
 
 
 @dataclass(frozen=True)
@@ -97,12 +85,14 @@ class Sample:
     expect: dict = field(default_factory=dict)
 
 
+_OP_MODULES = {m.OP_TYPE: m for m in onnx_schemas.OP_MODULES}
+
+
 @dataclass(frozen=True)
 class OpInfo:
     """What the generic tests need to know of one op."""
 
     name: str
-    spec: ModuleType  # onnx_schemas.<op>: SCHEMA, INPUT_NAMES, OUTPUT_NAMES, reference, <Op>Ref
     bad_cases: Callable[[], list]
     # Calls the torch front end with torch tensors keyed by input name (None = absent); None: the
     # op has no torch front end (MoeRoutedExperts: an export-time op of the ``ort`` formulation).
@@ -118,6 +108,11 @@ class OpInfo:
     # Inputs and attributes with every input present, for the wrong-type test, where no valid
     # call has them all (None: the first sample).
     every_input: Callable[[], tuple] | None = field(repr=False, default=None)
+
+    @property
+    def spec(self) -> ModuleType:
+        """onnx_schemas.<op>: SCHEMA, INPUT_NAMES, OUTPUT_NAMES, reference, <Op>Ref."""
+        return _OP_MODULES[self.name]
 
 
 def _gating_torch(inputs: dict, attrs: dict):
@@ -171,7 +166,7 @@ def _finalize_torch(inputs: dict, attrs: dict):
 
     from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
 
-    args = [inputs.get(n) for n in moe_finalize_routing_v2.INPUT_NAMES]
+    args = [inputs.get(n) for n in onnx_schemas.moe_finalize_routing_v2.INPUT_NAMES]
     return (torch.ops.ascend_moe.moe_finalize_routing_v2(*args, **attrs),)
 
 
@@ -180,7 +175,7 @@ def _unpermute_torch(inputs: dict, attrs: dict):
 
     from ascend_moe_onnx import exporters  # noqa: F401  (defines the ops)
 
-    args = [inputs.get(n) for n in moe_token_unpermute.INPUT_NAMES]
+    args = [inputs.get(n) for n in onnx_schemas.moe_token_unpermute.INPUT_NAMES]
     return (torch.ops.ascend_moe.moe_token_unpermute(*args, **attrs),)
 
 
@@ -448,11 +443,11 @@ def _quantized_experts_cases(good: dict) -> list:
 
 
 OPS = [
-    OpInfo("MoeGatingTopKHash", moe_gating_top_k_hash, _gating_cases, _gating_torch, _gating_samples),
-    OpInfo("MoeReRouting", moe_re_routing, _rerouting_cases, _rerouting_torch, _rerouting_samples),
-    OpInfo("MoeRoutedExperts", moe_routed_experts, _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
+    OpInfo("MoeGatingTopKHash", _gating_cases, _gating_torch, _gating_samples),
+    OpInfo("MoeReRouting", _rerouting_cases, _rerouting_torch, _rerouting_samples),
+    OpInfo("MoeRoutedExperts", _experts_cases, None, _experts_samples, rtol=2e-5, atol=1e-6),
     # float16 / bfloat16 samples: the kernels round a float32 sum, the reference a float64 one
-    OpInfo("GroupedMatmul", grouped_matmul, _grouped_matmul_cases, _grouped_matmul_torch, _grouped_matmul_samples,
+    OpInfo("GroupedMatmul", _grouped_matmul_cases, _grouped_matmul_torch, _grouped_matmul_samples,
            rtol=8e-3, atol=1e-3,
            every_input=_grouped_matmul_every_input,
            body_blind=frozenset({"bias-type", "count-negative", "count-overflow", "count-total",
@@ -464,21 +459,21 @@ OPS = [
                                  "output-dtype-float-x", "scale-with-float-x", "w8a8-bias-type",
                                  "w8a8-int32-with-scale", "w8a8-output-dtype-absent", "w8a8-scale-absent",
                                  "w8a8-weight-int4"})),
-    OpInfo("MoeInitRoutingV3", moe_init_routing_v3, _init_routing_cases, _init_routing_torch, _init_routing_samples,
+    OpInfo("MoeInitRoutingV3", _init_routing_cases, _init_routing_torch, _init_routing_samples,
            body_blind=frozenset({"expert_id_high", "expert_id_negative", "idx_type", "quant_int8", "x_type"})),
-    OpInfo("MoeTokenPermute", moe_token_permute, _token_permute_cases, _token_permute_torch, _token_permute_samples,
+    OpInfo("MoeTokenPermute", _token_permute_cases, _token_permute_torch, _token_permute_samples,
            body_blind=frozenset({"indices_negative", "indices_type", "tokens_type"})),
-    OpInfo("MoeInitRouting", moe_init_routing, _init_routing_v1_cases, _init_routing_v1_torch,
+    OpInfo("MoeInitRouting", _init_routing_v1_cases, _init_routing_v1_torch,
            _init_routing_v1_samples,
            body_blind=frozenset({"expert_negative", "expert_type", "row_repeat", "row_type", "x_type"})),
-    OpInfo("MoeFinalizeRoutingV2", moe_finalize_routing_v2, _finalize_cases, _finalize_torch, _finalize_samples,
+    OpInfo("MoeFinalizeRoutingV2", _finalize_cases, _finalize_torch, _finalize_samples,
            rtol=1e-5, atol=1e-6,
            body_blind=frozenset({"row-idx-type", "x1-type"})),
-    OpInfo("MoeTokenUnpermute", moe_token_unpermute, _unpermute_cases, _unpermute_torch, _unpermute_samples,
+    OpInfo("MoeTokenUnpermute", _unpermute_cases, _unpermute_torch, _unpermute_samples,
            rtol=1e-5, atol=1e-6,
            body_blind=frozenset({"indices-type"})),
     # ORT's Exp (function body) and the C library's expf (kernels) differ by a few ulps
-    OpInfo("SwiGlu", swi_glu, _swiglu_cases, _swiglu_torch, _swiglu_samples, rtol=5e-6, atol=1e-6),
+    OpInfo("SwiGlu", _swiglu_cases, _swiglu_torch, _swiglu_samples, rtol=5e-6, atol=1e-6),
 ]
 
 

@@ -23,6 +23,8 @@ from tests import ort_values
 CANN = "CANNExecutionProvider"
 ROOT = Path(__file__).resolve().parents[2]
 CANN_AVAILABLE = CANN in ort.get_available_providers()
+# The floating element types of the op family's data inputs, by ONNX type name.
+FLOAT_TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
 ONNX_TYPES = {

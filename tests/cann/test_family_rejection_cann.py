@@ -8,19 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.cann import helpers as cann
 from tests.cann import test_grouped_matmul_cann as gmm
 from tests.cann import test_moe_finalize_routing_v2_cann as fin
 from tests.cann import test_moe_init_routing_v3_cann as v3
 from tests.cann import test_moe_routed_experts_cann as experts
 from tests.cann import test_moe_token_permute_cann as tp
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    fresh_session,
-    moe_kernels_on_this_soc,
-    run,
-    session,
-)
 
 
 def _cases():
@@ -52,17 +45,17 @@ CASES = _cases()
 
 @pytest.mark.parametrize("op", list(CASES))
 def test_phase1_rejection_falls_back_once_per_node(op, monkeypatch, capfd):
-    if not moe_kernels_on_this_soc():
+    if not cann.moe_kernels_on_this_soc():
         pytest.skip("no native calls on this SoC")
     acl, data, feeds = CASES[op]
     monkeypatch.setenv("FAKE_ACLNN_REJECT", f"{acl}=561002")
-    s = fresh_session(data, log_severity=2)
+    s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
-    before = (calls(acl + "GetWorkspaceSize"), calls(acl))
-    ref = run(session(data, "cpu"), feeds)
+    before = (cann.calls(acl + "GetWorkspaceSize"), cann.calls(acl))
+    ref = cann.run(cann.session(data, "cpu"), feeds)
     for _ in range(3):
-        assert_bits_equal(run(s, feeds), ref)
-    assert (calls(acl + "GetWorkspaceSize"), calls(acl)) == (before[0] + 1, before[1])
+        cann.assert_bits_equal(cann.run(s, feeds), ref)
+    assert (cann.calls(acl + "GetWorkspaceSize"), cann.calls(acl)) == (before[0] + 1, before[1])
     err = capfd.readouterr().err
     said = (f"{op} runs on the host fallback: {acl}GetWorkspaceSize failed with ACL/ACLNN status 561002: "
             f"fake CANN: {acl}GetWorkspaceSize: rejected by FAKE_ACLNN_REJECT")
@@ -80,17 +73,17 @@ REJECTED_IN_PHASE_1 = {  # the statuses each operator's phase 1 returns for argu
 def test_each_operators_phase1_statuses_fall_back(op, monkeypatch, capfd):
     acl, status = REJECTED_IN_PHASE_1[op]
     chain = ("aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2")
-    if not moe_kernels_on_this_soc(*(chain if op == "MoeRoutedExperts" else (acl,))):
+    if not cann.moe_kernels_on_this_soc(*(chain if op == "MoeRoutedExperts" else (acl,))):
         pytest.skip("no native calls on this SoC")
     _, data, feeds = CASES[op]
     monkeypatch.setenv("FAKE_ACLNN_REJECT", f"{acl}={status}")
-    s = fresh_session(data, log_severity=2)
+    s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
-    ref = run(session(data, "cpu"), feeds)
-    before = calls(acl + "GetWorkspaceSize")
+    ref = cann.run(cann.session(data, "cpu"), feeds)
+    before = cann.calls(acl + "GetWorkspaceSize")
     for _ in range(2):
-        assert_bits_equal(run(s, feeds), ref)
-    assert calls(acl + "GetWorkspaceSize") == before + 1  # rejected once, remembered
+        cann.assert_bits_equal(cann.run(s, feeds), ref)
+    assert cann.calls(acl + "GetWorkspaceSize") == before + 1  # rejected once, remembered
     err = capfd.readouterr().err
     assert err.count(f"{op} runs on the host fallback: {acl}GetWorkspaceSize failed with ACL/ACLNN status "
                      f"{status}") == 1, err
@@ -103,13 +96,13 @@ def test_init_routing_v3_limits_are_checked_before_the_call(capfd):
     rng = np.random.default_rng(5)
     feeds = v3.case(rng)
     data = v3.v3_model(feeds, expert_num=10241)
-    s = fresh_session(data, log_severity=2)
+    s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
-    before = calls("aclnnMoeInitRoutingV3GetWorkspaceSize")
-    ref = run(session(data, "cpu"), feeds)
+    before = cann.calls("aclnnMoeInitRoutingV3GetWorkspaceSize")
+    ref = cann.run(cann.session(data, "cpu"), feeds)
     for _ in range(2):
-        assert_bits_equal(run(s, feeds), ref)
-    assert calls("aclnnMoeInitRoutingV3GetWorkspaceSize") == before
+        cann.assert_bits_equal(cann.run(s, feeds), ref)
+    assert cann.calls("aclnnMoeInitRoutingV3GetWorkspaceSize") == before
     err = capfd.readouterr().err
     why = "aclnnMoeInitRoutingV3 takes expert_end <= 10240, got 10241"
     assert err.count(f"MoeInitRoutingV3 runs on the host fallback: {why}") == 1, err

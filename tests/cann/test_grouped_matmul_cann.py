@@ -16,21 +16,11 @@ import pytest
 from onnx import helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import soc_name
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    errors,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+TYPES = cann.FLOAT_TYPES
 GMM = "aclnnGroupedMatmulV4"
-NATIVE_SOC = moe_kernels_on_this_soc(GMM)  # e.g. not on FAKE_ACL_SOC_NAME=Ascend910_9599 (no 950 kernels)
+NATIVE_SOC = cann.moe_kernels_on_this_soc(GMM)  # e.g. not on FAKE_ACL_SOC_NAME=Ascend910_9599 (no 950 kernels)
 ON_310P = soc_name().lower().startswith("ascend310p")
 
 
@@ -46,7 +36,7 @@ def gmm_model(x, w, g, bias=None, **attrs) -> bytes:
     if bias is not None:
         inputs["b"] = (bias.dtype, list(bias.shape))
     node = helper.make_node("GroupedMatmul", list(inputs), ["y"], domain="ascend.moe", **attrs)
-    return model([node], inputs, ["y"])
+    return cann.model([node], inputs, ["y"])
 
 
 def case(rng, dtype, m=12, k=16, n=8, e=3, transpose=0, group_list_type=0, gtype=np.int64, bias=None, rows=None):
@@ -66,17 +56,17 @@ def case(rng, dtype, m=12, k=16, n=8, e=3, transpose=0, group_list_type=0, gtype
 def compare(feeds, **attrs):
     """Run on CANN and CPU (bit-equal); returns (y, whether aclnnGroupedMatmulV4 ran)."""
     data = gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds.get("b"), **attrs)
-    before = calls(GMM)
-    got = run(session(data, "cann"), feeds)
-    native = calls(GMM) > before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    before = cann.calls(GMM)
+    got = cann.run(cann.session(data, "cann"), feeds)
+    native = cann.calls(GMM) > before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     return got[0], native
 
 
 def test_placed_on_cann_and_native(tmp_path):
     feeds = case(np.random.default_rng(0), np.float16)
     data = gmm_model(feeds["x"], feeds["w"], feeds["g"])
-    assert placement(data, feeds, tmp_path) == {"GroupedMatmul": {"CANNExecutionProvider"}}
+    assert cann.placement(data, feeds, tmp_path) == {"GroupedMatmul": {"CANNExecutionProvider"}}
     assert compare(feeds)[1] is NATIVE_SOC
 
 
@@ -104,12 +94,12 @@ def test_rows_past_the_last_group_are_zero_on_the_native_path():
     full = case(rng, np.float32, m=32, rows=32)
     short = dict(full, g=np.array([3, 5, 9], np.int64))
     data = gmm_model(full["x"], full["w"], full["g"])
-    s = session(data, "cann")
+    s = cann.session(data, "cann")
     for _ in range(2):
-        run(s, full)  # the arena's output block holds non-zero rows now
-        (y,) = run(s, short)
+        cann.run(s, full)  # the arena's output block holds non-zero rows now
+        (y,) = cann.run(s, short)
         assert not y[9:].any()
-        assert_bits_equal([y], run(session(data, "cpu"), short))
+        cann.assert_bits_equal([y], cann.run(cann.session(data, "cpu"), short))
 
 
 def test_empty_groups_and_zero_rows():
@@ -140,7 +130,7 @@ def test_fallback_logged_once_with_reason(capfd):
     s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
     capfd.readouterr()
     for _ in range(3):
-        run(s, feeds)
+        cann.run(s, feeds)
     err = capfd.readouterr().err
     assert err.count("GroupedMatmul runs on the host fallback") == 1, err
     assert "aclnnGroupedMatmulV4 takes a float16 bias with float16 x, got float" in err
@@ -154,8 +144,8 @@ def test_bad_group_list_same_message_as_cpu(group_list_type, values):
     feeds = case(np.random.default_rng(5), np.float16, group_list_type=group_list_type)
     feeds["g"] = np.array(values, np.int64)
     data = gmm_model(feeds["x"], feeds["w"], feeds["g"], group_list_type=group_list_type)
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("GroupedMatmul: input 'group_list'")
 
 
@@ -189,10 +179,10 @@ def test_quantized_forms_equal_the_cpu_ep_native_where_allowed(sample):
 
     data = node_model("GroupedMatmul", sample.inputs, sample.attrs).SerializeToString()
     feeds = {n: v for n, v in sample.inputs.items() if v is not None}
-    before = calls(GMM)
-    got = run(session(data, "cann"), feeds)
-    assert (calls(GMM) > before) == (_native(sample) and native_soc(quantized=True))
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    before = cann.calls(GMM)
+    got = cann.run(cann.session(data, "cann"), feeds)
+    assert (cann.calls(GMM) > before) == (_native(sample) and native_soc(quantized=True))
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
 
 
 def test_quantized_samples_cover_both_paths():
@@ -216,8 +206,8 @@ def test_quantized_bad_input_same_message_as_cpu(bad):
     expected = "GroupedMatmul: " + (bad.ort_message or bad.message)
     for provider in ("cann", "cpu"):
         try:
-            text = error_text(session(data, provider), feeds)
-        except errors() as e:  # the type rules fail at session creation
+            text = cann.error_text(cann.session(data, provider), feeds)
+        except cann.errors() as e:  # the type rules fail at session creation
             text = str(e)
         assert expected in text, (provider, text)
 
@@ -242,12 +232,12 @@ def test_antiquant_grid_native_unless_int8_per_group(monkeypatch, weight, x_type
                                groups=groups, offset=offset)
     attrs = dict(group_list_type=1, transpose_weight=transpose)
     data = node_model("GroupedMatmul", inputs, attrs).SerializeToString()
-    s = session(data, "cann")
+    s = cann.session(data, "cann")
     for _ in range(2):  # the second call reuses the arena's blocks
-        before = calls(GMM)
-        got = run(s, inputs)
-        assert calls(GMM) - before == int((weight == "int4" or groups == 1) and native_soc(quantized=True))
-        assert_bits_equal(got, run(session(data, "cpu"), inputs))
+        before = cann.calls(GMM)
+        got = cann.run(s, inputs)
+        assert cann.calls(GMM) - before == int((weight == "int4" or groups == 1) and native_soc(quantized=True))
+        cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), inputs))
     assert not got[0][7:].any()  # rows past the last group
 
 
@@ -264,7 +254,7 @@ def test_int8_per_group_fallback_says_why(capfd):
     so.log_severity_level = 2
     s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
     capfd.readouterr()
-    run(s, inputs)
+    cann.run(s, inputs)
     err = capfd.readouterr().err
     if native_soc(quantized=False) and not ON_310P:
         assert "takes int8 weights with per-channel antiquant scales [E, N] only" in err, err

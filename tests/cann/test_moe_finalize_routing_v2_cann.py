@@ -5,26 +5,16 @@ CPU's message."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 from onnx import helper
 
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeFinalizeRoutingV2")  # each operator's chips (FAKE_ACL_SOC_NAME)
+NATIVE_SOC = cann.moe_kernels_on_this_soc("aclnnMoeFinalizeRoutingV2")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 OP = "aclnnMoeFinalizeRoutingV2"
-TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+TYPES = cann.FLOAT_TYPES
 NAMES = ["expanded_x", "expanded_row_idx", "x1", "x2", "bias", "scales", "expert_idx"]
 
 
@@ -34,7 +24,7 @@ def finalize_model(feeds, **attrs) -> bytes:
     while names[-1] == "":
         names.pop()
     node = helper.make_node("MoeFinalizeRoutingV2", names, ["y"], domain="ascend.moe", **attrs)
-    return model([node], inputs, ["y"])
+    return cann.model([node], inputs, ["y"])
 
 
 def case(rng, mode=0, n=5, k=2, h=16, e=4, c=3, x="float", scales="float", skips=0, bias=False, itype=np.int32):
@@ -58,16 +48,16 @@ def case(rng, mode=0, n=5, k=2, h=16, e=4, c=3, x="float", scales="float", skips
 
 def compare(feeds, **attrs):
     data = finalize_model(feeds, **attrs)
-    before = calls(OP)
-    got = run(session(data, "cann"), feeds)
-    native = calls(OP) > before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    before = cann.calls(OP)
+    got = cann.run(cann.session(data, "cann"), feeds)
+    native = cann.calls(OP) > before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     return got[0], native
 
 
 def test_placed_on_cann_and_native(tmp_path):
     feeds = case(np.random.default_rng(0))
-    assert placement(finalize_model(feeds), feeds, tmp_path) == {"MoeFinalizeRoutingV2": {"CANNExecutionProvider"}}
+    assert cann.placement(finalize_model(feeds), feeds, tmp_path) == {"MoeFinalizeRoutingV2": {"CANNExecutionProvider"}}
     assert compare(feeds)[1] is NATIVE_SOC
 
 
@@ -122,6 +112,6 @@ def test_bad_index_same_message_as_cpu(mode, bad):
     feeds = case(np.random.default_rng(5), mode)
     feeds["expanded_row_idx"][3] = bad
     data = finalize_model(feeds, drop_pad_mode=mode)
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeFinalizeRoutingV2: input 'expanded_row_idx' must")

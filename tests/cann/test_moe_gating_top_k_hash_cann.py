@@ -11,20 +11,10 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import gating_path
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    fresh_session,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 from tests.ops.moe_gating_top_k_hash.gating_cases import BIAS_MODES, CONFIGS, NP_DTYPES, make_inputs
 
-NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeGatingTopK", "aclnnMoeGatingTopKHash")  # each operator's chips (FAKE_ACL_SOC_NAME)
+NATIVE_SOC = cann.moe_kernels_on_this_soc("aclnnMoeGatingTopK", "aclnnMoeGatingTopKHash")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 INPUTS = ("x", "bias", "input_ids", "tid2eid", "additional_bias", "additional_token_mask")
 DEFAULTS = dict(k_group=1, group_count=1, group_select_mode=0, renorm=0, norm_type=0, out_flag=0,
@@ -42,18 +32,18 @@ def gating_model(feeds: dict, attrs: dict, constant_table: bool = False) -> byte
         inits = [numpy_helper.from_array(feeds["tid2eid"], "tid2eid")]
         del graph_inputs["tid2eid"]
     node = helper.make_node("MoeGatingTopKHash", names, ["y", "expert_idx", "out"], domain="ascend.moe", **attrs)
-    return model([node], graph_inputs, ["y", "expert_idx", "out"], inits)
+    return cann.model([node], graph_inputs, ["y", "expert_idx", "out"], inits)
 
 
 def compare(feeds: dict, attrs: dict, constant_table: bool = False):
     """Run on CANN and CPU (bit-identical); returns (CANN outputs, the ACLNN call made or None)."""
     data = gating_model(feeds, attrs, constant_table)
     run_feeds = {n: a for n, a in feeds.items() if not (constant_table and n == "tid2eid")}
-    before = {c: calls(c) for c in CALLS}
-    got = run(session(data, "cann"), run_feeds)
-    made = [c for c in CALLS if calls(c) > before[c]]
+    before = {c: cann.calls(c) for c in CALLS}
+    got = cann.run(cann.session(data, "cann"), run_feeds)
+    made = [c for c in CALLS if cann.calls(c) > before[c]]
     assert len(made) <= 1
-    assert_bits_equal(got, run(session(data, "cpu"), run_feeds))
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), run_feeds))
     return got, (made[0] if made else None)
 
 
@@ -83,7 +73,7 @@ def test_bit_identical_to_cpu(config, bias_mode, hash_ids, dtype):
 def test_placed_on_cann(tmp_path):
     feeds = make_inputs(np.random.default_rng(0), CONFIGS["sigmoid_groups_top2"], "bias", None, "bfloat16", (4,))
     data = gating_model(feeds, CONFIGS["sigmoid_groups_top2"])
-    assert placement(data, feeds, tmp_path) == {"MoeGatingTopKHash": {"CANNExecutionProvider"}}
+    assert cann.placement(data, feeds, tmp_path) == {"MoeGatingTopKHash": {"CANNExecutionProvider"}}
 
 
 # (E, group_count, k_group, group_select_mode, k, native expected), by the operators' tiling
@@ -99,12 +89,12 @@ LIMITS = [(2048, 1, 1, 0, 8, True), (2048, 8, 4, 0, 8, True),
 def test_ascend_limits_choose_native_or_fallback(experts, group_count, k_group, mode, k, native):
     attrs = dict(k=k, k_group=k_group, group_count=group_count, group_select_mode=mode, norm_type=1)
     feeds = {"x": np.random.default_rng(experts).standard_normal((5, experts)).astype(np.float32)}
-    before = calls("aclnnMoeGatingTopKGetWorkspaceSize")
+    before = cann.calls("aclnnMoeGatingTopKGetWorkspaceSize")
     _, call = compare(feeds, attrs)
     assert (call == "aclnnMoeGatingTopK") == (native and NATIVE_SOC)
     assert expected_call(feeds, attrs) == call
     # a fallback chosen by the rules never asks the operator (the fake's tiling agrees)
-    assert (calls("aclnnMoeGatingTopKGetWorkspaceSize") > before) == (native and NATIVE_SOC)
+    assert (cann.calls("aclnnMoeGatingTopKGetWorkspaceSize") > before) == (native and NATIVE_SOC)
 
 
 @pytest.mark.parametrize("k_group,group_count", [(1, 2), (2, 2), (4, 8)])
@@ -112,9 +102,9 @@ def test_sqrt_softplus_with_groups_falls_back_without_asking(k_group, group_coun
     """The hash operator's tiling rejects norm_type 2 unless group_count == 1: never sent to it."""
     attrs = dict(k=2, k_group=k_group, group_count=group_count, norm_type=2)
     feeds = {"x": np.random.default_rng(7).standard_normal((5, 16)).astype(np.float32)}
-    before = calls("aclnnMoeGatingTopKHashGetWorkspaceSize")
+    before = cann.calls("aclnnMoeGatingTopKHashGetWorkspaceSize")
     _, call = compare(feeds, attrs)
-    assert call is None and calls("aclnnMoeGatingTopKHashGetWorkspaceSize") == before
+    assert call is None and cann.calls("aclnnMoeGatingTopKHashGetWorkspaceSize") == before
     _, why = gating_path({**DEFAULTS, **attrs}, experts=16, soc="Ascend910B1")
     assert why == f"aclnnMoeGatingTopKHash supports norm_type=2 (sqrt-softplus) only with group_count=1, got " \
                   f"group_count={group_count}"
@@ -153,8 +143,8 @@ def test_bad_ids_and_entries_same_message_as_cpu(fault, table_dtype, constant_ta
         feeds["tid2eid"][3, 1] = 8
     data = gating_model(feeds, dict(k=2, norm_type=1), constant_table)
     run_feeds = {n: a for n, a in feeds.items() if not (constant_table and n == "tid2eid")}
-    got = error_text(session(data, "cann"), run_feeds)
-    assert got == error_text(session(data, "cpu"), run_feeds)
+    got = cann.error_text(cann.session(data, "cann"), run_feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), run_feeds)
     assert ("input_ids" if fault != "entry" else "tid2eid") in got
 
 
@@ -165,8 +155,8 @@ def test_empty_table_fails_like_cpu(constant_table):
     feeds["tid2eid"] = np.zeros((0, 2), np.int32)
     data = gating_model(feeds, dict(k=2, norm_type=1), constant_table)
     run_feeds = {n: a for n, a in feeds.items() if not (constant_table and n == "tid2eid")}
-    got = error_text(session(data, "cann"), run_feeds)
-    assert got == error_text(session(data, "cpu"), run_feeds)
+    got = cann.error_text(cann.session(data, "cann"), run_feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), run_feeds)
     assert got.endswith("input 'input_ids' value at row 0 is out of range [0, 0), got 0")
 
 
@@ -196,7 +186,7 @@ def test_fallback_logged_once_with_reason(capfd):
                              providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
     capfd.readouterr()
     for _ in range(3):
-        run(s, feeds)
+        cann.run(s, feeds)
     err = capfd.readouterr().err
     _, why = gating_path({**DEFAULTS, **attrs}, experts=feeds["x"].shape[-1])
     assert why.startswith("renorm=1" if NATIVE_SOC else "the SoC Ascend310P3 has no kernels of aclnnMoeGatingTopK")
@@ -227,14 +217,14 @@ def test_phase1_rejection_falls_back_once_per_node(monkeypatch, capfd, status):
     feeds = {"x": np.random.default_rng(8).standard_normal((5, 16)).astype(np.float32)}
     data = gating_model(feeds, attrs)
     monkeypatch.setenv("FAKE_ACLNN_REJECT", f"aclnnMoeGatingTopK={status}")
-    s = fresh_session(data, log_severity=2)
+    s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
-    before = {c: calls(c) for c in ("aclnnMoeGatingTopKGetWorkspaceSize", "aclnnMoeGatingTopK")}
-    ref = run(session(data, "cpu"), feeds)
+    before = {c: cann.calls(c) for c in ("aclnnMoeGatingTopKGetWorkspaceSize", "aclnnMoeGatingTopK")}
+    ref = cann.run(cann.session(data, "cpu"), feeds)
     for _ in range(3):
-        assert_bits_equal(run(s, feeds), ref)
-    assert calls("aclnnMoeGatingTopKGetWorkspaceSize") == before["aclnnMoeGatingTopKGetWorkspaceSize"] + 1
-    assert calls("aclnnMoeGatingTopK") == before["aclnnMoeGatingTopK"]
+        cann.assert_bits_equal(cann.run(s, feeds), ref)
+    assert cann.calls("aclnnMoeGatingTopKGetWorkspaceSize") == before["aclnnMoeGatingTopKGetWorkspaceSize"] + 1
+    assert cann.calls("aclnnMoeGatingTopK") == before["aclnnMoeGatingTopK"]
     err = capfd.readouterr().err
     said = f"MoeGatingTopKHash runs on the CANN host fallback (CPU kernel): aclnnMoeGatingTopKGetWorkspaceSize " \
            f"failed with ACL/ACLNN status {status}: fake CANN: aclnnMoeGatingTopKGetWorkspaceSize: rejected by " \
@@ -247,5 +237,5 @@ def test_other_phase1_failures_still_fail(monkeypatch):
         pytest.skip("no native calls on this SoC")
     feeds = {"x": np.random.default_rng(9).standard_normal((5, 16)).astype(np.float32)}
     monkeypatch.setenv("FAKE_ACLNN_REJECT", "aclnnMoeGatingTopK=361001")
-    got = error_text(fresh_session(gating_model(feeds, dict(k=2, norm_type=1))), feeds)
+    got = cann.error_text(cann.fresh_session(gating_model(feeds, dict(k=2, norm_type=1))), feeds)
     assert "aclnnMoeGatingTopKGetWorkspaceSize failed with ACL/ACLNN status 361001" in got

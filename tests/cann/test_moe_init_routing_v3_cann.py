@@ -11,18 +11,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeInitRoutingV3")  # each operator's chips (FAKE_ACL_SOC_NAME)
+NATIVE_SOC = cann.moe_kernels_on_this_soc("aclnnMoeInitRoutingV3")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 OP = "aclnnMoeInitRoutingV3"
 X_TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int8": np.int8}
@@ -34,7 +25,7 @@ def v3_model(feeds, **attrs) -> bytes:
     while names[-1] == "":
         names.pop()
     node = helper.make_node("MoeInitRoutingV3", names, ["ex", "ri", "cnt", "es"], domain="ascend.moe", **attrs)
-    return model([node], inputs, ["ex", "ri", "cnt", "es"])
+    return cann.model([node], inputs, ["ex", "ri", "cnt", "es"])
 
 
 def case(rng, n=7, h=16, k=3, e=6, x_type="float", idx_type=np.int32, scale=False):
@@ -49,17 +40,17 @@ def case(rng, n=7, h=16, k=3, e=6, x_type="float", idx_type=np.int32, scale=Fals
 def compare(feeds, **attrs):
     """Run on CANN and CPU (bit-equal); returns (outputs, whether aclnnMoeInitRoutingV3 ran)."""
     data = v3_model(feeds, **attrs)
-    before = calls(OP)
-    got = run(session(data, "cann"), feeds)
-    native = calls(OP) > before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    before = cann.calls(OP)
+    got = cann.run(cann.session(data, "cann"), feeds)
+    native = cann.calls(OP) > before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     return got, native
 
 
 def test_placed_on_cann_and_native(tmp_path):
     feeds = case(np.random.default_rng(0))
     data = v3_model(feeds, expert_num=6)
-    assert placement(data, feeds, tmp_path) == {"MoeInitRoutingV3": {"CANNExecutionProvider"}}
+    assert cann.placement(data, feeds, tmp_path) == {"MoeInitRoutingV3": {"CANNExecutionProvider"}}
     assert compare(feeds, expert_num=6)[1] is NATIVE_SOC
 
 
@@ -105,6 +96,6 @@ def test_bad_expert_id_same_message_as_cpu(bad):
     feeds = case(np.random.default_rng(5))
     feeds["expert_idx"][1, 2] = bad
     data = v3_model(feeds, expert_num=6)
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeInitRoutingV3: input 'expert_idx' must hold expert ids")

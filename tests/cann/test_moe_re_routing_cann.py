@@ -14,19 +14,9 @@ import pytest
 from onnx import helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import rerouting_path
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    fresh_session,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeReRouting")  # each operator's chips (FAKE_ACL_SOC_NAME)
+NATIVE_SOC = cann.moe_kernels_on_this_soc("aclnnMoeReRouting")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 TOKEN_TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int8": np.int8,
                "uint8": np.uint8, "float8e4m3fn": ml_dtypes.float8_e4m3fn, "float8e5m2": ml_dtypes.float8_e5m2}
@@ -39,7 +29,7 @@ def rerouting_model(tokens, counts, scales=None, **attrs) -> bytes:
     if scales is not None:
         inputs["scales"] = (scales.dtype, ["A", *scales.shape[1:]])
     node = helper.make_node("MoeReRouting", list(inputs), ["pt", "ps", "pi", "en"], domain="ascend.moe", **attrs)
-    return model([node], inputs, ["pt", "ps", "pi", "en"])
+    return cann.model([node], inputs, ["pt", "ps", "pi", "en"])
 
 
 def random_case(rng, token_type, count_type=np.int64, scales=None, a=None, n=3, e=4, h=16):
@@ -62,10 +52,10 @@ def random_case(rng, token_type, count_type=np.int64, scales=None, a=None, n=3, 
 def compare(feeds, **attrs):
     """Run on CANN and CPU; returns (CANN outputs, whether aclnnMoeReRouting ran)."""
     data = rerouting_model(feeds["tokens"], feeds["counts"], feeds.get("scales"), **attrs)
-    before = calls("aclnnMoeReRouting")
-    got = run(session(data, "cann"), feeds)
-    native = calls("aclnnMoeReRouting") > before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    before = cann.calls("aclnnMoeReRouting")
+    got = cann.run(cann.session(data, "cann"), feeds)
+    native = cann.calls("aclnnMoeReRouting") > before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     return got, native
 
 
@@ -73,7 +63,7 @@ def test_worked_example_runs_natively_on_cann(tmp_path):
     tokens = np.arange(6 * 8, dtype=np.float16).reshape(6, 8)
     feeds = {"tokens": tokens, "counts": WORKED.astype(np.int64)}
     data = rerouting_model(tokens, feeds["counts"])
-    assert placement(data, feeds, tmp_path) == {"MoeReRouting": {"CANNExecutionProvider"}}
+    assert cann.placement(data, feeds, tmp_path) == {"MoeReRouting": {"CANNExecutionProvider"}}
     (pt, ps, pi, en), native = compare(feeds)
     assert native == NATIVE_SOC
     assert pi.tolist() == [0, 3, 4, 5, 1, 2] and en.tolist() == [3, 1, 2] and ps.shape == (0,)
@@ -136,7 +126,7 @@ def test_fallback_logged_once_with_reason(capfd):
     s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
     capfd.readouterr()
     for _ in range(3):
-        run(s, feeds)
+        cann.run(s, feeds)
     err = capfd.readouterr().err
     assert err.count("MoeReRouting runs on the CANN copy fallback") == 1, err
     _, why = rerouting_path({"expert_token_num_type": 1, "idx_type": 1}, token_type="float", hidden=16)
@@ -156,8 +146,8 @@ BAD_COUNTS = [
 def test_bad_counts_same_message_as_cpu(counts, count_type, token_type):
     feeds = {"tokens": np.zeros((6, 4), TOKEN_TYPES[token_type]), "counts": counts.astype(count_type)}
     data = rerouting_model(feeds["tokens"], feeds["counts"])
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeReRouting: input 'expert_token_num_per_rank' must")
 
 
@@ -188,13 +178,13 @@ def test_phase1_rejection_falls_back_once_per_node(monkeypatch, capfd, status):
     feeds = random_case(np.random.default_rng(12), np.float16)
     data = rerouting_model(feeds["tokens"], feeds["counts"])
     monkeypatch.setenv("FAKE_ACLNN_REJECT", f"aclnnMoeReRouting={status}")
-    s = fresh_session(data, log_severity=2)
+    s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
-    before = {c: calls(c) for c in ("aclnnMoeReRoutingGetWorkspaceSize", "aclnnMoeReRouting")}
+    before = {c: cann.calls(c) for c in ("aclnnMoeReRoutingGetWorkspaceSize", "aclnnMoeReRouting")}
     for _ in range(3):
-        assert_bits_equal(run(s, feeds), run(session(data, "cpu"), feeds))
-    assert calls("aclnnMoeReRoutingGetWorkspaceSize") == before["aclnnMoeReRoutingGetWorkspaceSize"] + 1
-    assert calls("aclnnMoeReRouting") == before["aclnnMoeReRouting"]
+        cann.assert_bits_equal(cann.run(s, feeds), cann.run(cann.session(data, "cpu"), feeds))
+    assert cann.calls("aclnnMoeReRoutingGetWorkspaceSize") == before["aclnnMoeReRoutingGetWorkspaceSize"] + 1
+    assert cann.calls("aclnnMoeReRouting") == before["aclnnMoeReRouting"]
     err = capfd.readouterr().err
     assert err.count(f"MoeReRouting runs on the CANN copy fallback: aclnnMoeReRoutingGetWorkspaceSize failed with "
                      f"ACL/ACLNN status {status}") == 1, err

@@ -10,18 +10,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-NATIVE_SOC = moe_kernels_on_this_soc("aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2")  # each operator's chips (FAKE_ACL_SOC_NAME)
+NATIVE_SOC = cann.moe_kernels_on_this_soc("aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2")  # each operator's chips (FAKE_ACL_SOC_NAME)
 
 CHAIN = ["aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2"]
 # The chain and the CPU kernel both sum in float32, in other orders (grouped matmul k order, the
@@ -35,7 +26,7 @@ def experts_model(feeds, **attrs) -> bytes:
     inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
               for n in names}
     node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
-    return model([node], inputs, ["y"])
+    return cann.model([node], inputs, ["y"])
 
 
 def case(rng, t=7, h=32, k=3, e=5, i=8, itype=np.int64):
@@ -47,16 +38,16 @@ def case(rng, t=7, h=32, k=3, e=5, i=8, itype=np.int64):
 
 
 def chain_calls() -> list:
-    return [calls(op) for op in CHAIN]
+    return [cann.calls(op) for op in CHAIN]
 
 
 def compare(feeds, **attrs):
     """Run on CANN and CPU; returns (y, the chain's call counts during the CANN run)."""
     data = experts_model(feeds, **attrs)
     before = chain_calls()
-    (got,) = run(session(data, "cann"), feeds)
+    (got,) = cann.run(cann.session(data, "cann"), feeds)
     ran = [a - b for a, b in zip(chain_calls(), before)]
-    (ref,) = run(session(data, "cpu"), feeds)
+    (ref,) = cann.run(cann.session(data, "cpu"), feeds)
     assert got.dtype == ref.dtype and got.shape == ref.shape
     bound = RTOL * float(np.abs(ref).max(initial=0.0)) + ATOL
     assert float(np.abs(got - ref).max(initial=0.0)) <= bound
@@ -65,7 +56,7 @@ def compare(feeds, **attrs):
 
 def test_placed_on_cann_as_the_operator_chain(tmp_path):
     feeds = case(np.random.default_rng(0))
-    assert placement(experts_model(feeds), feeds, tmp_path) == {"MoeRoutedExperts": {"CANNExecutionProvider"}}
+    assert cann.placement(experts_model(feeds), feeds, tmp_path) == {"MoeRoutedExperts": {"CANNExecutionProvider"}}
     _, ran = compare(feeds)
     assert ran == CHAIN_RAN
 
@@ -90,9 +81,9 @@ def test_swiglu_limit_falls_back_to_the_host_bit_identical():
     feeds = case(np.random.default_rng(2))
     data = experts_model(feeds, swiglu_limit=0.5)
     before = chain_calls()
-    got = run(session(data, "cann"), feeds)
+    got = cann.run(cann.session(data, "cann"), feeds)
     assert chain_calls() == before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
 
 
 def test_more_than_1024_experts_fall_back():
@@ -120,7 +111,7 @@ def test_fallback_logged_once_with_reason(capfd):
                              providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
     capfd.readouterr()
     for _ in range(3):
-        run(s, feeds)
+        cann.run(s, feeds)
     err = capfd.readouterr().err
     assert err.count("MoeRoutedExperts runs on the host fallback") == 1, err
     assert "swiglu_limit > 0 (the clamp) has no CANN operator" in err
@@ -131,8 +122,8 @@ def test_bad_expert_id_same_message_as_cpu(bad):
     feeds = case(np.random.default_rng(6))
     feeds["idx"][2, 1] = bad
     data = experts_model(feeds)
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeRoutedExperts: input 'expert_idx' must be in [0, E)")
 
 
@@ -161,15 +152,15 @@ def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
               for n in names}
     node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", weight_bits=bits,
                             block_size=block)
-    data = model([node], inputs, ["y"])
+    data = cann.model([node], inputs, ["y"])
     so = ort_custom_ops.session_options()
     so.log_severity_level = 2
     s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
     capfd.readouterr()
     before = chain_calls()
-    got = run(s, feeds)
+    got = cann.run(s, feeds)
     assert chain_calls() == before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     if NATIVE_SOC:
         err = capfd.readouterr().err
         assert f"quantized expert weights (weight_bits {bits}) run on the host" in err, err

@@ -4,30 +4,20 @@ where their limits allow (host fallback elsewhere), bad ids / indices fail with 
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 from onnx import helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import soc_name
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
 # Each operator's chips (FAKE_ACL_SOC_NAME); on Ascend310P the unpermute kernels take no bfloat16.
-NATIVE_PERMUTE = moe_kernels_on_this_soc("aclnnMoeTokenPermute")
-NATIVE_UNPERMUTE = moe_kernels_on_this_soc("aclnnMoeTokenUnpermute")
-NATIVE_INIT_ROUTING = moe_kernels_on_this_soc("aclnnMoeInitRouting")
+NATIVE_PERMUTE = cann.moe_kernels_on_this_soc("aclnnMoeTokenPermute")
+NATIVE_UNPERMUTE = cann.moe_kernels_on_this_soc("aclnnMoeTokenUnpermute")
+NATIVE_INIT_ROUTING = cann.moe_kernels_on_this_soc("aclnnMoeInitRouting")
 ON_310P = soc_name().lower().startswith("ascend310p")
 
-TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int8": np.int8}
+TYPES = {**cann.FLOAT_TYPES, "int8": np.int8}
 
 
 def node_model(op, feeds, names, outputs, **attrs) -> bytes:
@@ -35,15 +25,15 @@ def node_model(op, feeds, names, outputs, **attrs) -> bytes:
     used = [n if n in feeds else "" for n in names]
     while used[-1] == "":
         used.pop()
-    return model([helper.make_node(op, used, outputs, domain="ascend.moe", **attrs)], inputs, outputs)
+    return cann.model([helper.make_node(op, used, outputs, domain="ascend.moe", **attrs)], inputs, outputs)
 
 
 def compare(op, acl, feeds, names, outputs, **attrs):
     data = node_model(op, feeds, names, outputs, **attrs)
-    before = calls(acl)
-    got = run(session(data, "cann"), feeds)
-    native = calls(acl) > before
-    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    before = cann.calls(acl)
+    got = cann.run(cann.session(data, "cann"), feeds)
+    native = cann.calls(acl) > before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     return got, native
 
 
@@ -65,12 +55,12 @@ def test_placed_on_cann_and_native(tmp_path):
     rng = np.random.default_rng(0)
     feeds = {"tokens": tokens(rng, 6, 16, "float16"), "indices": rng.integers(0, 4, (6, 2))}
     data = node_model("MoeTokenPermute", feeds, ["tokens", "indices"], ["pt", "si"])
-    assert placement(data, feeds, tmp_path) == {"MoeTokenPermute": {"CANNExecutionProvider"}}
+    assert cann.placement(data, feeds, tmp_path) == {"MoeTokenPermute": {"CANNExecutionProvider"}}
     (pt, si), native = permute(feeds)
     assert native is NATIVE_PERMUTE
     feeds = {"pt": pt, "si": si, "probs": rng.random((6, 2)).astype(np.float16)}
     data = node_model("MoeTokenUnpermute", feeds, ["pt", "si", "probs"], ["y"])
-    assert placement(data, feeds, tmp_path) == {"MoeTokenUnpermute": {"CANNExecutionProvider"}}
+    assert cann.placement(data, feeds, tmp_path) == {"MoeTokenUnpermute": {"CANNExecutionProvider"}}
     assert unpermute(feeds)[1] is NATIVE_UNPERMUTE
 
 
@@ -99,8 +89,8 @@ def test_permute_bad_id_same_message_as_cpu():
     feeds = {"tokens": tokens(rng, 4, 8, "float16"), "indices": rng.integers(0, 9, (4, 2))}
     feeds["indices"][2, 1] = -5
     data = node_model("MoeTokenPermute", feeds, ["tokens", "indices"], ["pt", "si"])
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeTokenPermute: input 'indices' must hold expert ids")
 
 
@@ -135,8 +125,8 @@ def test_unpermute_bad_index_same_message_as_cpu():
     feeds = unpermute_case(np.random.default_rng(5), "float16", "float16")
     feeds["si"][4] = 12
     data = node_model("MoeTokenUnpermute", feeds, ["pt", "si", "probs"], ["y"])
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeTokenUnpermute: input 'sorted_indices' must")
 
 
@@ -157,7 +147,7 @@ def test_init_routing_native_bit_identical(t, active_num, tmp_path):
     if active_num == 5 and t == "float":
         data = node_model("MoeInitRouting", feeds, ["x", "row_idx", "expert_idx"], ["ex", "eri", "eei"],
                           active_num=active_num)
-        assert placement(data, feeds, tmp_path) == {"MoeInitRouting": {"CANNExecutionProvider"}}
+        assert cann.placement(data, feeds, tmp_path) == {"MoeInitRouting": {"CANNExecutionProvider"}}
     assert init_routing(feeds, active_num=active_num)[1] is NATIVE_INIT_ROUTING
 
 
@@ -167,6 +157,6 @@ def test_init_routing_no_rows_falls_back_and_bad_row_idx_same_message_as_cpu():
     feeds = init_case(rng, "float16")
     feeds["row_idx"][1, 1] = feeds["row_idx"][0, 0]
     data = node_model("MoeInitRouting", feeds, ["x", "row_idx", "expert_idx"], ["ex", "eri", "eei"], active_num=5)
-    got = error_text(session(data, "cann"), feeds)
-    assert got == error_text(session(data, "cpu"), feeds)
+    got = cann.error_text(cann.session(data, "cann"), feeds)
+    assert got == cann.error_text(cann.session(data, "cpu"), feeds)
     assert got.startswith("MoeInitRouting: input 'row_idx' must be a permutation")

@@ -16,17 +16,9 @@ import pytest
 from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
 from ascend_moe_onnx.ort_custom_ops.cann import soc_name
-from tests.cann.helpers import (
-    CANN,
-    calls,
-    cli_exports,
-    moe_kernels_on_this_soc,
-    profiled_run,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-NATIVE_SOC = moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
+NATIVE_SOC = cann.moe_kernels_on_this_soc()  # FAKE_ACL_SOC_NAME=Ascend310P3: every call falls back
 ON_310P = soc_name().lower().startswith("ascend310p")
 
 # key -> (export arguments, hidden states' NumPy type, chains: routed + the shared expert's)
@@ -41,8 +33,8 @@ HIDDEN = 64  # the tiny presets' hidden size
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict[str, bytes]:
-    return cli_exports({k: [*argv, "--target", "cann"] for k, (argv, _, _) in CASES.items()},
-                       tmp_path_factory.mktemp("quantized"))
+    return cann.cli_exports({k: [*argv, "--target", "cann"] for k, (argv, _, _) in CASES.items()},
+                            tmp_path_factory.mktemp("quantized"))
 
 
 @pytest.mark.parametrize("tokens", [1, 16, 256])
@@ -56,18 +48,18 @@ def test_chain_runs_natively_and_matches_the_cpu_ep(case, tokens, exported, tmp_
     chain = {n.name for n in model.graph.node if n.domain == DOMAIN and n.op_type != "MoeGatingTopKHash"}
     assert len(chain) == 5 * chains and not chain & allowed
     feeds = {"hidden_states": np.random.default_rng(tokens).standard_normal((tokens, HIDDEN)).astype(x_type)}
-    before = {op: calls(op) for op in OPERATORS}
-    got, where = profiled_run(data, feeds, tmp_path)
-    ran = {op: calls(op) - n for op, n in before.items()}
+    before = {op: cann.calls(op) for op in OPERATORS}
+    got, where = cann.profiled_run(data, feeds, tmp_path)
+    ran = {op: cann.calls(op) - n for op, n in before.items()}
     on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
     assert on_cpu <= allowed, f"{case}: computed on the host: {sorted(on_cpu - allowed)}"
-    assert all(where[name][1] == CANN for name in chain)
+    assert all(where[name][1] == cann.CANN for name in chain)
     # Ascend310P: aclnnGroupedMatmulV4 takes no quantized weights there (the rest of the chain follows its chips)
     # and its SwiGlu kernels take no bfloat16
     refused_on_310p = {"aclnnGroupedMatmulV4"} | ({"aclnnSwiGlu"} if np.dtype(x_type) != np.float16 else set())
-    native = {op: moe_kernels_on_this_soc(op) and not (ON_310P and op in refused_on_310p) for op in OPERATORS}
+    native = {op: cann.moe_kernels_on_this_soc(op) and not (ON_310P and op in refused_on_310p) for op in OPERATORS}
     assert ran == {op: n * chains * native[op] for op, n in OPERATORS.items()}
-    (out, idx), (ref_out, ref_idx) = got, run(session(data, "cpu"), feeds)
+    (out, idx), (ref_out, ref_idx) = got, cann.run(cann.session(data, "cpu"), feeds)
     np.testing.assert_array_equal(idx, ref_idx)
     assert out.dtype == ref_out.dtype == x_type and out.shape == (tokens, HIDDEN)
     np.testing.assert_array_equal(out.astype(np.float32), ref_out.astype(np.float32))

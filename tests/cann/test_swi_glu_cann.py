@@ -5,46 +5,36 @@ for bad calls, and ``moe-onnx info``'s prediction."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 from onnx import helper
 
 from ascend_moe_onnx.ort_custom_ops.cann import family_path, soc_name
-from tests.cann.helpers import (
-    assert_bits_equal,
-    calls,
-    error_text,
-    model,
-    moe_kernels_on_this_soc,
-    placement,
-    run,
-    session,
-)
+from tests.cann import helpers as cann
 
-NATIVE_SOC = moe_kernels_on_this_soc("aclnnSwiGlu")  # each operator's chips (FAKE_ACL_SOC_NAME)
+NATIVE_SOC = cann.moe_kernels_on_this_soc("aclnnSwiGlu")  # each operator's chips (FAKE_ACL_SOC_NAME)
 ON_310P = soc_name().lower().startswith("ascend310p")
-TYPES = {"float": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+TYPES = cann.FLOAT_TYPES
 
 
 def node_model(x: np.ndarray, **attrs) -> bytes:
-    return model([helper.make_node("SwiGlu", ["x"], ["y"], domain="ascend.moe", **attrs)],
-                 {"x": (x.dtype, list(x.shape))}, ["y"])
+    return cann.model([helper.make_node("SwiGlu", ["x"], ["y"], domain="ascend.moe", **attrs)],
+                      {"x": (x.dtype, list(x.shape))}, ["y"])
 
 
 def swiglu(x: np.ndarray, **attrs):
     """(y on CANN, whether aclnnSwiGlu ran); y's bits equal the CPU EP's."""
     data = node_model(x, **attrs)
-    before = calls("aclnnSwiGlu")
-    got = run(session(data, "cann"), {"x": x})
-    native = calls("aclnnSwiGlu") > before
-    assert_bits_equal(got, run(session(data, "cpu"), {"x": x}))
+    before = cann.calls("aclnnSwiGlu")
+    got = cann.run(cann.session(data, "cann"), {"x": x})
+    native = cann.calls("aclnnSwiGlu") > before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), {"x": x}))
     return got[0], native
 
 
 def test_placed_on_cann_and_native(tmp_path):
     x = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float16)
-    assert placement(node_model(x), {"x": x}, tmp_path) == {"SwiGlu": {"CANNExecutionProvider"}}
+    assert cann.placement(node_model(x), {"x": x}, tmp_path) == {"SwiGlu": {"CANNExecutionProvider"}}
     assert swiglu(x)[1] is NATIVE_SOC
 
 
@@ -67,10 +57,10 @@ def test_empty_and_high_rank_fall_back_or_skip():
 
 def test_bad_calls_give_the_cpu_message():
     x = np.ones((3, 5), np.float32)
-    sess = session(node_model(x), "cann")
-    assert "SwiGlu: input 'x' must have an even size along dim -1, got shape [3, 5]" in error_text(sess, {"x": x})
-    sess = session(node_model(np.ones((3, 4), np.float32), dim=2), "cann")
-    assert "SwiGlu: attribute 'dim' must be in [-2, 2) (x has rank 2), got 2" in error_text(
+    sess = cann.session(node_model(x), "cann")
+    assert "SwiGlu: input 'x' must have an even size along dim -1, got shape [3, 5]" in cann.error_text(sess, {"x": x})
+    sess = cann.session(node_model(np.ones((3, 4), np.float32), dim=2), "cann")
+    assert "SwiGlu: attribute 'dim' must be in [-2, 2) (x has rank 2), got 2" in cann.error_text(
         sess, {"x": np.ones((3, 4), np.float32)})
 
 

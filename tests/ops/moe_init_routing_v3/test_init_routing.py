@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
+from ascend_moe_onnx import onnx_schemas
 from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as init_spec
 from ascend_moe_onnx.onnx_schemas import moe_token_permute as permute_spec
 from tests.ops.moe_init_routing_v3 import init_routing_cases as cases
@@ -218,7 +219,7 @@ def test_dynamo_export_keeps_the_token_count_dynamic():
         warnings.simplefilter("ignore")
         tokens = torch.export.Dim("tokens")
         model = exporters.export(Dispatch(), args(5), dynamic_shapes=({0: tokens}, {0: tokens}))
-    ops = [n.op_type for n in model.graph.node if n.domain == init_spec.DOMAIN]
+    ops = [n.op_type for n in model.graph.node if n.domain == onnx_schemas.DOMAIN]
     assert sorted(ops) == ["MoeInitRouting", "MoeInitRoutingV3", "MoeTokenPermute"]
     for n in (0, 1, 9):
         x, ids = args(n)
@@ -248,7 +249,7 @@ def test_torchscript_export_of_the_three_ops():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = exporters.export(Calls(), (x, ids, row), dynamo=False, input_names=["x", "ids", "row"])
-    assert [n.op_type for n in model.graph.node if n.domain == init_spec.DOMAIN] == [
+    assert [n.op_type for n in model.graph.node if n.domain == onnx_schemas.DOMAIN] == [
         "MoeInitRoutingV3", "MoeTokenPermute", "MoeInitRouting"]
     got = run_feeds(session(model), {"x": x.numpy(), "ids": ids.numpy(), "row": row.numpy()})
     cases.assert_outputs_equal(got, [t.numpy() for t in Calls()(x, ids, row)])

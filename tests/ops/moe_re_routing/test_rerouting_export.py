@@ -85,7 +85,7 @@ def test_one_node_with_all_outputs_and_attributes(int8_model):
     assert node.op_type == spec.OP_TYPE and len(node.output) == 4 and len(node.input) == 3
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     assert attrs == spec.DEFAULTS
-    assert [(f.domain, f.name) for f in proto.functions] == [(spec.DOMAIN, spec.OP_TYPE)]
+    assert [(f.domain, f.name) for f in proto.functions] == [(onnx_schemas.DOMAIN, spec.OP_TYPE)]
 
 
 def test_checker_and_shape_inference(int8_model):

@@ -162,12 +162,12 @@ def test_unknown_rank_inputs_give_no_scalar_outputs(unknown):
               helper.make_tensor_value_info("counts", TensorProto.INT64, ["N", "E"]),
               helper.make_tensor_value_info("scales", TensorProto.FLOAT, dims["per_token_scales"])]
     nodes = [helper.make_node(spec.OP_TYPE, ["tokens", "counts", "scales"], list(spec.OUTPUT_NAMES),
-                              domain=spec.DOMAIN),
+                              domain=onnx_schemas.DOMAIN),
              helper.make_node("Shape", ["permute_tokens"], ["tokens_shape"]),
              helper.make_node("Shape", ["permute_per_token_scales"], ["scales_shape"])]
     outputs = [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in ("tokens_shape", "scales_shape")]
     model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(spec.DOMAIN, 1)],
+                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(onnx_schemas.DOMAIN, 1)],
                               ir_version=10)
     so = ort_custom_ops.session_options(1)
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -203,9 +203,9 @@ def test_bad_attribute_with_typed_graph_outputs_gets_the_library_message(attr):
     types = [TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64]
     outputs = [helper.make_tensor_value_info(n, t, None) for n, t in zip(spec.OUTPUT_NAMES, types)]
     node = helper.make_node(spec.OP_TYPE, ["tokens", "counts", "scales"], list(spec.OUTPUT_NAMES),
-                            domain=spec.DOMAIN, **{attr: 2})
+                            domain=onnx_schemas.DOMAIN, **{attr: 2})
     model = helper.make_model(helper.make_graph([node], "g", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(spec.DOMAIN, 1)],
+                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(onnx_schemas.DOMAIN, 1)],
                               ir_version=10)
     with pytest.raises(ort_errors(), match=re.escape(f"MoeReRouting: attribute '{attr}' must be 0")):
         session(model)
