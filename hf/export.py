@@ -81,7 +81,7 @@ class MoELayers(torch.nn.Module):
         self.input_names = ("hidden_states", "input_ids") if self.hashed else ("hidden_states",)
         self.output_names = tuple(f"layer_{i}" for i in self.layer_ids)
 
-    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None):
+    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Each block's output on ``hidden_states`` [T, H]."""
         x = hidden_states[None]  # HF blocks take [batch, sequence, hidden]
         outs = []
@@ -92,7 +92,7 @@ class MoELayers(torch.nn.Module):
             outs.append((y[0] if isinstance(y, tuple) else y)[0])  # some blocks also return router logits
         return tuple(outs)
 
-    def example_inputs(self, tokens: int = 8, seed: int = 0, dtype=torch.float32) -> tuple:
+    def example_inputs(self, tokens: int = 8, seed: int = 0, dtype: torch.dtype = torch.float32) -> tuple:
         """Random hidden states (and token ids when a hash layer is present)."""
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(tokens, self.hidden, generator=g).to(dtype)
@@ -115,7 +115,7 @@ def parse_layers(text: str) -> tuple[int, int]:
     return first, last
 
 
-def load(directory, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+def load(directory: str | os.PathLike, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
 
     A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
