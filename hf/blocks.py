@@ -8,6 +8,7 @@ Each entry of ``BLOCKS`` maps a block class name to a function that checks the b
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import cast
 
 import torch
@@ -88,7 +89,7 @@ BLOCKS = {"Llama4TextMoe": _llama4, "DbrxFFN": _dbrx}
 _PATCHED: dict[type, type] = {}
 
 
-def patch_block(block: torch.nn.Module, class_names) -> str | None:
+def patch_block(block: torch.nn.Module, class_names: Iterable[str]) -> str | None:
     """Patch a block of ``BLOCKS`` (by class or base name); None when it is not one of them."""
     for name in class_names:
         if name in BLOCKS:

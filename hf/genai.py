@@ -221,7 +221,8 @@ class GenAIDecoder(torch.nn.Module):
                             *[name % i for i in range(n) for name in (PAST_KEY, PAST_VALUE)])
         self.output_names = ("logits", *[name % i for i in range(n) for name in (PRESENT_KEY, PRESENT_VALUE)])
 
-    def forward(self, input_ids, attention_mask, position_ids, *past):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Logits of every position and the cache with this call's entries appended."""
         pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
         cache = GraphCache(pairs, self.layout)

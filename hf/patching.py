@@ -49,7 +49,8 @@ def router_logits(gate: torch.nn.Module, x: torch.Tensor, r: Routing) -> torch.T
     return layers.rounded(logits, x.dtype).to(x.dtype)
 
 
-def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing, input_ids=None):
+def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing,
+          input_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One fused routing call -> (weights [T, k] in HF's dtype, expert_idx [T, k] int32)."""
     tid2eid = getattr(gate, "tid2eid", None)
     hashed = tid2eid is not None
