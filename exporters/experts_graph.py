@@ -33,9 +33,9 @@ This module knows nothing of the project's blocks: ``using`` switches any submod
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -48,6 +48,9 @@ from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNE
 
 from . import ge_chain, quantized_chain
 from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+
+if TYPE_CHECKING:
+    from .weights_quant import WeightsQuant
 
 FORMULATIONS = ("ort", "onnx", "padded")
 DEFAULT = "ort"
@@ -67,7 +70,7 @@ def check(formulation: str) -> str:
 
 
 @contextlib.contextmanager
-def using(module: torch.nn.Module, formulation: str | None):
+def using(module: torch.nn.Module, formulation: str | None) -> Iterator[torch.nn.Module]:
     """Inside the block, every submodule with an ``experts_formulation`` uses ``formulation``
     (None: keep theirs); restored on exit."""
     if formulation is None:
@@ -435,7 +438,7 @@ def expansion(op_type: str, formulation: str, target: str, quantized: bool) -> C
     return e.expand_quantized
 
 
-def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> onnx.ModelProto:
+def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant: WeightsQuant | None = None) -> onnx.ModelProto:
     """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
     ``target`` "cann" takes the CANN EP's variant of a formulation where one exists, "ge" the op
     family's chain for routed blocks (exporters.ge_chain).

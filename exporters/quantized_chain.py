@@ -22,6 +22,8 @@ its result is the routed finalize's residual ``x1``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import onnx
 import torch
@@ -30,6 +32,9 @@ from onnx import TensorProto, helper
 from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
 from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+
+if TYPE_CHECKING:
+    from .weights_quant import WeightsQuant
 
 HALF_TYPES: dict[int, torch.dtype] = {TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
 
@@ -115,7 +120,7 @@ def _routing_scales(b: Builder, w: str, dtype: int) -> str:
     return w if b.types.get(w) in accepted else b.cast(w, accepted[-1])
 
 
-def check_chain(a: dict, weights_quant) -> None:
+def check_chain(a: dict, weights_quant: WeightsQuant) -> None:
     """An ExpertsError when a block's quantized experts cannot run as the CANN chain."""
     if a["dtype"] not in HALF_TYPES:
         raise ExpertsError("experts: --target cann with --weights-quant needs a float16 / bfloat16 block "
