@@ -269,6 +269,7 @@ def _quantized_experts(b: Builder, rows: str, idx: str, weights: str, gate: str,
     from ascend_moe_onnx import onnx_schemas
 
     wq = b.weights_quant
+    assert wq is not None  # the caller takes this path only for quantized weights
     arrays = stored_arrays(b, (gate, up, down, *shared))
     if arrays is None:
         raise ExpertsError("experts: --weights-quant needs the expert weights as in-memory initializers")

@@ -88,6 +88,7 @@ def _quantized_stacks(b: Builder, arrays: list, slices: int, dtype: int) -> tupl
     float32 weights ``arrays`` (gate, up, down[, shared gate, up, down]), quantized as
     ``b.weights_quant`` says (or as recorded for them)."""
     wq = b.weights_quant
+    assert wq is not None  # the quantized chain runs only for quantized weights
     _, I, H = arrays[0].shape
 
     def stacks(gate, up, down, layouts=(None, None, None), hint=""):
@@ -140,6 +141,7 @@ def expand_routed_quantized_cann(b: Builder, node: onnx.NodeProto) -> None:
     op-family chain in the block's dtype (module docstring), the result cast to the placeholder's
     float32."""
     a = node_attributes(node)
+    assert b.weights_quant is not None  # the quantized chain runs only for quantized weights
     check_chain(a, b.weights_quant)
     x, w, idx, gate, up, down, *shared = node.input
     arrays = stored_arrays(b, (gate, up, down, *shared))
