@@ -217,7 +217,7 @@ def _profiles(block, layer, workdir: str, threads: int, xs: list, log) -> dict:
         for _ in range(PROFILE_CALLS):
             for fn in fns:
                 fn()
-        fns = None
+        del fns
         prof = profile_by_op(s.end_profiling())
         out[name] = prof["us_per_run"]
         top = ", ".join(f"{op} {us:.0f}" for op, us in list(prof["us_per_run"].items())[:8])

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import ml_dtypes
 import numpy as np
 import onnx
 import torch
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 PROVIDERS = ["CPUExecutionProvider"]
 
@@ -40,9 +45,21 @@ def ort_value(a: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy(a)
 
 
-def bound_runner(sess, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray] | None = None):
-    """A zero-argument callable running ``sess`` through an IO binding: inputs bound once (no copy
-    per call); outputs written into the given arrays, or allocated by ORT from its arena."""
+class BoundRun:
+    """A zero-argument callable running a session on its IO binding (``binding``); ``keep`` holds
+    the bound OrtValues alive."""
+
+    def __init__(self, sess: ort.InferenceSession, binding: ort.IOBinding, keep: list[ort.OrtValue]) -> None:
+        self.sess, self.binding, self.keep = sess, binding, keep
+
+    def __call__(self) -> None:
+        self.sess.run_with_iobinding(self.binding)
+
+
+def bound_runner(sess: ort.InferenceSession, inputs: dict[str, np.ndarray],
+                 outputs: dict[str, np.ndarray] | None = None) -> BoundRun:
+    """A :class:`BoundRun` of ``sess`` through an IO binding: inputs bound once (no copy per call);
+    outputs written into the given arrays, or allocated by ORT from its arena."""
     binding = sess.io_binding()
     keep = []  # the OrtValues must outlive the binding
     for name, a in inputs.items():
@@ -56,13 +73,7 @@ def bound_runner(sess, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndar
             binding.bind_ortvalue_output(o.name, v)
         else:
             binding.bind_output(o.name)
-
-    def run():
-        sess.run_with_iobinding(binding)
-
-    run.binding = binding
-    run.keep = keep
-    return run
+    return BoundRun(sess, binding, keep)
 
 
 def bound_output(run, index: int) -> np.ndarray:

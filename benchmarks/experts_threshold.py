@@ -54,8 +54,8 @@ def run(blocks, tokens, repeats: int, size: str = "full", log=print) -> list[dic
                              "moe_s": moe, "ratio": own / moe, "max_rel_diff": diff})
                 log(f"threshold {name} T={T:5d} rows={T * block.cfg.top_k:6d}  MoeRoutedExperts {own * 1e3:8.2f} ms"
                     f"  MoE op {moe * 1e3:8.2f} ms  ratio {own / moe:.2f}")
-                fns = t = None
-            sessions = None
+                del fns, t
+            del sessions
     return rows
 
 

@@ -20,6 +20,7 @@ Run: ``python -m ascend_moe_onnx.benchmarks.finalize [--tokens 4096] [--hidden 7
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -78,7 +79,7 @@ def run_case(tokens: int, hidden: int, k: int, dtype: str, threads: int, repeats
                                                                       "scales"], finalize_types, {"drop_pad_mode": 2}),
                                  threads, library=True)
     y = {"y": out}
-    candidates = {
+    candidates: dict[str, Callable[[], object]] = {
         "ort-unpermute": common.bound_runner(unpermute, {"permuted_tokens": rows, "sorted_indices": idx,
                                                          "probs": w}, y),
         "ort-finalize": common.bound_runner(finalize, {"expanded_x": rows, "expanded_row_idx": idx, "scales": w}, y),

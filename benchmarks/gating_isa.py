@@ -77,7 +77,7 @@ def measure(model: bytes, feeds: dict[str, np.ndarray], rows: int, calls: int = 
     with tempfile.TemporaryDirectory() as tmp:
         model_path, inputs_path = Path(tmp, "model.onnx"), Path(tmp, "inputs.npz")
         model_path.write_bytes(model)
-        np.savez(inputs_path, **feeds)
+        np.savez(inputs_path, allow_pickle=False, **feeds)
         for r in range(rounds):
             for path in (paths() if r % 2 == 0 else paths()[::-1]):
                 env = {k: v for k, v in os.environ.items() if k not in ("ASCEND_MOE_CPU_ISA", "ASCEND_MOE_CPU_SELECT")}

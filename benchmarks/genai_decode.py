@@ -51,7 +51,7 @@ def small_model(model_type: str, seed: int = 0):
 
 def _ort_step(sess, dec: dict, batch: int, tokens: int, past: int, vocab: int):
     g = np.random.default_rng(0)
-    feeds = {"input_ids": g.integers(3, vocab, (batch, tokens), dtype=np.int64),
+    feeds: dict[str, np.ndarray] = {"input_ids": g.integers(3, vocab, (batch, tokens), dtype=np.int64),
              "attention_mask": np.ones((batch, past + tokens), np.int64),
              "position_ids": np.arange(past, past + tokens, dtype=np.int64)[None].repeat(batch, 0)}
     shape = (batch, dec["num_key_value_heads"], past, dec["head_size"])
@@ -148,7 +148,7 @@ def builder_comparison(threads_list, contexts, repeats: int = 5, steps: int = 16
                 _with_threads(root / folder, threads)
             for context in contexts:
                 runs = {k: _genai_decode(root / k, context, steps, SMALL["vocab_size"]) for k in ("ours", "builder")}
-                samples = {k: [] for k in runs}
+                samples: dict[str, list[float]] = {k: [] for k in runs}
                 for rep in range(repeats):
                     for k in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):
                         samples[k].append(runs[k]())

@@ -78,7 +78,7 @@ def cases(quick: bool, smoke: bool = False) -> list[Case]:
 
 def _model(case: Case) -> bytes:
     t = ONNX_TYPES[case.dtype]
-    w_dims = ["E", case.N, case.K] if case.transpose else ["E", case.K, case.N]
+    w_dims: list[str | int] = ["E", case.N, case.K] if case.transpose else ["E", case.K, case.N]
     node = helper.make_node("GroupedMatmul", ["x", "weight", "group_list"], ["y"], domain="ascend.moe",
                             group_list_type=1, transpose_weight=case.transpose)
     graph = helper.make_graph([node], "gmm", [helper.make_tensor_value_info("x", t, ["M", case.K]),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -64,16 +65,16 @@ def _model(case: Case, scheme: str) -> bytes:
     """A one-node model: weights and scales as graph inputs (fed once, reused)."""
     T = TensorProto
     x_type = T.INT8 if scheme == "w8a8" else T.FLOAT
-    inputs = [("x", x_type, ["M", case.K])]
+    inputs: list[tuple[str, int, list[str | int]]] = [("x", x_type, ["M", case.K])]
     w = {"float32": T.FLOAT, "w8a16": T.INT8, "w4a16": T.INT32, "w8a8": T.INT8}[scheme]
     packed = 8 if scheme == "w4a16" else 1  # int4: 8 per int32 word along the last axis
-    dims = ["E", case.N, case.K // packed] if case.transpose else ["E", case.K, case.N // packed]
+    dims: list[str | int] = ["E", case.N, case.K // packed] if case.transpose else ["E", case.K, case.N // packed]
     inputs += [("weight", w, dims), ("group_list", T.INT64, ["E"])]
     names = ["x", "weight", "group_list"]
-    attrs = {"group_list_type": 1, "transpose_weight": int(case.transpose)}
+    attrs: dict[str, Any] = {"group_list_type": 1, "transpose_weight": int(case.transpose)}
     if scheme in ("w8a16", "w4a16"):
         names += ["", "", "", "antiquant_scale", "antiquant_offset"]
-        g = ["E", "N"] if scheme == "w8a16" else ["E", case.K // GROUP_ROWS, case.N]
+        g: list[str | int] = ["E", "N"] if scheme == "w8a16" else ["E", case.K // GROUP_ROWS, case.N]
         inputs += [("antiquant_scale", T.FLOAT, g), ("antiquant_offset", T.FLOAT, g)]
     if scheme == "w8a8":
         names += ["", "scale", "", "", "", "per_token_scale"]
@@ -96,6 +97,7 @@ def _weights(case: Case, scheme: str, rng) -> dict:
     if scheme == "w8a8":
         return {"weight": rng.integers(-128, 128, wshape, dtype=np.int8),
                 "scale": np.full((E, N), 1e-3, np.float32)}
+    shape: tuple[int, ...]
     if scheme == "w8a16":
         shape, w = (E, N), rng.integers(-128, 128, wshape, dtype=np.int8)
     else:

@@ -7,8 +7,8 @@ import platform
 import time
 
 
-def _cpuinfo() -> dict:
-    info = {}
+def _cpuinfo() -> dict[str, str]:
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -74,6 +74,7 @@ def machine_info() -> dict:
     from ascend_moe_onnx import ort_custom_ops
 
     cpu = _cpuinfo()
+    affinity: int | None
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:

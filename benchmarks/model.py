@@ -394,7 +394,8 @@ def _sessions(block, workdir: str, threads: int, arena: bool, models: dict, log,
                 del models[n]
                 continue
             models[n] = (path, weights)
-        out[n] = shared_session(*models[n], threads, arena)
+        model_path, shared = models[n]
+        out[n] = shared_session(model_path, shared, threads, arena)
         gc.collect()
         log(f"model: {n} session{'' if arena else ' (no arena)'} open: resident "
             f"{(_status_kib('VmRSS') or 0) / 2**20:.2f} GiB, peak so far {(_status_kib('VmHWM') or 0) / 2**20:.2f} GiB")
@@ -462,6 +463,8 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                             refs.append(torch_call(x)[0].numpy())
                             slowest = max(slowest, time.perf_counter() - t0)
                         agree = {}
+                        r: common.BoundRun | None
+                        rs: list[common.BoundRun] | None
                         for n, rs in runners.items():
                             agree[n] = 1.0
                             for r, ref in zip(rs, refs):
@@ -505,9 +508,9 @@ def run(plan: ModelPlan, repeats: int, min_sample_s: float, log=print) -> list[d
                     del runners, fns
                 del sessions
                 gc.collect()
-                process_peak = _status_kib("VmHWM") or 0
+                peak_kib = _status_kib("VmHWM") or 0
                 peaks, peak_before = _peaks(block, workdir, models, inputs, log)
-                process_peak = max(process_peak, peak_before) / 1024
+                process_peak = max(peak_kib, peak_before) / 1024
                 for row in rows:
                     row["peak_mib"] = peaks[row["tokens"]]
                     row["process_peak_mib"] = process_peak
@@ -532,6 +535,7 @@ def _peaks(block, workdir: str, models: dict, inputs: dict, log) -> tuple[dict, 
         gc.collect()
     for n in list(models):
         sess = _sessions(block, workdir, 1, False, models, log, only=n)[n]
+        fn: common.BoundRun | None = None
         for T, xs in inputs.items():
             if n == "padded" and T > PADDED_MAX_TOKENS:
                 continue
@@ -589,7 +593,7 @@ def targets(rows: list[dict]) -> list[tuple[str, str, bool]]:
             continue
         case = f"model {r['block']} {r['tokens']} tok, {r['threads']} thr"
         best = {n: r["best_s"][n] for n in ("ort-moe", "torch") if n in r["best_s"]}
-        fastest = min(best, key=best.get)
+        fastest = min(best, key=best.__getitem__)
         rel = r["best_s"][FUSED] / best[fastest]
         out.append((f"{case}: {FUSED} within 1.1x of the best of ort-moe and torch",
                     f"{rel:.2f}x ({fastest})", rel <= 1.1))

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from typing import Any
 
 import numpy as np
 import onnx
@@ -124,7 +125,7 @@ def own_model(path: str, arrays: dict, bits: int, block: int, act_quant: int = 0
     from ascend_moe_onnx import onnx_schemas
 
     names = ["x", "expert_idx", "routing_weights", "fc1", "fc2"] + (["fc1_scales", "fc2_scales"] if bits else [])
-    attrs = {"weight_bits": bits, "block_size": block} if bits else {}
+    attrs: dict[str, Any] = {"weight_bits": bits, "block_size": block} if bits else {}
     if act_quant:
         attrs["act_quant"] = act_quant
     node = helper.make_node("MoeRoutedExperts", names, ["y"], domain=onnx_schemas.DOMAIN, **attrs)
@@ -143,8 +144,8 @@ def qmoe_arrays(q: dict, bits: int) -> dict:
 
 def qmoe_model(path: str, arrays: dict, bits: int, block: int, k: int) -> None:
     """com.microsoft.QMoE on ``arrays`` (qmoe_arrays), mixing with ``router_weights``."""
-    attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
-                 normalize_routing_weights=0, expert_weight_bits=bits)
+    attrs: dict[str, Any] = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0,
+                                 activation_beta=0.0, normalize_routing_weights=0, expert_weight_bits=bits)
     if block:
         attrs["block_size"] = block
     node = helper.make_node("QMoE", ["x", "router_probs", "fc1", "fc1_scales", "", "fc2", "fc2_scales",
@@ -167,17 +168,21 @@ def qmoe_inputs(inp: dict, experts: int) -> dict:
     return {"x": inp["x"], "router_probs": probs, "router_weights": mix}
 
 
-def _runner(sess, rotation: list[dict]):
-    from . import common
+class _RotationRun:
+    """Runs each of ``runs`` (bound runners, one per input of the rotation) once per call."""
 
-    runs = [common.bound_runner(sess, inp) for inp in rotation]
+    def __init__(self, runs: list) -> None:
+        self.runs = runs
 
-    def run():
-        for r in runs:
+    def __call__(self) -> None:
+        for r in self.runs:
             r()
 
-    run.runs = runs
-    return run
+
+def _runner(sess, rotation: list[dict]) -> _RotationRun:
+    from . import common
+
+    return _RotationRun([common.bound_runner(sess, inp) for inp in rotation])
 
 
 def selected_bytes(arrays: dict, rotation: list[dict]) -> float:

@@ -13,7 +13,9 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # torch_npu, if installed, breaks `import torch` without CANN
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
@@ -99,9 +101,9 @@ def run(args) -> int:
             cfg[s] = dataclasses.replace(cfg[s], threads=threads)
     repeats = args.repeats or cfg["repeats"]
     started, load_start = time.time(), _load()
-    results = {"machine": machine.machine_info(), "targets": []}
-    runners = {"gating": gating.run, "rerouting": rerouting.run, "model": model.run,
-               "ascend_layer": ascend_layer.run}
+    results: dict[str, Any] = {"machine": machine.machine_info(), "targets": []}
+    runners: dict[str, Callable[..., list[dict]]] = {
+        "gating": gating.run, "rerouting": rerouting.run, "model": model.run, "ascend_layer": ascend_layer.run}
     for suite in suites:
         print(f"== {suite} ({mode})", flush=True)
         for row in runners[suite](cfg[suite], repeats, cfg["min_sample_s"], log=lambda s: print(s, flush=True)):

@@ -12,7 +12,7 @@ import gc
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 MAX_CALLS_PER_SAMPLE = 100_000
@@ -62,7 +62,7 @@ def _calls_per_sample(fn: Callable[[], object], min_sample_s: float) -> int:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(min_sample_s / max(best, 1e-9))))
 
 
-def measure(candidates: dict[str, Callable[[], object]], repeats: int = 7,
+def measure(candidates: Mapping[str, Callable[[], object]], repeats: int = 7,
             min_sample_s: float = 0.005, warmup_s: float = 0.0) -> dict[str, Timing]:
     """Time every candidate ``repeats`` times, interleaved; returns name -> Timing.
 
@@ -112,7 +112,7 @@ QUIET_LIMIT_CORES = 0.5
 QUIET_RETRIES = 1
 
 
-def measure_quietly(candidates: dict[str, Callable[[], object]], repeats: int, min_sample_s: float,
+def measure_quietly(candidates: Mapping[str, Callable[[], object]], repeats: int, min_sample_s: float,
                     threads: int) -> tuple[dict[str, Timing], float | None, int]:
     """``measure`` for candidates on ``threads`` threads, repeated when other processes were busy
     (multi-thread cases only); returns (timings, cores other processes used, attempts)."""
@@ -126,4 +126,5 @@ def measure_quietly(candidates: dict[str, Callable[[], object]], repeats: int, m
             best = (t, load.cores)
         if threads <= 1 or load.cores is None or load.cores <= QUIET_LIMIT_CORES:
             break
+    assert best is not None  # the first attempt sets it
     return best[0], best[1], attempt

@@ -9,6 +9,7 @@ why, follows from its attributes and input types (ort_custom_ops.cann, docs/asce
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import onnx
@@ -19,7 +20,7 @@ from ascend_moe_onnx.onnx_schemas.functions import OVERLOADS_MIN_ORT
 CANN = "CANNExecutionProvider"
 
 
-def load_model(path) -> onnx.ModelProto:
+def load_model(path: str | os.PathLike) -> onnx.ModelProto:
     """Load an ONNX model, raising FileNotFoundError or ValueError with a one-line message."""
     from ascend_moe_onnx.onnx_schemas import load_model as load
 

@@ -15,14 +15,24 @@ within the dtype's tolerance (``TOLERANCES``).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from ascend_moe_onnx.models import experts as routed_experts
 from ascend_moe_onnx.models import presets
 from ascend_moe_onnx.models.runtime import EXPORT_TOKENS, export_block, run_ort, run_torch, sessions, to_numpy  # noqa: F401
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+    from ascend_moe_onnx.models.layers import RoutedMoE
 
 # Output tolerance on max|err| / max|ref|, per dtype. float32: matmul rounding differences are
 # ~1e-7 relative (tiny) to ~1e-6 (hidden 7168). float16 / bfloat16: one rounding of the output
@@ -76,18 +86,20 @@ class Check:
                 and not self.note.startswith("error"))
 
 
-def tie_tolerance(block) -> float:
+def tie_tolerance(block: RoutedMoE) -> float:
     """Near-tie tolerance of a block: its selection scores' dtype decides."""
     cfg = block.cfg
     return TIE_TOLERANCES["float32" if cfg.router_fp32 else block.dtype_name]
 
 
-def classify_rows(got_idx, ref_idx, scores, tie_tol: float):
+def classify_rows(got_idx: npt.ArrayLike, ref_idx: npt.ArrayLike, scores: np.ndarray | None,
+                  tie_tol: float) -> tuple[list[tuple[int, list[int], float]], list[tuple[int, list[int], float]]]:
     """Rows whose expert indices differ -> (near-ties, mismatches), each a list of
     (row, experts, score spread); a near-tie's differing experts are within ``tie_tol`` (relative
     to max(1, |score|)) of each other."""
     got, ref = np.asarray(got_idx), np.asarray(ref_idx)
-    ties, bad = [], []
+    ties: list[tuple[int, list[int], float]] = []
+    bad: list[tuple[int, list[int], float]] = []
     for r in np.flatnonzero((got != ref).any(axis=1)):
         diff = sorted(set(got[r].tolist()) ^ set(ref[r].tolist()))
         if not diff:  # same experts, different order
@@ -126,9 +138,9 @@ def _compare(check: Check, T: int, got: list, ref: list, scores, tie_tol: float,
         check.max_rel = max(check.max_rel, err / scale if scale else err)
 
 
-def verify_block(block, token_counts=None, export_tokens: int = EXPORT_TOKENS, cache_key=None,
-                 progress=None, path=None, provider: str = "cpu", experts: str | None = None,
-                 target: str | None = None) -> list[Check]:
+def verify_block(block: RoutedMoE, token_counts: Sequence[int] | None = None, export_tokens: int = EXPORT_TOKENS,
+                 cache_key: tuple | None = None, progress: tqdm | None = None, path: str | os.PathLike | None = None,
+                 provider: str = "cpu", experts: str | None = None, target: str | None = None) -> list[Check]:
     """Export ``block`` (expert formulation ``experts``, models.experts; None: the block's own) for
     ``target`` (exporters.targets; None: the graph ``provider`` is given), run every path at each
     token count, compare; one Check per path pair.
@@ -193,10 +205,12 @@ def _verify_block(block, token_counts, export_tokens, cache_key, progress, path,
     return checks
 
 
-def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
-                  intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS, token_counts=None,
-                  seed: int = 0, progress=None, path=None, provider: str = "cpu",
-                  experts: str | None = None, weights_quant=None, target: str | None = None) -> list[Check]:
+def verify_preset(name: str, size: str = "tiny", dtype: str | None = None, *,
+                  weights: str | os.PathLike | dict | None = None, layer: str | None = None,
+                  intermediate: int | None = None, export_tokens: int = EXPORT_TOKENS,
+                  token_counts: Sequence[int] | None = None, seed: int = 0, progress: tqdm | None = None,
+                  path: str | os.PathLike | None = None, provider: str = "cpu", experts: str | None = None,
+                  weights_quant: WeightsQuant | None = None, target: str | None = None) -> list[Check]:
     """Build a preset's block (random or checkpoint weights) and verify it (expert formulation
     ``experts``, default the block's own; ``weights_quant``: its experts quantized, models.quantize,
     the torch reference then computing with the dequantized weights)."""
@@ -219,7 +233,7 @@ def _token_counts(block_or_size, token_counts, export_tokens: int) -> list[int]:
     return [t for t in TOKEN_COUNTS[size] if t != export_tokens]
 
 
-def steps(size: str = "tiny", token_counts=None, export_tokens: int = EXPORT_TOKENS) -> int:
+def steps(size: str = "tiny", token_counts: Sequence[int] | None = None, export_tokens: int = EXPORT_TOKENS) -> int:
     """Progress steps of one verify_block call (export + each token count)."""
     return 1 + len(_token_counts(size, token_counts, export_tokens))
 

@@ -21,6 +21,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 # torch_npu, if installed without CANN, breaks import torch unless autoload is off
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
@@ -88,9 +89,9 @@ def parse_fault(text: str | None):
     if not text:
         return None
     try:
-        rank, rest = text.split(":")
+        rank_text, rest = text.split(":")
         kind, step = rest.split("@")
-        rank = int(rank)
+        rank = int(rank_text)
     except ValueError:
         raise UsageError(f"--inject-fault: expected RANK:KIND@STEP, got '{text}'") from None
     if kind not in FAULTS or step not in FAULT_STEPS:
@@ -199,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("timeout", "startup_timeout"):
             if getattr(args, name) <= 0:
                 raise UsageError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+        if args.bench < 0:
+            raise UsageError(f"--bench must be >= 0, got {args.bench}")
     except UsageError as e:
         print(f"ep: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -252,6 +255,7 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
         from .artefacts import check_consistent
 
         check_consistent([d for _, d in reports])
+        assert loaded is not None  # no rank failed, so this one loaded its layer
         router, expert, layout, _ = loaded
         if layout.experts != block.cfg.experts or layout.top_k != block.cfg.top_k:
             raise EPError(f"rank {rank}: the exported layer has {layout.experts} experts / top-{layout.top_k}, "
@@ -259,7 +263,7 @@ def _run(args, rank: int, world: int, threads: int, batches, fault) -> int:
         group = dist.new_group(backend=args.backend, timeout=timedelta(seconds=args.timeout))
         layer = EPLayer(router, expert, layout, rank, group, device)
 
-        stats = dict(tokens=0, abs=0.0, scale=0.0, mismatched=0, received=[], pipe_abs=0.0,
+        stats: dict[str, Any] = dict(tokens=0, abs=0.0, scale=0.0, mismatched=0, received=[], pipe_abs=0.0,
                      bound_use=0.0, int8_abs=0.0, traffic=Traffic())
         first_inputs = None
         for b, counts in enumerate(batches):
@@ -306,7 +310,7 @@ def collective_device(backend: str) -> str:
         import torch
         import torch_npu  # noqa: F401  (registers the npu device and the HCCL backend)
 
-        torch.npu.set_device(local)
+        torch.npu.set_device(local)  # type: ignore[attr-defined]  # torch_npu adds torch.npu
         return f"npu:{local}"
     if backend == "nccl":
         import torch
@@ -372,6 +376,7 @@ def _bench(args, block, layer, inputs, counts, rank: int, world: int, threads: i
     traffic = None
     for _ in range(iters):
         traffic = layer(inputs).traffic
+    assert traffic is not None  # iters > 0: main() rejects a negative --bench, 0 skips the benchmark
     elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     ep_rate = sum(counts) * iters / float(elapsed)

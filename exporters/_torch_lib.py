@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from typing import Literal
 
 import ml_dtypes
 import numpy as np
@@ -126,8 +127,11 @@ def schema_default(value) -> str:
     return str(value)
 
 
-_SYMBOLIC_ARG_KINDS = {"Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b",
-                       "SymInt": "i", "SymInt?": "i", "int[]": "is", "int[]?": "v"}
+# parse_args kinds: v value, i int, f float, b bool, is int list.
+_SymbolicArgKind = Literal["v", "i", "f", "b", "is"]
+_SYMBOLIC_ARG_KINDS: dict[str, _SymbolicArgKind] = {
+    "Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b", "SymInt": "i", "SymInt?": "i",
+    "int[]": "is", "int[]?": "v"}
 
 
 def torchscript_symbolic(schema: str, fn):
@@ -141,7 +145,8 @@ def torchscript_symbolic(schema: str, fn):
     def symbolic(g, *values):
         return fn(g, *values)
 
-    symbolic.__signature__ = inspect.Signature(
+    # inspect.signature reads __signature__ (typeshed does not declare the attribute on functions)
+    symbolic.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ["g"] + [name for _, name in args]])
     symbolic.__doc__ = fn.__doc__
     return parse_args(*(_SYMBOLIC_ARG_KINDS[kind] for kind, _ in args))(symbolic)

@@ -33,8 +33,9 @@ This module knows nothing of the project's blocks: ``using`` switches any submod
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -47,6 +48,9 @@ from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNE
 
 from . import ge_chain, quantized_chain
 from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+
+if TYPE_CHECKING:
+    from .weights_quant import WeightsQuant
 
 FORMULATIONS = ("ort", "onnx", "padded")
 DEFAULT = "ort"
@@ -66,7 +70,7 @@ def check(formulation: str) -> str:
 
 
 @contextlib.contextmanager
-def using(module: torch.nn.Module, formulation: str | None):
+def using(module: torch.nn.Module, formulation: str | None) -> Iterator[torch.nn.Module]:
     """Inside the block, every submodule with an ``experts_formulation`` uses ``formulation``
     (None: keep theirs); restored on exit."""
     if formulation is None:
@@ -76,7 +80,7 @@ def using(module: torch.nn.Module, formulation: str | None):
     owners = [m for m in module.modules() if hasattr(m, "experts_formulation")]
     before = [m.experts_formulation for m in owners]
     for m in owners:
-        m.experts_formulation = formulation
+        m.experts_formulation = formulation  # type: ignore[assignment]  # torch's stub: Module attributes are tensors or modules
     try:
         yield module
     finally:
@@ -135,11 +139,11 @@ def _weights(b: Builder, gate: str, up: str, down: str, a: dict, to: int, shared
     if a["dtype"] != to:
         gate, up, down, *shared = (b.cast(t, to) for t in (gate, up, down, *shared))
     if shared:
-        I, H = (b.dims(gate, i, i + 1) for i in (1, 2))
-        s = b.const([slices])
-        gate, up = (b.op("Concat", [w, b.op("Reshape", [sw, b.op("Concat", [s, I, H], axis=0)])], axis=0)
+        i_dim, h_dim = (b.dims(gate, i, i + 1) for i in (1, 2))
+        s_dim = b.const([slices])
+        gate, up = (b.op("Concat", [w, b.op("Reshape", [sw, b.op("Concat", [s_dim, i_dim, h_dim], axis=0)])], axis=0)
                     for w, sw in ((gate, shared[0]), (up, shared[1])))
-        per_slice = b.op("Transpose", [b.op("Reshape", [shared[2], b.op("Concat", [H, s, I], axis=0)])],
+        per_slice = b.op("Transpose", [b.op("Reshape", [shared[2], b.op("Concat", [h_dim, s_dim, i_dim], axis=0)])],
                          perm=[1, 0, 2])
         down = b.op("Concat", [down, per_slice], axis=0)
     pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])], axis=2)
@@ -151,8 +155,8 @@ def _weights(b: Builder, gate: str, up: str, down: str, a: dict, to: int, shared
 def _ort_moe(b: Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
     """``com.microsoft.MoE`` in float32 on float32 rows ``x`` with float32 ``pseudo``-logits and the
     interleaved weights ``fc1`` / ``fc2`` (``_weights``) -> float32 rows."""
-    attrs = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0, activation_beta=0.0,
-                 normalize_routing_weights=0)
+    attrs: dict[str, Any] = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0,
+                                 activation_beta=0.0, normalize_routing_weights=0)
     if a["limit"]:
         attrs["swiglu_limit"] = float(a["limit"])
     return b.op("MoE", [x, pseudo, fc1, "", fc2], domain="com.microsoft", outputs=outputs, **attrs)
@@ -265,6 +269,7 @@ def _quantized_experts(b: Builder, rows: str, idx: str, weights: str, gate: str,
     from ascend_moe_onnx import onnx_schemas
 
     wq = b.weights_quant
+    assert wq is not None  # the caller takes this path only for quantized weights
     arrays = stored_arrays(b, (gate, up, down, *shared))
     if arrays is None:
         raise ExpertsError("experts: --weights-quant needs the expert weights as in-memory initializers")
@@ -434,7 +439,7 @@ def expansion(op_type: str, formulation: str, target: str, quantized: bool) -> C
     return e.expand_quantized
 
 
-def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant=None) -> onnx.ModelProto:
+def expand(model: onnx.ModelProto, target: str = "cpu", weights_quant: WeightsQuant | None = None) -> onnx.ModelProto:
     """Replace every placeholder node of ``DOMAIN`` by its formulation's nodes (in place; returned);
     ``target`` "cann" takes the CANN EP's variant of a formulation where one exists, "ge" the op
     family's chain for routed blocks (exporters.ge_chain).

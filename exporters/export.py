@@ -7,7 +7,7 @@ import io
 import logging
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import torch
@@ -16,6 +16,9 @@ from ascend_moe_onnx import onnx_schemas
 
 from . import experts_graph, registry, targets
 from . import export_checks as checks
+
+if TYPE_CHECKING:
+    from .weights_quant import WeightsQuant
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
@@ -66,6 +69,7 @@ def register_torchscript_symbolics(opset_version: int = DEFAULT_OPSET) -> None:
     if opset_version in _symbolics_registered:
         return
     for f in registry.front_ends():
+        assert f.symbolic is not None  # front_ends() returns complete entries
         torch.onnx.register_custom_op_symbolic(f.op, f.symbolic, opset_version)
     _symbolics_registered.add(opset_version)
 
@@ -282,7 +286,7 @@ def export(
     experts: str | None = None,
     keep_metadata: bool = False,
     target: str = targets.DEFAULT,
-    weights_quant=None,
+    weights_quant: WeightsQuant | None = None,
     bfloat16_in_float32: bool = False,
 ) -> onnx.ModelProto:
     """Export ``model`` with one ascend.moe node per op call, check it and optionally save it.
@@ -326,6 +330,7 @@ def export(
             program = _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names,
                                      opset_version)
         if external_data:
+            assert path is not None  # checked above
             program.save(os.fspath(path), external_data=True)
             # quantizing reads the float weights (then written again, quantized, in their place)
             proto = onnx.load(os.fspath(path), load_external_data=weights_quant is not None)
@@ -340,7 +345,8 @@ def export(
         buf = io.BytesIO()
         with _quiet_exporter(), _explained():
             torch.onnx.export(
-                model, args if kwargs is None else (*args, kwargs), buf, dynamo=False,
+                # the TorchScript exporter writes to a file object too (torch's annotation names paths only)
+                model, args if kwargs is None else (*args, kwargs), buf, dynamo=False,  # type: ignore[arg-type]
                 input_names=input_names, output_names=output_names,
                 dynamic_axes=dynamic_axes, opset_version=opset_version,
                 custom_opsets={onnx_schemas.DOMAIN: onnx_schemas.OPSET_VERSION},
@@ -375,5 +381,5 @@ def export(
         onnx.save(proto, os.fspath(path))
     if check:
         # The checker reads a large model from its path (it cannot take a > 2 GiB message).
-        onnx_schemas.check_model(os.fspath(path) if external_data else proto, full_check=True)
+        onnx_schemas.check_model(os.fspath(path) if path is not None and external_data else proto, full_check=True)
     return proto

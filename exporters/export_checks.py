@@ -4,6 +4,7 @@ out static, and exporter failures caused by known Ascend-code idioms (docs/ascen
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 
 import onnx
 import torch
@@ -126,12 +127,13 @@ def traced_specialisation(exc: BaseException) -> ExportError | None:
         f"with tensor ops or `math.prod(x.shape[:-1])` ({_DOC}). torch.export said:\n{text}")
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 _KNOWN_FAILURES = (

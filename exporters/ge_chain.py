@@ -30,7 +30,8 @@ from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
 from .quantized_chain import _finalize_scale_types, _routing_scales
 
-_TORCH = {TensorProto.FLOAT: torch.float32, TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
+_TORCH: dict[int, torch.dtype] = {TensorProto.FLOAT: torch.float32, TensorProto.FLOAT16: torch.float16,
+                                  TensorProto.BFLOAT16: torch.bfloat16}
 
 
 def _weight(b: Builder, array: np.ndarray, dtype: int, hint: str) -> str:

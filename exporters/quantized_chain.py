@@ -22,6 +22,8 @@ its result is the routed finalize's residual ``x1``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import onnx
 import torch
@@ -31,7 +33,10 @@ from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
 from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
 
-HALF_TYPES = {TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
+if TYPE_CHECKING:
+    from .weights_quant import WeightsQuant
+
+HALF_TYPES: dict[int, torch.dtype] = {TensorProto.FLOAT16: torch.float16, TensorProto.BFLOAT16: torch.bfloat16}
 
 
 def _scale_initializer(b: Builder, scales: np.ndarray, to: int, hint: str) -> str:
@@ -83,6 +88,7 @@ def _quantized_stacks(b: Builder, arrays: list, slices: int, dtype: int) -> tupl
     float32 weights ``arrays`` (gate, up, down[, shared gate, up, down]), quantized as
     ``b.weights_quant`` says (or as recorded for them)."""
     wq = b.weights_quant
+    assert wq is not None  # the quantized chain runs only for quantized weights
     _, I, H = arrays[0].shape
 
     def stacks(gate, up, down, layouts=(None, None, None), hint=""):
@@ -115,7 +121,7 @@ def _routing_scales(b: Builder, w: str, dtype: int) -> str:
     return w if b.types.get(w) in accepted else b.cast(w, accepted[-1])
 
 
-def check_chain(a: dict, weights_quant) -> None:
+def check_chain(a: dict, weights_quant: WeightsQuant) -> None:
     """An ExpertsError when a block's quantized experts cannot run as the CANN chain."""
     if a["dtype"] not in HALF_TYPES:
         raise ExpertsError("experts: --target cann with --weights-quant needs a float16 / bfloat16 block "
@@ -135,6 +141,7 @@ def expand_routed_quantized_cann(b: Builder, node: onnx.NodeProto) -> None:
     op-family chain in the block's dtype (module docstring), the result cast to the placeholder's
     float32."""
     a = node_attributes(node)
+    assert b.weights_quant is not None  # the quantized chain runs only for quantized weights
     check_chain(a, b.weights_quant)
     x, w, idx, gate, up, down, *shared = node.input
     arrays = stored_arrays(b, (gate, up, down, *shared))

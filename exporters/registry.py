@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from ascend_moe_onnx import onnx_schemas
@@ -81,7 +82,7 @@ def front_ends() -> list[FrontEnd]:
     return list(_FRONT_ENDS.values())
 
 
-def onnxscript_op(spec) -> Any:
+def onnxscript_op(spec: ModuleType) -> Any:
     """The onnxscript ``values.Op`` of an op module of ``onnx_schemas`` (its OP_TYPE and SCHEMA in
     the ascend.moe opset), for its dynamo translation to call."""
     from onnxscript import values
@@ -89,6 +90,6 @@ def onnxscript_op(spec) -> Any:
     return values.Op(values.Opset(onnx_schemas.DOMAIN, onnx_schemas.OPSET_VERSION), spec.OP_TYPE, spec.SCHEMA)
 
 
-def torchscript_name(spec) -> str:
+def torchscript_name(spec: ModuleType) -> str:
     """``domain::OpType`` of an op module of ``onnx_schemas``, the name a TorchScript ``g.op`` takes."""
     return f"{onnx_schemas.DOMAIN}::{spec.OP_TYPE}"

@@ -132,7 +132,7 @@ def _ge_index_types(op_type: str, variant: str) -> dict[str, int]:
     schema = ge_mapping.SCHEMAS[op_type]
     ge = ge_ir.GE_OPS[variant]
     onnx_of = {3: TensorProto.INT32, 9: TensorProto.INT64}
-    out = {}
+    out: dict[str, int] = {}
     for gi in ge.inputs:
         p = next((p for p in schema.inputs if p.name == gi.name), None)
         if p is not None:

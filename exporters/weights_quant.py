@@ -30,7 +30,7 @@ def fingerprint(array: np.ndarray) -> str:
     a = np.ascontiguousarray(array, dtype=np.float32)
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{a.shape}".encode())
-    h.update(memoryview(a).cast("B"))
+    h.update(a.data.cast("B"))
     return h.hexdigest()
 
 

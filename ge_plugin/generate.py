@@ -79,7 +79,8 @@ def _variant_block(schema: OpSchema, m: mapping.OpMapping, v: mapping.Variant, t
             ok = {(OpSchema.AttrType.INT, ge_ir.INT), (OpSchema.AttrType.INT, ge_ir.BOOL),
                   (OpSchema.AttrType.FLOAT, ge_ir.FLOAT)}
             if (onnx_kind, ga.kind) not in ok:
-                raise ValueError(f"{schema.name}.{src} ({onnx_kind.name}) -> {ge.name}.{ga.name} ({ga.kind})")
+                raise ValueError(f"{schema.name}.{src} ({onnx_kind.name}) -> "  # type: ignore[attr-defined]  # pybind enum: onnx's stub omits .name
+                                 f"{ge.name}.{ga.name} ({ga.kind})")
             vmap = f"k{tag}{_camel(src)}Values" if src in m.value_maps else "nullptr"
             count = len(m.value_maps.get(src, {}))
             lines.append(f"    {{{_c(ga.name)}, {kind}, GeAttrSource::kOnnx, {attr_names.index(src)}, -1, 0, 0.0f, "

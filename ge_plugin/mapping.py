@@ -47,7 +47,7 @@ class OpMapping:
     renames: dict[str, str] = field(default_factory=dict)  # schema attr -> GE attr
     value_maps: dict[str, dict[int, int]] = field(default_factory=dict)  # schema INT attr -> {value: GE value}
     combined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # GE ListInt attr -> schema INT attrs
-    fixed: dict[str, object] = field(default_factory=dict)  # GE attr -> value
+    fixed: dict[str, int] = field(default_factory=dict)  # GE attr -> value
 
 
 _HASH_ONLY = "GE's MoeGatingTopKHash has no {} input (its IR: x, bias, input_ids, tid2eid)"

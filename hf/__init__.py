@@ -9,19 +9,26 @@
 See docs/huggingface.md.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing, routing
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["HFConfigError", "Routing", "routing", "patch", "unpatch"]
 
 
-def patch(model, *, quiet: bool = False) -> list[str]:
+def patch(model: torch.nn.Module, *, quiet: bool = False) -> list[str]:
     """Route every supported MoE block of ``model`` with the fused op, in place (see ``hf.patching``)."""
     from .patching import patch as _patch
 
     return _patch(model, quiet=quiet)
 
 
-def unpatch(model) -> int:
+def unpatch(model: torch.nn.Module) -> int:
     """Restore the HF classes of every patched block."""
     from .patching import unpatch as _unpatch
 

@@ -8,6 +8,9 @@ Each entry of ``BLOCKS`` maps a block class name to a function that checks the b
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 
@@ -86,7 +89,7 @@ BLOCKS = {"Llama4TextMoe": _llama4, "DbrxFFN": _dbrx}
 _PATCHED: dict[type, type] = {}
 
 
-def patch_block(block: torch.nn.Module, class_names) -> str | None:
+def patch_block(block: torch.nn.Module, class_names: Iterable[str]) -> str | None:
     """Patch a block of ``BLOCKS`` (by class or base name); None when it is not one of them."""
     for name in class_names:
         if name in BLOCKS:
@@ -96,7 +99,8 @@ def patch_block(block: torch.nn.Module, class_names) -> str | None:
                 _PATCHED[cls] = type(f"Ascend{cls.__name__}", (cls,), {"forward": forward, "_ascend_original": cls})
             block._ascend_routing = r
             block.experts_formulation = formulations.DEFAULT
-            block.experts.experts_formulation = formulations.DEFAULT
+            experts = cast(torch.nn.Module, block.experts)
+            experts.experts_formulation = formulations.DEFAULT
             block.__class__ = _PATCHED[cls]
             return ""
     return None

@@ -10,6 +10,7 @@ views (gate rows first, as HF's ``chunk(2)``), never copied.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
 import torch
 
@@ -22,7 +23,7 @@ def expert_weights(experts: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor
     stacked = getattr(experts, "ascend_weights", None)
     if stacked is not None:  # a module of another layout says where its gate / up / down are
         return stacked()
-    gate_up, down = experts.gate_up_proj, experts.down_proj
+    gate_up, down = cast(torch.Tensor, experts.gate_up_proj), cast(torch.Tensor, experts.down_proj)
     if getattr(experts, "is_transposed", False):  # [E, H, 2I] / [E, I, H]: the same, as views
         gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
     inter = gate_up.shape[1] // 2
@@ -70,13 +71,14 @@ def routed_experts(x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Ten
     compute = layers.compute_dtype(dtype)
     view = SimpleNamespace(num_experts=gate.shape[0], gate_proj=gate, up_proj=up, down_proj=down,
                            dtype=dtype, limit=limit, act_fp32=False)
+    shared_weights = None
     if shared is not None:
         if not folds_shared(formulation, shared):
             raise ValueError(f"routed_experts: the '{formulation}' formulation cannot run this shared expert")
-        shared = SimpleNamespace(gate_proj=shared.gate_proj.weight, up_proj=shared.up_proj.weight,
-                                 down_proj=shared.down_proj.weight)
+        gate_w, up_w, down_w = _mlp_weights(shared)
+        shared_weights = SimpleNamespace(gate_proj=gate_w, up_proj=up_w, down_proj=down_w)
     if formulation != "padded" and not _foreign_trace():
-        out = formulations.routed(view, x.to(compute), weights, expert_idx, formulation, shared)
+        out = formulations.routed(view, x.to(compute), weights, expert_idx, formulation, shared_weights)
         return layers.rounded(out.to(compute), dtype).to(dtype)
     T, k = expert_idx.shape
     flat = expert_idx.reshape(-1).to(torch.int64)
@@ -92,9 +94,14 @@ def routed_experts(x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Ten
 def swiglu_mlp(x: torch.Tensor, mlp: torch.nn.Module, limit: float = 0.0) -> torch.Tensor:
     """An HF gate/up/down MLP module (the shared expert) through the project's SwiGLU, x's dtype."""
     dtype = x.dtype
-    out = layers.swiglu(x.to(layers.compute_dtype(dtype)), mlp.gate_proj.weight, mlp.up_proj.weight,
-                        mlp.down_proj.weight, dtype, limit)
+    out = layers.swiglu(x.to(layers.compute_dtype(dtype)), *_mlp_weights(mlp), dtype, limit)
     return out.to(dtype)
+
+
+def _mlp_weights(mlp: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The (gate, up, down) Linear weights of an HF MLP (``plain_mlp``)."""
+    gate, up, down = (cast(torch.nn.Linear, getattr(mlp, n)) for n in ("gate_proj", "up_proj", "down_proj"))
+    return gate.weight, up.weight, down.weight
 
 
 def plain_mlp(mlp: torch.nn.Module) -> bool:

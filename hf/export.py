@@ -10,9 +10,12 @@ attached, checked).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import onnx
 import torch
 
 from ascend_moe_onnx.exporters import export
@@ -23,6 +26,9 @@ from . import w8a8
 from .patching import patch
 from .rotary import real_rotary
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 LAYER_INDEX = re.compile(r"\.(\d+)\.")  # the decoder layer's index in a module name (layers.3.mlp, blocks.3.ffn)
 
 
@@ -32,7 +38,7 @@ class PrefillLM(torch.nn.Module):
     input_names = ("input_ids",)
     output_names = ("logits",)
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: PreTrainedModel):
         super().__init__()
         self.model = model
 
@@ -75,17 +81,18 @@ class MoELayers(torch.nn.Module):
         self.input_names = ("hidden_states", "input_ids") if self.hashed else ("hidden_states",)
         self.output_names = tuple(f"layer_{i}" for i in self.layer_ids)
 
-    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None):
+    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Each block's output on ``hidden_states`` [T, H]."""
         x = hidden_states[None]  # HF blocks take [batch, sequence, hidden]
         outs = []
         for block in self.blocks:
-            kw = {"input_ids": input_ids[None]} if getattr(block, "is_hash", False) else {}
+            hashed = getattr(block, "is_hash", False)
+            kw = {"input_ids": input_ids[None]} if hashed and input_ids is not None else {}
             y = block(x, **kw)
             outs.append((y[0] if isinstance(y, tuple) else y)[0])  # some blocks also return router logits
         return tuple(outs)
 
-    def example_inputs(self, tokens: int = 8, seed: int = 0, dtype=torch.float32) -> tuple:
+    def example_inputs(self, tokens: int = 8, seed: int = 0, dtype: torch.dtype = torch.float32) -> tuple:
         """Random hidden states (and token ids when a hash layer is present)."""
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(tokens, self.hidden, generator=g).to(dtype)
@@ -108,7 +115,7 @@ def parse_layers(text: str) -> tuple[int, int]:
     return first, last
 
 
-def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def load(directory: str | os.PathLike, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """An HF causal LM from a local checkpoint directory, in eval mode (nothing downloaded).
 
     A config naming an alias architecture (Kimi-K2's ``kimi_k2``, which ships remote code) is
@@ -129,7 +136,7 @@ def load(directory, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
         with tempfile.TemporaryDirectory() as copy:
             stored = w8a8.dequantized_copy(path, Path(copy))
             model = load(copy, dtype)
-        model._ascend_w8a8 = stored
+        model._ascend_w8a8 = stored  # type: ignore[assignment]  # torch's stub: Module attributes are tensors or modules
         return model
     fields = json.loads((path / "config.json").read_text())
     kw = {}
@@ -158,7 +165,7 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     return (lines[0] if lines else type(error).__name__)[:limit]
 
 
-def layer_summary(model: torch.nn.Module) -> list[str]:
+def layer_summary(model: PreTrainedModel) -> list[str]:
     """One line per MoE layer of a patched model (fused / unfused, and why) plus a count line with
     the dense layers (decoder layers without an MoE block)."""
     from .patching import layer_status
@@ -176,15 +183,16 @@ def layer_summary(model: torch.nn.Module) -> list[str]:
 # Architectures whose HF causal LM torch.onnx cannot export whole (their MoE layers export).
 
 
-def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] | None = None,
-                 tokens: int = 8, **kwargs):
+def export_model(model: PreTrainedModel, path: str | os.PathLike | None = None, *,
+                 layers: tuple[int, int] | None = None, tokens: int = 8,
+                 **kwargs: Any) -> tuple[onnx.ModelProto, torch.nn.Module]:
     """Patch ``model`` (if not yet) and export it: the prefill LM, or MoE ``layers`` (first, last).
     Returns (ONNX ModelProto, the exported wrapper module). A model without MoE layers (e.g.
     Qwen3-MoE with ``num_experts: 0``) exports whole as the dense model it is."""
     if not moe_blocks(model):
         patch(model)
     if layers is None:
-        wrapper = PrefillLM(model)
+        wrapper: PrefillLM | MoELayers = PrefillLM(model)
         example = wrapper.example_inputs(2, tokens)
     else:
         blocks = moe_blocks(model)
@@ -211,7 +219,7 @@ def export_model(model: torch.nn.Module, path=None, *, layers: tuple[int, int] |
     return proto, wrapper
 
 
-def _layer_list(model: torch.nn.Module) -> str:
+def _layer_list(model: PreTrainedModel) -> str:
     """'1-3, 5' for the patched MoE layers of ``model``; 'none' without any."""
     ids = sorted(moe_blocks(model))
     runs: list[list[int]] = []
@@ -231,7 +239,7 @@ class ascend_translations:
     this adds ``exporters.custom_translation_table()`` to it and restores the table on exit.
     """
 
-    def __enter__(self):
+    def __enter__(self) -> ascend_translations:
         from transformers.exporters import exporter_onnx
 
         from ascend_moe_onnx.exporters import custom_translation_table
@@ -241,7 +249,6 @@ class ascend_translations:
         self._table.update(custom_translation_table())
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._table.clear()
         self._table.update(self._saved)
-        return False

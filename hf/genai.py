@@ -36,16 +36,23 @@ import contextlib
 import functools
 import json
 import math
+import os
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ascend_moe_onnx.models.hf_routing import model_type_of
 
 from .rotary import real_rotary
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
 ATTENTION = "ascend_genai"  # the name of the attention function in transformers' AttentionInterface
 GRAPH_FILE = "model.onnx"
@@ -215,6 +222,7 @@ class GraphCache:
                 (key.shape[1], key.shape[-1]), (value.shape[1], value.shape[-1]), value is key)
             return key, value
         spec = self.layout.layers[layer_idx]
+        assert self.past is not None  # a layout comes with the graph's past tensors
         past_k, past_v = self.past[layer_idx]
         if not spec.packed:
             k, v = torch.cat([past_k, key], 2), torch.cat([past_v, value], 2)
@@ -288,7 +296,7 @@ def _attention_chunk(module) -> int | None:
     layer type), else None."""
     config = getattr(module, "config", None)
     types, index = getattr(config, "layer_types", None), getattr(module, "layer_idx", None)
-    if types is None or index is None or types[index] != "chunked_attention":
+    if config is None or types is None or index is None or types[index] != "chunked_attention":
         return None
     return config.attention_chunk_size
 
@@ -303,13 +311,14 @@ class GenAIDecoder(torch.nn.Module):
     """The decoder graph genai runs: (input_ids, attention_mask, position_ids, past...) ->
     (logits, present...)."""
 
-    def __init__(self, model: torch.nn.Module, layout: CacheLayout):
+    def __init__(self, model: PreTrainedModel, layout: CacheLayout):
         super().__init__()
         self.model, self.layout = model, layout
         self.input_names = (INPUT_IDS, ATTENTION_MASK, POSITION_IDS, *layout.names(past=True))
         self.output_names = ("logits", *layout.names(past=False))
 
-    def forward(self, input_ids, attention_mask, position_ids, *past):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Logits of every position and the cache with this call's entries appended."""
         pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
         cache = GraphCache(pairs, self.layout)
@@ -419,7 +428,7 @@ def traced_delta_rule(model: torch.nn.Module, attention_mask: torch.Tensor):
             setattr(m, f, fn)
 
 
-def cache_layout(model: torch.nn.Module) -> CacheLayout:
+def cache_layout(model: PreTrainedModel) -> CacheLayout:
     """What each layer of ``model`` caches, from one probing call (2 tokens, no past)."""
     cache = GraphCache(None, None)
     ids = torch.zeros(1, 2, dtype=torch.int64)
@@ -453,7 +462,7 @@ def cache_layout(model: torch.nn.Module) -> CacheLayout:
     return layout
 
 
-def _use_attention(model: torch.nn.Module) -> None:
+def _use_attention(model: PreTrainedModel) -> None:
     _register_attention()
     model.set_attn_implementation(ATTENTION)
 
@@ -480,7 +489,7 @@ def _generation_fields(directory: Path | None, text) -> dict:
             "search": search}
 
 
-def genai_config(model: torch.nn.Module, layout: CacheLayout, directory: Path | None = None,
+def genai_config(model: PreTrainedModel, layout: CacheLayout, directory: Path | None = None,
                  library: str | None = None, context_length: int | None = None) -> dict:
     """The ``genai_config.json`` of an exported decoder (dict)."""
     text = model.config.get_text_config()
@@ -517,8 +526,9 @@ def genai_config(model: torch.nn.Module, layout: CacheLayout, directory: Path | 
             "search": search}
 
 
-def export_genai(model: torch.nn.Module, out_dir, *, checkpoint=None, weights_quant=None,
-                 context_length: int | None = None, library: bool = True, check: bool = True, **kwargs) -> dict:
+def export_genai(model: PreTrainedModel, out_dir: str | os.PathLike, *, checkpoint: str | os.PathLike | None = None,
+                 weights_quant: WeightsQuant | None = None, context_length: int | None = None, library: bool = True,
+                 check: bool = True, **kwargs: Any) -> dict:
     """Export ``model`` (an HF causal LM; patched here if not yet) as an onnxruntime-genai folder:
     ``model.onnx`` (+ ``model.onnx.data`` for big weights), ``genai_config.json``, the custom-op
     library (genai loads one only from inside the folder), and the tokenizer files of

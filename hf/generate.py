@@ -11,11 +11,18 @@ prompts and reports the tokens and ms/token of each.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    import onnxruntime_genai as og
+    from transformers import GenerationMixin
 
 
 def genai_installed() -> bool:
@@ -27,14 +34,14 @@ def genai_installed() -> bool:
     return True
 
 
-def _config(folder: Path) -> dict:
+def _config(folder: str | os.PathLike) -> dict:
     path = Path(folder) / "genai_config.json"
     if not path.is_file():
         raise FileNotFoundError(f"no genai_config.json in {folder} (export with `moe-onnx export --hf DIR --genai`)")
     return json.loads(path.read_text())
 
 
-def session(folder, threads: int | None = None):
+def session(folder: str | os.PathLike, threads: int | None = None) -> ort.InferenceSession:
     """An ONNX Runtime session of the folder's decoder, the folder's custom-op library registered."""
     import onnxruntime as ort
 
@@ -55,7 +62,8 @@ def _eos_ids(model: dict) -> list[int]:
     return [] if eos is None else (list(eos) if isinstance(eos, list) else [eos])
 
 
-def generate_ort(folder, prompts: list[list[int]], new_tokens: int, *, sess=None, threads: int | None = None,
+def generate_ort(folder: str | os.PathLike, prompts: list[list[int]], new_tokens: int, *,
+                 sess: ort.InferenceSession | None = None, threads: int | None = None,
                  stop_at_eos: bool = False) -> list[list[int]]:
     """Greedy continuation of each prompt by ``new_tokens`` tokens (prompts left-padded into one batch).
     Without ``stop_at_eos`` the EOS ids are suppressed, as transformers' ``min_new_tokens`` does."""
@@ -74,7 +82,7 @@ def generate_ort(folder, prompts: list[list[int]], new_tokens: int, *, sess=None
     layers = dec["num_hidden_layers"]
     feeds = _empty_cache(sess, b)
     eos = _eos_ids(cfg)
-    out = [[] for _ in range(b)]
+    out: list[list[int]] = [[] for _ in range(b)]
     done = np.zeros(b, dtype=bool)
     outputs = [o.name for o in sess.get_outputs()]
     for _ in range(new_tokens):
@@ -114,7 +122,8 @@ def _empty_cache(sess, batch: int) -> dict:
             for i in sess.get_inputs() if i.name.startswith("past_key_values")}
 
 
-def generate_genai(folder, prompts: list[list[int]], new_tokens: int, *, model=None) -> list[list[int]]:
+def generate_genai(folder: str | os.PathLike, prompts: list[list[int]], new_tokens: int, *,
+                   model: og.Model | None = None) -> list[list[int]]:
     """Greedy continuation of each prompt by ``new_tokens`` tokens through onnxruntime-genai (EOS
     suppressed until then, as transformers' ``min_new_tokens`` does). Prompts of one call go in one
     batch, padded with the model's pad id."""
@@ -138,7 +147,7 @@ def generate_genai(folder, prompts: list[list[int]], new_tokens: int, *, model=N
     return [list(map(int, gen.get_sequence(i)))[longest:] for i in range(len(prompts))]
 
 
-def generate_hf(model, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+def generate_hf(model: GenerationMixin, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
     """transformers' greedy ``generate`` of each prompt alone (batch 1), EOS suppressed until ``new_tokens``."""
     import torch
 
@@ -168,7 +177,8 @@ class Comparison:
         return self.tokens == self.hf_tokens
 
 
-def compare(folder, model, prompts: list[list[int]], new_tokens: int, *, runtime: str | None = None,
+def compare(folder: str | os.PathLike, model: GenerationMixin, prompts: list[list[int]], new_tokens: int, *,
+            runtime: str | None = None,
             threads: int | None = None) -> Comparison:
     """Generate ``new_tokens`` greedy tokens per prompt with the folder (genai when installed, else
     ``generate_ort``) and with the HF ``model``; ms/token of each (whole generation / tokens)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from types import SimpleNamespace
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -39,15 +40,17 @@ _PATCHED: dict[type, type] = {}
 def router_logits(gate: torch.nn.Module, x: torch.Tensor, r: Routing) -> torch.Tensor:
     """Router logits [T, E] with HF's dtype rule: float32 ``F.linear`` or in the model dtype
     (bfloat16 computed in float32 and rounded, as the project's blocks do)."""
+    weight = cast(torch.Tensor, gate.weight)
     if r.logits_fp32:
-        return F.linear(x.float(), gate.weight.float())
+        return F.linear(x.float(), weight.float())
     compute = layers.compute_dtype(x.dtype)
-    w = gate.weight.to(compute)
+    w = weight.to(compute)
     logits = torch.matmul(x.to(compute), w.transpose(0, 1))
     return layers.rounded(logits, x.dtype).to(x.dtype)
 
 
-def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing, input_ids=None):
+def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing,
+          input_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One fused routing call -> (weights [T, k] in HF's dtype, expert_idx [T, k] int32)."""
     tid2eid = getattr(gate, "tid2eid", None)
     hashed = tid2eid is not None
@@ -70,13 +73,14 @@ def route(gate: torch.nn.Module, logits: torch.Tensor, r: Routing, input_ids=Non
 def _shared(block: torch.nn.Module, x: torch.Tensor, r: Routing | SimpleNamespace):
     """The block's shared expert on ``x`` in the project's compute dtype (rounded), or None."""
     if r.shared == "plain":
-        mlp = block.shared_experts
+        mlp = cast(torch.nn.Module, block.shared_experts)
         return ex.swiglu_mlp(x, mlp, r.swiglu_limit) if ex.plain_mlp(mlp) else mlp(x)
     if r.shared == "gated":
-        mlp = block.shared_expert
+        mlp = cast(torch.nn.Module, block.shared_expert)
         out = ex.swiglu_mlp(x, mlp) if ex.plain_mlp(mlp) else mlp(x)
         compute = layers.compute_dtype(x.dtype)
-        g = torch.matmul(x.to(compute), block.shared_expert_gate.weight.to(compute).transpose(0, 1))
+        gate_weight = cast(torch.nn.Linear, block.shared_expert_gate).weight
+        g = torch.matmul(x.to(compute), gate_weight.to(compute).transpose(0, 1))
         g = layers.rounded(torch.sigmoid(layers.rounded(g, x.dtype)), x.dtype)
         return layers.rounded(g * out.to(compute), x.dtype).to(x.dtype)
     return None
@@ -161,7 +165,9 @@ def _unsupported_reason(block: torch.nn.Module) -> str:
         return "no gate.weight router"
     if getattr(gate, "bias", None) is not None and isinstance(gate.bias, torch.Tensor):
         return "router with a bias"
-    return ex.fused_layout_ok(block.experts) if hasattr(block, "experts") else "no experts module"
+    if not hasattr(block, "experts"):
+        return "no experts module"
+    return ex.fused_layout_ok(cast(torch.nn.Module, block.experts))
 
 
 def _is_moe_block(module: torch.nn.Module) -> bool:
@@ -179,7 +185,7 @@ def patch_block(block: torch.nn.Module, r: Routing) -> None:
     # models.experts.using() / exporters.export(experts=...) switch it per export.
     block.experts_formulation = routed.DEFAULT
     block.__class__ = _patched_class(original)
-    gate = block.gate
+    gate = cast(torch.nn.Module, block.gate)
     gate._ascend_router_routing = r  # not _ascend_routing: that attribute marks the patched blocks
     gate.__class__ = _patched_class(getattr(type(gate), "_ascend_original", type(gate)), logits_forward)
 
@@ -215,13 +221,13 @@ def _patch_generic(block: torch.nn.Module, config) -> tuple[str, str]:
         why_router = "no gate / router module" if router is None else routers.patch_router(router, block, config)
     except HFConfigError as e:
         why_router = str(e)
-    why_experts = routers.patch_experts(block.experts)
+    why_experts = routers.patch_experts(cast(torch.nn.Module, block.experts))
     experts = "HF experts (batched_mm): " + why_experts if why_experts else "routed-rows experts"
     if why_router:
         return "unfused", f"{why_router}; {experts}"
     kind = "" if why_experts else _shared_kind(block)
     if kind:
-        block._ascend_shared = kind
+        block._ascend_shared = kind  # type: ignore[assignment]  # torch's stub: Module attributes are tensors or modules
         block.__class__ = _patched_class(getattr(type(block), "_ascend_original", type(block)), table_shared_forward)
     return "fused", "" if not why_experts else experts
 

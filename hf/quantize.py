@@ -26,7 +26,9 @@ def quantize_hf_model(model: torch.nn.Module, wq: WeightsQuant) -> int:
         # table blocks: the experts' formulation
         formulation = getattr(block, "experts_formulation", None) or ex.experts_formulation
         folded = mlp is not None and kind == "plain" and hf_experts.folds_shared(formulation, mlp)
-        shared = (mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight) if folded else None
+        folded_mlp = mlp if folded else None
+        shared = None if folded_mlp is None else (folded_mlp.gate_proj.weight, folded_mlp.up_proj.weight,
+                                                  folded_mlp.down_proj.weight)
         quantize_experts(gate, up, down, wq, shared)
         ex.ascend_gate, ex.ascend_up, ex.ascend_down = gate, up, down
         ex.ascend_weights = lambda ex=ex: (ex.ascend_gate, ex.ascend_up, ex.ascend_down)

@@ -61,9 +61,11 @@ def real_rotary(model: torch.nn.Module) -> Iterator[None]:
             module = importlib.import_module(name)
             cls_name, head_axis = COMPLEX_ROTARY[name]
             cls = getattr(module, cls_name)
-            saved += [(cls, "forward", cls.__dict__["forward"]), (module, "apply_rotary_emb", module.apply_rotary_emb)]
+            functions = module.__dict__  # the module's globals: its modelling code reads them by name
+            saved += [(cls, "forward", cls.__dict__["forward"]),
+                      (module, "apply_rotary_emb", functions["apply_rotary_emb"])]
             cls.forward = dynamic_rope_update(_real_forward)
-            module.apply_rotary_emb = _real_apply(head_axis)
+            functions["apply_rotary_emb"] = _real_apply(head_axis)
         yield
     finally:
         for owner, attr, value in reversed(saved):

@@ -13,7 +13,9 @@ Needs no transformers: rows are data, the class names are strings.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ascend_moe_onnx.models.hf_routing import HFConfigError
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
@@ -154,7 +156,7 @@ REFUSED: dict[str, str] = {
 }
 
 
-def row_for(class_names) -> tuple[str, RouterRow | None, str]:
+def row_for(class_names: Iterable[str]) -> tuple[str, RouterRow | None, str]:
     """(matched class name, row or None, refusal reason) for a router's class and base names (MRO order)."""
     for name in class_names:
         if name in ROUTERS:
@@ -164,7 +166,7 @@ def row_for(class_names) -> tuple[str, RouterRow | None, str]:
     return "", None, ""
 
 
-def scoring_of(row: RouterRow, read) -> int:
+def scoring_of(row: RouterRow, read: Callable[[str], Any]) -> int:
     """The op's norm_type for a row; ``read(field)`` reads a router/config field."""
     scoring = row.scoring
     if row.scoring_field is not None:

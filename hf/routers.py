@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import operator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +66,7 @@ def _number(router, field: str, value, minimum=None):
     return value
 
 
-def routing_of(router: torch.nn.Module, row: RouterRow, config=None) -> Routing:
+def routing_of(router: torch.nn.Module, row: RouterRow, config: Any = None) -> Routing:
     """The op's attributes for one router module from its row (fields refused by name)."""
     name = type(router).__name__
     def read(f):
@@ -158,7 +159,7 @@ def _same_routing(a, b) -> bool:
     return bool(((wa - wb).abs() <= PROBE_TOLERANCE * wb.abs().max().clamp_min(1e-30)).all())
 
 
-def patch_router(router: torch.nn.Module, block: torch.nn.Module, config=None) -> str:
+def patch_router(router: torch.nn.Module, block: torch.nn.Module, config: Any = None) -> str:
     """Route ``router`` with the fused op when its class has a row and a probe agrees with HF.
     Returns '' when patched, else one line saying why not."""
     name, row, refused = row_for(class_names(router))
@@ -181,7 +182,7 @@ def patch_router(router: torch.nn.Module, block: torch.nn.Module, config=None) -
 def _patch_router_checked(router, block, row: RouterRow, name: str, config) -> str:
     cls = type(router).__name__
     r = routing_of(router, row, config)
-    args = ()
+    args: tuple[torch.Tensor, ...] = ()
     if row.bias == "arg":
         bias = _block_bias(block)
         if bias is None:

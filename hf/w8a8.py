@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -83,7 +84,7 @@ def record_experts(blocks: dict[str, torch.nn.Module], stored: dict, wq: Weights
 
     count = 0
     for name, block in blocks.items():
-        ex = block.experts
+        ex = cast(torch.nn.Module, block.experts)
         gate, up, down = hf_experts.expert_weights(ex)
         E = gate.shape[0]
         if f"{name}.experts.0.gate_proj.weight" not in stored:
@@ -95,7 +96,8 @@ def record_experts(blocks: dict[str, torch.nn.Module], stored: dict, wq: Weights
             wq.record(t.detach().float().numpy(), q, s)
             stacks.append(t)
         ex.ascend_gate, ex.ascend_up, ex.ascend_down = stacks
-        ex.ascend_weights = lambda ex=ex: (ex.ascend_gate, ex.ascend_up, ex.ascend_down)
+        # torch's stub types Module attributes as tensors or modules; this one is a callable
+        ex.ascend_weights = lambda ex=ex: (ex.ascend_gate, ex.ascend_up, ex.ascend_down)  # type: ignore[assignment]
         _record_shared(block, name, stored, wq, gate.shape[1], gate.shape[2])
         count += 1
     return count

@@ -15,7 +15,8 @@ from .from_hf import moe_config
 from .layers import MoEConfig, RoutedMoE
 
 
-def grouped_topk_reference(scores: torch.Tensor, bias: torch.Tensor | None, cfg: MoEConfig):
+def grouped_topk_reference(scores: torch.Tensor, bias: torch.Tensor | None,
+                           cfg: MoEConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """vLLM-``forward_native``-style grouped top-k on float32 scores -> (weights, expert_idx int64).
 
     Experts of dropped groups get -inf (Hugging Face uses 0.0, which only differs when fewer than
@@ -47,12 +48,12 @@ class DeepseekMoE(RoutedMoE):
         logits = logits.float()
         return logits.softmax(dim=-1) if self.cfg.norm_type == 0 else logits.sigmoid()
 
-    def route_native(self, logits, inputs):
+    def route_native(self, logits: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference routing: scores, bias, group limit, top-k, renormalise, scale."""
         bias = getattr(self.gate, "e_score_correction_bias", None)
         return grouped_topk_reference(self._scores(logits), bias, self.cfg)
 
-    def selection_scores(self, inputs):
+    def selection_scores(self, inputs: dict) -> torch.Tensor:
         """Biased scores ``s + e_score_correction_bias`` (float32)."""
         s = self._scores(self.router_logits(inputs["hidden_states"]))
         bias = getattr(self.gate, "e_score_correction_bias", None)

@@ -43,7 +43,7 @@ class DeepseekV4MoE(RoutedMoE):
                     tid2eid=getattr(g, "tid2eid", None), additional_bias=getattr(g, "additional_bias", None),
                     additional_token_mask=inputs.get("additional_token_mask"))
 
-    def route(self, logits, inputs):
+    def route(self, logits: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Export path: the Ascend recipe's ``custom.npu_moe_gating_top_k`` with the hash inputs."""
         c = self.cfg
         y, idx, _ = torch.ops.custom.npu_moe_gating_top_k(
@@ -57,7 +57,7 @@ class DeepseekV4MoE(RoutedMoE):
             choice = torch.where(t["additional_token_mask"][:, None], scores + t["additional_bias"], choice)
         return choice
 
-    def route_native(self, logits, inputs):
+    def route_native(self, logits: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference routing (DeepSeek-V4 ``Gate.forward``, plus the image-token rule)."""
         t = self._tensors(inputs)
         scores = F.softplus(logits.float()).sqrt()
@@ -69,7 +69,7 @@ class DeepseekV4MoE(RoutedMoE):
         w = scores.gather(1, idx)
         return w / w.sum(dim=-1, keepdim=True) * self.cfg.routed_scaling_factor, idx
 
-    def selection_scores(self, inputs):
+    def selection_scores(self, inputs: dict) -> torch.Tensor:
         """Biased scores; hash rows get 0, 1, 2, ... so a table mismatch is never taken for a tie."""
         t = self._tensors(inputs)
         b = self._choice(F.softplus(self.router_logits(inputs["hidden_states"])).sqrt(), t)

@@ -37,7 +37,7 @@ class ExpertParallelBlock(torch.nn.Module):
         self.input_names = ("tokens", "expert_token_num_per_rank") + (
             ("per_token_scales",) if cfg.quant == "int8" else ())
 
-    def forward(self, *inputs):
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Export path: MoeReRouting -> dequantise -> experts on their segments -> received order."""
         named = dict(zip(self.input_names, inputs))
         tokens, counts = named["tokens"], named["expert_token_num_per_rank"]
@@ -67,7 +67,7 @@ class ExpertParallelBlock(torch.nn.Module):
         torch._check(capacity >= 0)
         return self.experts(x, expert, pos, capacity)
 
-    def forward_native(self, *inputs):
+    def forward_native(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Plain-torch reference: each (source rank, expert) block straight through its expert, in
         received order (no permutation at all)."""
         named = dict(zip(self.input_names, inputs))

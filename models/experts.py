@@ -19,6 +19,8 @@ op's result rounded to bfloat16) is kept by ``onnx``; ``ort`` rounds once, at it
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from onnx import TensorProto
 
@@ -47,12 +49,52 @@ def ort_dtype(dtype: torch.dtype) -> torch.dtype:
 
 # ---- torch side ----------------------------------------------------------------------------------
 
-def _attributes(experts, formulation: str) -> dict:
+class ExpertWeights(Protocol):
+    """The routed experts as the formulations read them (models.layers.GroupedExperts, or a view of
+    an HF experts module's weights): gate / up [E, I, H], down [E, H, I] and the block's numerics."""
+
+    @property
+    def num_experts(self) -> int: ...
+
+    @property
+    def gate_proj(self) -> torch.Tensor: ...
+
+    @property
+    def up_proj(self) -> torch.Tensor: ...
+
+    @property
+    def down_proj(self) -> torch.Tensor: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
+    def limit(self) -> float: ...
+
+    @property
+    def act_fp32(self) -> bool: ...
+
+
+class SharedWeights(Protocol):
+    """A shared expert's SwiGLU weights: gate / up [S, H], down [H, S]."""
+
+    @property
+    def gate_proj(self) -> torch.Tensor: ...
+
+    @property
+    def up_proj(self) -> torch.Tensor: ...
+
+    @property
+    def down_proj(self) -> torch.Tensor: ...
+
+
+def _attributes(experts: ExpertWeights, formulation: str) -> dict:
     return {"formulation": formulation, "limit": float(experts.limit), "act_fp32": int(experts.act_fp32),
             "dtype": _ONNX_DTYPE[experts.dtype], "experts": int(experts.gate_proj.shape[0])}
 
 
-def _rows_through_experts(experts, x: torch.Tensor, expert: torch.Tensor, formulation: str) -> torch.Tensor:
+def _rows_through_experts(experts: ExpertWeights, x: torch.Tensor, expert: torch.Tensor,
+                          formulation: str) -> torch.Tensor:
     """Eager: row ``p`` of ``x`` through expert ``expert[p]``, one matmul chain per active expert
     (``ort``: in float32 like the MoE op, float32 result; else in the block's numerics and dtype,
     models.numerics.swiglu)."""
@@ -80,7 +122,7 @@ def folds_shared(formulation: str) -> bool:
     return formulation == "ort"
 
 
-def shared_slices(experts, shared) -> int:
+def shared_slices(experts: ExpertWeights, shared: SharedWeights) -> int:
     """How many expert-wide SwiGLUs the shared expert(s) ``shared`` (gate [S, H]) split into: a
     SwiGLU of width S = s * I is the sum of s SwiGLUs of width I (its intermediate rows in order)."""
     S, I = int(shared.gate_proj.shape[0]), int(experts.gate_proj.shape[1])
@@ -89,8 +131,8 @@ def shared_slices(experts, shared) -> int:
     return S // I
 
 
-def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
-           formulation: str, shared=None) -> torch.Tensor:
+def routed(experts: ExpertWeights, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Tensor,
+           formulation: str, shared: SharedWeights | None = None) -> torch.Tensor:
     """Weighted sum over the k slots of each token's experts: ``x`` [T, H] (compute dtype),
     ``weights`` / ``expert_idx`` [T, k] -> [T, H] float32 (``padded`` is handled by the caller).
 
@@ -101,7 +143,7 @@ def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Te
         raise ExpertsError(f"experts: the '{formulation}' formulation does not run the shared expert")
     extra = [shared.gate_proj, shared.up_proj, shared.down_proj] if shared is not None else []
     # the shared expert's slots: experts E .. E+s-1 (sizes known here, not always in the graph)
-    slots = {"shared_slices": shared_slices(experts, shared)} if extra else {}
+    slots = {"shared_slices": shared_slices(experts, shared)} if shared is not None else {}
     if torch.onnx.is_in_onnx_export():
         y = torch.onnx.ops.symbolic(
             f"{DOMAIN}::{OP_ROUTED}", [x, weights, expert_idx, experts.gate_proj, experts.up_proj,
@@ -115,11 +157,12 @@ def routed(experts, x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Te
     y = _rows_through_experts(experts, rows, flat, formulation)
     out = (y.float().reshape(T, k, x.shape[-1]) * weights.float().reshape(T, k, 1)).sum(1)
     if shared is not None:  # in float32, as the kernel runs it
-            out = out + swiglu(x.float(), *extra, ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
+            out = out + swiglu(x.float(), shared.gate_proj, shared.up_proj, shared.down_proj,
+                               ort_dtype(experts.dtype), experts.limit, experts.act_fp32).float()
     return out
 
 
-def segments(experts, x: torch.Tensor, counts: torch.Tensor, formulation: str) -> torch.Tensor:
+def segments(experts: ExpertWeights, x: torch.Tensor, counts: torch.Tensor, formulation: str) -> torch.Tensor:
     """Rows sorted by expert (``counts`` [E] rows each) through their expert -> [A, H], x's dtype."""
     check(formulation)
     if torch.onnx.is_in_onnx_export():

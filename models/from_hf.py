@@ -8,6 +8,8 @@ run is a ``ValueError`` naming the config field.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ascend_moe_onnx.models.hf_routing import HFConfigError, Routing, routing
 
 from .layers import MoEConfig
@@ -34,7 +36,7 @@ def routing_fields(r: Routing) -> dict:
                 swiglu_limit=r.swiglu_limit)
 
 
-def moe_config(hf: dict, hidden: int, intermediate: int, shared: int = 0, **extra) -> MoEConfig:
+def moe_config(hf: dict, hidden: int, intermediate: int, shared: int = 0, **extra: Any) -> MoEConfig:
     """A block config: routing from the HF config dict ``hf``, sizes given; ``extra`` overrides
     (e.g. DeepSeek-V4's float32 activation of its reference code)."""
     return MoEConfig(hidden=hidden, intermediate=intermediate, shared=shared,

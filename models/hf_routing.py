@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as spec
 
@@ -55,13 +56,13 @@ class Routing:
                     norm_type=self.norm_type, routed_scaling_factor=self.routed_scaling_factor,
                     out_flag=self.weights_from_scores)
 
-    def replace(self, **changes) -> Routing:
+    def replace(self, **changes: Any) -> Routing:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
 
 # Defaults of the transformers config classes for the fields read below (tests compare them).
-DEFAULTS = {
+DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": dict(topk_method="greedy", n_group=None, topk_group=None, routed_scaling_factor=1.0,
                         hidden_act="silu", n_shared_experts=2, n_routed_experts=64,
                         num_experts_per_tok=None, norm_topk_prob=False),
@@ -77,6 +78,8 @@ DEFAULTS = {
                         n_shared_experts=1, num_hidden_layers=43),
 }
 DEFAULT_HASH_LAYERS = 3  # DeepseekV4Config.default_num_hash_layers
+# An HF config: a transformers PretrainedConfig or its config.json dict (fields read by name).
+Config = Any
 # Config files that name another architecture's modelling code.
 ALIASES = {"kimi_k2": "deepseek_v3"}
 
@@ -150,7 +153,7 @@ def _groups(f: _Fields, experts: int, top_k: int, mode: int) -> dict:
     return dict(group_count=n_group, k_group=topk_group, group_select_mode=mode if n_group > 1 else 0)
 
 
-def deepseek_v2(config) -> Routing:
+def deepseek_v2(config: Config) -> Routing:
     """DeepSeek-V2: float32 softmax; ``greedy`` or ``group_limited_greedy`` (group max); never
     renormalised (the V2 router ignores ``norm_topk_prob``); times ``routed_scaling_factor``."""
     f = _Fields(config, "deepseek_v2")
@@ -178,14 +181,14 @@ def _sigmoid_grouped(config, model_type: str) -> Routing:
                    shared="plain", **groups)
 
 
-def deepseek_v3(config) -> Routing:
+def deepseek_v3(config: Config) -> Routing:
     """DeepSeek-V3 / R1 and Kimi-K2: float32 sigmoid + ``e_score_correction_bias``; groups ranked by
     the sum of their two best biased scores (whatever ``n_group``); renormalised only when
     ``norm_topk_prob``; times ``routed_scaling_factor``."""
     return _sigmoid_grouped(config, "deepseek_v3")
 
 
-def glm4_moe(config) -> Routing:
+def glm4_moe(config: Config) -> Routing:
     """GLM-4.5 / 4.6: the DeepSeek-V3 router (sigmoid, bias, top-2-sum groups, ``norm_topk_prob``)."""
     return _sigmoid_grouped(config, "glm4_moe")
 
@@ -201,18 +204,18 @@ def _softmax_topk(config, model_type: str, experts_field: str, renorm: bool | No
                    logits_fp32=False, weights_fp32=model_type == "mixtral", shared=shared)
 
 
-def qwen3_moe(config) -> Routing:
+def qwen3_moe(config: Config) -> Routing:
     """Qwen3-MoE: logits in the model dtype, float32 softmax, top-k, renormalised when
     ``norm_topk_prob``, weights cast to the logits' dtype."""
     return _softmax_topk(config, "qwen3_moe", "num_experts", None, "")
 
 
-def qwen2_moe(config) -> Routing:
+def qwen2_moe(config: Config) -> Routing:
     """Qwen2-MoE: the Qwen3-MoE router plus a shared expert scaled by ``sigmoid(shared_expert_gate)``."""
     return _softmax_topk(config, "qwen2_moe", "num_experts", None, "gated")
 
 
-def mixtral(config) -> Routing:
+def mixtral(config: Config) -> Routing:
     """Mixtral: logits in the model dtype, float32 softmax, top-k, always renormalised, float32 weights."""
     return _softmax_topk(config, "mixtral", "num_local_experts", True, "")
 
@@ -220,7 +223,7 @@ def mixtral(config) -> Routing:
 _V4_SCORING = {"sqrtsoftplus": spec.NORM_SQRT_SOFTPLUS, "sigmoid": spec.NORM_SIGMOID}
 
 
-def deepseek_v4(config) -> Routing:
+def deepseek_v4(config: Config) -> Routing:
     """DeepSeek-V4: ``scoring_func`` (sqrt-softplus or sigmoid) on logits in the model dtype, bias
     for selection, always renormalised, times ``routed_scaling_factor``; ``hash_moe`` layers look
     their experts up in ``tid2eid``; SwiGLU experts clamped at ``swiglu_limit``."""
@@ -258,7 +261,7 @@ ARCHITECTURES = {
 }
 
 
-def model_type_of(config) -> str:
+def model_type_of(config: Config) -> str:
     """The architecture a config names (``text_config`` of a multimodal config; aliases resolved)."""
     if isinstance(config, dict):
         config = config.get("text_config") or config
@@ -269,7 +272,7 @@ def model_type_of(config) -> str:
     return ALIASES.get(model_type, model_type)
 
 
-def routing(config) -> Routing:
+def routing(config: Config) -> Routing:
     """The Routing of any supported config (dict or transformers config); HFConfigError otherwise."""
     model_type = model_type_of(config)
     if isinstance(config, dict):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +59,7 @@ class MoEConfig:
     quant: str = ""  # expert-parallel block: "int8" (with per-token scales) or "" (plain)
     idx_type: int = RE_ROUTING_DEFAULTS["idx_type"]  # expert-parallel block: MoeReRouting idx_type
 
-    def replace(self, **changes) -> MoEConfig:
+    def replace(self, **changes: Any) -> MoEConfig:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
@@ -93,7 +94,7 @@ class GroupedExperts(torch.nn.Module):
         self.up_proj = torch.nn.Parameter(torch.empty(experts, intermediate, hidden, dtype=dtype))
         self.down_proj = torch.nn.Parameter(torch.empty(experts, hidden, intermediate, dtype=dtype))
 
-    def forward(self, x: torch.Tensor, expert: torch.Tensor, pos: torch.Tensor, capacity) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, expert: torch.Tensor, pos: torch.Tensor, capacity: int) -> torch.Tensor:
         """Rows ``x`` [P, H] (compute dtype) through expert ``expert[p]``, bucket row ``pos[p]``;
         ``capacity`` is the bucket size (>= every count). Returns [P, H]."""
         buf = x.new_zeros((self.num_experts, capacity, x.shape[-1]))
@@ -135,7 +136,8 @@ def init_random(module: torch.nn.Module, seed: int = 0) -> None:
     with torch.no_grad():
         for name, t in list(module.named_parameters()) + list(module.named_buffers()):
             if name.endswith("tid2eid"):  # hash table: random expert ids, duplicates allowed
-                experts = module.cfg.experts if hasattr(module, "cfg") else int(t.max()) + 1
+                cfg = getattr(module, "cfg", None)
+                experts = cfg.experts if cfg is not None else int(t.max()) + 1
                 t.copy_(torch.randint(0, experts, t.shape, generator=g))
                 continue
             if not t.is_floating_point():
@@ -174,14 +176,18 @@ class RoutedMoE(torch.nn.Module):
     def router_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Router logits [T, E]: float32 when the model keeps them float32, else in the block dtype."""
         if self.cfg.router_fp32:
-            return F.linear(x.float(), self.gate.weight.float())
-        return matmul_t(x.to(self.compute), self.gate.weight).to(self.dtype)
+            return F.linear(x.float(), self._router_weight().float())
+        return matmul_t(x.to(self.compute), self._router_weight()).to(self.dtype)
 
     def router_logits_native(self, x: torch.Tensor) -> torch.Tensor:
         """Reference router logits: ``F.linear`` in float32 or natively in the block dtype."""
         if self.cfg.router_fp32:
-            return F.linear(x.float(), self.gate.weight.float())
-        return F.linear(x, self.gate.weight.to(x.dtype))
+            return F.linear(x.float(), self._router_weight().float())
+        return F.linear(x, self._router_weight().to(x.dtype))
+
+    def _router_weight(self) -> torch.Tensor:
+        # ``gate`` is a bare Module holding HF's ``gate.weight`` parameter [E, H].
+        return cast(torch.Tensor, self.gate.weight)
 
     def gating_attributes(self) -> dict:
         """The MoeGatingTopKHash attributes of this block."""
@@ -206,7 +212,7 @@ class RoutedMoE(torch.nn.Module):
         raise NotImplementedError
 
     # ---- forward --------------------------------------------------------------------------------
-    def forward(self, *inputs):
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Export path (custom op + routed experts) -> (output, expert_idx)."""
         named = dict(zip(self.input_names, inputs))
         x = named["hidden_states"]
@@ -236,7 +242,7 @@ class RoutedMoE(torch.nn.Module):
         # Weighted sum over the k slots in float32, rounded once (DeepSeek's moe_infer does the same).
         return (y.float().reshape(T, k, xc.shape[-1]) * w.float().reshape(T, k, 1)).sum(1)
 
-    def forward_native(self, *inputs):
+    def forward_native(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Plain-torch reference (no custom ops) -> (output, expert_idx int32)."""
         named = dict(zip(self.input_names, inputs))
         x = named["hidden_states"]

@@ -17,7 +17,8 @@ def matmul_t(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.matmul(x, w.to(x.dtype).transpose(-1, -2))
 
 
-def swiglu(x, w_gate, w_up, w_down, dtype, limit: float = 0.0, act_fp32: bool = False):
+def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor, dtype: torch.dtype,
+           limit: float = 0.0, act_fp32: bool = False) -> torch.Tensor:
     """Export-path SwiGLU expert ``down(silu(gate(x)) * up(x))`` on compute-dtype ``x``; every op's
     result is rounded to ``dtype`` (the activation is rounded once when ``act_fp32``)."""
     g = rounded(matmul_t(x, w_gate), dtype)
@@ -31,7 +32,8 @@ def swiglu(x, w_gate, w_up, w_down, dtype, limit: float = 0.0, act_fp32: bool = 
     return rounded(matmul_t(h, w_down), dtype)
 
 
-def swiglu_native(x, w_gate, w_up, w_down, limit: float = 0.0, act_fp32: bool = False):
+def swiglu_native(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+                  limit: float = 0.0, act_fp32: bool = False) -> torch.Tensor:
     """Reference SwiGLU expert with native torch ops in x's dtype (Hugging Face style)."""
     g, u = F.linear(x, w_gate), F.linear(x, w_up)
     if act_fp32:

@@ -8,10 +8,16 @@ attributes, shared experts, expert width). Their weights are random unless ``wei
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING
+
 import torch
 
 from . import deepseek, deepseek_v4, expert_parallel, qwen_mixtral
-from .layers import DTYPES, init_random
+from .layers import DTYPES, MoEConfig, init_random
+
+if TYPE_CHECKING:
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
 PRESETS: dict[str, dict] = {
     **deepseek.PRESETS,
@@ -40,7 +46,7 @@ def default_dtype(name: str) -> str:
     return preset(name).get("default_dtype", "float32")
 
 
-def config(name: str, size: str = "tiny", intermediate: int | None = None):
+def config(name: str, size: str = "tiny", intermediate: int | None = None) -> MoEConfig:
     """The MoEConfig of a preset at a size, with an optional expert-width override."""
     if size not in SIZES:
         raise PresetError(f"unknown size '{size}' (known: {', '.join(SIZES)})")
@@ -48,7 +54,7 @@ def config(name: str, size: str = "tiny", intermediate: int | None = None):
     return cfg.replace(intermediate=intermediate) if intermediate else cfg
 
 
-def fit_intermediate(cfg, dtype: str, budget: int = FULL_WEIGHT_BUDGET) -> int:
+def fit_intermediate(cfg: MoEConfig, dtype: str, budget: int = FULL_WEIGHT_BUDGET) -> int:
     """The largest expert width (the published one, or a power of two below it) whose weights fit
     in ``budget`` bytes."""
     width = cfg.intermediate
@@ -57,7 +63,7 @@ def fit_intermediate(cfg, dtype: str, budget: int = FULL_WEIGHT_BUDGET) -> int:
     return width
 
 
-def weight_bytes(cfg, dtype: str) -> int:
+def weight_bytes(cfg: MoEConfig, dtype: str) -> int:
     """Approximate size of a block's weights in bytes (router weights counted as float32)."""
     item = torch.finfo(DTYPES[dtype]).bits // 8
     experts = 3 * cfg.experts * cfg.hidden * cfg.intermediate + 3 * cfg.shared * cfg.intermediate * cfg.hidden
@@ -65,8 +71,9 @@ def weight_bytes(cfg, dtype: str) -> int:
     return experts * item + router + (cfg.vocab * cfg.top_k * 8 if cfg.hash else 0)
 
 
-def build(name: str, size: str = "tiny", dtype: str | None = None, *, weights=None, layer=None,
-          intermediate: int | None = None, seed: int = 0, weights_quant=None) -> torch.nn.Module:
+def build(name: str, size: str = "tiny", dtype: str | None = None, *,
+          weights: str | os.PathLike | dict[str, torch.Tensor] | None = None, layer: str | None = None,
+          intermediate: int | None = None, seed: int = 0, weights_quant: WeightsQuant | None = None) -> torch.nn.Module:
     """A block of preset ``name``: random seeded weights, or one layer of a checkpoint (``weights``:
     safetensors file, directory or dict; ``layer``: which MoE layer when there are several).
     ``weights_quant`` (exporters.weights_quant.WeightsQuant): its experts quantized (models.quantize);

@@ -11,11 +11,16 @@ quantizing anything.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 from ascend_moe_onnx.onnx_schemas import weight_quant
+
+if TYPE_CHECKING:
+    from .layers import RoutedMoE
 
 
 def _set_dequantized(tensor: torch.Tensor, wq: WeightsQuant, q: np.ndarray, scales: np.ndarray,
@@ -66,7 +71,7 @@ def quantize_experts(gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor, w
             _quantize(w, wq, *layouts[name])
 
 
-def quantize_block(block: torch.nn.Module, wq: WeightsQuant) -> torch.nn.Module:
+def quantize_block(block: RoutedMoE, wq: WeightsQuant) -> RoutedMoE:
     """A project block (models.layers.RoutedMoE) with its routed and shared experts quantized in
     place; ``block.weights_quant`` = ``wq`` (what export_block passes to the export)."""
     ex, sh = block.experts, getattr(block, "shared_experts", None)
@@ -76,7 +81,7 @@ def quantize_block(block: torch.nn.Module, wq: WeightsQuant) -> torch.nn.Module:
     return block
 
 
-def load_quantized(block: torch.nn.Module, wq: WeightsQuant, stored: dict) -> torch.nn.Module:
+def load_quantized(block: RoutedMoE, wq: WeightsQuant, stored: dict) -> RoutedMoE:
     """A block whose expert weights come quantized from a checkpoint: ``stored`` maps
     ``experts.gate_proj`` / ``up_proj`` / ``down_proj`` (and ``shared_experts.*``) to (q, scales)
     in the stack layout (shared: its slices as experts); the block gets the dequantized values, the

@@ -16,7 +16,7 @@ from .layers import RoutedMoE
 class SoftmaxTopKMoE(RoutedMoE):
     """Qwen3-MoE / Mixtral sparse MoE block (softmax, top-k, renormalise)."""
 
-    def route_native(self, logits, inputs):
+    def route_native(self, logits: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference routing (Hugging Face): float32 softmax, top-k, renormalise, cast to dtype."""
         probs = torch.softmax(logits.float(), dim=-1)
         w, idx = torch.topk(probs, self.cfg.top_k, dim=-1)
@@ -24,7 +24,7 @@ class SoftmaxTopKMoE(RoutedMoE):
             w = w / w.sum(dim=-1, keepdim=True)
         return (w * self.cfg.routed_scaling_factor).to(logits.dtype), idx
 
-    def selection_scores(self, inputs):
+    def selection_scores(self, inputs: dict) -> torch.Tensor:
         """The router logits (softmax keeps their order, and they carry the dtype's rounding)."""
         return self.router_logits(inputs["hidden_states"]).float()
 

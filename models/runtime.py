@@ -4,13 +4,39 @@ benchmarks and the CLI.
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ml_dtypes
 import numpy as np
 import onnx
 import torch
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+
+class Block(Protocol):
+    """What the export and run helpers read of a block module (models.layers.RoutedMoE, the
+    expert-parallel sides): its input / output names, example inputs, dynamic shapes and its two
+    forward paths."""
+
+    @property
+    def input_names(self) -> Sequence[str]: ...
+
+    @property
+    def output_names(self) -> Sequence[str]: ...
+
+    def __call__(self, *inputs: torch.Tensor) -> Any: ...
+
+    def forward_native(self, *inputs: torch.Tensor) -> Any: ...
+
+    def example_inputs(self, tokens: int, seed: int = 0) -> tuple: ...
+
+    def dynamic_shapes(self) -> Any: ...
 
 EXPORT_TOKENS = 8
 
@@ -19,8 +45,9 @@ _EXPORTS: dict[tuple, bytes] = {}  # in-process cache: the CLI and the tests exp
 
 # ---- export and sessions -----------------------------------------------------------------------
 
-def export_block(block, tokens: int = EXPORT_TOKENS, path=None, cache_key=None,
-                 external_data: bool = False, experts: str | None = None, target: str = "cpu") -> bytes | None:
+def export_block(block: Block, tokens: int = EXPORT_TOKENS, path: str | os.PathLike | None = None,
+                 cache_key: tuple | None = None, external_data: bool = False, experts: str | None = None,
+                 target: str = "cpu") -> bytes | None:
     """Export ``block`` with a dynamic token dimension (example of ``tokens`` >= 2 tokens), attach
     the function bodies, check it; return the serialized model (also written to ``path``).
 
@@ -103,7 +130,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.contiguous().numpy()
 
 
-def _ort_value(a: np.ndarray):
+def _ort_value(a: np.ndarray) -> ort.OrtValue:
     import onnxruntime as ort
 
     if a.dtype == ml_dtypes.bfloat16:  # ORT's NumPy bridge has no bfloat16: pass the bits
@@ -111,7 +138,7 @@ def _ort_value(a: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy(a)
 
 
-def run_ort(session, block, inputs: tuple, like: tuple) -> list[np.ndarray]:
+def run_ort(session: ort.InferenceSession, block: Block, inputs: tuple, like: tuple) -> list[np.ndarray]:
     """Run a session on torch inputs; outputs preallocated like the torch outputs ``like``
     (io binding: how bfloat16 reaches NumPy)."""
     binding = session.io_binding()
@@ -126,8 +153,8 @@ def run_ort(session, block, inputs: tuple, like: tuple) -> list[np.ndarray]:
     return outs
 
 
-def run_torch(block, inputs: tuple) -> dict:
-    """``torch`` (export path) and ``reference`` outputs as NumPy."""
+def run_torch(block: Block, inputs: tuple) -> tuple[dict[str, list[np.ndarray]], tuple]:
+    """``torch`` (export path) and ``reference`` outputs as NumPy, and the torch outputs themselves."""
     with torch.no_grad():
         got = block(*inputs)
         ref = block.forward_native(*inputs)

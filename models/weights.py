@@ -25,8 +25,11 @@ layer's tensors are read.
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,15 +64,16 @@ def _read_index(index: Path) -> dict:
 class Checkpoint:
     """Lazy, read-only view of safetensors tensors (file, directory or in-memory dict)."""
 
-    def __init__(self, source):
+    def __init__(self, source: str | os.PathLike | dict[str, torch.Tensor]) -> None:
         self.config: dict = {}
+        self._tensors: dict[str, torch.Tensor] = {}
+        self._files: dict[str, Path] = {}  # key -> the safetensors file holding it
         if isinstance(source, dict):
-            self._tensors, self._files = dict(source), {}
+            self._tensors = dict(source)
             return
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"weights: no such file or directory: {path}")
-        self._tensors, self._files = {}, {}
         index = path / INDEX_FILE if path.is_dir() else None
         if index is not None and index.is_file():
             self._files = _read_index(index)
@@ -107,7 +111,7 @@ class Checkpoint:
             return h.get_tensor(key)
 
 
-def find_layer(keys, layer: str | None = None) -> str:
+def find_layer(keys: Iterable[str], layer: str | None = None) -> str:
     """The key prefix (layer prefix + block name) of the MoE layer to load, e.g. ``model.layers.3.mlp.``.
 
     ``layer`` picks one when the checkpoint has several: a layer number or a key prefix.
@@ -163,7 +167,8 @@ def _fused_experts(ckpt: Checkpoint, keys: set, base: str, E: int, H: int) -> di
             "experts.down_proj": down}
 
 
-def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
+def read_layer(source: str | os.PathLike | dict[str, torch.Tensor] | Checkpoint,
+               layer: str | None = None) -> tuple[dict, dict]:
     """Read one MoE layer -> (tensors by module key, sizes and routing fields found)."""
     ckpt = source if isinstance(source, Checkpoint) else Checkpoint(source)
     keys = set(ckpt.keys())
@@ -198,8 +203,11 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
                    or f"{base}{p}w1.weight" in keys), None)
     if shared:
         for proj, aliases in PROJ_ALIASES.items():
-            out[f"shared_experts.{proj}"] = ckpt.get(_first(keys, base + shared, [f"{a}.weight" for a in aliases]))
-    sizes = {"hidden": H, "experts": E, "intermediate": out["experts.gate_proj"].shape[1]}
+            key = _first(keys, base + shared, [f"{a}.weight" for a in aliases])
+            if key is None:
+                raise WeightsError(f"weights: missing '{base}{shared}{proj}.weight'")
+            out[f"shared_experts.{proj}"] = ckpt.get(key)
+    sizes: dict[str, Any] = {"hidden": H, "experts": E, "intermediate": out["experts.gate_proj"].shape[1]}
     if shared:
         width = out["shared_experts.gate_proj"].shape[0]
         if width % sizes["intermediate"]:
@@ -214,7 +222,7 @@ def read_layer(source, layer: str | None = None) -> tuple[dict, dict]:
 
 
 def dequantize_ascend_int8(what: str, q: torch.Tensor, scales: torch.Tensor,
-                           offsets=()) -> tuple[torch.Tensor, torch.Tensor]:
+                           offsets: Iterable[torch.Tensor] = ()) -> tuple[torch.Tensor, torch.Tensor]:
     """The Ascend w8a8 layout's rules, for every reader: int8 ``q`` [..., N, K] with one scale per row
     (``scales`` of N entries, [N, 1] or [N]) and no or all-zero ``offsets`` (tensors); returns (``q * scale`` as
     float32, the scales [..., N] float32). ``what`` names the weight in the messages."""
@@ -245,6 +253,7 @@ def _ascend_int8(ckpt: Checkpoint, keys: set, base: str, shared: str | None, out
                 scales = _expert_stack(ckpt, keys, base + "experts.", E, proj, "weight_scale")
                 offsets = [k for k in keys if k.startswith(base + "experts.") and k.endswith(f"{proj}.weight_offset")]
             else:
+                assert shared is not None  # the shared expert is an owner only when there is one
                 key = _first(keys, base + shared, [f"{a}.weight_scale" for a in PROJ_ALIASES[proj]])
                 if key is None:
                     raise WeightsError(f"weights: missing '{base}{shared}{proj}.weight_scale'")

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 from onnx import TensorProto, TypeProto, helper
 from onnx.defs import OpSchema
 from onnx.reference.op_run import OpRun
+from onnx.shape_inference import InferenceContext
 
 DOMAIN = "ascend.moe"
 OPSET_VERSION = 1
+
+# A dimension as the validators see it: an int, None (or a dim_param name) when ONNX inference does
+# not know it, or a torch SymInt while tracing (this package does not import torch).
+Dim = Any
 
 _FP = OpSchema.FormalParameterOption
 
@@ -34,7 +40,7 @@ def attribute(name: str, default: Any, doc: str) -> OpSchema.Attribute:
     return OpSchema.Attribute(name, helper.make_attribute(name, default), doc)
 
 
-def tensor_input(name: str, type_str: str, doc: str, optional: bool = False):
+def tensor_input(name: str, type_str: str, doc: str, optional: bool = False) -> OpSchema.FormalParameter:
     """Declare a formal input or output parameter."""
     return OpSchema.FormalParameter(
         name, type_str, doc, param_option=_FP.Optional if optional else _FP.Single
@@ -56,7 +62,7 @@ def reference_op(op_type: str, reference: Callable[..., tuple]) -> type[OpRun]:
     ``reference(*inputs, **attributes)``: inputs in schema order (absent ones None or left off),
     every node attribute passed on, so the reference rejects unknown names and kinds itself."""
 
-    def _run(self, *inputs, **attributes):
+    def _run(self: OpRun, *inputs: Any, **attributes: Any) -> tuple:
         return reference(*inputs, **run_attributes(self, attributes))
 
     # onnx.reference matches classes by name (the op type) and domain
@@ -149,7 +155,7 @@ def check_required_inputs(schema: OpSchema, present: Sequence[bool]) -> None:
             raise ValueError(f"{schema.name}: input '{param.name}' is required, got none")
 
 
-def run_attributes(op_run, attributes: dict[str, Any]) -> dict[str, Any]:
+def run_attributes(op_run: OpRun, attributes: dict[str, Any]) -> dict[str, Any]:
     """The attributes of an ``onnx.reference`` op's node for :func:`resolve_attributes`: the
     node's own ``AttributeProto``s (their kinds, which the evaluator's Python values lose for
     TENSOR, GRAPH, empty lists, ...), the evaluator's values for attributes that refer to an
@@ -189,21 +195,21 @@ def check_types(schema: OpSchema, inputs: dict[str, tuple | None]) -> None:
             raise ValueError(f"{schema.name}: input '{p.name}' must be {type_list(allowed)}, got {dtype}")
         first.setdefault(p.type_str, (p.name, dtype))
 
-def onnx_type_name(dtype) -> str:
+def onnx_type_name(dtype: npt.DTypeLike) -> str:
     """ONNX element type name ('float', 'double', 'bfloat16', ...) of a NumPy dtype, as the C++
     library names types; the NumPy name when ONNX has no such type."""
-    dtype = np.dtype(dtype)
+    np_dtype = np.dtype(dtype)
     try:
-        elem = helper.np_dtype_to_tensor_dtype(dtype)
+        elem = helper.np_dtype_to_tensor_dtype(np_dtype)
     except (KeyError, TypeError, ValueError):
-        return dtype.name
+        return np_dtype.name
     return onnx.TensorProto.DataType.Name(elem).lower()
 
 
 # ---- type-and-shape inference ------------------------------------------------------------------
 
 
-def input_type(ctx, i: int) -> TypeProto | None:
+def input_type(ctx: InferenceContext, i: int) -> TypeProto | None:
     """Type of input ``i`` of an inference context, or None when absent / unknown."""
     if i >= ctx.get_num_inputs() or not ctx.has_input(i):
         return None
@@ -213,7 +219,7 @@ def input_type(ctx, i: int) -> TypeProto | None:
     return t
 
 
-def int_attribute(ctx, op: str, name: str, default: int) -> int:
+def int_attribute(ctx: InferenceContext, op: str, name: str, default: int) -> int:
     """INT attribute of an inference context, or ``default``; another kind fails inference."""
     a = ctx.get_attribute(name)
     if a is None:
@@ -224,7 +230,7 @@ def int_attribute(ctx, op: str, name: str, default: int) -> int:
     return int(a.i)
 
 
-def inferred_int_attributes(ctx, op: str, defaults: dict[str, Any],
+def inferred_int_attributes(ctx: InferenceContext, op: str, defaults: dict[str, Any],
                             validate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """The INT attributes ``defaults`` names, read from an inference context and checked by the
     op's ``validate`` (its ValueError becomes an inference error with the same message)."""
@@ -288,17 +294,17 @@ def check_rank(op_type: str, name: str, dims: list | None, *layouts: str) -> Non
         fail_inference(op_type, f"input '{name}' must be {want}, got rank {len(dims)}")
 
 
-def known(*dims) -> bool:
+def known(*dims: Dim) -> bool:
     """Whether every dimension is a concrete number (torch fake tensors may pass None or symbols)."""
     return all(isinstance(d, (int, np.integer)) for d in dims)
 
 
-def shape_text(shape) -> str:
+def shape_text(shape: Sequence[Dim]) -> str:
     """A shape for a message: ``[4, ?, 7]`` (None for a dimension not known)."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def fail_inference(op: str, message: str):
+def fail_inference(op: str, message: str) -> NoReturn:
     """Raise a shape-inference error naming the op."""
     raise onnx.shape_inference.InferenceError(f"{op}: {message}")
 

@@ -28,8 +28,8 @@ class BodyBuilder:
         self._count += 1
         return f"{hint}_{self._count}"
 
-    def op(self, op_type: str, *inputs: str, outputs: int | Sequence[str] = 1, **attrs: Any):
-        """Append a node; returns its output name (or a list for several outputs)."""
+    def op(self, op_type: str, *inputs: str, outputs: int | Sequence[str] = 1, **attrs: Any) -> Any:
+        """Append a node; returns its output name (or a list for several outputs: hence ``Any``)."""
         names = [self._name(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
         return names[0] if len(names) == 1 else names
@@ -80,7 +80,7 @@ class BodyBuilder:
         same = self.op("Cast", self.op("Equal", a, b), to=onnx.TensorProto.INT64)
         return self.op("Equal", self.op("ReduceMin", same, keepdims=0), self.const(1, np.int64))
 
-    def check(self, op_type: str, a: str, b) -> str:
+    def check(self, op_type: str, a: str, b: int | str) -> str:
         """A scalar comparison (``Equal``, ``GreaterOrEqual``, ...) of ``a`` with ``b`` (an int or a name)."""
         return self.op(op_type, a, self.const(b, np.int64) if isinstance(b, int) else b)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +48,14 @@ def _dims(t: onnx.TypeProto) -> str:
     return "[" + ", ".join(d.dim_param or str(d.dim_value) for d in t.tensor_type.shape.dim) + "]"
 
 
-def _params(title: str, params) -> list[str]:
+def _params(title: str, params: Sequence[OpSchema.FormalParameter]) -> list[str]:
     lines = [f"| # | {title} | type | presence | description |", "|---|---|---|---|---|"]
     for i, p in enumerate(params):
         lines.append(f"| {i} | `{p.name}` | {p.type_str} | {_PRESENCE[p.option]} | {p.description} |")
     return lines
 
 
-def _default_text(value) -> str:
+def _default_text(value: float | None) -> str:
     if value is None:
         return "required"
     return str(np.float32(value)) if isinstance(value, float) else str(value)  # as stored: float32

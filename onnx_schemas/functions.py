@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -74,7 +75,7 @@ def _present_inputs(node: onnx.NodeProto) -> list[bool]:
     return [bool(name) for name in node.input]
 
 
-def _fmt(value) -> str:
+def _fmt(value: Any) -> str:
     """Attribute value as an identifier-friendly token: 2.5 -> 2p5, 1e-20 -> 1em20, -1 -> m1."""
     if isinstance(value, float):
         text = str(np.float32(value))  # shortest repr of the stored float32

@@ -13,10 +13,13 @@ int32 sums, then ``scale`` per output channel and ``per_token_scale`` per row, `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 
@@ -113,7 +116,7 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _dim(d) -> str:
+def _dim(d: common.Dim) -> str:
     return str(d) if common.known(d) else "?"
 
 
@@ -154,7 +157,7 @@ def _check_table_types(types: dict[str, str | None]) -> None:
         seen.setdefault(p.type_str, (p.name, t))
 
 
-def _absent(types, names, why: str) -> None:
+def _absent(types: dict[str, Any], names: Sequence[str], why: str) -> None:
     for name in names:
         if types.get(name) is not None:
             raise _err(f"input '{name}' must be absent {why}, got {types[name]}")
@@ -259,7 +262,8 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> t
     return M, K, N, E, G, mode, y_type
 
 
-def _check_antiquant_shape(inputs: dict, E, K, N, int4_along_k: bool):
+def _check_antiquant_shape(inputs: dict, E: common.Dim, K: common.Dim, N: common.Dim,
+                           int4_along_k: bool) -> common.Dim:
     """antiquant_scale [E, N] or [E, G, N] with G dividing K (int4 packed along K: K / G even),
     antiquant_offset alike; returns G (None when unknown)."""
     s = inputs["antiquant_scale"][0]
@@ -306,7 +310,7 @@ def validate_group_list(group_list: np.ndarray, rows: int, group_list_type: int)
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x, w = common.input_type(ctx, 0), common.input_type(ctx, 1)
     x_dims, w_dims = common.input_dims(x), common.input_dims(w)
@@ -354,7 +358,8 @@ def pack_int4(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(b).view("<i4").astype(np.int32)
 
 
-def dequantized_weight(weight, antiquant_scale, antiquant_offset, transpose_weight: int) -> np.ndarray:
+def dequantized_weight(weight: npt.ArrayLike, antiquant_scale: npt.ArrayLike, antiquant_offset: npt.ArrayLike | None,
+                       transpose_weight: int) -> np.ndarray:
     """``(w + antiquant_offset) * antiquant_scale`` as float64 [E, K, N] (scales per channel [E, N]
     or per group [E, G, N], each group K / G consecutive rows of k)."""
     w = np.asarray(weight)
@@ -389,8 +394,11 @@ def reference(x: np.ndarray, weight: np.ndarray, group_list: np.ndarray, bias: n
         acc_type: type = np.int64
     else:
         xs = np.asarray(x).astype(np.float64)
-        ws = (dequantized_weight(weight, antiquant_scale, antiquant_offset, attrs["transpose_weight"])
-              if mode == ANTIQUANT else np.asarray(weight).astype(np.float64))
+        if mode == ANTIQUANT:
+            assert antiquant_scale is not None  # validate_inputs: the antiquant mode has its scale
+            ws = dequantized_weight(weight, antiquant_scale, antiquant_offset, attrs["transpose_weight"])
+        else:
+            ws = np.asarray(weight).astype(np.float64)
         acc_type = np.float64
     if mode != ANTIQUANT and attrs["transpose_weight"]:
         ws = ws.transpose(0, 2, 1)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 
@@ -199,7 +200,7 @@ def validate_indices(row_idx: np.ndarray, R: int, mode: int, expert_idx: np.ndar
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x = common.input_type(ctx, 0)
     if x is None:
@@ -241,7 +242,8 @@ def weighted_gather(rows: np.ndarray, slot_rows: np.ndarray, weights: np.ndarray
     return acc
 
 
-def _add_slot(acc, rows32, r, w, bias, skip_zero_weight) -> None:
+def _add_slot(acc: np.ndarray, rows32: np.ndarray, r: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None,
+              skip_zero_weight: bool) -> None:
     """acc += w * (rows32[r] + bias) for one slot column (r < 0: a zero row)."""
     N, H = acc.shape
     if N and rows32.shape[0]:

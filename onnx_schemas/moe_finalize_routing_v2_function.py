@@ -19,6 +19,7 @@ fails in a Reshape. Sums may differ from the C++ kernel in the last float32 bit 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -39,7 +40,7 @@ class WeightedGatherBody:
         self.zero = g.const(0, np.int64)
         self.axis0, self.axis1, self.last = g.const([0], np.int64), g.const([1], np.int64), g.const([-1], np.int64)
 
-    def op(self, op_type: str, *inputs: str, output: str | None = None, **kw) -> str:
+    def op(self, op_type: str, *inputs: str, output: str | None = None, **kw: Any) -> str:
         return self.g.op(op_type, *inputs, outputs=1 if output is None else [output], **kw)
 
     def dim(self, tensor: str, i: int) -> str:

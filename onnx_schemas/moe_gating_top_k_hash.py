@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 
@@ -67,7 +69,7 @@ ID_TYPES = common.allowed_types(SCHEMA, "TI")
 TABLE_TYPES = common.allowed_types(SCHEMA, "TE")
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     x = common.input_type(ctx, 0)
     k = common.int_attribute(ctx, OP_TYPE, "k", 0)
     out_flag = common.int_attribute(ctx, OP_TYPE, "out_flag", DEFAULTS["out_flag"])
@@ -94,7 +96,7 @@ def _err(what: str) -> ValueError:
     return ValueError(f"{OP_TYPE}: {what}")
 
 
-def _numel(shape) -> int | None:
+def _numel(shape: Sequence[common.Dim]) -> int | None:
     """Product of the dims, or None when one is unknown."""
     if not all(common.known(d) for d in shape):
         return None
@@ -142,7 +144,8 @@ def grouping_effective(attrs: dict[str, Any]) -> bool:
     return attrs["group_count"] > 1 and attrs["k_group"] < attrs["group_count"]
 
 
-def validate_inputs(x_shape, x_dtype: str, inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> None:
+def validate_inputs(x_shape: Sequence[common.Dim], x_dtype: str, inputs: dict[str, tuple | None],
+                    attrs: dict[str, Any]) -> None:
     """Check shapes and dtypes of docs/operators.md §1.3. ``inputs[name] = (shape, dtype_name)`` or None.
 
     dtype names are ONNX-style: 'float', 'float16', 'bfloat16', 'int32', 'int64', 'bool'. A dim

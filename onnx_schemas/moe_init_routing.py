@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 from .moe_init_routing_v3 import dim_product
@@ -108,7 +109,7 @@ def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
                    f"at [{pos // K}, {pos % K}]")
 
 
-def expanded_rows(N, K, active_num: int):
+def expanded_rows(N: common.Dim, K: common.Dim, active_num: int) -> common.Dim:
     """min(N, active_num) * K (ints or torch SymInts)."""
     if common.known(N):
         return min(int(N), active_num) * K
@@ -117,7 +118,7 @@ def expanded_rows(N, K, active_num: int):
     return torch.sym_min(N, active_num) * K
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = {n: common.int_attribute(ctx, OP_TYPE, n, DEFAULTS[n]) for n in DEFAULTS if DEFAULTS[n] is not None}
     a = ctx.get_attribute("active_num")
     if a is None:
@@ -145,7 +146,8 @@ def _infer(ctx) -> None:
 SCHEMA.set_type_and_shape_inference_function(_infer)
 
 
-def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray, **attributes: Any):
+def reference(x: np.ndarray, row_idx: np.ndarray, expert_idx: np.ndarray,
+              **attributes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(expanded_x, expanded_row_idx, expanded_expert_idx)`` (see the module docstring)."""
     attrs = common.resolve_attributes(SCHEMA, attributes)
     x, row_idx, expert_idx = np.asarray(x), np.asarray(row_idx), np.asarray(expert_idx)

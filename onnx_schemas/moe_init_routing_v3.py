@@ -13,7 +13,8 @@ from collections.abc import Collection
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, TensorShapeProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 
@@ -226,7 +227,7 @@ def validate_expert_ids(expert_idx: np.ndarray, expert_num: int) -> None:
 # ---- output shapes ------------------------------------------------------------------------------
 
 
-def expanded_rows(num_pairs, active_num: int):
+def expanded_rows(num_pairs: common.Dim, active_num: int) -> common.Dim:
     """Rows R of expanded_x in dropless mode (works on ints and torch SymInts)."""
     if active_num <= 0:
         return num_pairs
@@ -243,24 +244,24 @@ def counts_shape(attrs: dict[str, Any]) -> list[int]:
     return [attrs["expert_num"], 2] if attrs["expert_tokens_num_type"] == KEY_VALUE else [end - start]
 
 
-def dim_product(a, b):
+def dim_product(a: TensorShapeProto.Dimension | None, b: TensorShapeProto.Dimension | None) -> int | str | None:
     """The product of two inferred dims: an int, an ``"N*K"`` name when a factor is symbolic, or None."""
-    def part(d):
+    def part(d: TensorShapeProto.Dimension | None) -> int | str | None:
         if d is None:
             return None
         if d.HasField("dim_value"):
             return d.dim_value
         return d.dim_param or None
 
-    a, b = part(a), part(b)
-    if a is None or b is None:
+    pa, pb = part(a), part(b)
+    if pa is None or pb is None:
         return None
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    return f"{a}*{b}"
+    if isinstance(pa, int) and isinstance(pb, int):
+        return pa * pb
+    return f"{pa}*{pb}"
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     x, idx = common.input_type(ctx, 0), common.input_type(ctx, 1)
     x_dims, i_dims = common.input_dims(x), common.input_dims(idx)
@@ -353,7 +354,8 @@ def quantize_dynamic(rows: np.ndarray, smooth: np.ndarray | None) -> tuple[np.nd
     return _round_half_even_int8(q), s
 
 
-def _expand(x, src_rows, row_experts, scale, offset, attrs, start):
+def _expand(x: np.ndarray, src_rows: np.ndarray, row_experts: np.ndarray, scale: np.ndarray | None,
+            offset: np.ndarray | None, attrs: dict[str, Any], start: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows and scales of the expanded output for source rows ``src_rows`` (-1 = zero row)."""
     valid = src_rows >= 0
     rows = np.zeros((src_rows.size, x.shape[1]), x.dtype)
@@ -365,6 +367,7 @@ def _expand(x, src_rows, row_experts, scale, offset, attrs, start):
             scales[valid] = scale[src_rows[valid]]
         return rows, scales
     if quant == STATIC_QUANT:
+        assert scale is not None and offset is not None  # validate_inputs: static quant has both
         q = quantize_static(rows, scale, offset)
         q[~valid] = 0
         return q, scales
@@ -376,7 +379,7 @@ def _expand(x, src_rows, row_experts, scale, offset, attrs, start):
 
 
 def reference(x: np.ndarray, expert_idx: np.ndarray, scale: np.ndarray | None = None,
-              offset: np.ndarray | None = None, **attributes: Any):
+              offset: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray, ...]:
     """``(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum, expanded_scale)``.
 
     Dropless: sorted pair i < min(R, available) takes row ``x[order[i] // K]``; later rows are 0.

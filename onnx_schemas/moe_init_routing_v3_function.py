@@ -11,10 +11,11 @@ kernel and the reference report them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 from onnx import TensorProto, numpy_helper
 
@@ -54,7 +55,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     zero, one = const(0, np.int64), const(1, np.int64)
     axis0, axis1, minus_one = const([0], np.int64), const([1], np.int64), const([-1], np.int64)
 
-    def filled(shape: str, value, dtype=np.int64) -> str:
+    def filled(shape: str, value: float, dtype: npt.DTypeLike = np.int64) -> str:
         return op("ConstantOfShape", shape, value=numpy_helper.from_array(np.array([value], dtype)))
 
     def scalar(v1d: str) -> str:
@@ -187,7 +188,7 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     return make_function(SCHEMA, attrs, has, g, opset)
 
 
-def _to_int8(op, const, v: str) -> str:
+def _to_int8(op: Callable[..., str], const: Callable[..., str], v: str) -> str:
     """float32 -> int8 with round-half-to-even and saturation to [-128, 127]; NaN -> 0."""
     v = op("Where", op("IsNaN", v), const(0.0, np.float32), v)
     clipped = op("Clip", op("Round", v), const(-128.0, np.float32), const(127.0, np.float32))

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 
@@ -131,7 +132,7 @@ def validate_counts(counts: np.ndarray, num_tokens: int) -> None:
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     tokens = common.input_type(ctx, 0)
     counts = common.input_type(ctx, 1)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 from .weight_quant import BITS, dequantize
@@ -112,7 +113,8 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
                    f"the integer dot products), got {attrs['block_size']}")
 
 
-def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E, H, I) -> None:
+def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E: common.Dim, H: common.Dim,
+                        I: common.Dim) -> None:
     """int8 weights: the packing, the block size against H and I, and the two scale inputs."""
     G = attrs["block_size"]
     for name, rows, inner in (("gate_up_scales", 2 * I, H), ("down_scales", H, I)):
@@ -208,7 +210,7 @@ def validate_indices(expert_idx: np.ndarray, num_experts: int) -> None:
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     a = ctx.get_attribute("swiglu_limit")
     limit = a.f if a is not None and a.type == a.FLOAT else 0.0  # another kind: the kernels say so
     ints = {n: d for n, d in DEFAULTS.items() if n != "swiglu_limit"}
@@ -249,6 +251,7 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
     if np.size(x) == 0:  # y is empty (T = 0 or H = 0): the weights may declare any E and I
         return (np.zeros(np.shape(x), np.float32),)
     if attrs["act_quant"]:
+        assert gate_up_scales is not None and down_scales is not None  # validate_inputs: int8 weights have scales
         return (_reference_a8(np.asarray(x, np.float32), idx, np.asarray(routing_weights, np.float32),
                               gate_up_weights, down_weights, gate_up_scales, down_scales, attrs),)
     x64, w64 = np.asarray(x, np.float64), np.asarray(routing_weights, np.float64)
@@ -309,7 +312,9 @@ def _silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
     return g / (np.float32(1) + e) * u
 
 
-def _reference_a8(x, idx, routing_weights, gate_up_q, down_q, gate_up_scales, down_scales, attrs) -> np.ndarray:
+def _reference_a8(x: np.ndarray, idx: np.ndarray, routing_weights: np.ndarray, gate_up_q: np.ndarray,
+                  down_q: np.ndarray, gate_up_scales: np.ndarray, down_scales: np.ndarray,
+                  attrs: dict[str, Any]) -> np.ndarray:
     """y of act_quant 1, the kernels' arithmetic step by step: x rows quantized per token; gate/up as
     int32 dots dequantized per block; SwiGLU in float32; each pair's row quantized; down likewise;
     y[t] summed in float32 over the token's slots in ascending expert order (ties: slot order)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 from .moe_init_routing_v3 import dim_product
@@ -99,7 +100,7 @@ def validate_indices(indices: np.ndarray) -> None:
         raise _err(f"input 'indices' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
 
 
-def out_rows(num_pairs, num_out_tokens: int):
+def out_rows(num_pairs: common.Dim, num_out_tokens: int) -> common.Dim:
     """R: min(num_out_tokens, P) when > 0, else max(P + num_out_tokens, 0) (ints or torch SymInts)."""
     if num_out_tokens > 0:
         if common.known(num_pairs):
@@ -116,17 +117,18 @@ def out_rows(num_pairs, num_out_tokens: int):
     return torch.sym_max(num_pairs + num_out_tokens, 0)
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     attrs = common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     tokens, idx = common.input_type(ctx, 0), common.input_type(ctx, 1)
     t_dims, i_dims = common.input_dims(tokens), common.input_dims(idx)
     common.check_rank(OP_TYPE, "tokens", t_dims, "[N, H]")
     common.check_rank(OP_TYPE, "indices", i_dims, "[N]", "[N, K]")
-    pairs = None
-    if i_dims is not None:
-        pairs = i_dims[0] if len(i_dims) == 1 else dim_product(i_dims[0], i_dims[1])
-        if len(i_dims) == 1:
-            pairs = pairs.dim_value if pairs.HasField("dim_value") else (pairs.dim_param or None)
+    pairs: int | str | None = None
+    if i_dims is not None and len(i_dims) == 1:
+        d = i_dims[0]
+        pairs = d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+    elif i_dims is not None:
+        pairs = dim_product(i_dims[0], i_dims[1])
     n_out = attrs["num_out_tokens"]
     rows = pairs if n_out == 0 else (out_rows(pairs, n_out) if isinstance(pairs, int) else None)
     if tokens is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 from .moe_finalize_routing_v2 import weighted_gather
@@ -121,7 +122,7 @@ def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: 
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
     t = common.input_type(ctx, 0)
     if t is None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.shape_inference import InferenceContext
 
 from . import _common as common
 
@@ -64,7 +65,7 @@ def validate_inputs(inputs: dict[str, tuple | None], attrs: dict[str, Any]) -> i
 # ---- shape inference ---------------------------------------------------------------------------
 
 
-def _infer(ctx) -> None:
+def _infer(ctx: InferenceContext) -> None:
     t = common.input_type(ctx, 0)
     if t is None:
         return

@@ -6,7 +6,13 @@ See docs/ascend.md: what to install, the provider options and which nodes run na
 from __future__ import annotations
 
 import ctypes
+import os
 import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 from .library import get_library_path, register, session_options
 
@@ -19,7 +25,7 @@ class CannFallbackWarning(UserWarning):
     """The CANN execution provider was requested but the session runs on the CPU."""
 
 
-def cann_provider(device_id: int = 0, graph: bool = False, **options) -> tuple[str, dict]:
+def cann_provider(device_id: int = 0, graph: bool = False, **options: Any) -> tuple[str, dict]:
     """The ``providers`` entry for the CANN EP.
 
     By default ``enable_cann_graph=0``: every node runs through its own kernel, the ascend.moe nodes
@@ -63,8 +69,9 @@ def cann_unavailable_reason() -> str:
     return ""
 
 
-def inference_session(model, provider: str = "cpu", sess_options=None, device_id: int = 0,
-                      **cann_options):
+def inference_session(model: str | bytes | os.PathLike, provider: str = "cpu",
+                      sess_options: ort.SessionOptions | None = None, device_id: int = 0,
+                      **cann_options: Any) -> ort.InferenceSession:
     """An ``onnxruntime.InferenceSession`` with the custom-op library registered, on the CPU EP
     (``provider="cpu"``) or on the CANN EP with CPU as fallback (``"cann"``).
 
@@ -106,7 +113,7 @@ def inference_session(model, provider: str = "cpu", sess_options=None, device_id
 # ---- which nodes run natively: the library's own decision (AscendMoeCannPath) ------------------
 
 
-def _library_function(name: str, nargs: int):
+def _library_function(name: str, nargs: int) -> Callable[..., bytes]:
     fn = getattr(ctypes.CDLL(get_library_path()), name)
     fn.restype = ctypes.c_char_p
     fn.argtypes = [ctypes.c_char_p] * nargs

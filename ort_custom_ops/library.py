@@ -8,7 +8,12 @@ import importlib.metadata
 import itertools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 LIBRARY_NAME = "libascend_moe_ort.so"
 _ENV_VAR = "ASCEND_MOE_ORT_LIBRARY"
@@ -40,7 +45,7 @@ def check_ort_version(version: str | None = None) -> None:
         )
 
 
-def _candidates():
+def _candidates() -> Iterator[Path]:
     if os.environ.get(_ENV_VAR):
         yield Path(os.environ[_ENV_VAR])
     here = Path(__file__).resolve().parent
@@ -66,7 +71,7 @@ def get_library_path() -> str:
     )
 
 
-def register(session_options) -> None:
+def register(session_options: ort.SessionOptions) -> None:
     """Register the custom-op library on an ``onnxruntime.SessionOptions`` (checks the ORT version)."""
     check_ort_version()
     session_options.register_custom_ops_library(get_library_path())
@@ -80,7 +85,7 @@ CONSTANT_FOLDING_LIMIT_KEY = "optimization.constant_folding_max_output_size_in_b
 CONSTANT_FOLDING_LIMIT_BYTES = 2**40
 
 
-def session_options(intra_op_threads: int | None = None):
+def session_options(intra_op_threads: int | None = None) -> ort.SessionOptions:
     """Return new ``onnxruntime.SessionOptions`` with the library registered (and constant folding
     of expert-weight layouts past 1 GiB allowed: ``CONSTANT_FOLDING_LIMIT_KEY``)."""
     import onnxruntime as ort

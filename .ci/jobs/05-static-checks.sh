@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Static checks: ruff (pyflakes, isort, pycodestyle, bugbear, pyupgrade, simplify) on all Python, mypy on the core packages,
+# Static checks: ruff (pyflakes, isort, pycodestyle, bugbear, pyupgrade, simplify) on all Python, mypy on every package
+# (pyproject.toml's tool.mypy: onnx_schemas and ort_custom_ops must annotate every function),
 # clang-format and clang-tidy (bugprone-*, functions <= 150 lines) on the C++ sources.
 # Tools come from the `lint` extra (pinned there), installed into .venv.
 set -euo pipefail

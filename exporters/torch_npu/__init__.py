@@ -84,7 +84,8 @@ def _to_npu_module(self, device=None):
 def _add_npu_methods() -> None:
     """``Tensor.npu()`` / ``Module.npu()``, which torch_npu adds to torch and Ascend code calls at
     construction (e.g. ``torch.tensor(...).npu()``); only where torch has none."""
+    # the methods torch_npu adds are not in torch's annotations
     if not hasattr(torch.Tensor, "npu"):
-        torch.Tensor.npu = _to_npu_tensor
+        torch.Tensor.npu = _to_npu_tensor  # type: ignore[attr-defined]
     if not hasattr(torch.nn.Module, "npu"):
-        torch.nn.Module.npu = _to_npu_module
+        torch.nn.Module.npu = _to_npu_module  # type: ignore[attr-defined]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import torch
 
 EXPERT_PARALLEL_DOC = "docs/expert-parallel.md"
 
 
-def fail(fn: str, arg: str, requirement, value) -> None:
+def fail(fn: str, arg: str, requirement: str | Callable[[], str], value: Any) -> NoReturn:
     """Raise the stand-in's one error form: ``<fn>: argument '<arg>' <requirement>, got <value>``.
 
     ``requirement`` may be a callable and tensors in ``value`` are described here: messages are
@@ -19,18 +20,18 @@ def fail(fn: str, arg: str, requirement, value) -> None:
     raise ValueError(f"{fn}: argument '{arg}' {text}, got {describe(value)}")
 
 
-def unsupported(fn: str, arg: str, value, why: str) -> None:
+def unsupported(fn: str, arg: str, value: Any, why: str) -> NoReturn:
     """Raise NotImplementedError for an argument value the ONNX export has no operator for."""
     raise NotImplementedError(f"{fn}: argument '{arg}'={describe(value)} is not supported: {why}")
 
 
-def require(ok: bool, fn: str, arg: str, requirement, value) -> None:
+def require(ok: bool, fn: str, arg: str, requirement: str | Callable[[], str], value: Any) -> None:
     """:func:`fail` unless ``ok``."""
     if not ok:
         fail(fn, arg, requirement, value)
 
 
-def describe(t) -> str:
+def describe(t: Any) -> str:
     """Short description of an argument for messages (tensors: dtype and shape)."""
     if isinstance(t, torch.Tensor):
         return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"

@@ -25,6 +25,6 @@ DTYPES = {name: ACL_OFFSET + acl for name, acl in ACL_DATA_TYPES.items()}
 NAMES = {value: name for name, value in DTYPES.items()}
 
 
-def name_of(value) -> str | None:
+def name_of(value: object) -> str | None:
     """The torch_npu dtype name of ``value`` (one of these ints), else None."""
     return NAMES.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
