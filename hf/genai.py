@@ -163,11 +163,15 @@ class GraphCache:
     def __init__(self, past: list[tuple[torch.Tensor, torch.Tensor]] | None, layout: CacheLayout | None):
         self.past, self.layout = past, layout
         self.present: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.seen: dict[int, LayerCache] = {}  # what each layer cached, recorded when layout is None
+        self.seen: dict[int, LayerCache | LayerState] = {}  # what each layer cached, recorded when layout is None
         self.conv: dict[int, torch.Tensor] = {}  # a linear-attention layer's states: present, or when
         self.recurrent: dict[int, torch.Tensor] = {}  # probing (layout None) the state of no past
         self.tokens: torch.Tensor | None = None  # the graph's attention mask [batch, total], 1 for tokens
         self.more_states: set[int] = set()  # layers keeping several conv / recurrent states (state_idx > 0)
+
+    def _past(self, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self.past is not None, "a layout comes with the graph's past tensors"
+        return self.past[layer_idx]
 
     def get_conv_state(self, layer_idx: int, state_idx: int = 0):
         """None: HF then prepends the past through ``update_conv_state`` and convolves the whole, one
@@ -184,7 +188,7 @@ class GraphCache:
         if self.layout is None:
             self.conv[layer_idx] = hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[1], width)
             return hidden_states
-        joint = torch.cat([self.past[layer_idx][0].to(hidden_states.dtype), hidden_states], -1)
+        joint = torch.cat([self._past(layer_idx)[0].to(hidden_states.dtype), hidden_states], -1)
         if self.tokens is None:
             self.conv[layer_idx] = joint[..., joint.shape[-1] - width:]
             return joint
@@ -198,7 +202,7 @@ class GraphCache:
         return joint
 
     def get_recurrent_state(self, layer_idx: int, state_idx: int = 0):
-        return None if self.layout is None else self.past[layer_idx][1]
+        return None if self.layout is None else self._past(layer_idx)[1]
 
     def update_recurrent_state(self, recurrent_states, layer_idx: int, state_idx: int = 0, **kwargs):
         if state_idx:
@@ -222,8 +226,8 @@ class GraphCache:
                 (key.shape[1], key.shape[-1]), (value.shape[1], value.shape[-1]), value is key)
             return key, value
         spec = self.layout.layers[layer_idx]
-        assert self.past is not None  # a layout comes with the graph's past tensors
-        past_k, past_v = self.past[layer_idx]
+        assert isinstance(spec, LayerCache), "update() is called by key/value layers only"
+        past_k, past_v = self._past(layer_idx)
         if not spec.packed:
             k, v = torch.cat([past_k, key], 2), torch.cat([past_v, value], 2)
             self.present[layer_idx] = (k, v)
@@ -243,7 +247,7 @@ class GraphCache:
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         """Entries already cached (the past length; a key/value layer's when ``layer_idx`` is not one)."""
-        if self.past is None:
+        if self.past is None or self.layout is None:
             return 0
         if not isinstance(self.layout.layers[layer_idx], LayerCache):
             layer_idx = self.layout.layers.index(self.layout.attention[0])
@@ -451,7 +455,8 @@ def cache_layout(model: PreTrainedModel) -> CacheLayout:
                                    "recurrent state that is not a gated DeltaNet's (linear-attention or recurrent "
                                    "state); this decoder carries key/value caches and gated DeltaNet states only")
         for i in states:
-            cache.seen[i] = LayerState(tuple(cache.conv[i].shape[1:]), tuple(cache.recurrent[i].shape[1:]))
+            conv, recurrent = cache.conv[i].shape, cache.recurrent[i].shape
+            cache.seen[i] = LayerState((conv[1], conv[2]), (recurrent[1], recurrent[2], recurrent[3]))
     missing = [i for i in range(n) if i not in cache.seen]
     if missing:
         raise GenAIExportError(f"{model_type_of(model.config)}: layers {missing} keep no key/value cache "
@@ -500,7 +505,7 @@ def genai_config(model: PreTrainedModel, layout: CacheLayout, directory: Path | 
     session = {"log_id": "onnxruntime-genai", "provider_options": []}
     if library:
         session["custom_ops_library"] = library
-    decoder = {
+    decoder: dict[str, Any] = {
         "session_options": session,
         "filename": GRAPH_FILE,
         "head_size": layout.head_size,
