@@ -49,32 +49,6 @@ def ort_dtype(dtype: torch.dtype) -> torch.dtype:
 
 # ---- torch side ----------------------------------------------------------------------------------
 
-class ExpertWeights(Protocol):
-    """The routed experts as the formulations read them (models.layers.GroupedExperts, or a view of
-    an HF experts module's weights): gate / up [E, I, H], down [E, H, I] and the block's numerics."""
-
-    @property
-    def num_experts(self) -> int: ...
-
-    @property
-    def gate_proj(self) -> torch.Tensor: ...
-
-    @property
-    def up_proj(self) -> torch.Tensor: ...
-
-    @property
-    def down_proj(self) -> torch.Tensor: ...
-
-    @property
-    def dtype(self) -> torch.dtype: ...
-
-    @property
-    def limit(self) -> float: ...
-
-    @property
-    def act_fp32(self) -> bool: ...
-
-
 class SharedWeights(Protocol):
     """A shared expert's SwiGLU weights: gate / up [S, H], down [H, S]."""
 
@@ -86,6 +60,23 @@ class SharedWeights(Protocol):
 
     @property
     def down_proj(self) -> torch.Tensor: ...
+
+
+class ExpertWeights(SharedWeights, Protocol):
+    """The routed experts as the formulations read them (models.layers.GroupedExperts, or a view of
+    an HF experts module's weights): gate / up [E, I, H], down [E, H, I] and the block's numerics."""
+
+    @property
+    def num_experts(self) -> int: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
+    def limit(self) -> float: ...
+
+    @property
+    def act_fp32(self) -> bool: ...
 
 
 def _attributes(experts: ExpertWeights, formulation: str) -> dict:
