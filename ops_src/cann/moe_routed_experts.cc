@@ -140,8 +140,8 @@ NativePath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
   NativePath path;
   path.reason = MoeRoutedExpertsNativeBlocker(p);
   if (!path.reason.empty()) return path;
-  for (const char* name :
-       {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnPermute, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
+  for (const char* name : {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnPermute, kAclnnSwiGlu,
+                           kAclnnMoeFinalizeRoutingV2}) {
     path.reason = ChipBlocker(name);
     if (!path.reason.empty()) return path;
     AclnnOp op;

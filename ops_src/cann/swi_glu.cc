@@ -37,8 +37,8 @@ namespace {
 size_t ElementSize(AclDataType type) { return type == kAclFloat ? sizeof(float) : sizeof(uint16_t); }
 }  // namespace
 
-void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter, const void* x,
-                         void* out, const char* what) {
+void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter,
+                         const void* x, void* out, const char* what) {
   const AclnnOp op = RequireAclnnOp(kAclnnPermute, what);
   DeviceBuffer split(ctx, static_cast<size_t>(rows * 2 * inter) * ElementSize(type));
   Tensor pairs(type, {rows, inter, 2}, x);

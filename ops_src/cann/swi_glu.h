@@ -33,7 +33,7 @@ void LaunchSwiGlu(const DeviceContext& ctx, const SwiGluDeviceArgs& args, const 
 // column 2i + 1 (the experts' gate/up layout), out [rows, inter]. aclnnPermute first splits x into
 // [rows, 2, inter] (gates, then ups; device scratch from the arena), so that aclnnSwiGlu halves
 // whole rows (its aligned tiling) rather than reading x as [rows * inter, 2] (8-byte rows).
-void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter, const void* x,
-                         void* out, const char* what);
+void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter,
+                         const void* x, void* out, const char* what);
 
 }  // namespace ascend_moe::cann
