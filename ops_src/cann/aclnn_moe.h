@@ -38,6 +38,11 @@ using AclnnGroupedMatmulV4GetWorkspaceSizeFn = AclnnStatus (*)(
 using AclnnSwiGluGetWorkspaceSizeFn = AclnnStatus (*)(const AclTensor* x, int64_t dim, const AclTensor* out,
                                                       uint64_t* workspace_size, AclOpExecutor** executor);
 
+// aclnnPermute (ops-math conversion/transpose/op_api/aclnn_permute.h).
+using AclnnPermuteGetWorkspaceSizeFn = AclnnStatus (*)(const AclTensor* self, const AclIntArray* dims,
+                                                       AclTensor* out, uint64_t* workspace_size,
+                                                       AclOpExecutor** executor);
+
 // aclnnMoeInitRoutingV3 (ops-transformer moe/moe_init_routing_v3/op_host/op_api/aclnn_moe_init_routing_v3.h).
 using AclnnMoeInitRoutingV3GetWorkspaceSizeFn = AclnnStatus (*)(
     const AclTensor* x, const AclTensor* expert_idx, const AclTensor* scale_optional,

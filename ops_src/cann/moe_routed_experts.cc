@@ -56,12 +56,7 @@ void RunNative(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
   up.type = cpu::GmmType::kFloat32;
   up.transpose_weight = true;  // gate_up_weights [E, 2I, H] = [E, N, K]
   RunGroupedMatmulV4(ctx, up, expanded_x.get(), a.gate_up, nullptr, counts.get(), 1, gate_up.get());
-  // the [P, 2I] result read as [P*I, 2]: dim -1 splits each interleaved (gate, up) pair
-  SwiGluDeviceArgs swiglu;
-  swiglu.x_dims = {pairs * p.inter, 2};
-  swiglu.x = gate_up.get();
-  swiglu.out = act.get();
-  LaunchSwiGlu(ctx, swiglu, "MoeRoutedExperts");
+  LaunchSwiGluOfPairs(ctx, kAclFloat, pairs, p.inter, gate_up.get(), act.get(), "MoeRoutedExperts");
   cpu::GroupedMatmulParams dn = up;
   dn.depth = p.inter;
   dn.cols = p.hidden;  // down_weights [E, H, I] = [E, N, K]
@@ -145,8 +140,8 @@ NativePath ChooseMoeRoutedExpertsPath(const cpu::MoeRoutedExpertsParams& p) {
   NativePath path;
   path.reason = MoeRoutedExpertsNativeBlocker(p);
   if (!path.reason.empty()) return path;
-  for (const char* name :
-       {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnSwiGlu, kAclnnMoeFinalizeRoutingV2}) {
+  for (const char* name : {kAclnnMoeInitRoutingV3, kAclnnGroupedMatmulV4, kAclnnPermute, kAclnnSwiGlu,
+                           kAclnnMoeFinalizeRoutingV2}) {
     path.reason = ChipBlocker(name);
     if (!path.reason.empty()) return path;
     AclnnOp op;

@@ -2,7 +2,8 @@
 // device scratch from the caller's workspace callback:
 //   aclnnMoeInitRoutingV3 (pairs sorted by expert, rows gathered, rows per expert)
 //   -> aclnnGroupedMatmulV4 (gate/up: [P, H] x W[e]^T -> [P, 2I], interleaved g, u)
-//   -> aclnnSwiGlu (the [P, 2I] result read as [P*I, 2]: dim -1 splits each (g, u) pair)
+//   -> aclnnPermute ([P, I, 2] -> [P, 2, I]: each row's gates, then its ups)
+//   -> aclnnSwiGlu (dim -1 halves each row of [P, 2I])
 //   -> aclnnGroupedMatmulV4 (down: [P, I] -> [P, H])
 //   -> aclnnMoeFinalizeRoutingV2 (drop_pad_mode 2: token-major index, routing weights as scales).
 // Otherwise (swiglu_limit > 0, E > 1024, quantized weights, an operator missing) the host fallback: inputs

@@ -53,7 +53,9 @@ struct OperatorChipsRow {
 //     moe_token_unpermute (910b, 910_93, 310p), each op_host/<op>_def.cpp;
 //   ops-nn @e5c3fa9: activation/swi_glu/op_host/swi_glu_def.cpp (910b, 910_93, 310p, 950);
 //   cann-recipes-infer: ops/ascendc/src/moe_gating_top_k_hash/op_host/moe_gating_top_k_hash_def.cpp
-//     (910b, 910_93, 950).
+//     (910b, 910_93, 950);
+//   ops-math @c419332: conversion/transpose/docs/aclnnPermute.md (A2, A3, 950; not the Atlas
+//     inference chips, 310p).
 const OperatorChipsRow kOperatorChips[] = {
     {"aclnnGroupedMatmulV4", {Chip::k910b, Chip::k910_93, Chip::k310p}},
     {"aclnnMoeInitRoutingV3", {Chip::k910b, Chip::k910_93, Chip::k950}},
@@ -65,6 +67,7 @@ const OperatorChipsRow kOperatorChips[] = {
     {"aclnnMoeTokenPermute", {Chip::k910b, Chip::k910_93}},
     {"aclnnMoeTokenUnpermute", {Chip::k910b, Chip::k910_93, Chip::k310p}},
     {"aclnnSwiGlu", {Chip::k910b, Chip::k910_93, Chip::k310p, Chip::k950}},
+    {"aclnnPermute", {Chip::k910b, Chip::k910_93, Chip::k950}},
 };
 
 const OperatorChipsRow& RowOf(const char* call) {

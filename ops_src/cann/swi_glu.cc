@@ -33,4 +33,30 @@ void LaunchSwiGlu(const DeviceContext& ctx, const SwiGluDeviceArgs& a, const cha
       op.run);
 }
 
+namespace {
+size_t ElementSize(AclDataType type) { return type == kAclFloat ? sizeof(float) : sizeof(uint16_t); }
+}  // namespace
+
+void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter,
+                         const void* x, void* out, const char* what) {
+  const AclnnOp op = RequireAclnnOp(kAclnnPermute, what);
+  DeviceBuffer split(ctx, static_cast<size_t>(rows * 2 * inter) * ElementSize(type));
+  Tensor pairs(type, {rows, inter, 2}, x);
+  Tensor halves(type, {rows, 2, inter}, split.get());
+  IntArray dims({0, 2, 1});
+  auto prepare = reinterpret_cast<AclnnPermuteGetWorkspaceSizeFn>(op.prepare);
+  RunAclnnOp(
+      ctx, kAclnnPermute,
+      [&](uint64_t* workspace_size, AclOpExecutor** executor) {
+        return prepare(pairs.get(), dims.get(), halves.get(), workspace_size, executor);
+      },
+      op.run);
+  SwiGluDeviceArgs swiglu;
+  swiglu.type = type;
+  swiglu.x_dims = {rows, 2 * inter};  // gates in the first half of each row, ups in the second
+  swiglu.x = split.get();
+  swiglu.out = out;
+  LaunchSwiGlu(ctx, swiglu, what);
+}
+
 }  // namespace ascend_moe::cann

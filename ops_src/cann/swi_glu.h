@@ -12,6 +12,7 @@
 namespace ascend_moe::cann {
 
 inline constexpr const char* kAclnnSwiGlu = "aclnnSwiGlu";
+inline constexpr const char* kAclnnPermute = "aclnnPermute";
 // aclTensor descriptors hold at most 8 dims (aclCreateTensor).
 inline constexpr size_t kSwiGluMaxRank = 8;
 
@@ -27,5 +28,12 @@ struct SwiGluDeviceArgs {
 std::string SwiGluNativeBlocker(const SwiGluDeviceArgs& args);
 // Queues aclnnSwiGlu on the stream (asynchronous: no host buffer is involved).
 void LaunchSwiGlu(const DeviceContext& ctx, const SwiGluDeviceArgs& args, const char* what = "SwiGlu");
+
+// SwiGLU of interleaved (gate, up) pairs: x [rows, 2 * inter] with gate i in column 2i and up i in
+// column 2i + 1 (the experts' gate/up layout), out [rows, inter]. aclnnPermute first splits x into
+// [rows, 2, inter] (gates, then ups; device scratch from the arena), so that aclnnSwiGlu halves
+// whole rows (its aligned tiling) rather than reading x as [rows * inter, 2] (8-byte rows).
+void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter,
+                         const void* x, void* out, const char* what);
 
 }  // namespace ascend_moe::cann

@@ -72,7 +72,7 @@ REJECTED_IN_PHASE_1 = {  # the statuses each operator's phase 1 returns for argu
 @pytest.mark.parametrize("op", list(REJECTED_IN_PHASE_1))
 def test_each_operators_phase1_statuses_fall_back(op, monkeypatch, capfd):
     acl, status = REJECTED_IN_PHASE_1[op]
-    chain = ("aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2")
+    chain = ("aclnnMoeInitRoutingV3", "aclnnGroupedMatmulV4", "aclnnPermute", "aclnnSwiGlu", "aclnnMoeFinalizeRoutingV2")
     if not cann.moe_kernels_on_this_soc(*(chain if op == "MoeRoutedExperts" else (acl,))):
         pytest.skip("no native calls on this SoC")
     _, data, feeds = CASES[op]
