@@ -122,6 +122,7 @@ void RunWeightedGatherCpu(Ort::KernelContext& ctx, const typename Def::Inputs& i
                                  in[0].type, /*required=*/true);
   RunWeightedGather(ctx, params, buffers);
 }
+
 // The CPU kernel of a weighted gather op (its Ops() registers it).
 template <typename Def, WeightedGatherValidate<Def> Validate>
 using WeightedGatherCpuKernel = CpuKernel<Def, RunWeightedGatherCpu<Def, Validate>>;
