@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import ml_dtypes
@@ -77,6 +77,21 @@ def onnx_type_name(dtype: torch.dtype) -> str:
 def described(t: torch.Tensor | None):
     """``(shape, onnx type name)`` of a tensor, or None, for the shared validators."""
     return None if t is None else (tuple(t.shape), onnx_type_name(t.dtype))
+
+
+def static_described(t: torch.Tensor | None):
+    """``described(t)`` with symbolic dims replaced by None (the validators skip unknown dims): what a
+    fake kernel validates."""
+    desc = described(t)
+    if desc is None:
+        return None
+    shape, dtype = desc
+    return tuple(d if isinstance(d, int) else None for d in shape), dtype
+
+
+def static_inputs(names: Sequence[str], tensors: Sequence[torch.Tensor | None]) -> dict:
+    """``{name: static_described(tensor)}``, for the validators that take the inputs by name."""
+    return {n: static_described(t) for n, t in zip(names, tensors)}
 
 
 @functools.cache

@@ -18,7 +18,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import grouped_matmul as spec
 
 from . import registry
-from ._torch_lib import define_op, described, from_numpy, schema_default, to_numpy
+from ._torch_lib import define_op, from_numpy, schema_default, static_inputs, to_numpy
 
 D = spec.DEFAULTS
 ATTR_ORDER = ("group_list_type", "transpose_weight", "output_dtype")
@@ -41,14 +41,6 @@ def _attrs(group_list_type=D["group_list_type"], transpose_weight=D["transpose_w
             "output_dtype": int(output_dtype)}
 
 
-def _static(desc):
-    """``(shape, type)`` with symbolic dims replaced by None (the validators skip unknown dims)."""
-    if desc is None:
-        return None
-    shape, dtype = desc
-    return tuple(d if isinstance(d, int) else None for d in shape), dtype
-
-
 def grouped_matmul(x, weight, group_list, bias=None, scale=None, offset=None, antiquant_scale=None,
                    antiquant_offset=None, per_token_scale=None, group_list_type=D["group_list_type"],
                    transpose_weight=D["transpose_weight"], output_dtype=D["output_dtype"]):
@@ -63,7 +55,7 @@ def _fake(x, weight, group_list, bias=None, scale=None, offset=None, antiquant_s
           output_dtype=D["output_dtype"]):
     attrs = _attrs(group_list_type, transpose_weight, output_dtype)
     tensors = (x, weight, group_list, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale)
-    *_, y_type = spec.validate_inputs({n: _static(described(t)) for n, t in zip(spec.INPUT_NAMES, tensors)}, attrs)
+    *_, y_type = spec.validate_inputs(static_inputs(spec.INPUT_NAMES, tensors), attrs)
     n = weight.shape[1] if attrs["transpose_weight"] else weight.shape[2]
     if weight.dtype == torch.int32 and not attrs["transpose_weight"]:
         n = n * spec.INT4_PER_WORD

@@ -13,18 +13,13 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_init_routing as spec
 
 from . import registry
-from ._torch_lib import define_op, described, from_numpy, to_numpy
+from ._torch_lib import define_op, from_numpy, static_described, to_numpy
 
 NAME = "ascend_moe::moe_init_routing"
 SCHEMA = ("(Tensor x, Tensor row_idx, Tensor expert_idx, SymInt active_num) "
           "-> (Tensor expanded_x, Tensor expanded_row_idx, Tensor expanded_expert_idx)")
 # The node's active_num when the call's is symbolic: every token kept, rows sliced after the node.
 ALL_TOKENS = 2**62
-
-
-def _static(desc):
-    shape, dtype = desc
-    return tuple(d if isinstance(d, int) else None for d in shape), dtype
 
 
 def _impl(x, row_idx, expert_idx, active_num):
@@ -34,7 +29,7 @@ def _impl(x, row_idx, expert_idx, active_num):
 
 def _fake(x, row_idx, expert_idx, active_num):
     attrs = {"active_num": active_num if isinstance(active_num, int) else ALL_TOKENS}
-    spec.validate_inputs(*(_static(described(t)) for t in (x, row_idx, expert_idx)), attrs)
+    spec.validate_inputs(*(static_described(t) for t in (x, row_idx, expert_idx)), attrs)
     n, k = expert_idx.shape
     rows = spec.expanded_rows(n, k, active_num) if isinstance(active_num, int) else torch.sym_min(n, active_num) * k
     pairs = n * k

@@ -13,7 +13,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_init_routing_v3 as spec
 
 from . import registry
-from ._torch_lib import define_op, described, from_numpy, to_numpy
+from ._torch_lib import define_op, from_numpy, static_described, to_numpy
 
 NAME = "ascend_moe::moe_init_routing_v3"
 D = spec.DEFAULTS
@@ -40,13 +40,6 @@ def node_attributes(active_num, expert_capacity, expert_num, drop_pad_mode, expe
             "active_expert_start": start, "active_expert_end": end, "row_idx_type": int(row_idx_type)}
 
 
-def _static(desc):
-    if desc is None:
-        return None
-    shape, dtype = desc
-    return tuple(d if isinstance(d, int) else None for d in shape), dtype
-
-
 def _attributes(active_num=-1, expert_capacity=-1, expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0,
                 expert_tokens_num_flag=False, quant_mode=-1, active_expert_range=(), row_idx_type=0) -> dict:
     # the torch signature's defaults (SCHEMA), which are the ONNX schema's
@@ -63,7 +56,7 @@ def _impl(x, expert_idx, scale=None, offset=None, *args, **kwargs):
 def _fake(x, expert_idx, scale=None, offset=None, *args, **kwargs):
     attrs = _attributes(*args, **kwargs)
     active_num = args[0] if args else kwargs.get("active_num", -1)
-    spec.validate_inputs(*(_static(described(t)) for t in (x, expert_idx, scale, offset)), attrs)
+    spec.validate_inputs(*(static_described(t) for t in (x, expert_idx, scale, offset)), attrs)
     pairs = expert_idx.shape[0] * expert_idx.shape[1]
     if attrs["drop_pad_mode"] == spec.DROP_PAD:
         E, C = attrs["expert_num"], attrs["expert_capacity"]

@@ -15,7 +15,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_re_routing as spec
 
 from . import registry
-from ._torch_lib import define_op, described, from_numpy, schema_default, to_numpy
+from ._torch_lib import define_op, from_numpy, schema_default, static_described, to_numpy
 
 D = spec.DEFAULTS
 ATTR_ORDER = ("expert_token_num_type", "idx_type")
@@ -32,17 +32,9 @@ def _attrs(expert_token_num_type=D["expert_token_num_type"], idx_type=D["idx_typ
     return {"expert_token_num_type": int(expert_token_num_type), "idx_type": int(idx_type)}
 
 
-def _static(desc):
-    """``(shape, type)`` with symbolic dims replaced by None (the validators skip unknown dims)."""
-    if desc is None:
-        return None
-    shape, dtype = desc
-    return tuple(d if isinstance(d, int) else None for d in shape), dtype
-
-
 def _validate(tokens, counts, scales, attrs) -> None:
-    spec.validate_inputs(_static(described(tokens)), _static(described(counts)),
-                         _static(described(scales)), attrs)
+    spec.validate_inputs(static_described(tokens), static_described(counts),
+                         static_described(scales), attrs)
 
 
 def re_routing(tokens, expert_token_num_per_rank, per_token_scales=None, **attributes):

@@ -12,7 +12,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import moe_token_permute as spec
 
 from . import registry
-from ._torch_lib import define_op, described, from_numpy, to_numpy
+from ._torch_lib import define_op, from_numpy, static_described, to_numpy
 
 NAME = "ascend_moe::moe_token_permute"
 SCHEMA = ("(Tensor tokens, Tensor indices, SymInt? num_out_tokens=None, bool padded_mode=False) "
@@ -25,11 +25,6 @@ def node_attributes(num_out_tokens, padded_mode) -> dict:
     return {"num_out_tokens": n, "padded_mode": int(bool(padded_mode))}
 
 
-def _static(desc):
-    shape, dtype = desc
-    return tuple(d if isinstance(d, int) else None for d in shape), dtype
-
-
 def _impl(tokens, indices, num_out_tokens=None, padded_mode=False):
     outs = spec.reference(to_numpy(tokens), to_numpy(indices), **node_attributes(num_out_tokens, padded_mode))
     return tuple(from_numpy(o, tokens.device) for o in outs)
@@ -37,7 +32,7 @@ def _impl(tokens, indices, num_out_tokens=None, padded_mode=False):
 
 def _fake(tokens, indices, num_out_tokens=None, padded_mode=False):
     attrs = node_attributes(num_out_tokens, padded_mode)
-    spec.validate_inputs(_static(described(tokens)), _static(described(indices)), attrs)
+    spec.validate_inputs(static_described(tokens), static_described(indices), attrs)
     pairs = indices.numel()
     if num_out_tokens is None or isinstance(num_out_tokens, int):
         rows = spec.out_rows(pairs, attrs["num_out_tokens"])

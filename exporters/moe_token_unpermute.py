@@ -9,13 +9,11 @@ validates like it and keeps the token dim symbolic.
 
 from __future__ import annotations
 
-import torch
-
 from ascend_moe_onnx.onnx_schemas import moe_token_unpermute as spec
 
 from . import registry
-from ._torch_lib import described, from_numpy, op_defined, to_numpy
-from .moe_finalize_routing_v2 import _static
+from ._torch_lib import define_op, from_numpy, static_inputs, to_numpy
+from .moe_finalize_routing_v2 import gathered_rows
 
 OP = "ascend_moe::moe_token_unpermute"
 SCHEMA = ("(Tensor permuted_tokens, Tensor sorted_indices, Tensor? probs=None, bool padded_mode=False, "
@@ -30,23 +28,12 @@ def _impl(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restor
 
 def _fake(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
     tensors = (permuted_tokens, sorted_indices, probs)
-    spec.validate_inputs({n: _static(described(t)) for n, t in zip(spec.INPUT_NAMES, tensors)},
-                         {"padded_mode": int(padded_mode)})
-    n = probs.shape[0] if probs is not None else sorted_indices.shape[0]
-    return permuted_tokens.new_empty((n, permuted_tokens.shape[-1]))
+    spec.validate_inputs(static_inputs(spec.INPUT_NAMES, tensors), {"padded_mode": int(padded_mode)})
+    return gathered_rows(permuted_tokens, sorted_indices, probs)
 
 
 @registry.torch_ops
 def define_torch_ops() -> None:
-    """Define torch.ops.ascend_moe.moe_token_unpermute (idempotent)."""
-    if op_defined("ascend_moe", "moe_token_unpermute"):
-        return
-
-    @torch.library.custom_op(OP, mutates_args=())
-    def moe_token_unpermute(permuted_tokens: torch.Tensor, sorted_indices: torch.Tensor,
-                            probs: torch.Tensor | None = None, padded_mode: bool = False,
-                            restore_shape: list[int] | None = None) -> torch.Tensor:
-        """docs/operators.md §9.2 through the NumPy reference."""
-        return _impl(permuted_tokens, sorted_indices, probs, padded_mode, restore_shape)
-
-    moe_token_unpermute.register_fake(_fake)
+    """Define torch.ops.ascend_moe.moe_token_unpermute unless already defined (docs/operators.md §9.2
+    through the NumPy reference)."""
+    define_op(OP, SCHEMA, _impl, _fake)

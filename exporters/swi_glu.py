@@ -12,8 +12,7 @@ import torch
 from ascend_moe_onnx.onnx_schemas import swi_glu as spec
 
 from . import registry
-from ._torch_lib import described, from_numpy, op_defined, to_numpy
-from .moe_finalize_routing_v2 import _static
+from ._torch_lib import from_numpy, op_defined, static_described, to_numpy
 
 OP = "ascend_moe::swi_glu"
 SCHEMA = "(Tensor x, int dim=-1) -> Tensor"
@@ -25,7 +24,7 @@ def _impl(x, dim=-1):
 
 
 def _fake(x, dim=-1):
-    axis = spec.validate_inputs({"x": _static(described(x))}, {"dim": int(dim)})
+    axis = spec.validate_inputs({"x": static_described(x)}, {"dim": int(dim)})
     shape = list(x.shape)
     shape[axis] = shape[axis] // 2
     return x.new_empty(shape)

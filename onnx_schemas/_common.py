@@ -24,7 +24,9 @@ _FP = OpSchema.FormalParameterOption
 
 # The limits of the ops that sort (token, slot) pairs by expert (generated into attr_defaults.gen.h):
 # the pair positions they return are int32, and ids are sorted through int64 keys id * P + p.
-EXPERT_SORT_LIMITS = {"MAX_PAIRS": 2**31 - 1, "MAX_EXPERT_ID": 2**31 - 1}
+MAX_PAIRS = 2**31 - 1
+MAX_EXPERT_ID = 2**31 - 1
+EXPERT_SORT_LIMITS = {"MAX_PAIRS": MAX_PAIRS, "MAX_EXPERT_ID": MAX_EXPERT_ID}
 
 
 def op_schema(op_type: str, **fields: Any) -> OpSchema:

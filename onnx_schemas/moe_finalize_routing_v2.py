@@ -200,18 +200,27 @@ def validate_indices(row_idx: np.ndarray, R: int, mode: int, expert_idx: np.ndar
 # ---- shape inference ---------------------------------------------------------------------------
 
 
+def infer_weighted_gather(ctx: InferenceContext, rows: int, index: int, weights: int) -> None:
+    """Output 0 of a weighted gather (this op, MoeTokenUnpermute): [N, H] of the rows' type, N from
+    the weights [N, K], or from the index [N*K] without weights; H = rows.shape[-1]. Unknown parts
+    stay unknown (a bad rank fails in the validators)."""
+    rows_type = common.input_type(ctx, rows)
+    if rows_type is None:
+        return
+    rows_dims, index_dims = common.input_dims(rows_type), common.input_dims(common.input_type(ctx, index))
+    weights_type = common.input_type(ctx, weights)
+    if weights_type is not None:
+        w_dims = common.input_dims(weights_type)
+        n = w_dims[0] if w_dims is not None and len(w_dims) == 2 else None
+    else:
+        n = index_dims[0] if index_dims is not None and len(index_dims) == 1 else None
+    h = rows_dims[-1] if rows_dims else None
+    ctx.set_output_type(0, common.make_type(rows_type.tensor_type.elem_type, [n, h]))
+
+
 def _infer(ctx: InferenceContext) -> None:
     common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    x = common.input_type(ctx, 0)
-    if x is None:
-        return
-    x_dims, idx_dims = common.input_dims(x), common.input_dims(common.input_type(ctx, 1))
-    s_dims = common.input_dims(common.input_type(ctx, 5))
-    h = None if not x_dims else x_dims[-1]
-    n = s_dims[0] if s_dims is not None and len(s_dims) == 2 else None
-    if common.input_type(ctx, 5) is None and idx_dims is not None and len(idx_dims) == 1:
-        n = idx_dims[0]
-    ctx.set_output_type(0, common.make_type(x.tensor_type.elem_type, [n, h]))
+    infer_weighted_gather(ctx, rows=0, index=1, weights=5)
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)

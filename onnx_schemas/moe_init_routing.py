@@ -21,7 +21,6 @@ from .moe_init_routing_v3 import dim_product
 
 OP_TYPE = "MoeInitRouting"
 LIMITS = common.EXPERT_SORT_LIMITS
-MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
 SCHEMA = common.op_schema(
     OP_TYPE,
@@ -86,17 +85,18 @@ def validate_inputs(x: tuple, row_idx: tuple, expert_idx: tuple, attrs: dict[str
     if len(r_shape) != 2 or any(common.known(a) and common.known(b) and a != b for a, b in zip(r_shape, e_shape)):
         raise _err(f"input 'row_idx' must have the shape of expert_idx {common.shape_text(e_shape)}, "
                    f"got shape {common.shape_text(r_shape)}")
-    if all(common.known(d) for d in e_shape) and e_shape[0] * e_shape[1] > MAX_PAIRS:
-        raise _err(f"input 'expert_idx' must have at most {MAX_PAIRS} elements, got {e_shape[0] * e_shape[1]}")
+    if all(common.known(d) for d in e_shape) and e_shape[0] * e_shape[1] > common.MAX_PAIRS:
+        raise _err(f"input 'expert_idx' must have at most {common.MAX_PAIRS} elements, got {e_shape[0] * e_shape[1]}")
 
 
 def validate_values(row_idx: np.ndarray, expert_idx: np.ndarray) -> None:
     """Expert ids in [0, 2**31 - 1); row_idx a permutation of [0, N*K)."""
     e = np.asarray(expert_idx)
-    bad = np.argwhere((e < 0) | (e >= MAX_EXPERT_ID))
+    bad = np.argwhere((e < 0) | (e >= common.MAX_EXPERT_ID))
     if bad.size:
         n, k = (int(v) for v in bad[0])
-        raise _err(f"input 'expert_idx' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
+        raise _err(f"input 'expert_idx' must hold expert ids in [0, {common.MAX_EXPERT_ID}), got {int(e[n, k])} "
+                   f"at [{n}, {k}]")
     r = np.asarray(row_idx).astype(np.int64)
     P, flat = r.size, r.reshape(-1)
     # the first position whose value is out of range or seen before (the C++ kernel's one pass)

@@ -21,7 +21,6 @@ from .moe_init_routing_v3 import dim_product
 OP_TYPE = "MoeTokenPermute"
 
 LIMITS = common.EXPERT_SORT_LIMITS
-MAX_PAIRS, MAX_EXPERT_ID = LIMITS["MAX_PAIRS"], LIMITS["MAX_EXPERT_ID"]
 
 SCHEMA = common.op_schema(
     OP_TYPE,
@@ -85,8 +84,8 @@ def validate_inputs(tokens: tuple, indices: tuple, attrs: dict[str, Any]) -> Non
     K = i_shape[1] if len(i_shape) == 2 else 1
     if common.known(K) and K < 1:
         raise _err(f"input 'indices' must have K >= 1, got shape {common.shape_text(i_shape)}")
-    if common.known(N) and common.known(K) and N * K > MAX_PAIRS:
-        raise _err(f"input 'indices' must have at most {MAX_PAIRS} elements (sorted_indices is int32), "
+    if common.known(N) and common.known(K) and N * K > common.MAX_PAIRS:
+        raise _err(f"input 'indices' must have at most {common.MAX_PAIRS} elements (sorted_indices is int32), "
                    f"got {N * K}")
 
 
@@ -94,10 +93,11 @@ def validate_indices(indices: np.ndarray) -> None:
     """Every expert id must lie in [0, 2**31 - 1)."""
     e = np.asarray(indices)
     e = e if e.ndim == 2 else e[:, None]
-    bad = np.argwhere((e < 0) | (e >= MAX_EXPERT_ID))
+    bad = np.argwhere((e < 0) | (e >= common.MAX_EXPERT_ID))
     if bad.size:
         n, k = (int(v) for v in bad[0])
-        raise _err(f"input 'indices' must hold expert ids in [0, {MAX_EXPERT_ID}), got {int(e[n, k])} at [{n}, {k}]")
+        raise _err(f"input 'indices' must hold expert ids in [0, {common.MAX_EXPERT_ID}), got {int(e[n, k])} "
+                   f"at [{n}, {k}]")
 
 
 def out_rows(num_pairs: common.Dim, num_out_tokens: int) -> common.Dim:

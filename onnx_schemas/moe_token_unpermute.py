@@ -14,7 +14,7 @@ from onnx import TensorProto
 from onnx.shape_inference import InferenceContext
 
 from . import _common as common
-from .moe_finalize_routing_v2 import weighted_gather
+from .moe_finalize_routing_v2 import infer_weighted_gather, weighted_gather
 
 OP_TYPE = "MoeTokenUnpermute"
 
@@ -124,17 +124,7 @@ def validate_indices(sorted_indices: np.ndarray, N: int, K: int, P: int, probs: 
 
 def _infer(ctx: InferenceContext) -> None:
     common.inferred_int_attributes(ctx, OP_TYPE, DEFAULTS, validate_attributes)
-    t = common.input_type(ctx, 0)
-    if t is None:
-        return
-    t_dims, i_dims = common.input_dims(t), common.input_dims(common.input_type(ctx, 1))
-    p_dims = common.input_dims(common.input_type(ctx, 2))
-    h = t_dims[-1] if t_dims else None
-    if common.input_type(ctx, 2) is not None:
-        n = p_dims[0] if p_dims is not None and len(p_dims) == 2 else None
-    else:
-        n = i_dims[0] if i_dims is not None and len(i_dims) == 1 else None
-    ctx.set_output_type(0, common.make_type(t.tensor_type.elem_type, [n, h]))
+    infer_weighted_gather(ctx, rows=0, index=1, weights=2)
 
 
 SCHEMA.set_type_and_shape_inference_function(_infer)

@@ -26,12 +26,17 @@ with open({result!r}, "wb") as f:
 """
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (x86-64 Linux; elsewhere none)."""
+    try:
+        return set(Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split())
+    except (OSError, IndexError):
+        return set()
+
+
 def cpu_isa_paths() -> list[str]:
     """The ISA paths of the kernels this CPU can run (x86-64 Linux; elsewhere the baseline only)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split())
-    except (OSError, IndexError):
-        return ["baseline"]
+    flags = cpu_flags()
     paths = ["baseline"]
     if {"avx2", "fma"} <= flags:
         paths.append("avx2")

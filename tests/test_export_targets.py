@@ -57,14 +57,21 @@ def test_default_target_keeps_what_the_cann_ep_would_run_on_the_host():
     assert "MatMul" not in host  # MatMul-13 is the same at opset 20
 
 
-def test_cann_target_refuses_what_it_cannot_honour():
-    block = presets.build("qwen3-moe", "tiny", "float32")
-    with pytest.raises(targets.TargetError, match="'onnx' expert formulation runs on the host"):
-        export_block(block, experts="onnx", target="cann")
+@pytest.mark.parametrize("target,why", [("cann", "runs on the host"), ("ge", "is not what GE runs")])
+def test_device_targets_refuse_the_onnx_formulation_and_opset_20(target, why):
     from ascend_moe_onnx.exporters import export
 
-    with pytest.raises(targets.TargetError, match="opset 20 requested"):
-        export(block, block.example_inputs(4), target="cann", opset_version=20)
+    block = presets.build("qwen3-moe", "tiny", "float32")
+    with pytest.raises(targets.TargetError, match=f"target '{target}': the 'onnx' expert formulation {why}"):
+        export_block(block, experts="onnx", target=target)
+    with pytest.raises(targets.TargetError, match=f"target '{target}': opset 20 requested"):
+        export(block, block.example_inputs(4), target=target, opset_version=20)
+
+
+def test_unknown_target_refused():
+    from ascend_moe_onnx.exporters import export
+
+    block = presets.build("qwen3-moe", "tiny", "float32")
     with pytest.raises(targets.TargetError, match="unknown target 'npu'"):
         export(block, block.example_inputs(4), target="npu")
 
@@ -240,14 +247,8 @@ def test_ge_target_stores_grouped_matmul_weights_ekn():
 
 
 def test_ge_target_refuses_what_the_plugin_would_refuse():
-    from ascend_moe_onnx.exporters import export
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
-    block = presets.build("qwen3-moe", "tiny", "float32")
-    with pytest.raises(targets.TargetError, match="target 'ge': the 'onnx' expert formulation"):
-        export_block(block, experts="onnx", target="ge")
-    with pytest.raises(targets.TargetError, match="target 'ge': opset 20 requested"):
-        export(block, block.example_inputs(4), target="ge", opset_version=20)
     quantized = presets.build("qwen3-moe", "tiny", "bfloat16", seed=2, weights_quant=WeightsQuant.from_scheme("int8"))
     with pytest.raises(experts_graph.ExpertsError, match="--target ge exports float expert weights only"):
         export_block(quantized, 4, target="ge")

@@ -216,19 +216,25 @@ def test_ascend_w8a8_checkpoint_outside_the_layout_is_one_clear_error(tmp_path, 
         hf_export.load(tmp_path)
 
 
-def test_cli_export_hf_checkpoint(tmp_path, capsys):
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
-
-    model = hf_cases.model("qwen3_moe")
+def _cli_export_checkpoint(model, tmp_path, capsys):
+    """Saves ``model`` as a checkpoint and exports it with ``moe-onnx export --hf``: (input ids, the
+    model's logits for them, the ONNX file, the exit code, the captured output)."""
     model.save_pretrained(tmp_path / "ckpt")
     ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         ref = model(ids).logits.numpy()
     out = tmp_path / "model.onnx"
     code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(out)])
-    text = capsys.readouterr()
+    return ids, ref, out, code, capsys.readouterr()
+
+
+def test_cli_export_hf_checkpoint(tmp_path, capsys):
+    import onnxruntime as ort
+
+    from ascend_moe_onnx import ort_custom_ops
+
+    model = hf_cases.model("qwen3_moe")
+    ids, ref, out, code, text = _cli_export_checkpoint(model, tmp_path, capsys)
     assert code == 0, text.err
     assert "2 MoeGatingTopKHash node(s)" in text.out
     session = ort.InferenceSession(str(out), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
@@ -359,13 +365,7 @@ def test_dense_qwen3_moe_config_exports_as_the_dense_model(tmp_path, capsys):
 
     model = hf_cases.model("qwen3_moe", num_experts=0)
     assert hf.patch(model, quiet=True) == []
-    model.save_pretrained(tmp_path / "ckpt")
-    ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        ref = model(ids).logits.numpy()
-    out = tmp_path / "m.onnx"
-    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "-o", str(out)])
-    text = capsys.readouterr()
+    ids, ref, out, code, text = _cli_export_checkpoint(model, tmp_path, capsys)
     assert code == 0 and "no MoE layer" in text.out and "0 MoeGatingTopKHash node(s)" in text.out, text.err
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert _rel(session.run(None, {"input_ids": ids.numpy()})[0], ref) <= 1e-4

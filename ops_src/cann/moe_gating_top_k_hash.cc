@@ -40,24 +40,24 @@ bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
   if (!prepare || !run_fn) throw std::runtime_error("MoeGatingTopKHash: " + why);
 
   const int64_t R = p.rows, E = p.experts, K = p.k;
-  const AclDataType xt = FloatAclType(a.x_type);
+  const AclDataType xt = FloatAclType(a.in.x_type);
   // The operators always write the float scores [R, E]; without out_flag they go to scratch.
   DeviceBuffer out_scratch(ctx, p.out_flag ? 1 : static_cast<size_t>(R * E) * 4);
-  Tensor x(xt, {R, E}, a.x);
-  Tensor y(xt, {R, K}, a.y);
-  Tensor expert_idx(kAclInt32, {R, K}, a.expert_idx);
-  Tensor out(kAclFloat, {R, E}, p.out_flag ? static_cast<void*>(a.out) : out_scratch.get());
+  Tensor x(xt, {R, E}, a.in.x);
+  Tensor y(xt, {R, K}, a.out.y);
+  Tensor expert_idx(kAclInt32, {R, K}, a.out.expert_idx);
+  Tensor out(kAclFloat, {R, E}, p.out_flag ? static_cast<void*>(a.out.out) : out_scratch.get());
   std::unique_ptr<Tensor> bias;
-  if (a.bias) bias = std::make_unique<Tensor>(xt, std::vector<int64_t>{E}, a.bias);
+  if (a.in.bias) bias = std::make_unique<Tensor>(xt, std::vector<int64_t>{E}, a.in.bias);
 
   std::unique_ptr<DeviceBuffer> ids_device;
   std::unique_ptr<Tensor> ids, table;
-  const size_t ids_bytes = static_cast<size_t>(R) * IntBytes(a.ids_type);
-  if (a.hash) {
+  const size_t ids_bytes = static_cast<size_t>(R) * IntBytes(a.in.ids_type);
+  if (a.in.hash) {
     ids_device = std::make_unique<DeviceBuffer>(ctx, ids_bytes);
-    ids = std::make_unique<Tensor>(IntAclType(a.ids_type), std::vector<int64_t>{R}, ids_device->get());
-    table =
-        std::make_unique<Tensor>(IntAclType(a.table_type), std::vector<int64_t>{a.table_rows, K}, a.tid2eid);
+    ids = std::make_unique<Tensor>(IntAclType(a.in.ids_type), std::vector<int64_t>{R}, ids_device->get());
+    table = std::make_unique<Tensor>(IntAclType(a.in.table_type), std::vector<int64_t>{a.in.table_rows, K},
+                                     a.in.tid2eid);
   }
   const double rsf = p.routed_scaling_factor, eps = p.eps;
   const bool out_flag = p.out_flag != 0;
@@ -77,7 +77,7 @@ bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
     return false;
   }
   // input_ids were read on the host (validation); the operator reads them on the device.
-  if (a.hash) UploadStaged(ctx, ids_device->get(), a.input_ids_host, ids_bytes);
+  if (a.in.hash) UploadStaged(ctx, ids_device->get(), a.in.input_ids, ids_bytes);
   LaunchAclnn(ctx, call, prepared, run_fn);
   return true;
 }
@@ -86,28 +86,20 @@ bool RunNative(const DeviceContext& ctx, const MoeGatingDeviceArgs& a, const cha
 cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingDeviceArgs& a) {
   const cpu::MoeGatingTopKHashParams& p = a.params;
   const int64_t R = p.rows, E = p.experts, K = p.k;
-  const size_t fb = FloatBytes(a.x_type);
+  const size_t fb = FloatBytes(a.in.x_type);
   std::vector<std::unique_ptr<HostBuffer>> staging;
   auto download = [&](const void* device, size_t bytes) {
     staging.push_back(std::make_unique<HostBuffer>(bytes));
     CopyAsync(ctx, staging.back()->get(), device, bytes, kDeviceToHost);
     return static_cast<const void*>(staging.back()->get());
   };
-  cpu::MoeGatingTopKHashInputs in;
-  in.x_type = a.x_type;
-  in.x = download(a.x, R * E * fb);
-  in.bias = a.bias ? download(a.bias, E * fb) : nullptr;
-  if (a.hash) {
-    in.hash = true;
-    in.ids_type = a.ids_type;
-    in.input_ids = a.input_ids_host;
-    in.table_type = a.table_type;
-    in.tid2eid = download(a.tid2eid, a.table_rows * K * IntBytes(a.table_type));
-    in.table_rows = a.table_rows;
-  }
+  cpu::MoeGatingTopKHashInputs in = a.in;  // input_ids is already host memory
+  in.x = download(a.in.x, R * E * fb);
+  if (a.in.bias) in.bias = download(a.in.bias, E * fb);
+  if (a.in.hash) in.tid2eid = download(a.in.tid2eid, a.in.table_rows * K * IntBytes(a.in.table_type));
   if (a.additional) {
-    in.additional_bias = download(a.additional_bias, E * fb);
-    in.additional_token_mask = static_cast<const uint8_t*>(download(a.mask, R));
+    in.additional_bias = download(a.in.additional_bias, E * fb);
+    in.additional_token_mask = static_cast<const uint8_t*>(download(a.in.additional_token_mask, R));
   }
   Synchronize(ctx);  // the downloads (and the work that produced the inputs) are complete
   HostBuffer y(R * K * fb), idx(R * K * sizeof(int32_t)), out(p.out_flag ? R * E * sizeof(float) : 0);
@@ -117,9 +109,9 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
   o.out = p.out_flag ? out.as<float>() : nullptr;
   const cpu::MoeGatingTopKHashError error = cpu::MoeGatingTopKHashRows(p, in, o, 0, R);
   if (!error.ok()) return error;
-  y.UploadTo(ctx, a.y, y.size());  // no wait: the pool keeps the results until their copies ran
-  idx.UploadTo(ctx, a.expert_idx, idx.size());
-  if (p.out_flag) out.UploadTo(ctx, a.out, out.size());
+  y.UploadTo(ctx, a.out.y, y.size());  // no wait: the pool keeps the results until their copies ran
+  idx.UploadTo(ctx, a.out.expert_idx, idx.size());
+  if (p.out_flag) out.UploadTo(ctx, a.out.out, out.size());
   return error;
 }
 
@@ -127,7 +119,7 @@ cpu::MoeGatingTopKHashError RunOnHost(const DeviceContext& ctx, const MoeGatingD
 
 std::string MoeGatingNativeBlocker(const MoeGatingDeviceArgs& a, const char** call) {
   const cpu::MoeGatingTopKHashParams& p = a.params;
-  *call = (a.hash || p.norm_type == 2) ? kAclnnMoeGatingTopKHash : kAclnnMoeGatingTopK;
+  *call = (a.in.hash || p.norm_type == 2) ? kAclnnMoeGatingTopKHash : kAclnnMoeGatingTopK;
   std::string soc = SocBlocker(a.soc, *call);
   if (!soc.empty()) return soc;
   if (p.renorm != 0) return "renorm=1 is an extension of this project; the Ascend kernels reject it";

@@ -16,26 +16,15 @@ namespace ascend_moe::cann {
 inline constexpr const char* kAclnnMoeGatingTopK = "aclnnMoeGatingTopK";
 inline constexpr const char* kAclnnMoeGatingTopKHash = "aclnnMoeGatingTopKHash";
 
+// The CPU kernel's inputs and outputs (ops_src/cpu), in device memory but for input_ids (host
+// memory); what decides the path.
 struct MoeGatingDeviceArgs {
   cpu::MoeGatingTopKHashParams params;  // validated
-  cpu::GatingFloatType x_type = cpu::GatingFloatType::kFloat32;
-  bool hash = false;  // input_ids and tid2eid given
-  cpu::GatingIntType ids_type = cpu::GatingIntType::kInt64;
-  cpu::GatingIntType table_type = cpu::GatingIntType::kInt32;
-  int64_t table_rows = 0;
-  bool additional = false;  // additional_bias and the mask given
+  bool additional = false;              // additional_bias and the mask given
   // The SoC to decide for (aclrtGetSocName's spelling); empty: this process's (SocName()).
   std::string soc;
-  // Device memory (null when absent or empty), except input_ids, which is host memory.
-  const void* x = nullptr;
-  const void* bias = nullptr;
-  const void* input_ids_host = nullptr;
-  const void* tid2eid = nullptr;
-  const void* additional_bias = nullptr;
-  const void* mask = nullptr;
-  void* y = nullptr;
-  int32_t* expert_idx = nullptr;
-  float* out = nullptr;  // when out_flag = 1
+  cpu::MoeGatingTopKHashInputs in;  // element types, hash routing; null pointers for absent inputs
+  cpu::MoeGatingTopKHashOutputs out;
 };
 
 // Why neither ACLNN operator can run this call, or empty: the SoC (SocBlocker), then the
@@ -63,8 +52,8 @@ cpu::MoeGatingTopKHashError LaunchMoeGating(const DeviceContext& ctx, const MoeG
 
 // Token id of a row of input_ids (host memory).
 inline int64_t TokenIdAt(const MoeGatingDeviceArgs& a, int64_t row) {
-  return a.ids_type == cpu::GatingIntType::kInt32 ? static_cast<const int32_t*>(a.input_ids_host)[row]
-                                                  : static_cast<const int64_t*>(a.input_ids_host)[row];
+  return a.in.ids_type == cpu::GatingIntType::kInt32 ? static_cast<const int32_t*>(a.in.input_ids)[row]
+                                                     : static_cast<const int64_t*>(a.in.input_ids)[row];
 }
 
 template <typename RowBad>
@@ -72,7 +61,7 @@ cpu::MoeGatingTopKHashError CheckHashRows(const MoeGatingDeviceArgs& a, RowBad&&
   cpu::MoeGatingTopKHashError e;
   for (int64_t r = 0; r < a.params.rows; ++r) {
     const int64_t id = TokenIdAt(a, r);
-    if (id < 0 || id >= a.table_rows) {
+    if (id < 0 || id >= a.in.table_rows) {
       e.kind = cpu::MoeGatingTopKHashError::kTokenIdOutOfRange;
       e.row = r;
       e.token_id = id;

@@ -29,11 +29,11 @@ std::string GatingBlocker(const std::map<std::string, std::string>& f, const cha
   a.params.experts = IntFact(f, "experts", 0);
   if (a.params.group_count < 1) return "invalid node: group_count < 1";
   a.soc = StringFact(f, "soc");
-  a.hash = IntFact(f, "hash_routing", 0) != 0;
+  a.in.hash = IntFact(f, "hash_routing", 0) != 0;
   a.additional = IntFact(f, "additional", 0) != 0;
-  a.table_type = TypeNamed(f, "table_type") == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
-                     ? cpu::GatingIntType::kInt64
-                     : cpu::GatingIntType::kInt32;  // int32 or not known
+  a.in.table_type = TypeNamed(f, "table_type") == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                        ? cpu::GatingIntType::kInt64
+                        : cpu::GatingIntType::kInt32;  // int32 or not known
   return cann::MoeGatingNativeBlocker(a, call);
 }
 

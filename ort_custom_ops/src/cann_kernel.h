@@ -4,7 +4,7 @@
 //       validate on the host, fill the device args, then either
 //       call.node.Run(blocker, native launch, host run)  (one ACLNN operator or the host fallback;
 //           the host run is usually call.OnHostCopies(device, <the CPU kernel's computation>)), or
-//       call.node.RunPath(path, launch)                   (ops_src/cann chose among its operators)
+//       call.RunPath(path, device_input, launch)         (ops_src/cann chose among its operators)
 // and registers it: `CannKernelOp<Def, Options, Run<Op>Cann>()` in its `<Op>CannOp()` (below),
 // which the op's Ops() lists after its CPU kernel: `OpKernels<Def, Cpu>(<Op>CannOp())`.
 // `Options` says what differs between ops:
@@ -65,6 +65,17 @@ struct CannCall {
               return stage.Output(Def::kName, Def::kOutputs, index, shape, type);
             });
     stage.Finish();
+  }
+
+  // The kernels whose launcher chooses among ACLNN operators (NativeOrHost::RunPath):
+  // `launch(device, &path)` runs `path` on the EP's stream, found through device input
+  // `device_input`.
+  template <typename Launch>
+  void RunPath(cann::NativePath path, size_t device_input, Launch&& launch) {
+    node.RunPath(path, [&] {
+      CannDevice device(ctx, device_input);
+      launch(device.context(), &path);
+    });
   }
 };
 

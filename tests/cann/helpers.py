@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascend_moe_onnx import ort_custom_ops
+from ascend_moe_onnx.ort_custom_ops import cann_placement
 from tests import ort_values
 
 CANN = "CANNExecutionProvider"
@@ -128,6 +129,40 @@ def assert_bits_equal(got: list, ref: list) -> None:
         assert g.tobytes() == r.tobytes(), f"output {i} differs"
 
 
+def shape_only_nodes(model: onnx.ModelProto) -> set[str]:
+    """Names of the nodes whose outputs are all shape values (ORT keeps them on the host: they are
+    bookkeeping, not the model's computation)."""
+    shape_only = cann_placement.shape_values(model.graph)
+    return {n.name for n in model.graph.node if all(o in shape_only for o in n.output)}
+
+
+def assert_close(out: np.ndarray, ref: np.ndarray, rel_tol: float, what: str) -> None:
+    """``out`` has ``ref``'s type and shape and its values within ``rel_tol`` of ``ref``'s largest."""
+    assert out.shape == ref.shape and out.dtype == ref.dtype, f"{what}: {out.dtype}{out.shape} vs {ref.dtype}{ref.shape}"
+    err = float(np.abs(out.astype(np.float64) - ref).max())
+    assert err <= rel_tol * float(np.abs(ref).max()), f"{what}: max abs error {err}"
+
+
+def compare_eps(data: bytes, feeds: dict, acl_call: str) -> tuple[list, bool]:
+    """Runs ``data`` on the CANN EP and on the CPU EP, whose outputs must be bit-equal; returns the
+    CANN outputs and whether ACLNN operator ``acl_call`` ran (natively, not the fallback)."""
+    before = calls(acl_call)
+    got = run(session(data, "cann"), feeds)
+    native = calls(acl_call) > before
+    assert_bits_equal(got, run(session(data, "cpu"), feeds))
+    return got, native
+
+
+def fallback_log(capfd: pytest.CaptureFixture, data: bytes, feeds: dict, runs: int = 3) -> str:
+    """What ``runs`` calls of a new CANN session (warnings logged) write to stderr: the kernels'
+    fallback messages, each said once per node."""
+    s = fresh_session(data, log_severity=2)
+    capfd.readouterr()
+    for _ in range(runs):
+        run(s, feeds)
+    return capfd.readouterr().err
+
+
 def errors() -> tuple:
     """The exception types ORT raises for a failing kernel."""
     from onnxruntime.capi import onnxruntime_pybind11_state as st
@@ -183,3 +218,13 @@ def profiled_run(data: bytes, feeds: dict, tmp_path: Path) -> tuple[list, dict]:
         if e.get("cat") == "Node" and "provider" in args:
             where[e["name"].removesuffix("_kernel_time")] = (args["op_name"], args["provider"])
     return outs, where
+
+
+def npu_run(data: bytes, feeds: dict, tmp_path: Path, on_the_host: set[str], what: str) -> tuple[list, dict]:
+    """``profiled_run``, asserting that the CPU EP computed only the shape-only bookkeeping and the
+    nodes ``on_the_host``: (outputs, {node name: (op type, provider)})."""
+    got, where = profiled_run(data, feeds, tmp_path)
+    on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
+    allowed = shape_only_nodes(onnx.load_from_string(data)) | on_the_host
+    assert on_cpu <= allowed, f"{what}: computed on the host: {sorted(on_cpu - allowed)}"
+    return got, where

@@ -19,7 +19,7 @@ import pytest
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
-from tests.cann.helpers import CANN, ROOT, export_python, profiled_run, run, session
+from tests.cann.helpers import CANN, ROOT, assert_close, export_python, npu_run, run, session
 
 PATHS = ("recipes_deepseek_tp", "recipes_qwen3_softmax", "vllm_ascend_a2")
 TOKENS = (1, 16, 256, 4096)
@@ -60,27 +60,19 @@ def exported(tmp_path_factory) -> dict[str, bytes]:
 def test_ascend_code_graph_on_the_npu(name, tokens, exported, tmp_path):
     data = exported[name]
     model = onnx.load_from_string(data)
-    shape_only = cann_placement.shape_values(model.graph)
-    bookkeeping = {n.name for n in model.graph.node if all(o in shape_only for o in n.output)}
     with_kernel = {op["name"] for op in ort_custom_ops.manifest()["ops"] if op.get("provider") == CANN}
     ours = {n.name: n.op_type for n in model.graph.node if n.domain == DOMAIN}
     host_named = {entry.split("'")[1] for entry in cann_placement.cann_host_nodes(model)}
-    allowed = bookkeeping | host_named | {n for n, op in ours.items() if op not in with_kernel}
     x = model.graph.input[0]
     hidden = x.type.tensor_type.shape.dim[1].dim_value
     feeds = {x.name: np.random.default_rng(tokens).standard_normal((tokens, hidden)).astype(np.float32)}
-    got, where = profiled_run(data, feeds, tmp_path)
-    on_cpu = {n for n, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
-    assert on_cpu <= allowed, f"{name}: computed on the host: {sorted(on_cpu - allowed)}"
-    never = {n: where[n][0] for n in on_cpu if where[n][0] in NEVER_ON_THE_HOST}
+    without_kernel = {n for n, op in ours.items() if op not in with_kernel}
+    got, where = npu_run(data, feeds, tmp_path, host_named | without_kernel, name)
+    never = {n: op for n, (op, ep) in where.items() if ep == "CPUExecutionProvider" and op in NEVER_ON_THE_HOST}
     assert not never, f"{name}: on the host: {never}"
     assert where[next(n for n, op in ours.items() if op == "SwiGlu")][1] == CANN
     for n, op in ours.items():
         if op in with_kernel:
             assert where[n][1] == CANN, f"{name}: {n} ({op}) not on the NPU"
     assert all(ep == CANN for op, ep in where.values() if op == "MatMul")
-    ref = run(session(data, "cpu"), feeds)[0]
-    out = got[0]
-    assert out.shape == ref.shape and out.dtype == ref.dtype
-    err = float(np.abs(out.astype(np.float64) - ref).max())
-    assert err <= REL_TOL * float(np.abs(ref).max()), f"{name} at {tokens} tokens: max abs error {err}"
+    assert_close(got[0], run(session(data, "cpu"), feeds)[0], REL_TOL, f"{name} at {tokens} tokens")

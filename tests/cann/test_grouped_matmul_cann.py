@@ -55,11 +55,7 @@ def case(rng, dtype, m=12, k=16, n=8, e=3, transpose=0, group_list_type=0, gtype
 
 def compare(feeds, **attrs):
     """Run on CANN and CPU (bit-equal); returns (y, whether aclnnGroupedMatmulV4 ran)."""
-    data = gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds.get("b"), **attrs)
-    before = cann.calls(GMM)
-    got = cann.run(cann.session(data, "cann"), feeds)
-    native = cann.calls(GMM) > before
-    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
+    got, native = cann.compare_eps(gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds.get("b"), **attrs), feeds, GMM)
     return got[0], native
 
 
@@ -119,19 +115,8 @@ def test_more_than_1024_groups_fall_back():
 
 
 def test_fallback_logged_once_with_reason(capfd):
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
-
     feeds = case(np.random.default_rng(4), np.float16, bias=np.float32)
-    data = gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds["b"])
-    so = ort_custom_ops.session_options()
-    so.log_severity_level = 2
-    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
-    capfd.readouterr()
-    for _ in range(3):
-        cann.run(s, feeds)
-    err = capfd.readouterr().err
+    err = cann.fallback_log(capfd, gmm_model(feeds["x"], feeds["w"], feeds["g"], feeds["b"]), feeds)
     assert err.count("GroupedMatmul runs on the host fallback") == 1, err
     assert "aclnnGroupedMatmulV4 takes a float16 bias with float16 x, got float" in err
 
@@ -242,19 +227,11 @@ def test_antiquant_grid_native_unless_int8_per_group(monkeypatch, weight, x_type
 
 
 def test_int8_per_group_fallback_says_why(capfd):
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
     from tests.op_table import node_model
     from tests.ops.grouped_matmul.grouped_matmul_cases import make_quant_inputs
 
     inputs = make_quant_inputs(np.random.default_rng(6), [2, 2], 32, 8, "int8", "float16", groups=2)
     data = node_model("GroupedMatmul", inputs, dict(group_list_type=1)).SerializeToString()
-    so = ort_custom_ops.session_options()
-    so.log_severity_level = 2
-    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
-    capfd.readouterr()
-    cann.run(s, inputs)
-    err = capfd.readouterr().err
+    err = cann.fallback_log(capfd, data, inputs, runs=1)
     if native_soc(quantized=False) and not ON_310P:
         assert "takes int8 weights with per-channel antiquant scales [E, N] only" in err, err

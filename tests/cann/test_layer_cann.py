@@ -18,7 +18,7 @@ import pytest
 
 from ascend_moe_onnx.onnx_schemas import DOMAIN
 from ascend_moe_onnx.ort_custom_ops import cann_placement
-from tests.cann.helpers import CANN, cli_exports, profiled_run, run, session
+from tests.cann.helpers import CANN, assert_close, cli_exports, npu_run, run, session
 
 PRESETS = ("deepseek-v3", "qwen3-moe")
 TOKENS = (1, 16, 256, 4096)
@@ -45,21 +45,14 @@ def test_exported_layer_has_nothing_the_cann_ep_runs_on_the_host(preset, exporte
 @pytest.mark.parametrize("preset", PRESETS)
 def test_layer_runs_on_the_npu_and_matches_the_cpu_ep(preset, tokens, exported, tmp_path):
     data = exported[preset]
-    model = onnx.load_from_string(data)
-    shape_only = cann_placement.shape_values(model.graph)
-    bookkeeping = {n.name for n in model.graph.node if all(o in shape_only for o in n.output)}
-    ours = {n.name for n in model.graph.node if n.domain == DOMAIN}
     feeds = {"hidden_states": np.random.default_rng(tokens).standard_normal((tokens, HIDDEN)).astype(np.float32)}
-    got, where = profiled_run(data, feeds, tmp_path)
-    on_cpu = {name for name, (_, ep) in where.items() if ep == "CPUExecutionProvider"}
-    assert on_cpu <= bookkeeping, f"{preset}: computed on the host: {sorted(on_cpu - bookkeeping)}"
-    for name in ours:
+    got, where = npu_run(data, feeds, tmp_path, set(), preset)
+    for name in (n.name for n in onnx.load_from_string(data).graph.node if n.domain == DOMAIN):
         assert where[name][1] == CANN, f"{preset}: {where[name]} not on the NPU"
     matmuls = [name for name, (op, _) in where.items() if op == "MatMul"]
     assert matmuls and all(where[m][1] == CANN for m in matmuls)
     ref = run(session(data, "cpu"), feeds)
     (out, idx), (ref_out, ref_idx) = got, ref
     np.testing.assert_array_equal(idx, ref_idx)
-    assert out.dtype == ref_out.dtype and out.shape == ref_out.shape == (tokens, HIDDEN)
-    err = float(np.abs(out.astype(np.float64) - ref_out).max())
-    assert err <= REL_TOL * float(np.abs(ref_out).max()), f"{preset} at {tokens} tokens: max abs error {err}"
+    assert ref_out.shape == (tokens, HIDDEN)
+    assert_close(out, ref_out, REL_TOL, f"{preset} at {tokens} tokens")

@@ -52,11 +52,7 @@ def random_case(rng, token_type, count_type=np.int64, scales=None, a=None, n=3, 
 def compare(feeds, **attrs):
     """Run on CANN and CPU; returns (CANN outputs, whether aclnnMoeReRouting ran)."""
     data = rerouting_model(feeds["tokens"], feeds["counts"], feeds.get("scales"), **attrs)
-    before = cann.calls("aclnnMoeReRouting")
-    got = cann.run(cann.session(data, "cann"), feeds)
-    native = cann.calls("aclnnMoeReRouting") > before
-    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
-    return got, native
+    return cann.compare_eps(data, feeds, "aclnnMoeReRouting")
 
 
 def test_worked_example_runs_natively_on_cann(tmp_path):
@@ -116,18 +112,7 @@ def test_zero_tokens(token_type):
 def test_fallback_logged_once_with_reason(capfd):
     rng = np.random.default_rng(5)
     feeds = random_case(rng, np.float32)
-    data = rerouting_model(feeds["tokens"], feeds["counts"], idx_type=1)
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
-
-    so = ort_custom_ops.session_options()
-    so.log_severity_level = 2
-    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
-    capfd.readouterr()
-    for _ in range(3):
-        cann.run(s, feeds)
-    err = capfd.readouterr().err
+    err = cann.fallback_log(capfd, rerouting_model(feeds["tokens"], feeds["counts"], idx_type=1), feeds)
     assert err.count("MoeReRouting runs on the CANN copy fallback") == 1, err
     _, why = rerouting_path({"expert_token_num_type": 1, "idx_type": 1}, token_type="float", hidden=16)
     assert why.startswith("tokens must be float16" if NATIVE_SOC else "the SoC Ascend310P3 has no kernels of aclnnMoeReRouting")

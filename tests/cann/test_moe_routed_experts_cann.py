@@ -102,19 +102,8 @@ def test_empty_shapes(shape):
 
 
 def test_fallback_logged_once_with_reason(capfd):
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
-
     feeds = case(np.random.default_rng(5))
-    so = ort_custom_ops.session_options()
-    so.log_severity_level = 2
-    s = ort.InferenceSession(experts_model(feeds, swiglu_limit=1.0), so,
-                             providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
-    capfd.readouterr()
-    for _ in range(3):
-        cann.run(s, feeds)
-    err = capfd.readouterr().err
+    err = cann.fallback_log(capfd, experts_model(feeds, swiglu_limit=1.0), feeds)
     assert err.count("MoeRoutedExperts runs on the host fallback") == 1, err
     assert "swiglu_limit > 0 (the clamp) has no CANN operator" in err
 
@@ -144,10 +133,6 @@ def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
     """Quantized experts take the host fallback: aclnnGroupedMatmulV4's antiquant needs float16 /
     bfloat16 activations and the op's are float32. Placed on CANN, no operator of the chain runs,
     the result is the CPU EP's bit for bit, and the log says why."""
-    import onnxruntime as ort
-
-    from ascend_moe_onnx import ort_custom_ops
-
     feeds = quant_case(np.random.default_rng(7 + bits + block), bits, block)
     names = ["x", "idx", "w", "gu", "down", "gus", "dns"]
     inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
@@ -155,9 +140,7 @@ def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
     node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", weight_bits=bits,
                             block_size=block)
     data = cann.model([node], inputs, ["y"])
-    so = ort_custom_ops.session_options()
-    so.log_severity_level = 2
-    s = ort.InferenceSession(data, so, providers=[ort_custom_ops.cann_provider(), "CPUExecutionProvider"])
+    s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
     before = chain_calls()
     got = cann.run(s, feeds)

@@ -38,11 +38,8 @@ void RunGroupedMatmulCann(CannCall<GroupedMatmulDef, GroupedMatmulCannOptions>& 
   args.y = call.Output(kOutY, {args.params.rows, args.params.cols},
                        CheckGroupedMatmulTypes(GroupedMatmulViewTypes(in), call.attrs.output_dtype).y);
   if (args.params.rows == 0 || args.params.cols == 0) return;
-  cann::NativePath path = cann::ChooseGroupedMatmulPath(args);
-  call.node.RunPath(path, [&]() {
-    CannDevice device(call.ctx, kInX);
-    cann::LaunchGroupedMatmul(device.context(), args, &path);
-  });
+  call.RunPath(cann::ChooseGroupedMatmulPath(args), kInX,
+               [&](const auto& device, auto* path) { cann::LaunchGroupedMatmul(device, args, path); });
 }
 
 }  // namespace

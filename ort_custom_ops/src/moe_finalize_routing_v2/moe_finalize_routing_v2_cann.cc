@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "moe_finalize_routing_v2_host.h"
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_finalize_routing_v2.h"
+#include "weighted_gather_ort.h"
 
 namespace ascend_moe {
 
@@ -19,10 +19,9 @@ using MoeFinalizeRoutingV2CannOptions = CannOptions<finalize::kInExpandedRowIdx,
 
 void RunMoeFinalizeRoutingV2Cann(CannCall<finalize::Def, MoeFinalizeRoutingV2CannOptions>& call) {
   using namespace finalize;
-  const FinalizeRoutingV2Inputs& in = call.in;
-  const int64_t drop_pad_mode = call.attrs.drop_pad_mode;
+  const finalize::Inputs& in = call.in;
   cpu::WeightedGatherBuffers device_buffers;
-  const cpu::WeightedGatherParams p = ValidateMoeFinalizeRoutingV2(in, drop_pad_mode, &device_buffers);
+  const cpu::WeightedGatherParams p = ValidateMoeFinalizeRoutingV2(in, call.attrs, &device_buffers);
   const ONNXTensorElementDataType type = in[kInExpandedX].type;
   const std::vector<int64_t> y_shape = {p.num_out_rows, p.hidden};
   cann::FinalizeRoutingV2Call c;
@@ -31,7 +30,7 @@ void RunMoeFinalizeRoutingV2Cann(CannCall<finalize::Def, MoeFinalizeRoutingV2Can
   c.tokens = p.num_out_rows;
   c.k = p.k;
   c.hidden = p.hidden;
-  c.drop_pad_mode = drop_pad_mode;
+  c.drop_pad_mode = call.attrs.drop_pad_mode;
   c.experts = in[kInBias].present ? in[kInBias].shape[0] : 0;
   const std::string blocker = call.node.Blocker(
       cann::MoeFinalizeRoutingV2NativeBlocker(c, in[kInScales].present), cann::kAclnnMoeFinalizeRoutingV2);
@@ -57,15 +56,8 @@ void RunMoeFinalizeRoutingV2Cann(CannCall<finalize::Def, MoeFinalizeRoutingV2Can
     cann::LaunchMoeFinalizeRoutingV2(device.context(), c, index.data(),
                                      experts.empty() ? nullptr : experts.data());
   };
-  auto on_host = [&]() {
-    call.OnHostCopies(device.context(), [&](const FinalizeRoutingV2Inputs& host, const auto& output) {
-      cpu::WeightedGatherBuffers b;
-      const cpu::WeightedGatherParams hp = ValidateMoeFinalizeRoutingV2(host, drop_pad_mode, &b);
-      b.out = output(kOutY, y_shape, type);
-      cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
-    });
-  };
-  call.node.Run(blocker, native, on_host);
+  call.node.Run(blocker, native,
+                [&]() { WeightedGatherOnHost(call, device.context(), ValidateMoeFinalizeRoutingV2); });
 }
 
 }  // namespace

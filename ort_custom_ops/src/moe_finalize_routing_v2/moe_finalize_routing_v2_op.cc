@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "cann_kernel.h"
-#include "moe_finalize_routing_v2_host.h"
 #include "op_base.h"
 #include "weighted_gather_ort.h"
 
@@ -44,9 +43,11 @@ std::string DimsStr(int64_t a, int64_t b) { return Str("[", a, ", ", b, "]"); }
 
 }  // namespace
 
-cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2Inputs& in, int64_t mode,
+cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const finalize::Inputs& in,
+                                                       const finalize::Attrs& attrs,
                                                        cpu::WeightedGatherBuffers* buffers) {
   using namespace finalize;
+  const int64_t mode = attrs.drop_pad_mode;
   const InputView &x = in[kInExpandedX], &idx = in[kInExpandedRowIdx], &scales = in[kInScales];
   const InputView &bias = in[kInBias], &experts = in[kInExpertIdx];
   const bool drop_pad = mode == 1 || mode == 3;
@@ -57,20 +58,7 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
   }
   const int64_t h = x.shape.back();
   const int64_t r = drop_pad ? SaturatingMul(x.shape[0], x.shape[1]) : x.shape[0];
-  if (idx.shape.size() != 1)
-    FailInput(kInExpandedRowIdx, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
-  int64_t n = idx.shape[0], k = 1;
-  if (scales.present) {
-    if (scales.shape.size() != 2 || scales.shape[1] < 1) {
-      FailInput(kInScales, Str("must be 2-D [N, K] with K >= 1, got shape ", ShapeStr(scales.shape)));
-    }
-    n = scales.shape[0];
-    k = scales.shape[1];
-    if (idx.shape[0] != n * k) {
-      FailInput(kInExpandedRowIdx, Str("must have N*K = ", n * k, " elements (N = ", n, ", K = ", k,
-                                       " from scales), got shape ", ShapeStr(idx.shape)));
-    }
-  }
+  const auto [n, k] = CheckWeightedGatherSlots<Def>(in, kInExpandedRowIdx, kInScales);
   if (!drop_pad && x.shape[0] != n * k) {
     FailInput(kInExpandedX, Str("must have N*K = ", n * k, " rows when drop_pad_mode is 0 or 2, got shape ",
                                 ShapeStr(x.shape)));
@@ -140,22 +128,8 @@ cpu::WeightedGatherParams ValidateMoeFinalizeRoutingV2(const FinalizeRoutingV2In
   return p;
 }
 
-namespace {
-
-void RunMoeFinalizeRoutingV2Cpu(Ort::KernelContext& ctx, const finalize::Def::Inputs& in,
-                                const finalize::Def::Attrs& attrs) {
-  using namespace finalize;
-  cpu::WeightedGatherBuffers buffers;
-  const cpu::WeightedGatherParams params = ValidateMoeFinalizeRoutingV2(in, attrs.drop_pad_mode, &buffers);
-  buffers.out = GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.num_out_rows, params.hidden},
-                                 in[kInExpandedX].type, /*required=*/true);
-  RunWeightedGather(ctx, params, buffers);
-}
-
-}  // namespace
-
 std::vector<const OrtCustomOp*> MoeFinalizeRoutingV2Ops() {
-  return OpKernels<finalize::Def, CpuKernel<finalize::Def, &RunMoeFinalizeRoutingV2Cpu>>(
+  return OpKernels<finalize::Def, WeightedGatherCpuKernel<finalize::Def, ValidateMoeFinalizeRoutingV2>>(
       MoeFinalizeRoutingV2CannOp());
 }
 

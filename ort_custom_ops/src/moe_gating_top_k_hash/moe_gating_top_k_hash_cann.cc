@@ -95,45 +95,22 @@ void CheckIdsAndTable(CannCall<MoeGatingDef, MoeGatingCannOptions>& call, const 
       cann::CheckHashRows(args, [&](int64_t id, int64_t* column, int64_t* value) {
         return TableRowBad(table, tid2eid.type, k, E, id, column, value);
       });
-  if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
+  if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.in.table_rows));
 }
 
 void RunMoeGatingCann(CannCall<MoeGatingDef, MoeGatingCannOptions>& call) {
-  const MoeGatingInputViews& views = call.in;  // input_ids in host memory
-  const InputView& tid2eid = views[kInTid2eid];
-  const MoeGatingProblem p = ValidateMoeGatingInputs(views, call.attrs);
-
+  const MoeGatingProblem p = ValidateMoeGatingInputs(call.in, call.attrs);
   cann::MoeGatingDeviceArgs args;
   args.params = p.params;
-  args.x_type = p.x_type;
-  args.x = views[kInX].data;
-  args.bias = views[kInBias].present ? views[kInBias].data : nullptr;
-  if (p.hash) {
-    args.hash = true;
-    args.ids_type = p.ids_type;
-    args.input_ids_host = views[kInInputIds].data;
-    args.table_type = p.table_type;
-    args.tid2eid = tid2eid.data;
-    args.table_rows = tid2eid.shape[0];
-  }
-  if (p.additional) {
-    args.additional = true;
-    args.additional_bias = views[kInAdditionalBias].data;
-    args.mask = views[kInAdditionalTokenMask].data;
-  }
-  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(call.ctx, p, views[kInX].type);
-  args.y = outs.y;
-  args.expert_idx = outs.expert_idx;
-  args.out = outs.out;
-
-  cann::NativePath path = cann::ChooseMoeGatingPath(args);
+  args.additional = p.additional;
+  args.in = MoeGatingKernelInputs(call.in, p);  // input_ids in host memory
+  args.out = AllocateMoeGatingOutputs(call.ctx, p, call.in[kInX].type);
   cpu::MoeGatingTopKHashError error;
-  call.node.RunPath(path, [&]() {
-    CannDevice device(call.ctx, kInX);
-    if (path.call && args.hash && args.params.rows > 0) CheckIdsAndTable(call, device.context(), p, args);
-    error = cann::LaunchMoeGating(device.context(), args, &path);
+  call.RunPath(cann::ChooseMoeGatingPath(args), kInX, [&](const auto& device, auto* path) {
+    if (path->call && args.in.hash && args.params.rows > 0) CheckIdsAndTable(call, device, p, args);
+    error = cann::LaunchMoeGating(device, args, path);
   });
-  if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.table_rows));
+  if (!error.ok()) Fail(cpu::DescribeMoeGatingTopKHashError(error, p.params, args.in.table_rows));
 }
 
 }  // namespace

@@ -86,30 +86,8 @@ void RunMoeGatingCpu(Ort::KernelContext& ctx, const MoeGatingProblem& p,
 void RunMoeGatingTopKHashCpu(Ort::KernelContext& ctx, const gating_defs::Inputs& views,
                              const gating_defs::Attrs& attrs) {
   const MoeGatingProblem p = ValidateMoeGatingInputs(views, attrs);
-
-  cpu::MoeGatingTopKHashInputs inputs;
-  inputs.x_type = p.x_type;
-  inputs.x = views[kInX].data;
-  inputs.bias = views[kInBias].present ? views[kInBias].data : nullptr;
-  if (p.hash) {
-    inputs.hash = true;
-    inputs.ids_type = p.ids_type;
-    inputs.input_ids = views[kInInputIds].data;
-    inputs.table_type = p.table_type;
-    inputs.tid2eid = views[kInTid2eid].data;
-    inputs.table_rows = views[kInTid2eid].shape[0];
-  }
-  if (p.additional) {
-    inputs.additional_bias = views[kInAdditionalBias].data;
-    inputs.additional_token_mask = static_cast<const uint8_t*>(views[kInAdditionalTokenMask].data);
-  }
-
-  cpu::MoeGatingTopKHashOutputs outputs;
-  const MoeGatingOutputBuffers outs = AllocateMoeGatingOutputs(ctx, p, views[kInX].type);
-  outputs.y = outs.y;
-  outputs.expert_idx = outs.expert_idx;
-  outputs.out = outs.out;
-  RunMoeGatingCpu(ctx, p, inputs, outputs);
+  RunMoeGatingCpu(ctx, p, MoeGatingKernelInputs(views, p),
+                  AllocateMoeGatingOutputs(ctx, p, views[kInX].type));
 }
 
 }  // namespace

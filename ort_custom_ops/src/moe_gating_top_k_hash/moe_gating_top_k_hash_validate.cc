@@ -152,4 +152,24 @@ MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& in, const At
   return p;
 }
 
+cpu::MoeGatingTopKHashInputs MoeGatingKernelInputs(const MoeGatingInputViews& in, const MoeGatingProblem& p) {
+  cpu::MoeGatingTopKHashInputs k;
+  k.x_type = p.x_type;
+  k.x = in[kInX].data;
+  k.bias = in[kInBias].present ? in[kInBias].data : nullptr;
+  if (p.hash) {
+    k.hash = true;
+    k.ids_type = p.ids_type;
+    k.input_ids = in[kInInputIds].data;
+    k.table_type = p.table_type;
+    k.tid2eid = in[kInTid2eid].data;
+    k.table_rows = in[kInTid2eid].shape[0];
+  }
+  if (p.additional) {
+    k.additional_bias = in[kInAdditionalBias].data;
+    k.additional_token_mask = static_cast<const uint8_t*>(in[kInAdditionalTokenMask].data);
+  }
+  return k;
+}
+
 }  // namespace ascend_moe

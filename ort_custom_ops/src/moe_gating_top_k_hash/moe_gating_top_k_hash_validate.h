@@ -41,15 +41,17 @@ struct MoeGatingProblem {
 // the kernel while it reads them.
 MoeGatingProblem ValidateMoeGatingInputs(const MoeGatingInputViews& inputs, const gating_defs::Attrs& attrs);
 
-// The outputs of one call, allocated with the shapes validation decided (every EP's kernel).
-struct MoeGatingOutputBuffers {
-  void* y = nullptr;
-  int32_t* expert_idx = nullptr;
-  float* out = nullptr;  // null unless out_flag = 1
-};
-inline MoeGatingOutputBuffers AllocateMoeGatingOutputs(Ort::KernelContext& ctx, const MoeGatingProblem& p,
-                                                       ONNXTensorElementDataType x_type) {
-  MoeGatingOutputBuffers b;
+// The kernel's inputs (every EP's kernel): the views' data pointers (the CANN kernel's are device
+// memory but for input_ids, a host input) and the element types validation decided.
+cpu::MoeGatingTopKHashInputs MoeGatingKernelInputs(const MoeGatingInputViews& inputs,
+                                                   const MoeGatingProblem& p);
+
+// The outputs of one call, allocated with the shapes validation decided (every EP's kernel);
+// `out` is null unless out_flag = 1.
+inline cpu::MoeGatingTopKHashOutputs AllocateMoeGatingOutputs(Ort::KernelContext& ctx,
+                                                              const MoeGatingProblem& p,
+                                                              ONNXTensorElementDataType x_type) {
+  cpu::MoeGatingTopKHashOutputs b;
   using namespace gating_defs;
   b.y = GetCheckedOutput(ctx, kName, kOutputs, kOutY, p.y_shape, x_type, true);
   b.expert_idx = static_cast<int32_t*>(GetCheckedOutput(ctx, kName, kOutputs, kOutExpertIdx, p.y_shape,

@@ -22,20 +22,15 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   const OrtApi& api = Ort::GetApi();
   std::string error;
   const Attrs a = InferAttrs(api, ctx, &error);
-  InferredTensor x{}, e{};
-  const bool has_x = GetInferInput(api, ctx, kInX, &x);
-  const bool has_e = GetInferInput(api, ctx, kInExpertIdx, &e);
-  InferDim h{}, rows{}, pairs{};
-  if (has_x && x.dims.size() == 2) h = x.dims[1];
-  if (has_e && e.dims.size() == 2 && e.dims[0].value >= 0 && e.dims[1].value >= 0) {
-    pairs.value = e.dims[0].value * e.dims[1].value;
-    rows.value = std::min(e.dims[0].value, std::max<int64_t>(a.active_num, 0)) * e.dims[1].value;
-  }
-  const ONNXTensorElementDataType t = has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutExpandedX, InferredTensor{t, {rows, h}, true})) return s;
+  const InferredRouting routing = InferRouting(api, ctx, kInX, kInExpertIdx, 2);
+  InferDim rows{};  // min(N, active_num) * K
+  if (routing.pairs.value >= 0)
+    rows.value = std::min(routing.tokens.value, std::max<int64_t>(a.active_num, 0)) * routing.k.value;
+  const InferredTensor expanded_x{routing.row_type, {rows, routing.h}, true};
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, kOutExpandedX, expanded_x)) return s;
   for (Out o : {kOutExpandedRowIdx, kOutExpandedExpertIdx}) {
-    if (OrtStatusPtr s =
-            SetInferOutput(api, ctx, o, InferredTensor{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs}, true})) {
+    if (OrtStatusPtr s = SetInferOutput(
+            api, ctx, o, InferredTensor{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {routing.pairs}, true})) {
       return s;
     }
   }
@@ -70,11 +65,7 @@ cpu::MoeInitRoutingParams ValidateMoeInitRouting(const InitRoutingInputs& in, co
   }
   if (n > kMaxPairs / k)
     FailInput(kInExpertIdx, Str("must have at most ", kMaxPairs, " elements, got ", n * k));
-  cpu::MoeInitRoutingParams p;
-  p.num_tokens = n;
-  p.top_k = k;
-  p.cols = h;
-  p.x_type = RowTypeOf(x.type);
+  cpu::MoeInitRoutingParams p = RoutingParams(n, k, h, x.type, e.type);  // e: int32 (the table)
   p.permute = true;
   p.num_out_rows = std::min(n, a.active_num) * k;
   return p;
@@ -116,8 +107,7 @@ void ComputeMoeInitRouting(Ort::KernelContext& ctx, const InitRoutingInputs& in,
       static_cast<int32_t*>(output(kOutExpandedRowIdx, {pairs}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
   plan.WriteSortedExperts(expert_idx, static_cast<int32_t*>(output(kOutExpandedExpertIdx, {pairs},
                                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kExpertSortChunkBytes),
-                   [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+  ExpandRowsInParallel(ctx, plan, b, plan.out_rows());
 }
 
 std::vector<const OrtCustomOp*> MoeInitRoutingOps() {

@@ -140,12 +140,7 @@ cpu::MoeInitRoutingParams ValidateMoeInitRoutingV3(const InputView& x, const Inp
                              ") when quant_mode is 1, got shape ", ShapeStr(scale.shape)));
     }
   }
-  cpu::MoeInitRoutingParams p;
-  p.num_tokens = n;
-  p.top_k = k;
-  p.cols = h;
-  p.x_type = RowTypeOf(x.type);
-  p.idx_int64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  cpu::MoeInitRoutingParams p = RoutingParams(n, k, h, x.type, idx.type);
   p.expert_num = a.expert_num;
   p.expert_start = a.active_expert_start;
   p.expert_end = ResolvedEnd(a);
@@ -168,14 +163,8 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   const OrtApi& api = Ort::GetApi();
   std::string error;
   const Attrs a = InferAttrs(api, ctx, &error);
-  InferredTensor x{}, idx{};
-  const bool has_x = GetInferInput(api, ctx, d::kInX, &x);
-  const bool has_idx = GetInferInput(api, ctx, d::kInExpertIdx, &idx);
-  InferDim h{}, pairs{};
-  if (has_x && x.dims.size() == 2) h = x.dims[1];
-  if (has_idx && idx.dims.size() == 2 && idx.dims[0].value >= 0 && idx.dims[1].value >= 0) {
-    pairs.value = idx.dims[0].value * idx.dims[1].value;
-  }
+  const InferredRouting routing = InferRouting(api, ctx, d::kInX, d::kInExpertIdx, 2);
+  const InferDim &h = routing.h, &pairs = routing.pairs;
   auto out = [&](size_t i, ONNXTensorElementDataType type, std::vector<InferDim> dims) {
     return SetInferOutput(api, ctx, i, InferredTensor{type, std::move(dims), true});
   };
@@ -189,9 +178,8 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
     x_dims = {rows, h};
     scale_dims = {rows};
   }
-  const ONNXTensorElementDataType x_type = a.quant_mode != -1
-                                               ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8
-                                               : (has_x ? x.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+  const ONNXTensorElementDataType x_type =
+      a.quant_mode != -1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 : routing.row_type;
   if (OrtStatusPtr s = out(d::kOutExpandedX, x_type, x_dims)) return s;
   if (OrtStatusPtr s = out(d::kOutExpandedRowIdx, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs})) return s;
   std::vector<InferDim> c_dims;
@@ -231,8 +219,7 @@ void ComputeMoeInitRoutingV3(Ort::KernelContext& ctx, const InitRoutingV3Inputs&
                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)));
   b.expanded_scale =
       static_cast<float*>(output(d::kOutExpandedScale, {rows}, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
-  ParallelForRange(ctx, rows, plan.RowsPerChunk(kExpertSortChunkBytes),
-                   [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+  ExpandRowsInParallel(ctx, plan, b, rows);
 }
 
 std::vector<const OrtCustomOp*> MoeInitRoutingV3Ops() {

@@ -43,11 +43,8 @@ void RunMoeReRoutingCann(CannCall<Def, MoeReRoutingCannOptions>& call) {
       call.Output(kOutPermuteTokenIdx, {args.params.num_tokens}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32));
   args.expert_token_num = call.Output(kOutExpertTokenNum, {args.params.num_experts}, counts.type);
 
-  cann::NativePath path = cann::ChooseMoeReRoutingPath(args);
-  call.node.RunPath(path, [&]() {
-    CannDevice device(call.ctx, kInTokens);
-    cann::LaunchMoeReRouting(device.context(), args, &path);
-  });
+  call.RunPath(cann::ChooseMoeReRoutingPath(args), kInTokens,
+               [&](const auto& device, auto* path) { cann::LaunchMoeReRouting(device, args, path); });
 }
 
 }  // namespace

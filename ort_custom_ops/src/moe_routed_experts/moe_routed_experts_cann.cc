@@ -42,11 +42,8 @@ void RunMoeRoutedExpertsCann(CannCall<experts::Def, MoeRoutedExpertsCannOptions>
     args.gate_up_scales_bytes = bytes(kInGateUpScales, sizeof(float));
     args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
   }
-  cann::NativePath path = cann::ChooseMoeRoutedExpertsPath(args.params);
-  call.node.RunPath(path, [&]() {
-    CannDevice device(call.ctx, kInX);
-    cann::LaunchMoeRoutedExperts(device.context(), args, &path);
-  });
+  call.RunPath(cann::ChooseMoeRoutedExpertsPath(args.params), kInX,
+               [&](const auto& device, auto* path) { cann::LaunchMoeRoutedExperts(device, args, path); });
 }
 
 }  // namespace

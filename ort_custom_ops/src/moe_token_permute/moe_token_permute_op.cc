@@ -58,12 +58,7 @@ cpu::MoeInitRoutingParams ValidateMoeTokenPermute(const InputView& tokens, const
     FailInput("indices",
               Str("must have at most ", kMaxPairs, " elements (sorted_indices is int32), got ", n * k));
   }
-  cpu::MoeInitRoutingParams p;
-  p.num_tokens = n;
-  p.top_k = k;
-  p.cols = h;
-  p.x_type = RowTypeOf(tokens.type);
-  p.idx_int64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  cpu::MoeInitRoutingParams p = RoutingParams(n, k, h, tokens.type, idx.type);
   p.permute = true;
   p.num_out_rows = OutRows(n * k, a.num_out_tokens);
   return p;
@@ -73,21 +68,12 @@ OrtStatusPtr ORT_API_CALL d::InferShapes(const OrtCustomOp*, OrtShapeInferContex
   const OrtApi& api = Ort::GetApi();
   std::string error;
   const Attrs a = InferAttrs(api, ctx, &error);
-  InferredTensor tokens{}, idx{};
-  const bool has_tokens = GetInferInput(api, ctx, d::kInTokens, &tokens);
-  const bool has_idx = GetInferInput(api, ctx, d::kInIndices, &idx);
-  InferDim h{}, pairs{}, rows{};
-  if (has_tokens && tokens.dims.size() == 2) h = tokens.dims[1];
-  if (has_idx && !idx.dims.empty() && idx.dims.size() <= 2) {
-    pairs.value = 1;
-    for (const InferDim& dim : idx.dims)
-      pairs.value = dim.value >= 0 && pairs.value >= 0 ? pairs.value * dim.value : -1;
-  }
-  if (pairs.value >= 0) rows.value = OutRows(pairs.value, a.num_out_tokens);
-  const ONNXTensorElementDataType t = has_tokens ? tokens.type : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-  if (OrtStatusPtr s = SetInferOutput(api, ctx, d::kOutPermutedTokens, InferredTensor{t, {rows, h}, true}))
-    return s;
-  const InferredTensor sorted{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {pairs}, true};
+  const InferredRouting routing = InferRouting(api, ctx, d::kInTokens, d::kInIndices, 1);  // [N, K] or [N]
+  InferDim rows{};
+  if (routing.pairs.value >= 0) rows.value = OutRows(routing.pairs.value, a.num_out_tokens);
+  const InferredTensor permuted{routing.row_type, {rows, routing.h}, true};
+  if (OrtStatusPtr s = SetInferOutput(api, ctx, d::kOutPermutedTokens, permuted)) return s;
+  const InferredTensor sorted{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {routing.pairs}, true};
   if (OrtStatusPtr s = SetInferOutput(api, ctx, d::kOutSortedIndices, sorted)) return s;
   return error.empty() ? nullptr : api.CreateStatus(ORT_INVALID_ARGUMENT, error.c_str());
 }
@@ -109,8 +95,7 @@ void ComputeMoeTokenPermute(Ort::KernelContext& ctx, const TokenPermuteInputs& i
   b.expanded_x = output(d::kOutPermutedTokens, {plan.out_rows(), p.cols}, tokens.type);
   plan.WriteRowIdx(static_cast<int32_t*>(
       output(d::kOutSortedIndices, {p.num_tokens * p.top_k}, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)));
-  ParallelForRange(ctx, plan.out_rows(), plan.RowsPerChunk(kExpertSortChunkBytes),
-                   [&](int64_t begin, int64_t end) { plan.ExpandRows(b, begin, end); });
+  ExpandRowsInParallel(ctx, plan, b, plan.out_rows());
 }
 
 std::vector<const OrtCustomOp*> MoeTokenPermuteOps() {

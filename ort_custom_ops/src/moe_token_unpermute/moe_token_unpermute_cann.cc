@@ -7,9 +7,9 @@
 
 #include <vector>
 
-#include "moe_token_unpermute_host.h"
 #include "ops_src/cann/aclnn_args.h"
 #include "ops_src/cann/moe_token_unpermute.h"
+#include "weighted_gather_ort.h"
 
 namespace ascend_moe {
 
@@ -20,7 +20,7 @@ using MoeTokenUnpermuteCannOptions = CannOptions<unpermute::kInSortedIndices, un
 void RunMoeTokenUnpermuteCann(CannCall<unpermute::Def, MoeTokenUnpermuteCannOptions>& call) {
   using namespace unpermute;
   cpu::WeightedGatherBuffers device_buffers;
-  const cpu::WeightedGatherParams p = ValidateMoeTokenUnpermute(call.in, &device_buffers);
+  const cpu::WeightedGatherParams p = ValidateMoeTokenUnpermute(call.in, call.attrs, &device_buffers);
   const InputView &tokens = call.in[kInPermutedTokens], &idx = call.in[kInSortedIndices],
                   &probs = call.in[kInProbs];
   const std::vector<int64_t> out_shape = {p.num_out_rows, p.hidden};
@@ -44,15 +44,8 @@ void RunMoeTokenUnpermuteCann(CannCall<unpermute::Def, MoeTokenUnpermuteCannOpti
     a.out = out;
     cann::LaunchMoeTokenUnpermute(device.context(), a);
   };
-  auto on_host = [&]() {
-    call.OnHostCopies(device.context(), [&](const TokenUnpermuteInputs& host, const auto& output) {
-      cpu::WeightedGatherBuffers b;
-      const cpu::WeightedGatherParams hp = ValidateMoeTokenUnpermute(host, &b);
-      b.out = output(kOutUnpermutedTokens, out_shape, tokens.type);
-      cpu::WeightedGatherRows(hp, b, 0, hp.num_out_rows);
-    });
-  };
-  call.node.Run(blocker, native, on_host);
+  call.node.Run(blocker, native,
+                [&]() { WeightedGatherOnHost(call, device.context(), ValidateMoeTokenUnpermute); });
 }
 
 }  // namespace

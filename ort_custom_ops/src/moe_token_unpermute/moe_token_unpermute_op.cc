@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "cann_kernel.h"
-#include "moe_token_unpermute_host.h"
 #include "op_base.h"
 #include "weighted_gather_ort.h"
 
@@ -35,27 +34,15 @@ namespace {
 
 }  // namespace
 
-cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& in,
+cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const unpermute::Inputs& in,
+                                                    const unpermute::Attrs& /*attrs*/,
                                                     cpu::WeightedGatherBuffers* buffers) {
   using namespace unpermute;
   const InputView &tokens = in[kInPermutedTokens], &idx = in[kInSortedIndices], &probs = in[kInProbs];
   if (tokens.shape.size() != 2) {
     FailInput(kInPermutedTokens, Str("must be 2-D [P, H], got shape ", ShapeStr(tokens.shape)));
   }
-  if (idx.shape.size() != 1)
-    FailInput(kInSortedIndices, Str("must be 1-D [N*K], got shape ", ShapeStr(idx.shape)));
-  int64_t n = idx.shape[0], k = 1;
-  if (probs.present) {
-    if (probs.shape.size() != 2 || probs.shape[1] < 1) {
-      FailInput(kInProbs, Str("must be 2-D [N, K] with K >= 1, got shape ", ShapeStr(probs.shape)));
-    }
-    n = probs.shape[0];
-    k = probs.shape[1];
-    if (idx.shape[0] != n * k) {
-      FailInput(kInSortedIndices, Str("must have N*K = ", n * k, " elements (N = ", n, ", K = ", k,
-                                      " from probs), got shape ", ShapeStr(idx.shape)));
-    }
-  }
+  const auto [n, k] = CheckWeightedGatherSlots<Def>(in, kInSortedIndices, kInProbs);
   const int64_t p_rows = tokens.shape[0];
   const cpu::IndexType idx_type = IndexTypeOf(idx.type);
   cpu::WeightedGatherParams p;
@@ -85,24 +72,8 @@ cpu::WeightedGatherParams ValidateMoeTokenUnpermute(const TokenUnpermuteInputs& 
   return p;
 }
 
-namespace {
-
-// (padded_mode, the one attribute, is checked when the kernel is created)
-void RunMoeTokenUnpermuteCpu(Ort::KernelContext& ctx, const unpermute::Def::Inputs& in,
-                             const unpermute::Def::Attrs& /*attrs*/) {
-  using namespace unpermute;
-  cpu::WeightedGatherBuffers buffers;
-  const cpu::WeightedGatherParams params = ValidateMoeTokenUnpermute(in, &buffers);
-  buffers.out =
-      GetCheckedOutput(ctx, kName, kOutputs, kOutUnpermutedTokens, {params.num_out_rows, params.hidden},
-                       in[kInPermutedTokens].type, /*required=*/true);
-  RunWeightedGather(ctx, params, buffers);
-}
-
-}  // namespace
-
 std::vector<const OrtCustomOp*> MoeTokenUnpermuteOps() {
-  return OpKernels<unpermute::Def, CpuKernel<unpermute::Def, &RunMoeTokenUnpermuteCpu>>(
+  return OpKernels<unpermute::Def, WeightedGatherCpuKernel<unpermute::Def, ValidateMoeTokenUnpermute>>(
       MoeTokenUnpermuteCannOp());
 }
 

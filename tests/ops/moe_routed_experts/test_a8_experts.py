@@ -12,19 +12,14 @@ from onnx import TensorProto, helper, numpy_helper
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
 from ascend_moe_onnx.onnx_schemas import weight_quant
-from tests.cpu_isa import call_on_isa
+from tests.cpu_isa import call_on_isa, cpu_flags
 
 WEIGHTS = ("gate_up_weights", "down_weights", "gate_up_scales", "down_scales")
 
 
 def dot_paths() -> list[str]:
     """The A8 dot-product paths (ASCEND_MOE_CPU_A8_DOT) this CPU runs."""
-    from pathlib import Path
-
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split())
-    except (OSError, IndexError):
-        return ["scalar"]
+    flags = cpu_flags()
     paths = ["scalar"]
     if {"avx2", "fma"} <= flags:
         paths += ["maddubs", "emulated-vnni"]
