@@ -221,3 +221,122 @@ def test_shape_inference_takes_bfloat16_weights():
     (y,) = inferred.graph.output
     assert y.type.tensor_type.elem_type == TensorProto.FLOAT
     assert [d.dim_value for d in y.type.tensor_type.shape.dim] == [3, 64]
+
+
+def test_subnormal_rows_read_as_zero_on_the_vdpbf16ps_path():
+    """vdpbf16ps reads subnormal bfloat16 inputs as zero (the emulation under DAZ / FTZ): x of
+    subnormal values against large weights gives y = 0 there, the widening tiles keep the products."""
+    if "emulated-bf16" not in bf16_dot_paths():
+        pytest.skip("no AVX2")
+    got = {p: call_on_isa("avx2", "tests.ops.moe_routed_experts.test_bf16_experts:run_subnormal", p)
+           for p in ("emulated-bf16", "widen")}
+    assert not got["emulated-bf16"].any()
+    assert np.abs(got["widen"]).min() > 0
+
+
+def run_subnormal(dot: str) -> np.ndarray:
+    """y of a call whose x is bfloat16-subnormal (2^-130) against weights of 2^100, on ``dot``."""
+    import os
+
+    import onnxruntime as ort
+
+    os.environ["ASCEND_MOE_CPU_BF16_DOT"] = dot  # read once, by this child process
+    inputs, attrs = case(1, 2, 32, 16, 2, 1)
+    inputs["x"] = np.full((2, 32), 2.0 ** -130, np.float32)
+    inputs["expert_idx"][:] = 0
+    inputs["gate_up_weights"][:] = ml_dtypes.bfloat16(2.0 ** 100)
+    inputs["down_weights"][:] = ml_dtypes.bfloat16(1.0)
+    sess = ort.InferenceSession(model(inputs, attrs, constant_weights=True), ort_custom_ops.session_options(1),
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, feed(inputs, [n for n in inputs if n not in WEIGHTS]))[0]
+
+
+@pytest.mark.parametrize("preset", ["deepseek-v3", "qwen3-moe"])
+def test_bfloat16_presets_export_and_verify(preset):
+    """--weights-quant bfloat16: one MoeRoutedExperts node on bfloat16 initializers (the torch
+    block's rounded weights, the shared expert folded in), within verify's bfloat16 tolerance of
+    the torch block, which keeps its rows in float32."""
+    import onnx
+
+    from ascend_moe_onnx.cli import verify
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+    from ascend_moe_onnx.models import presets
+    from ascend_moe_onnx.models.runtime import export_block
+
+    wq = WeightsQuant.from_scheme("bfloat16")
+    checks = verify.verify_preset(preset, weights_quant=wq, token_counts=[1, 40])
+    assert all(c.passed for c in checks), verify.format_table(checks)
+    assert all(c.tol == verify.BF16_PRODUCTS_TOLERANCE for c in checks)
+    block = presets.build(preset, weights_quant=wq, seed=2)
+    graph = onnx.load_from_string(export_block(block, 4)).graph
+    (node,) = [n for n in graph.node if n.op_type == "MoeRoutedExperts"]
+    assert len(node.input) == 5 and not node.attribute[1:]  # no scales, no quantization attribute
+    inits = {t.name: t for t in graph.initializer}
+    fc2 = numpy_helper.to_array(inits[node.input[4]])
+    assert fc2.dtype == ml_dtypes.bfloat16
+    E = block.experts.down_proj.shape[0]
+    np.testing.assert_array_equal(fc2[:E].astype(np.float32), block.experts.down_proj.detach().numpy())
+    assert not [t for t in graph.initializer if t.data_type == TensorProto.FLOAT and len(t.dims) == 3]
+
+
+def test_bfloat16_values_are_stored_as_read():
+    """Weights already bfloat16 (a bfloat16 checkpoint's, held in float32) are stored unchanged;
+    other float32 values are rounded to nearest even, once."""
+    from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
+
+    wq = WeightsQuant.from_scheme("bfloat16")
+    read = np.array([[1.0, -2.5, 3.140625, 2.0 ** -130]], np.float32)  # bfloat16 values
+    q, scales = wq.encode(read)
+    assert scales is None and q.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(q.astype(np.float32), read)
+    halfway = np.array([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8], np.float32)  # ties: to even
+    np.testing.assert_array_equal(wq.encode(halfway)[0].astype(np.float32), [1.0, 1.0 + 2.0 ** -6])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--weights-quant", "bfloat16", "--quant-block-size", "16"], "bfloat16 weights have no scales"),
+    (["--weights-quant", "bfloat16", "--act-quant", "int8"], "bfloat16 weights take float activations"),
+    (["--weights-quant", "bfloat16", "--target", "cann"], "--weights-quant bfloat16 runs in the library's"),
+])
+def test_cli_refusals(tmp_path, capsys, argv, message):
+    from ascend_moe_onnx.cli import main as cli
+
+    code = cli.main(["export", "deepseek-v3", *argv, "-o", str(tmp_path / "m.onnx")])
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_export_hf_checkpoint_bfloat16(tmp_path, capsys):
+    """``export --hf DIR --weights-quant bfloat16`` of a bfloat16 checkpoint: the stored experts are
+    the checkpoint's values bit for bit, and the graph computes what the HF model computes (float32
+    rows) within the bfloat16 rows' rounding."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from ascend_moe_onnx.cli import main as cli
+    from tests import hf_cases
+
+    model = hf_cases.model("deepseek_v3")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())  # a bfloat16 checkpoint's values, held in float32
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "ckpt")
+    out = tmp_path / "m.onnx"
+    code = cli.main(["export", "--hf", str(tmp_path / "ckpt"), "--weights-quant", "bfloat16", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    graph = onnx.load(str(out)).graph
+    nodes = [n for n in graph.node if n.op_type == "MoeRoutedExperts"]
+    assert nodes
+    inits = {t.name: t for t in graph.initializer}
+    stored = numpy_helper.to_array(inits[nodes[0].input[4]])
+    experts = [m for m in model.modules() if hasattr(m, "experts") and hasattr(m, "gate")][0].experts
+    E = stored.shape[0] - 1  # the shared expert folded in as one more
+    down = np.stack([experts[e].down_proj.weight.detach().float().numpy() for e in range(E)]) \
+        if isinstance(experts, torch.nn.ModuleList) else experts.down_proj.detach().float().numpy()
+    np.testing.assert_array_equal(stored[:E].astype(np.float32), down)
+    ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = model.float()(ids).logits.numpy()
+    session = ort.InferenceSession(str(out), ort_custom_ops.session_options(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"input_ids": ids.numpy()})[0]
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= 3e-2
