@@ -285,7 +285,8 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
             runners[cand] = _RotationRun([tb.runner(inp) for inp in rotation])
         for r in runners.values():
             r()
-        ref = {c: runners[c].runs[0].binding.get_outputs()[0].numpy() for c in ("int8", "int4") if c in runners}
+        ref: dict[str, np.ndarray] = {c: runners[c].runs[0].binding.get_outputs()[0].numpy()
+                                      for c in ("int8", "int4") if c in runners}
         if "torch-bf16" in runners:  # the bfloat16 candidate against torch's bfloat16 result
             ref["torch-bf16"] = runners["torch-bf16"].runs[0]().numpy()
         timings = timing.measure(runners, repeats=repeats, min_sample_s=0.02)

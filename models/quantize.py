@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
-from ascend_moe_onnx.onnx_schemas import weight_quant
 
 if TYPE_CHECKING:
     from .layers import RoutedMoE

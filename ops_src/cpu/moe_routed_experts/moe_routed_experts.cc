@@ -188,8 +188,8 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
       rows.resize(static_cast<size_t>(n));
       for (int64_t q = 0; q < n; ++q) rows[q] = xb_.data() + pair_[first + q] / k * H;
       dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
-      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit,
-              actb_.data() + first * I, I, dots.data());
+      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, item.row_begin, item.row_end,
+              p_.swiglu_limit, actb_.data() + first * I, I, dots.data());
     }
     return;
   }
@@ -255,8 +255,8 @@ void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t
     if (down_rows_bf16 != nullptr) {
       down_rows_bf16(b.down_bf16 + e * H * I, I, actb.data(), scale.data(), out.data(), n, begin, end);
     } else if (p_.bf16_weights) {
-      down_rows_q(Bf16View(b.down_bf16, e, H, I), kBf16Bits, I, act.data(), scale.data(), out.data(), n, begin,
-                  end);
+      down_rows_q(Bf16View(b.down_bf16, e, H, I), kBf16Bits, I, act.data(), scale.data(), out.data(), n,
+                  begin, end);
     } else if (p_.quant_bits == 0) {
       down_rows(b.down + e * H * I, I, act.data(), scale.data(), out.data(), n, begin, end);
     } else {

@@ -164,6 +164,7 @@ def test_function_body_matches_the_reference():
     """Without the library, ONNX Runtime runs the op's function body: bfloat16 weights cast to
     float, the rows rounded to bfloat16 (CastLike), the same products."""
     import onnxruntime as ort
+
     from ascend_moe_onnx.onnx_schemas import functions
 
     for i, (inputs, attrs) in enumerate(cases()[:4]):
