@@ -48,6 +48,21 @@ def isa_path() -> str:
     return paths[-1]
 
 
+def bf16_dot_path() -> str:
+    """How MoeRoutedExperts multiplies bfloat16 weights here, inferred as the library decides:
+    vdpbf16ps (with the AVX-512 path and AVX-512 BF16), else the widening tiles;
+    ASCEND_MOE_CPU_BF16_DOT names another (tests, benchmarks)."""
+    flags = set(_cpuinfo().get("flags", "").split()) if platform.machine() in ("x86_64", "AMD64") else set()
+    isa = isa_path().split(" ")[0]
+    runs = {"widen"} | ({"emulated-bf16"} if isa != "baseline" else set())
+    if isa == "avx512" and "avx512_bf16" in flags:
+        runs.add("avx512bf16")
+    wanted = os.environ.get("ASCEND_MOE_CPU_BF16_DOT")
+    if wanted in runs:
+        return f"{wanted} (forced by ASCEND_MOE_CPU_BF16_DOT)"
+    return "avx512bf16" if "avx512bf16" in runs else "widen"
+
+
 def a8_dot_path() -> str:
     """The integer dot products MoeRoutedExperts' int8-activation kernel takes here, inferred as the
     library decides: AVX-512 VNNI (with the AVX-512 path), else AVX-VNNI, else AVX2 vpmaddubsw, else

@@ -44,6 +44,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import onnx
 import torch
@@ -331,7 +332,10 @@ def shared_session(path: str, shared: dict, threads: int, arena: bool = True, pr
     ort_custom_ops.register(so)
     keep = []
     for name, array in shared.items():
-        value = ort.OrtValue.ortvalue_from_numpy(array)
+        if array.dtype == ml_dtypes.bfloat16:  # ONNX's bfloat16, the same memory
+            value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
+        else:
+            value = ort.OrtValue.ortvalue_from_numpy(array)
         keep.append(value)
         so.add_initializer(name, value)
     sess = ort.InferenceSession(path, so, providers=common.PROVIDERS)

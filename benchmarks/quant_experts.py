@@ -15,7 +15,11 @@ more expert of weight 1, as the exported ``ort`` formulation runs it), on token 
 distinct random experts. Successive calls rotate through ``ROTATION`` inputs with other experts
 (decode reads each call's experts from DRAM, not from the cache the previous call filled).
 
-Candidates: ``float32``; ``int8`` (per channel); ``int4`` (per group of 32); ``w8a8`` / ``w4a8``:
+Candidates: ``float32``; ``bfloat16`` (the same weights rounded to bfloat16: the op's bfloat16
+products, on the path ASCEND_MOE_CPU_BF16_DOT leaves); ``torch-bf16``: torch eager on the bfloat16
+weights (rows cast to bfloat16, each selected expert's gate/up and down as bfloat16 matmuls, oneDNN
+where torch has it, summed per token in float32 as Hugging Face's expert loop does); ``int8`` (per
+channel); ``int4`` (per group of 32); ``w8a8`` / ``w4a8``:
 the same integers with int8 activations (``act_quant`` 1: per-token dynamic int8, integer dot
 products on weights repacked at session creation); ``qmoe-int8`` /
 ``qmoe-int4``: QMoE with the same integers as its unsigned layout (the stored byte XOR 0x80 /
@@ -36,6 +40,7 @@ import os
 import tempfile
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -47,7 +52,7 @@ from . import timing
 
 ROTATION = 8
 INT4_BLOCK = weight_quant.DEFAULT_INT4_BLOCK  # the tiny presets' widths (32) take it too
-CANDIDATES = ("float32", "int8", "int4", "w8a8", "w4a8", "qmoe-int8", "qmoe-int4")
+CANDIDATES = ("float32", "bfloat16", "torch-bf16", "int8", "int4", "w8a8", "w4a8", "qmoe-int8", "qmoe-int4")
 
 
 def block_shapes(name: str, size: str = "full") -> dict:
@@ -81,6 +86,54 @@ def quantized(w: dict, bits: int, block: int) -> dict:
         out[name] = np.stack([q for q, _ in qs])
         out[name + "_scales"] = np.stack([s for _, s in qs])
     return out
+
+
+def bfloat16(w: dict) -> dict:
+    """The stacks rounded to bfloat16 (round to nearest even), one expert at a time."""
+    out = {}
+    for name in ("fc1", "fc2"):
+        out[name] = np.empty(w[name].shape, ml_dtypes.bfloat16)
+        for e in range(w[name].shape[0]):
+            out[name][e] = w[name][e].astype(ml_dtypes.bfloat16)
+    return out
+
+
+class TorchBf16:
+    """torch eager on bfloat16 experts: per call, the rows cast to bfloat16, each selected expert's
+    rows through gate/up, SwiGLU and down as bfloat16 matmuls, weighted and summed per token in
+    float32 (the expert loop of Hugging Face's MoE blocks)."""
+
+    def __init__(self, arrays: dict, threads: int) -> None:
+        import torch
+
+        self.torch, self.threads = torch, threads
+        self.fc1 = torch.from_numpy(arrays["fc1"].view(np.uint16)).view(torch.bfloat16)
+        self.fc2 = torch.from_numpy(arrays["fc2"].view(np.uint16)).view(torch.bfloat16)
+
+    def runner(self, inp: dict):
+        """A callable running one input (its routing grouped once, as a plan would be)."""
+        torch = self.torch
+        x = torch.from_numpy(inp["x"])
+        w = torch.from_numpy(inp["routing_weights"]).reshape(-1)
+        k = inp["expert_idx"].shape[1]
+        flat = torch.from_numpy(inp["expert_idx"]).reshape(-1)
+        pairs = {e: (flat == e).nonzero().squeeze(1) for e in torch.unique(flat).tolist()}
+        fc1, fc2, threads = self.fc1, self.fc2, self.threads
+
+        def run():
+            torch.set_num_threads(threads)
+            with torch.inference_mode():
+                xb = x.to(torch.bfloat16)
+                y = torch.zeros(x.shape, dtype=torch.float32)
+                for e, p in pairs.items():
+                    tok = p // k
+                    h = torch.nn.functional.linear(xb[tok], fc1[e])
+                    a = torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]
+                    out = torch.nn.functional.linear(a, fc2[e]).float()
+                    y.index_add_(0, tok, out * w[p, None])
+                return y
+
+        return run
 
 
 def routing(shape: dict, tokens: int, rotation: int, seed: int = 1) -> list[dict]:
@@ -198,9 +251,12 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
     E = shape["E"] + shape["shared"]
     k = shape["k"] + shape["shared"]
     w = weights(shape)
-    q8, q4 = quantized(w, 8, 0), quantized(w, 4, INT4_BLOCK)
-    schemes = {"float32": (w, 0, 0, 0), "int8": (q8, 8, 0, 0), "int4": (q4, 4, INT4_BLOCK, 0),
-               "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
+    wanted = set(candidates)
+    q8 = quantized(w, 8, 0) if wanted & {"int8", "w8a8", "qmoe-int8"} else {}
+    q4 = quantized(w, 4, INT4_BLOCK) if wanted & {"int4", "w4a8", "qmoe-int4"} else {}
+    bf = bfloat16(w) if wanted & {"bfloat16", "torch-bf16"} else {}
+    schemes = {"float32": (w, 0, 0, 0), "bfloat16": (bf, 16, 0, 0), "int8": (q8, 8, 0, 0),
+               "int4": (q4, 4, INT4_BLOCK, 0), "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
     thread_counts = [threads] if isinstance(threads, int) else list(threads)
     tag = {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
     sessions = {}
@@ -208,7 +264,7 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
         if cand not in candidates:
             continue
         path = os.path.join(tmp, f"{name}-{cand}.onnx")
-        own_model(path, arrays, bits, block, act_quant)
+        own_model(path, arrays, 0 if bits == 16 else bits, block, act_quant)  # bfloat16: the arrays' type
         for n in thread_counts:
             sessions[cand + tag[n]] = (model_suite.shared_session(path, arrays, n), arrays)
         if bits and not act_quant and "qmoe-" + cand in candidates:
@@ -217,6 +273,7 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
             qmoe_model(path, qa, bits, block, k)
             for n in thread_counts:
                 sessions["qmoe-" + cand + tag[n]] = (model_suite.shared_session(path, qa, n), qa)
+    torch_runs = {"torch-bf16" + tag[n]: TorchBf16(bf, n) for n in thread_counts} if "torch-bf16" in wanted else {}
     rows = []
     for T in tokens:
         rotation = routing(shape, T, ROTATION if T <= 16 else 1)
@@ -224,20 +281,26 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
         for cand, (sess, _arrays) in sessions.items():
             rot = [qmoe_inputs(inp, E) for inp in rotation] if cand.startswith("qmoe") else rotation
             runners[cand] = _runner(sess, rot)
+        for cand, tb in torch_runs.items():
+            runners[cand] = _RotationRun([tb.runner(inp) for inp in rotation])
         for r in runners.values():
             r()
-        ref = {c: runners[c].runs[0].binding.get_outputs()[0].numpy() for c in ("int8", "int4") if c in runners}
+        ref: dict[str, np.ndarray] = {c: runners[c].runs[0].binding.get_outputs()[0].numpy()
+                                      for c in ("int8", "int4") if c in runners}
+        if "torch-bf16" in runners:  # the bfloat16 candidate against torch's bfloat16 result
+            ref["torch-bf16"] = runners["torch-bf16"].runs[0]().numpy()
         timings = timing.measure(runners, repeats=repeats, min_sample_s=0.02)
         base = timings["float32"].fastest / len(rotation) if "float32" in timings else float("nan")
         for cand, t in timings.items():
             best = t.fastest / len(rotation)
-            nbytes = selected_bytes(sessions[cand][1], rotation)
+            plain = cand.split("@")[0]
+            nbytes = selected_bytes(bf if plain == "torch-bf16" else sessions[cand][1], rotation)
             row = dict(block=name, tokens=T, candidate=cand, us=best * 1e6, vs_float32=base / best,
                        mib=nbytes / 2**20, gbs=nbytes / best / 1e9, share=nbytes / rate / best)
-            plain = cand.split("@")[0]
             if plain != cand and plain in timings:
                 row["vs_1_thread"] = best / (timings[plain].fastest / len(rotation))
-            own = {"qmoe-int8": "int8", "qmoe-int4": "int4", "w8a8": "int8", "w4a8": "int4"}.get(plain)
+            own = {"qmoe-int8": "int8", "qmoe-int4": "int4", "w8a8": "int8", "w4a8": "int4",
+                   "bfloat16": "torch-bf16"}.get(plain)
             if own in ref:  # the same integers with float activations (this library's A16 kernel)
                 got = runners[cand].runs[0].binding.get_outputs()[0].numpy()
                 want = ref[own]
@@ -270,12 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", default="full", choices=("tiny", "full"), help="tiny: a smoke run")
     p.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
     args = p.parse_args(argv)
-    from .machine import a8_dot_path, isa_path
+    from .machine import a8_dot_path, bf16_dot_path, isa_path
 
     threads = [int(n) for n in args.threads.split(",")]
     rate = model_suite.read_rate(4 * (model_suite.last_level_cache_bytes() or 2**25), threads[0])
     print(f"read rate {rate / 1e9:.1f} GB/s (1 core, read_probe), kernel path {isa_path()}, "
-          f"int8-activation dot path {a8_dot_path()}, "
+          f"int8-activation dot path {a8_dot_path()}, bfloat16 dot path {bf16_dot_path()}, "
           f"{args.threads} thread(s), int4 block {INT4_BLOCK}, rotation {ROTATION} inputs up to 16 tokens")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -61,9 +61,10 @@ def _add_block_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=int, default=8, metavar="N",
                    help="token count of the export example (>= 2; the token dimension stays dynamic)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights")
-    p.add_argument("--weights-quant", choices=("int8", "int4"),
+    p.add_argument("--weights-quant", choices=("int8", "int4", "bfloat16"),
                    help="store the expert weights quantized (symmetric, round half to even; int8 per channel, "
-                        "int4 per group of 32): W8A16 / W4A16 in the library's kernel (docs/quantization.md)")
+                        "int4 per group of 32): W8A16 / W4A16 in the library's kernel; or bfloat16 (round to "
+                        "nearest even, no scales): bfloat16 products (docs/quantization.md)")
     p.add_argument("--quant-block-size", type=int, metavar="N",
                    help="with --weights-quant: one scale per N inputs of a row (0 = per channel; int4 "
                         "default 32, even; must divide the hidden size and the expert width)")
@@ -87,6 +88,9 @@ def _weights_quant(args):
         raise CLIError(f"--act-quant runs in the library's MoeRoutedExperts (--target cpu), not --target {args.target}")
     if args.experts not in (None, "ort"):
         raise CLIError(f"--weights-quant runs in the ort expert formulation, not --experts {args.experts}")
+    if args.weights_quant == "bfloat16" and getattr(args, "target", "cpu") != "cpu":
+        raise CLIError(f"--weights-quant bfloat16 runs in the library's MoeRoutedExperts (--target cpu), "
+                       f"not --target {args.target}")
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
     try:

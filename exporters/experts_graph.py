@@ -280,12 +280,18 @@ def _quantized_experts(b: Builder, rows: str, idx: str, weights: str, gate: str,
         sg, su, sd = arrays[3:]
         extra = [wq.quantized(sg, sg.reshape(s, I, H)), wq.quantized(su, su.reshape(s, I, H)),
                  wq.quantized(sd, sd.reshape(H, s, I).transpose(1, 0, 2))]
-        (gq, gs), (uq, us), (dq, ds) = ((np.concatenate((q, eq)), np.concatenate((sc, es)))
+        (gq, gs), (uq, us), (dq, ds) = ((np.concatenate((q, eq)),
+                                         None if sc is None or es is None else np.concatenate((sc, es)))
                                         for (q, sc), (eq, es) in zip(((gq, gs), (uq, us), (dq, ds)), extra))
 
     def interleave(g, u):  # gate row i, up row i, ... ([E, I, ...] twice -> [E, 2I, ...])
         return np.stack((g, u), axis=2).reshape(g.shape[0], -1, *g.shape[2:])
 
+    if wq.bfloat16:  # bfloat16 weights, no scales: the op's bfloat16 products
+        inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_bf16"), b.initializer(dq, "fc2_bf16")]
+        b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]))
+        return
+    assert ds is not None  # integers come with their scales (WeightsQuant.encode)
     inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
               b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")]
     b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
-from ascend_moe_onnx.onnx_schemas import weight_quant
 
 if TYPE_CHECKING:
     from .layers import RoutedMoE
@@ -27,7 +26,7 @@ def _set_dequantized(tensor: torch.Tensor, wq: WeightsQuant, q: np.ndarray, scal
                      from_stack=None) -> None:
     """``tensor`` := dequantized (q, scales) (``from_stack``: the stack layout back to the
     tensor's), recorded in ``wq`` under the float32 values the export will see."""
-    values = weight_quant.dequantize(q, scales, wq.bits, wq.block_size).astype(np.float32)
+    values = wq.decode(q, scales)
     if from_stack is not None:
         values = from_stack(values)
     with torch.no_grad():
@@ -38,7 +37,7 @@ def _set_dequantized(tensor: torch.Tensor, wq: WeightsQuant, q: np.ndarray, scal
 def _quantize(tensor: torch.Tensor, wq: WeightsQuant, to_stack=None, from_stack=None) -> None:
     """Quantize ``tensor`` in place (its values become the dequantized ones; recorded in ``wq``)."""
     values = tensor.detach().float().numpy()
-    q, scales = weight_quant.quantize(values if to_stack is None else to_stack(values), wq.bits, wq.block_size)
+    q, scales = wq.encode(values if to_stack is None else to_stack(values))
     _set_dequantized(tensor, wq, q, scales, from_stack)
 
 

@@ -10,12 +10,17 @@ Quantized experts (W8A16 / W4A16, docs/quantization.md): int8 weights (``weight_
 two values per byte) with float scales per row or per ``block_size`` inputs
 (``gate_up_scales`` / ``down_scales``); the activations stay float. Layout and rounding:
 :mod:`onnx_schemas.weight_quant`.
+
+bfloat16 experts: bfloat16 weights without scales; the products are those of the weights with the
+x rows and the SwiGLU rows rounded to bfloat16 (round to nearest even), summed in float32 (the
+arithmetic of AVX-512 BF16's ``vdpbf16ps`` and of oneDNN's bfloat16 matmuls; docs/quantization.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 from onnx.shape_inference import InferenceContext
@@ -48,25 +53,26 @@ SCHEMA = common.op_schema(
     ],
     outputs=[common.tensor_input("y", "tensor(float)", "Weighted sum of the routed experts' outputs [T, H].")],
     type_constraints=[("TI", ["tensor(int32)", "tensor(int64)"], "Expert index type."),
-                      ("TW", ["tensor(float)", "tensor(int8)"],
-                       "Expert weight type: float, or int8 quantized with scales (both weights alike).")],
+                      ("TW", ["tensor(float)", "tensor(int8)", "tensor(bfloat16)"],
+                       "Expert weight type: float; int8 quantized with scales; or bfloat16, whose products "
+                       "take the x and SwiGLU rows rounded to bfloat16 (both weights alike).")],
     attributes=[
         common.attribute("swiglu_limit", 0.0,
                          "> 0: clamp before the activation, gate to at most the limit and up to [-limit, "
                          "limit] (DeepSeek-V4); 0: no clamp."),
         common.attribute("weight_bits", 8,
                          "int8 weights: 8 (one value per byte) or 4 (two per byte, element 2j in the low nibble, "
-                         "two's complement); w = q * scale. Unused for float weights."),
+                         "two's complement); w = q * scale. Unused for float weights; the default with bfloat16 ones."),
         common.attribute("block_size", 0,
                          "int8 weights: 0 = one scale per output row; G > 0 = one scale per G consecutive inputs "
                          "of a row (G divides H and I; even for 4 bits; a multiple of 8 with act_quant 1). Unused "
-                         "for float weights."),
+                         "for float weights; 0 with bfloat16 ones."),
         common.attribute("act_quant", 0,
                          "int8 weights: 0 = float activations (W8A16 / W4A16); 1 = per-token dynamic int8 "
                          "activations (W8A8 / W4A8, Ascend's npu_dynamic_quant): each x row and each pair's "
                          "SwiGLU row is quantized symmetrically (scale = max |v| / 127, q = round half to even "
                          "of v / scale, clamped to [-127, 127]), the products are summed in int32 and dequantized "
-                         "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float weights."),
+                         "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float and bfloat16 weights."),
     ],
 )
 
@@ -155,6 +161,11 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
         raise _err(f"input 'down_weights' must have the type of gate_up_weights ({wtype}), "
                    f"got {inputs['down_weights'][1]}")
     quantized = wtype == "int8"
+    if wtype == "bfloat16":
+        for name, default in (("weight_bits", DEFAULTS["weight_bits"]), ("block_size", DEFAULTS["block_size"])):
+            if attrs[name] != default:
+                raise _err(f"attribute '{name}' = {attrs[name]} goes with int8 weights, got bfloat16 gate_up_weights "
+                           f"(bfloat16 weights take the default, {default})")
     pack = 2 if quantized and attrs["weight_bits"] == 4 else 1
     x, idx, w = inputs["x"][0], inputs["expert_idx"][0], inputs["routing_weights"][0]
     gu, down = inputs["gate_up_weights"][0], inputs["down_weights"][0]
@@ -175,7 +186,7 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
     if not quantized:
         for name in ("gate_up_scales", "down_scales"):
             if inputs.get(name) is not None:
-                raise _err(f"input '{name}' goes with int8 weights only: the weights are float")
+                raise _err(f"input '{name}' goes with int8 weights only: the weights are {wtype}")
     if pack == 2 and common.known(H) and H % 2:
         raise _err(f"input 'gate_up_weights' with weight_bits 4 packs two values per byte along H, which "
                    f"must be even, got H = {H} (x.shape[1])")
@@ -226,6 +237,11 @@ SCHEMA.set_type_and_shape_inference_function(_infer)
 # ---- NumPy reference (docs/operators.md §3.2) -----------------------------------------------------
 
 
+def round_bf16(v: Any) -> np.ndarray:
+    """float32 values rounded to bfloat16 (round to nearest even), held in float32."""
+    return np.asarray(v, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
 def swiglu(gate_up: np.ndarray, limit: float) -> np.ndarray:
     """silu(g) * u of interleaved gate/up values [..., 2I] (g = even, u = odd positions)."""
     g, u = gate_up[..., 0::2], gate_up[..., 1::2]
@@ -238,7 +254,8 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
               down_weights: np.ndarray, gate_up_scales: np.ndarray | None = None,
               down_scales: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray]:
     """``(y,)`` of docs/operators.md §3.2, computed in float64 and rounded once to float32 (int8
-    weights: dequantized exactly first, ``q * scale``)."""
+    weights: dequantized exactly first, ``q * scale``; bfloat16 weights: the x rows and the SwiGLU
+    rows rounded to bfloat16 first, the products then exact)."""
     attrs = common.resolve_attributes(SCHEMA, attributes)
     arrays = dict(zip(INPUT_NAMES, (x, expert_idx, routing_weights, gate_up_weights, down_weights,
                                     gate_up_scales, down_scales)))
@@ -254,7 +271,8 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
         assert gate_up_scales is not None and down_scales is not None  # validate_inputs: int8 weights have scales
         return (_reference_a8(np.asarray(x, np.float32), idx, np.asarray(routing_weights, np.float32),
                               gate_up_weights, down_weights, gate_up_scales, down_scales, attrs),)
-    x64, w64 = np.asarray(x, np.float64), np.asarray(routing_weights, np.float64)
+    bf16 = np.asarray(gate_up_weights).dtype == ml_dtypes.bfloat16
+    x64, w64 = np.asarray(round_bf16(x) if bf16 else x, np.float64), np.asarray(routing_weights, np.float64)
     if gate_up_scales is not None and down_scales is not None:  # validated: both or neither
         bits, G = attrs["weight_bits"], attrs["block_size"]
         fc1 = dequantize(gate_up_weights, gate_up_scales, bits, G)
@@ -265,6 +283,8 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
     for j in range(idx.shape[1]):
         e = idx[:, j]
         act = swiglu(np.einsum("tnh,th->tn", fc1[e], x64), attrs["swiglu_limit"])
+        if bf16:  # the SwiGLU row in float32, rounded to bfloat16 for the down projection's products
+            act = round_bf16(act.astype(np.float32)).astype(np.float64)
         y += w64[:, j:j + 1] * np.einsum("thi,ti->th", fc2[e], act)
     return (y.astype(np.float32),)
 

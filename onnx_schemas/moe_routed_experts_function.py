@@ -9,7 +9,9 @@ H = 0 the body still allocates the [T, k, 2I] gate/up products. Quantized weight
 as stored (int8) and dequantized after the Gather, in standard ops (``_dequantized``). With
 ``act_quant`` 1 the x rows and each pair's SwiGLU row are quantized to int8 values (held in
 float) by the kernels' rule (``_quantized_rows``); the products then run in float32 MatMuls, so
-the body agrees with the kernels to float32 summation order, not bit for bit.
+the body agrees with the kernels to float32 summation order, not bit for bit. bfloat16 weights
+are cast to float after the Gather, and the x rows and SwiGLU rows are rounded to the weights' type
+(``CastLike``: bfloat16, round to nearest even; float: unchanged) before the products.
 """
 
 from __future__ import annotations
@@ -44,8 +46,13 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
         bits, block = attrs["weight_bits"], attrs["block_size"]
         fc1 = _dequantized(g, fc1, op("Gather", gate_up_scales, idx64, axis=0), bits, block)
         fc2 = _dequantized(g, fc2, op("Gather", down_scales, idx64, axis=0), bits, block)
+    else:  # float or bfloat16 weights: rows in the weights' type (bfloat16: rounded), computed in float
+        fc1 = op("Cast", fc1, to=onnx.TensorProto.FLOAT)
+        fc2 = op("Cast", fc2, to=onnx.TensorProto.FLOAT)
     a8 = attrs["act_quant"] == 1
     x_in, x_scale = _quantized_rows(g, x) if a8 else (x, "")  # x_scale read only when a8
+    if not has[gate_up_scales]:
+        x_in = _like_weights(g, x_in, gate_up)
     xk = op("Unsqueeze", x_in, const([1, 3], np.int64))  # [T, 1, H, 1]
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
     if a8:
@@ -64,12 +71,20 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     act_scale = ""  # read only when a8
     if a8:
         act, act_scale = _quantized_rows(g, act)  # act_scale [T, k, 1]
+    elif not has[gate_up_scales]:
+        act = _like_weights(g, act, down)
     out = op("MatMul", fc2, op("Unsqueeze", act, const([3], np.int64)))  # [T, k, H, 1]
     if a8:
         out = op("Mul", out, op("Unsqueeze", act_scale, const([3], np.int64)))
     weighted = op("Mul", out, op("Unsqueeze", w, const([2, 3], np.int64)))
     op("Squeeze", op("ReduceSum", weighted, const([1], np.int64), keepdims=0), const([2], np.int64), outputs=[y])
     return make_function(SCHEMA, attrs, has, g, opset)
+
+
+def _like_weights(g: BodyBuilder, v: str, weights: str) -> str:
+    """Float rows ``v`` rounded to the float weights' type and back (bfloat16: round to nearest
+    even; float: unchanged): the products of bfloat16 weights take bfloat16 rows, exact in float32."""
+    return g.op("Cast", g.op("CastLike", v, weights), to=onnx.TensorProto.FLOAT)
 
 
 def _quantized_rows(g: BodyBuilder, v: str) -> tuple[str, str]:

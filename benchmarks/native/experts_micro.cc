@@ -21,12 +21,13 @@
 using namespace ascend_moe::cpu;
 
 #ifdef EXPERTS_MICRO_BEFORE
-// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its isa.h
-// first, by its own path: the header's "ops_src/cpu/isa.h" would find today's (already included,
-// #pragma once) and leave CpuIsa undeclared in the base's namespace.
+// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its
+// attr_defaults.gen.h and isa.h first, by their own paths: the header's "ops_src/cpu/isa.h" would
+// find today's (already included, #pragma once) and leave CpuIsa undeclared in the base's namespace.
 #define ascend_moe ascend_moe_before
+#include "build/experts_before/ops_src/cpu/attr_defaults.gen.h"
 #include "build/experts_before/ops_src/cpu/isa.h"
-#include "build/experts_before/ops_src/cpu/moe_routed_experts.h"
+#include "build/experts_before/ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 #undef ascend_moe
 #endif
 
@@ -70,6 +71,14 @@ int main(int argc, char** argv) {
   std::vector<float> sc1(static_cast<size_t>(E * 2 * I * (H / kInt4Block))), sc2(static_cast<size_t>(E * H * (I / kInt4Block)));
   for (auto& v : sc1) v = uni(rng);
   for (auto& v : sc2) v = uni(rng);
+  std::vector<uint16_t> fc1b(fc1.size()), fc2b(fc2.size());
+  auto high_half = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return static_cast<uint16_t>(bits >> 16);
+  };
+  for (size_t i = 0; i < fc1.size(); ++i) fc1b[i] = high_half(fc1[i]);
+  for (size_t i = 0; i < fc2.size(); ++i) fc2b[i] = high_half(fc2[i]);
   std::vector<float> probe(static_cast<size_t>(256) << 20 >> 2, 1.0f);  // 256 MiB
   const double one = ReadProbe<1>(probe, 10, Now), four = ReadProbe<4>(probe, 10, Now);
   const double dram = std::max(one, four);
@@ -126,6 +135,15 @@ int main(int argc, char** argv) {
                                                                                                   isa, H);
         }});
       }
+      candidates.push_back({"bf16", [&](int r) {  // bfloat16 weights (the float32 ones' high halves)
+        MoeRoutedExpertsParams pb = p;
+        pb.bf16_weights = true;
+        MoeRoutedExpertsBuffers b;
+        b.x = x.data(), b.expert_idx = idx[r].data(), b.routing_weights = w.data(), b.y = y_q.data();
+        b.gate_up_bf16 = fc1b.data(), b.down_bf16 = fc2b.data();
+        return RunKernel<MoeRoutedExpertsParams, MoeRoutedExpertsBuffers, MoeRoutedExpertsPlan>(pb, b, idx[r].data(),
+                                                                                                isa, H);
+      }});
 #ifdef EXPERTS_MICRO_BEFORE
       namespace old = ascend_moe_before::cpu;
       old::MoeRoutedExpertsParams op;
@@ -162,7 +180,10 @@ int main(int argc, char** argv) {
       for (const auto& c : candidates) {
         // bytes per float32 weight byte: int8 1/4 (+ a scale per row), int4 1/8 + a scale per block
         const std::string width = c.name.substr(0, 4);
-        const double own = width == "int8" ? bytes / 4 : width == "int4" ? bytes / 8 * (1 + 8.0 / kInt4Block) : bytes;
+        const double own = width == "int8"   ? bytes / 4
+                           : width == "int4" ? bytes / 8 * (1 + 8.0 / kInt4Block)
+                           : width == "bf16" ? bytes / 2
+                                             : bytes;
         std::printf("T %4lld %-8s %-11s %8.3f ms  %6.1f GB/s  %5.1f%% of the probe  %5.2fx float32", (long long)T,
                     CpuIsaName(isa), c.name.c_str(), c.best * 1e3, own / c.best / 1e9, 100 * own / c.best / dram,
                     candidates.front().best / c.best);

@@ -32,8 +32,13 @@ bool DetectAvx512Vnni() {
   __builtin_cpu_init();
   return DetectBestIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512vnni");
 }
+bool DetectAvx512Bf16() {
+  __builtin_cpu_init();
+  return DetectBestIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+}
 #else
 CpuIsa DetectBestIsa() { return CpuIsa::kBaseline; }
+bool DetectAvx512Bf16() { return false; }
 bool DetectAmd() { return false; }
 bool DetectAvxVnni() { return false; }
 bool DetectAvx512Vnni() { return false; }
@@ -91,6 +96,11 @@ bool CpuHasAvxVnni() {
 
 bool CpuHasAvx512Vnni() {
   static const bool has = DetectAvx512Vnni();
+  return has;
+}
+
+bool CpuHasAvx512Bf16() {
+  static const bool has = DetectAvx512Bf16();
   return has;
 }
 

@@ -48,6 +48,13 @@
       _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma\")")              \
           _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
               _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+// The bfloat16 dot products (moe_routed_experts_bf16dot_*.cc): AVX-512 BF16 on top of the
+// AVX-512 path's extensions.
+#define ASCEND_MOE_CPU_TARGET_AVX512BF16_BEGIN                                                       \
+  _Pragma("GCC push_options")                                                                        \
+      _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma\")")              \
+          _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
+              _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define ASCEND_MOE_CPU_TARGET_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 
 namespace ascend_moe::cpu {
@@ -81,6 +88,8 @@ bool SetCpuIsa(std::string_view name);
 // Whether the CPU has AVX-VNNI (vpdpbusd on VEX-encoded 256-bit registers) / AVX-512 VNNI.
 bool CpuHasAvxVnni();
 bool CpuHasAvx512Vnni();
+// Whether the CPU has AVX-512 BF16 (vdpbf16ps) with the AVX-512 path's extensions.
+bool CpuHasAvx512Bf16();
 
 // Whether the CPU is an AMD one (kernels pick narrower code where AMD splits 512-bit operations).
 bool IsAmdCpu();

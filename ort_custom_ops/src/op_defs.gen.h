@@ -244,8 +244,8 @@ enum Attr : size_t { kAttrActQuant = 0, kAttrBlockSize = 1, kAttrSwigluLimit = 2
 inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
 inline constexpr ONNXTensorElementDataType kInRoutingWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
-inline constexpr ONNXTensorElementDataType kInGateUpWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
-inline constexpr ONNXTensorElementDataType kInDownWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8};
+inline constexpr ONNXTensorElementDataType kInGateUpWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+inline constexpr ONNXTensorElementDataType kInDownWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
 inline constexpr ONNXTensorElementDataType kInGateUpScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInDownScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ParamSpec kInputs[] = {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops_src/cpu/half.h"
 #include "ops_src/cpu/isa.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
@@ -68,6 +69,15 @@ QRowsView QuantView(const int8_t* q, const float* scales, int bits, int64_t bloc
   return v;
 }
 
+// Expert e's bfloat16 [rows, K] matrix (no scales).
+QRowsView Bf16View(const uint16_t* w, int64_t e, int64_t rows, int64_t K) {
+  QRowsView v;
+  v.row_bytes = 2 * K;
+  v.block = K;
+  v.w = reinterpret_cast<const int8_t*>(w + e * rows * K);
+  return v;
+}
+
 int64_t IndexAt(const void* idx, bool index64, int64_t i) {
   return index64 ? static_cast<const int64_t*>(idx)[i] : static_cast<const int32_t*>(idx)[i];
 }
@@ -105,7 +115,16 @@ bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_
 bool MoeRoutedExpertsPlan::UseIsa(CpuIsa isa) {
   if (!CpuRuns(isa)) return false;
   isa_ = isa;
+  if (p_.bf16_weights) ChooseBf16Dot();
   return true;
+}
+
+void MoeRoutedExpertsPlan::ChooseBf16Dot() {
+  bf16_dot_ = Bf16DotOn(isa_);
+  const int64_t P = p_.tokens * p_.k;
+  const bool dots = bf16_dot_ != Bf16Dot::kWiden;
+  act_.resize(dots ? 0 : static_cast<size_t>(P * p_.inter));
+  actb_.resize(dots ? static_cast<size_t>(P * p_.inter) : 0);
 }
 
 bool MoeRoutedExpertsPlan::Build(const MoeRoutedExpertsParams& params, const void* expert_idx,
@@ -120,13 +139,27 @@ bool MoeRoutedExpertsPlan::Build(const MoeRoutedExpertsParams& params, const voi
       items_.push_back({a, r, std::min(params.inter, r + kUpRowsPerItem)});
     }
   }
-  act_.resize(static_cast<size_t>(P * params.inter));
+  if (params.bf16_weights) {
+    ChooseBf16Dot();
+  } else {
+    act_.resize(static_cast<size_t>(P * params.inter));
+  }
   return true;
 }
 
 void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
-  if (p_.quant_bits != 4) return;
   const int64_t H = p_.hidden;
+  if (p_.bf16_weights && bf16_dot_ != Bf16Dot::kWiden) {
+    xb_.resize(static_cast<size_t>(p_.tokens * H));
+    for (int64_t i = 0; i < p_.tokens * H; ++i) xb_[i] = FloatToBf16(b.x[i]);
+    return;
+  }
+  if (p_.bf16_weights) {
+    xperm_.resize(static_cast<size_t>(p_.tokens * H));
+    for (int64_t i = 0; i < p_.tokens * H; ++i) xperm_[i] = Bf16ToFloat(FloatToBf16(b.x[i]));
+    return;
+  }
+  if (p_.quant_bits != 4) return;
   xperm_.resize(static_cast<size_t>(p_.tokens * H));
   ExpertsPermuteInt4Fn* const permute = PermuteInt4Of(isa_);
   for (int64_t t = 0; t < p_.tokens; ++t) {
@@ -135,7 +168,7 @@ void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
 }
 
 int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
-  const int64_t bits = p_.quant_bits == 0 ? 32 : p_.quant_bits;
+  const int64_t bits = p_.bf16_weights ? kBf16Bits : p_.quant_bits == 0 ? 32 : p_.quant_bits;
   const int64_t per_column = std::max<int64_t>(1, active_experts() * p_.inter * bits / 8);
   // multiples of 16: the widest lane tiles of the quantized down rows start at such columns
   return std::max<int64_t>(16, (bytes / per_column + 15) / 16 * 16);
@@ -143,10 +176,27 @@ int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
 
 void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {
   const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
+  if (p_.bf16_weights && bf16_dot_ != Bf16Dot::kWiden) {
+    Bf16UpRowsFn* const up_rows = Bf16UpRowsOf(bf16_dot_);
+    std::vector<const uint16_t*> rows;
+    std::vector<float> dots;
+    for (int64_t it = begin; it < end; ++it) {
+      const UpItem& item = items_[static_cast<size_t>(it)];
+      const int64_t e = active_[static_cast<size_t>(item.expert)];
+      const int64_t first = begin_[static_cast<size_t>(item.expert)];
+      const int64_t n = begin_[static_cast<size_t>(item.expert) + 1] - first;
+      rows.resize(static_cast<size_t>(n));
+      for (int64_t q = 0; q < n; ++q) rows[q] = xb_.data() + pair_[first + q] / k * H;
+      dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
+      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, item.row_begin, item.row_end,
+              p_.swiglu_limit, actb_.data() + first * I, I, dots.data());
+    }
+    return;
+  }
   ExpertsUpRowsFn* const up_rows = UpRowsOf(isa_);
   ExpertsUpRowsQFn* const up_rows_q = UpRowsQOf(isa_);
-  const int bits = p_.quant_bits;
-  const float* x = bits == 4 ? xperm_.data() : b.x;
+  const int bits = p_.bf16_weights ? kBf16Bits : p_.quant_bits;
+  const float* x = bits == 4 || bits == kBf16Bits ? xperm_.data() : b.x;
   // 4-bit down rows read the activations in their tiles' order (blocks of I when per channel)
   const int64_t down_block = bits == 4 ? (p_.block_size > 0 ? p_.block_size : I) : 0;
   std::vector<const float*> rows;
@@ -164,7 +214,9 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
       const float* fc1 = b.gate_up + e * 2 * I * H;
       up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
     } else {
-      const QRowsView fc1 = QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
+      const QRowsView fc1 = bits == kBf16Bits
+                                ? Bf16View(b.gate_up_bf16, e, 2 * I, H)
+                                : QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
       up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
                 down_block, dots.data());
     }
@@ -176,6 +228,9 @@ void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t
   for (int64_t t = 0; t < p_.tokens; ++t) std::fill(b.y + t * H + begin, b.y + t * H + end, 0.f);
   ExpertsDownRowsFn* const down_rows = DownRowsOf(isa_);
   ExpertsDownRowsQFn* const down_rows_q = DownRowsQOf(isa_);
+  Bf16DownRowsFn* const down_rows_bf16 =
+      p_.bf16_weights && bf16_dot_ != Bf16Dot::kWiden ? Bf16DownRowsOf(bf16_dot_) : nullptr;
+  std::vector<const uint16_t*> actb;
   std::vector<const float*> act;
   std::vector<float*> out;
   std::vector<float> scale;
@@ -186,13 +241,23 @@ void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t
     act.resize(static_cast<size_t>(n));
     out.resize(static_cast<size_t>(n));
     scale.resize(static_cast<size_t>(n));
+    actb.resize(down_rows_bf16 != nullptr ? static_cast<size_t>(n) : 0);
     for (int64_t q = 0; q < n; ++q) {
       const int64_t pair = pair_[first + q];
-      act[q] = act_.data() + (first + q) * I;
+      if (down_rows_bf16 != nullptr) {
+        actb[q] = actb_.data() + (first + q) * I;
+      } else {
+        act[q] = act_.data() + (first + q) * I;
+      }
       out[q] = b.y + pair / k * H;
       scale[q] = b.routing_weights[pair];
     }
-    if (p_.quant_bits == 0) {
+    if (down_rows_bf16 != nullptr) {
+      down_rows_bf16(b.down_bf16 + e * H * I, I, actb.data(), scale.data(), out.data(), n, begin, end);
+    } else if (p_.bf16_weights) {
+      down_rows_q(Bf16View(b.down_bf16, e, H, I), kBf16Bits, I, act.data(), scale.data(), out.data(), n,
+                  begin, end);
+    } else if (p_.quant_bits == 0) {
       down_rows(b.down + e * H * I, I, act.data(), scale.data(), out.data(), n, begin, end);
     } else {
       const QRowsView fc2 = QuantView(b.down_q, b.down_scales, p_.quant_bits, p_.block_size, e, H, I);

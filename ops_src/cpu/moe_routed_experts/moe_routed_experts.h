@@ -15,6 +15,7 @@
 
 #include "ops_src/cpu/attr_defaults.gen.h"
 #include "ops_src/cpu/isa.h"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_bf16dot.h"
 
 namespace ascend_moe::cpu {
 
@@ -31,6 +32,9 @@ struct MoeRoutedExpertsParams {
   // with scales (onnx_schemas/weight_quant.py), one per row (block_size 0) or per block_size inputs.
   int quant_bits = 0;
   int64_t block_size = attr_defaults::moe_routed_experts::kBlockSize;
+  // bfloat16 weights (no scales): products with the x rows and SwiGLU rows rounded to bfloat16,
+  // summed in float32 (docs/quantization.md).
+  bool bf16_weights = false;
 };
 
 struct MoeRoutedExpertsBuffers {
@@ -45,6 +49,9 @@ struct MoeRoutedExpertsBuffers {
   const int8_t* down_q = nullptr;
   const float* gate_up_scales = nullptr;
   const float* down_scales = nullptr;
+  // bfloat16 weights instead of gate_up / down: [E, 2I, H] / [E, H, I], raw bfloat16 bits.
+  const uint16_t* gate_up_bf16 = nullptr;
+  const uint16_t* down_bf16 = nullptr;
   float* y = nullptr;  // [T, H]
 };
 
@@ -66,7 +73,8 @@ class MoeRoutedExpertsPlan {
   // The plan runs on ActiveCpuIsa()'s path unless UseIsa picks another.
   bool Build(const MoeRoutedExpertsParams& params, const void* expert_idx, int64_t* bad_pair);
 
-  // Before phase 1 when the weights have 4 bits: the x rows in the order the tiles read them.
+  // Before phase 1 when the weights have 4 bits: the x rows in the order the tiles read them;
+  // bfloat16 weights: the x rows rounded to bfloat16.
   void PrepareInputs(const MoeRoutedExpertsBuffers& b);
   // Phase 1 over work items [begin, end) of [0, num_up_items()).
   int64_t num_up_items() const { return static_cast<int64_t>(items_.size()); }
@@ -81,20 +89,26 @@ class MoeRoutedExpertsPlan {
 
   // Forces an ISA (tests, benchmarks); false when the CPU lacks it.
   bool UseIsa(CpuIsa isa);
+  // bfloat16 weights: how the products are computed (Bf16DotOn the plan's ISA path).
+  Bf16Dot bf16_dot() const { return bf16_dot_; }
 
  private:
+  void ChooseBf16Dot();  // bf16_dot_ for isa_, and the activation buffer it writes
   struct UpItem {
     int64_t expert;              // index into active_
     int64_t row_begin, row_end;  // intermediate rows [begin, end)
   };
   MoeRoutedExpertsParams p_;
   CpuIsa isa_ = CpuIsa::kBaseline;
+  Bf16Dot bf16_dot_ = Bf16Dot::kWiden;
   std::vector<int64_t> active_;  // experts with pairs, ascending
   std::vector<int64_t> begin_;   // first sorted pair of each active expert (+ end sentinel)
   std::vector<int64_t> pair_;    // sorted position -> pair index t * k + j
   std::vector<UpItem> items_;
   std::vector<float> act_;    // [P, I] in sorted order (4-bit down weights: each row in their order)
-  std::vector<float> xperm_;  // 4 bits: x [T, H] in the order of the gate/up tiles
+  std::vector<float> xperm_;  // 4 bits: x [T, H] in the order of the gate/up tiles; bfloat16: rounded
+  // bfloat16 dot products: x [T, H] and the SwiGLU rows [P, I] (sorted pair order) as bfloat16 bits
+  std::vector<uint16_t> xb_, actb_;
 };
 
 // The whole op on the calling thread. Returns false (writing nothing) when an index is out of range.

@@ -1,5 +1,6 @@
 // The AVX2 + FMA build of the MoeRoutedExperts tiles, on CPUs that have it (x86-64 with GCC;
 // empty elsewhere). See isa.h for the pattern and moe_routed_experts_tiles.inc for the code.
+#include "ops_src/cpu/half.h"
 #include "ops_src/cpu/isa_unit.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
@@ -36,6 +37,11 @@ inline V SumLanes(const V* v) {
 inline V SumHalves(const V* v) {
   const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));  // lane 4h + i
   return _mm256_permutevar8x32_ps(all, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+// kLanes bfloat16 values (raw bits at p) widened exactly: zero-extended to 32 bits, shifted up.
+inline V LoadBf16(const int8_t* p) {
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
 }
 inline V LoadI8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));

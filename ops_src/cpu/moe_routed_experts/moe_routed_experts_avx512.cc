@@ -1,5 +1,6 @@
 // The AVX-512 build of the MoeRoutedExperts tiles, on CPUs that have it (x86-64 with GCC;
 // empty elsewhere). See isa.h for the pattern and moe_routed_experts_tiles.inc for the code.
+#include "ops_src/cpu/half.h"
 #include "ops_src/cpu/isa_unit.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
@@ -51,6 +52,11 @@ inline V SumHalves(const V* v) {
       _mm512_add_ps(_mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(1, 0, 1, 0)),
                     _mm512_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));  // lane 4q + i: row 4i + q
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sums);
+}
+// kLanes bfloat16 values (raw bits at p) widened exactly: zero-extended to 32 bits, shifted up.
+inline V LoadBf16(const int8_t* p) {
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
 }
 inline V LoadI8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

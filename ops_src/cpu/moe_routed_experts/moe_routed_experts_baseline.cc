@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
+#include "ops_src/cpu/half.h"
 #include "ops_src/cpu/isa.h"
 #include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
@@ -96,6 +98,24 @@ inline V SumHalves(const V* v) {
 #else
 inline V SumHalves(const V* v) {
   return V{{v[0].v[0] + v[0].v[1], v[0].v[2] + v[0].v[3], v[1].v[0] + v[1].v[1], v[1].v[2] + v[1].v[3]}};
+}
+#endif
+// 4 bfloat16 values (raw bits at p) widened exactly (each the high half of a float32).
+#if defined(__SSE2__)
+inline V LoadBf16(const int8_t* p) {
+  const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+}
+#else
+inline V LoadBf16(const int8_t* p) {
+  V r;
+  for (int i = 0; i < 4; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, sizeof h);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    std::memcpy(&r.v[i], &bits, sizeof bits);
+  }
+  return r;
 }
 #endif
 inline V LoadI8(const int8_t* p) {

@@ -2,6 +2,8 @@
 // by moe_routed_experts_baseline.cc, _avx2.cc and _avx512.cc; isa.h): their entry points.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace ascend_moe::cpu {
@@ -16,6 +18,7 @@ using ExpertsDownRowsFn = void(const float* fc2, int64_t I, const float* const* 
 
 // A quantized weight matrix (onnx_schemas/weight_quant.py): row r's bytes at w + r * row_bytes,
 // its scales at scales + r * groups, one per `block` inputs (block = the row length: per channel).
+// bits 16 (kBf16Bits): bfloat16 rows (2 bytes an input), no scales (null).
 struct QRowsView {
   const int8_t* w = nullptr;
   int64_t row_bytes = 0;
@@ -24,7 +27,19 @@ struct QRowsView {
   int64_t block = 0;
 };
 
-// Phase 1 with quantized gate/up rows (`bits` 8 or 4; X in the tiles' order for 4 bits, see
+inline constexpr int kBf16Bits = 16;
+
+// silu(g) * u of a gate and an up value, clamped first when limit > 0 (every path's SwiGLU).
+inline float ExpertSwiglu(float g, float u, float limit) {
+  if (limit > 0.f) {
+    g = std::min(g, limit);
+    u = std::min(std::max(u, -limit), limit);
+  }
+  return g / (1.f + std::exp(-g)) * u;
+}
+
+// Phase 1 with quantized gate/up rows (`bits` 8, 4 or kBf16Bits: then X holds bfloat16 values and
+// act receives the SwiGLU rows rounded to bfloat16; X in the tiles' order for 4 bits, see
 // PermuteInt4); act[q * I + pos(i)], pos the 4-bit order of blocks of `down_block` (0: i).
 using ExpertsUpRowsQFn = void(const QRowsView& fc1, int bits, int64_t H, const float* const* X, int64_t n,
                               int64_t i0, int64_t i1, float limit, float* act, int64_t I, int64_t down_block,

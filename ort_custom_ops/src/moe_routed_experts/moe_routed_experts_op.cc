@@ -118,7 +118,10 @@ void RunMoeRoutedExpertsCpu(Ort::KernelContext& ctx, const experts::Def::Inputs&
   b.x = static_cast<const float*>(in[kInX].data);
   b.expert_idx = in[kInExpertIdx].data;
   b.routing_weights = static_cast<const float*>(in[kInRoutingWeights].data);
-  if (params.quant_bits == 0) {
+  if (params.bf16_weights) {
+    b.gate_up_bf16 = static_cast<const uint16_t*>(in[kInGateUpWeights].data);
+    b.down_bf16 = static_cast<const uint16_t*>(in[kInDownWeights].data);
+  } else if (params.quant_bits == 0) {
     b.gate_up = static_cast<const float*>(in[kInGateUpWeights].data);
     b.down = static_cast<const float*>(in[kInDownWeights].data);
   } else {

@@ -1,5 +1,7 @@
 #include "moe_routed_experts_validate.h"
 
+#include <utility>
+
 namespace ascend_moe {
 
 namespace {
@@ -60,9 +62,23 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
     Fail(Str(kName, ": attribute '", kAttrs[kAttrActQuant].name, "' = ", attrs.act_quant,
              " needs int8 weights, got ", TypeName(gu.type), " gate_up_weights"));
   }
+  const bool bf16 = gu.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+  if (bf16) {
+    const std::pair<Attr, int64_t> unused[] = {{kAttrWeightBits, attrs.weight_bits},
+                                               {kAttrBlockSize, attrs.block_size}};
+    for (const auto& [attr, value] : unused) {
+      const auto fallback = static_cast<int64_t>(kAttrs[attr].default_value);
+      if (value != fallback) {
+        Fail(Str(kName, ": attribute '", kAttrs[attr].name, "' = ", value,
+                 " goes with int8 weights, got bfloat16 gate_up_weights (bfloat16 weights take the default, ",
+                 fallback, ")"));
+      }
+    }
+  }
   if (!quantized) {
     for (In scales : {kInGateUpScales, kInDownScales}) {
-      if (in[scales].present) FailInput(scales, "goes with int8 weights only: the weights are float");
+      if (in[scales].present)
+        FailInput(scales, Str("goes with int8 weights only: the weights are ", TypeName(gu.type)));
     }
   }
   const int64_t pack = quantized && attrs.weight_bits == 4 ? 2 : 1;
@@ -99,6 +115,7 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
   p.index64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
   p.swiglu_limit = attrs.swiglu_limit;
   p.quant_bits = quantized ? static_cast<int>(attrs.weight_bits) : 0;
+  p.bf16_weights = bf16;
   p.block_size = attrs.block_size;
   return p;
 }
