@@ -28,6 +28,9 @@ A layer whose cache entries are not one key and one value of the same shape (Dee
 caches the compressed latent and the rotary key, of different widths; DeepSeek-V4 one tensor as
 both) is stored *packed*: its entries joined along the last axis and split into two halves of
 equal width, the cache's key and value. The cache then holds exactly what the HF model caches.
+An MLA layer's attention then reads the two halves as they are, with its up-projection absorbed
+into the query and the output (:func:`mla_attention`), instead of expanding the whole latent
+through ``kv_b_proj`` at every step as HF's eager code does.
 """
 
 from __future__ import annotations
