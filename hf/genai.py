@@ -345,12 +345,12 @@ def mla_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.T
 def mla_modules(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
     """{layer index: attention module} of ``model``'s multi-head latent attention layers that
     :func:`mla_attention` serves: transformers' MLA (``expand_kv`` over a bias-free ``kv_b_proj``)."""
-    found = {}
+    found: dict[int, torch.nn.Module] = {}
     for m in model.modules():
-        proj = getattr(m, "kv_b_proj", None)
-        if (hasattr(m, "expand_kv") and isinstance(proj, torch.nn.Linear) and proj.bias is None
-                and isinstance(getattr(m, "layer_idx", None), int)):
-            found[m.layer_idx] = m
+        proj, index = getattr(m, "kv_b_proj", None), getattr(m, "layer_idx", None)
+        if hasattr(m, "expand_kv") and isinstance(proj, torch.nn.Linear) and proj.bias is None \
+                and isinstance(index, int):
+            found[index] = m
     return found
 
 
@@ -361,8 +361,8 @@ def absorbed_mla(modules: dict[int, torch.nn.Module]):
     :func:`mla_attention` for them."""
     try:
         for m in modules.values():
-            m.expand_kv = _packed_latent
-            setattr(m, ABSORBED, True)
+            m.__dict__["expand_kv"] = _packed_latent  # an instance attribute shadowing the method
+            m.__dict__[ABSORBED] = True
         yield
     finally:
         for m in modules.values():
