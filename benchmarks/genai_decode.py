@@ -104,16 +104,23 @@ def _with_threads(folder, threads: int) -> None:
     path.write_text(json.dumps(config, indent=4))
 
 
-def _genai_decode(folder, context: int, steps: int, vocab: int):
+def genai_prompt(context: int, vocab: int) -> np.ndarray:
+    """The [1, context] int32 prompt of the genai timings (random ids past the special ones)."""
+    return np.random.default_rng(0).integers(3, vocab, (1, context), dtype=np.int32)
+
+
+def genai_decode_run(folder, context: int, steps: int, vocab: int):
     """A callable timing ``steps`` genai decode steps after a ``context``-token prompt (seconds per step)."""
     import onnxruntime_genai as og
 
     model = og.Model(str(folder))
-    prompt = np.random.default_rng(0).integers(3, vocab, (1, context), dtype=np.int32)
+    prompt = genai_prompt(context, vocab)
 
     def run() -> float:
         params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=context + steps + 1)
+        # min_length keeps the end-of-sequence token from ending a timed run: genai stops growing a
+        # finished sequence, and a further step then feeds a past as long as the present it expects
+        params.set_search_options(do_sample=False, max_length=context + steps + 1, min_length=context + steps + 1)
         gen = og.Generator(model, params)
         gen.append_tokens(prompt)
         t0 = time.perf_counter()
@@ -147,7 +154,7 @@ def builder_comparison(threads_list, contexts, repeats: int = 5, steps: int = 16
             for folder in ("ours", "builder"):
                 _with_threads(root / folder, threads)
             for context in contexts:
-                runs = {k: _genai_decode(root / k, context, steps, SMALL["vocab_size"]) for k in ("ours", "builder")}
+                runs = {k: genai_decode_run(root / k, context, steps, SMALL["vocab_size"]) for k in ("ours", "builder")}
                 samples: dict[str, list[float]] = {k: [] for k in runs}
                 for rep in range(repeats):
                     for k in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):

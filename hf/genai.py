@@ -28,6 +28,9 @@ A layer whose cache entries are not one key and one value of the same shape (Dee
 caches the compressed latent and the rotary key, of different widths; DeepSeek-V4 one tensor as
 both) is stored *packed*: its entries joined along the last axis and split into two halves of
 equal width, the cache's key and value. The cache then holds exactly what the HF model caches.
+An MLA layer's attention then reads the two halves as they are, with its up-projection absorbed
+into the query and the output (:func:`mla_attention`), instead of expanding the whole latent
+through ``kv_b_proj`` at every step as HF's eager code does.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from ascend_moe_onnx.exporters.weights_quant import WeightsQuant
 
 ATTENTION = "ascend_genai"  # the name of the attention function in transformers' AttentionInterface
+ABSORBED = "genai_absorbed_mla"  # set on an MLA attention module while its latent attention is traced
 GRAPH_FILE = "model.onnx"
 INPUT_IDS, ATTENTION_MASK, POSITION_IDS = "input_ids", "attention_mask", "position_ids"
 PAST_KEY, PAST_VALUE = "past_key_values.%d.key", "past_key_values.%d.value"
@@ -160,8 +164,10 @@ class GraphCache:
 
     is_compileable = False
 
-    def __init__(self, past: list[tuple[torch.Tensor, torch.Tensor]] | None, layout: CacheLayout | None):
+    def __init__(self, past: list[tuple[torch.Tensor, torch.Tensor]] | None, layout: CacheLayout | None,
+                 absorbed: frozenset[int] = frozenset()):
         self.past, self.layout = past, layout
+        self.absorbed = absorbed  # packed MLA layers whose attention reads the halves (mla_attention)
         self.present: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.seen: dict[int, LayerCache | LayerState] = {}  # what each layer cached, recorded when layout is None
         self.conv: dict[int, torch.Tensor] = {}  # a linear-attention layer's states: present, or when
@@ -239,6 +245,8 @@ class GraphCache:
         k = torch.cat([past_k, joint[..., :half]], 2)
         v = torch.cat([past_v, joint[..., half:]], 2)
         self.present[layer_idx] = (k, v)
+        if layer_idx in self.absorbed:
+            return k, v
         joint = torch.cat([k, v], -1)
         if spec.shared:
             whole = joint[..., :spec.key[1]]
@@ -263,7 +271,11 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
     query i sits at cache position k - q + i and sees positions <= it that ``attention_mask``
     ([b, 1, 1, >= k], True for tokens) keeps, the last ``sliding_window`` tokens of them when set,
     and only its own chunk of tokens in a chunked-attention layer (Llama 4); an attention sink
-    (``s_aux`` or the module's ``sinks``) adds one logit per head to the softmax."""
+    (``s_aux`` or the module's ``sinks``) adds one logit per head to the softmax. An MLA layer that
+    :func:`absorbed_mla` marks gets its packed latent cache halves as ``key`` / ``value`` and runs
+    :func:`mla_attention`."""
+    if getattr(module, ABSORBED, False):
+        return mla_attention(module, query, key, value, attention_mask, scaling, sliding_window), None
     b, h, q_len, _ = query.shape
     kv_len = key.shape[2]
     groups = h // key.shape[1]
@@ -272,7 +284,22 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
         value = value.repeat_interleave(groups, 1)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    positions = torch.arange(kv_len, device=query.device)
+    scores = scores.masked_fill(~_allowed(module, attention_mask, q_len, kv_len, sliding_window),
+                                torch.finfo(scores.dtype).min)
+    sinks = s_aux if s_aux is not None else getattr(module, "sinks", None)
+    if sinks is not None:
+        sink = sinks.to(scores.dtype).reshape(1, -1, 1, 1).expand(b, -1, q_len, 1)
+        joint = torch.cat([scores, sink], -1)
+        probs = torch.softmax(joint - joint.amax(-1, keepdim=True), -1)[..., :-1]
+    else:
+        probs = torch.softmax(scores, -1)
+    out = torch.matmul(probs.to(value.dtype), value)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _allowed(module, attention_mask: torch.Tensor, q_len: int, kv_len: int, sliding_window) -> torch.Tensor:
+    """[b, 1, q, k] True where a query sees a cache position (see :func:`attention`)."""
+    positions = torch.arange(kv_len, device=attention_mask.device)
     allowed = (positions[None, :] <= positions[kv_len - q_len:, None])[None, None] & attention_mask[..., :kv_len]
     # windows and chunks count token positions (padding skipped), as the model sees each row alone
     tokens = attention_mask[:, 0, 0, :kv_len].to(torch.int64).cumsum(-1) - 1  # [b, k]
@@ -283,16 +310,68 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
     if chunk:
         same = torch.div(k_tok, chunk, rounding_mode="floor") == torch.div(q_tok, chunk, rounding_mode="floor")
         allowed = allowed & same[:, None]
-    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    sinks = s_aux if s_aux is not None else getattr(module, "sinks", None)
-    if sinks is not None:
-        sink = sinks.to(scores.dtype).reshape(1, -1, 1, 1).expand(b, -1, q_len, 1)
-        joint = torch.cat([scores, sink], -1)
-        probs = torch.softmax(joint - joint.amax(-1, keepdim=True), -1)[..., :-1]
-    else:
-        probs = torch.softmax(scores, -1)
-    out = torch.matmul(probs.to(value.dtype), value)
-    return out.transpose(1, 2).contiguous(), None
+    return allowed
+
+
+def mla_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor, scaling, sliding_window=None) -> torch.Tensor:
+    """Multi-head latent attention over the compressed cache, with the up-projection absorbed (as
+    DeepSeek's inference code does): ``query`` [b, h, q, nope + rope] as the HF layer builds it,
+    ``key`` / ``value`` [b, 1, k, half] the packed cache halves (joined: the normalised latent
+    [kv_lora_rank], the rotary key [rope], zero padding). Each head's no-position query is taken
+    into latent space through its slice of ``kv_b_proj`` (W_UK), scored against the latent and the
+    rotary key in one single-head attention with the heads folded into the query rows, and the
+    latent output is projected back per head (W_UV). Returns [b, q, h, v_head_dim]: what HF's
+    attention returns after expanding the whole latent through ``kv_b_proj``."""
+    b, h, q_len, _ = query.shape
+    kv_len, half = key.shape[2], key.shape[3]
+    nope, rank = module.qk_nope_head_dim, module.kv_lora_rank
+    weight = module.kv_b_proj.weight.view(h, nope + module.v_head_dim, rank)
+    w_uk, w_uv_t = weight[:, :nope], weight[:, nope:].transpose(1, 2)  # [h, nope, rank], [h, rank, v]
+    q_latent = torch.matmul(query[..., :nope], w_uk)  # [b, h, q, rank]
+    q_joint = torch.cat([q_latent, query[..., nope:]], -1)
+    q_joint = torch.nn.functional.pad(q_joint, (0, 2 * half - q_joint.shape[-1])).reshape(b, 1, h * q_len, 2 * half)
+    scores = (torch.matmul(q_joint[..., :half], key.transpose(2, 3)) +
+              torch.matmul(q_joint[..., half:], value.transpose(2, 3))).reshape(b, h, q_len, kv_len)
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = (scores * scaling).masked_fill(~_allowed(module, attention_mask, q_len, kv_len, sliding_window),
+                                            torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, -1).to(key.dtype).reshape(b, 1, h * q_len, kv_len)
+    latent = torch.cat([torch.matmul(probs, key), torch.matmul(probs, value)], -1)[..., :rank]
+    out = torch.matmul(latent.reshape(b, h, q_len, rank), w_uv_t)  # [b, h, q, v]
+    return out.transpose(1, 2).contiguous()
+
+
+def mla_modules(model: torch.nn.Module) -> dict[int, torch.nn.Module]:
+    """{layer index: attention module} of ``model``'s multi-head latent attention layers that
+    :func:`mla_attention` serves: transformers' MLA (``expand_kv`` over a bias-free ``kv_b_proj``)."""
+    found: dict[int, torch.nn.Module] = {}
+    for m in model.modules():
+        proj, index = getattr(m, "kv_b_proj", None), getattr(m, "layer_idx", None)
+        if hasattr(m, "expand_kv") and isinstance(proj, torch.nn.Linear) and proj.bias is None \
+                and isinstance(index, int):
+            found[index] = m
+    return found
+
+
+@contextlib.contextmanager
+def absorbed_mla(modules: dict[int, torch.nn.Module]):
+    """While inside: the MLA layers ``modules`` keep their latent cache as the packed halves the
+    cache returns (``expand_kv`` passes them through) and :func:`attention` runs
+    :func:`mla_attention` for them."""
+    try:
+        for m in modules.values():
+            m.__dict__["expand_kv"] = _packed_latent  # an instance attribute shadowing the method
+            m.__dict__[ABSORBED] = True
+        yield
+    finally:
+        for m in modules.values():
+            m.__dict__.pop("expand_kv", None)
+            m.__dict__.pop(ABSORBED, None)
+
+
+def _packed_latent(key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return key, value
 
 
 def _attention_chunk(module) -> int | None:
@@ -320,15 +399,19 @@ class GenAIDecoder(torch.nn.Module):
         self.model, self.layout = model, layout
         self.input_names = (INPUT_IDS, ATTENTION_MASK, POSITION_IDS, *layout.names(past=True))
         self.output_names = ("logits", *layout.names(past=False))
+        # MLA layers attend over their packed latent cache directly (no per-step expansion)
+        self.mla = {i: m for i, m in mla_modules(model).items()
+                    if isinstance(spec := layout.layers[i], LayerCache) and spec.packed and not spec.shared
+                    and spec.key == (1, m.kv_lora_rank)}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                 *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Logits of every position and the cache with this call's entries appended."""
         pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
-        cache = GraphCache(pairs, self.layout)
+        cache = GraphCache(pairs, self.layout, frozenset(self.mla))
         cache.tokens = attention_mask
         mask = attention_mask.to(torch.bool)[:, None, None, :]
-        with traced_delta_rule(self.model, attention_mask):
+        with traced_delta_rule(self.model, attention_mask), absorbed_mla(self.mla):
             out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                              past_key_values=cache, use_cache=True)
         present = [t for i, layer in enumerate(self.layout.layers) for t in

@@ -5,6 +5,7 @@ and batch 2 with prompts of different lengths; int4 experts agree with the dequa
 from __future__ import annotations
 
 import json
+import shutil
 
 import onnx
 import pytest
@@ -76,6 +77,62 @@ def test_genai_folder_generates_hf_tokens(family, exported):
         assert _nodes(folder / genai.GRAPH_FILE, "LinearAttention") == config["model"]["decoder"]["layer_types"].count(
             "linear_attention")
         assert generate.generate_ort(folder, prompts, NEW) == expected
+
+
+def test_mla_attends_over_the_packed_latent(exported):
+    """DeepSeek-V3's MLA layers score and read the packed cache halves as they are (absorbed
+    projections): no node joins a layer's key and value halves back into the latent."""
+    folder, _ = exported("deepseek_v3")
+    graph = onnx.load(str(folder / genai.GRAPH_FILE), load_external_data=False).graph
+    halves = {genai.PRESENT_KEY % 0, genai.PRESENT_VALUE % 0}
+    users = [n for g in walk_graphs(graph) for n in g.node if halves & set(n.input)]
+    assert not [n.op_type for n in users if halves <= set(n.input)]
+    assert "MatMul" in {n.op_type for n in users}  # the attention reads the latent from the cache itself
+
+
+@pytest.mark.parametrize("family", ["deepseek_v3", "deepseek_v2", "glm4_moe_lite"])
+def test_absorbed_mla_computes_the_expanded_attention(family):
+    """The decoder with the absorbed MLA attention returns the logits and cache of the one that
+    expands the latent through kv_b_proj as HF does (prefill and decode shapes, batch 2)."""
+    model = hf_families.model(family).eval()
+    hf_export.patch(model, quiet=True)
+    genai._use_attention(model)
+    decoder = genai.GenAIDecoder(model, genai.cache_layout(model))
+    assert sorted(decoder.mla) == list(range(model.config.num_hidden_layers))
+    for sequence in (3, 1):
+        example = decoder.example_inputs(batch=2, sequence=sequence, past=5)
+        with torch.no_grad():
+            absorbed = decoder(*example)
+            mla, decoder.mla = decoder.mla, {}
+            expanded = decoder(*example)
+            decoder.mla = mla
+        for a, b in zip(absorbed, expanded, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_genai_timing_runs_past_the_end_of_sequence_token(exported, tmp_path):
+    """The benchmark's genai decode timing keeps stepping when the model emits its EOS token
+    (genai ends a finished sequence; a further step used to fail on the present's shape)."""
+    og = pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai not installed (pip install '.[genai]')")
+    from ascend_moe_onnx.benchmarks import genai_decode
+
+    folder, _ = exported("gpt_oss")
+    vocab, context = hf_families.TINY["vocab_size"], 16
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=context + 2, min_length=context + 2)
+    gen = og.Generator(model, params)
+    gen.append_tokens(genai_decode.genai_prompt(context, vocab))
+    tokens = []
+    for _ in range(2):
+        gen.generate_next_token()
+        tokens.append(int(gen.get_next_tokens()[0]))
+    copy = tmp_path / "eos"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "genai_config.json").read_text())
+    config["model"]["eos_token_id"] = tokens[1]  # the second decoded token ends the sequence
+    (copy / "genai_config.json").write_text(json.dumps(config))
+    assert genai_decode.genai_decode_run(copy, context, 4, vocab)() > 0
 
 
 @pytest.mark.parametrize("family", FAMILIES[:1])
