@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
 from ascend_moe_onnx.onnx_schemas import weight_quant
 from tests.cpu_isa import call_on_isa, cpu_flags
+from tests.ops.moe_routed_experts.experts_model import experts_model
 
 WEIGHTS = ("gate_up_weights", "down_weights", "gate_up_scales", "down_scales")
 
@@ -65,22 +66,6 @@ def cases() -> list[tuple[dict, dict]]:
     return out
 
 
-def model(inputs: dict, attrs: dict, constant_weights: bool) -> bytes:
-    """One MoeRoutedExperts node; the weights and scales as initializers (constant: repacked at
-    session creation) or as graph inputs (repacked per call)."""
-    names = list(spec.INPUT_NAMES)
-    elem = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): TensorProto.INT8,
-            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32}
-    fed = [n for n in names if not (constant_weights and n in WEIGHTS)]
-    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
-    graph = helper.make_graph(
-        [node], "a8",
-        [helper.make_tensor_value_info(n, elem[inputs[n].dtype], list(inputs[n].shape)) for n in fed],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[numpy_helper.from_array(inputs[n], n) for n in names if n not in fed])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("ascend.moe", 1)])
-    m.ir_version = 10
-    return m.SerializeToString()
 
 
 def run_cases(constant_weights: bool) -> dict:
@@ -91,7 +76,7 @@ def run_cases(constant_weights: bool) -> dict:
     for i, (inputs, attrs) in enumerate(cases()):
         feed = {n: v for n, v in inputs.items() if not (constant_weights and n in WEIGHTS)}
         for threads in (1, 2):
-            sess = ort.InferenceSession(model(inputs, attrs, constant_weights), ort_custom_ops.session_options(threads),
+            sess = ort.InferenceSession(experts_model(inputs, attrs, constant_weights), ort_custom_ops.session_options(threads),
                                         providers=["CPUExecutionProvider"])
             out[f"{i}_{threads}"] = sess.run(None, feed)[0]
     return out

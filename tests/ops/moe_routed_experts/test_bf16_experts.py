@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ascend_moe_onnx import ort_custom_ops
 from ascend_moe_onnx.onnx_schemas import moe_routed_experts as spec
 from tests.cpu_isa import call_on_isa, cpu_isa_paths
+from tests.ops.moe_routed_experts.experts_model import experts_model
 
 WEIGHTS = ("gate_up_weights", "down_weights")
 # kernel vs the reference: the same products, float32 sums in another order; a SwiGLU value near a
@@ -49,21 +50,6 @@ def cases() -> list[tuple[dict, dict]]:
     ]
 
 
-def model(inputs: dict, attrs: dict, constant_weights: bool) -> bytes:
-    """One MoeRoutedExperts node; the bfloat16 weights as initializers or as graph inputs."""
-    names = [n for n in spec.INPUT_NAMES if n in inputs]
-    elem = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
-            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32}
-    fed = [n for n in names if not (constant_weights and n in WEIGHTS)]
-    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
-    graph = helper.make_graph(
-        [node], "bf16",
-        [helper.make_tensor_value_info(n, elem[inputs[n].dtype], list(inputs[n].shape)) for n in fed],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[numpy_helper.from_array(inputs[n], n) for n in names if n not in fed])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("ascend.moe", 1)])
-    m.ir_version = 10
-    return m.SerializeToString()
 
 
 def feed(inputs: dict, names) -> dict:
@@ -87,7 +73,7 @@ def run_cases(constant_weights: bool) -> dict:
     for i, (inputs, attrs) in enumerate(cases()):
         names = [n for n in inputs if not (constant_weights and n in WEIGHTS)]
         for threads in (1, 2):
-            sess = ort.InferenceSession(model(inputs, attrs, constant_weights), ort_custom_ops.session_options(threads),
+            sess = ort.InferenceSession(experts_model(inputs, attrs, constant_weights), ort_custom_ops.session_options(threads),
                                         providers=["CPUExecutionProvider"])
             out[f"{i}_{threads}"] = sess.run(None, feed(inputs, names))[0]
     return out
@@ -178,7 +164,7 @@ def test_function_body_matches_the_reference():
 def _model_proto(inputs: dict, attrs: dict):
     import onnx
 
-    return onnx.load_from_string(model(inputs, attrs, constant_weights=True))
+    return onnx.load_from_string(experts_model(inputs, attrs, constant_weights=True))
 
 
 BAD = [
@@ -201,7 +187,7 @@ def test_refusals_name_the_attribute_or_input(attrs, scales, message):
         inputs["down_scales"] = np.ones((4, 64), np.float32)
     with pytest.raises(ValueError, match=re.escape(message)):
         spec.reference(*[inputs.get(n) for n in spec.INPUT_NAMES], **attrs)
-    sess = ort.InferenceSession(model(inputs, attrs, constant_weights=False), ort_custom_ops.session_options(1),
+    sess = ort.InferenceSession(experts_model(inputs, attrs, constant_weights=False), ort_custom_ops.session_options(1),
                                 providers=["CPUExecutionProvider"])
     with pytest.raises(Exception, match=re.escape(message)):
         sess.run(None, feed(inputs, list(inputs)))
@@ -247,7 +233,7 @@ def run_subnormal(dot: str) -> np.ndarray:
     inputs["expert_idx"][:] = 0
     inputs["gate_up_weights"][:] = ml_dtypes.bfloat16(2.0 ** 100)
     inputs["down_weights"][:] = ml_dtypes.bfloat16(1.0)
-    sess = ort.InferenceSession(model(inputs, attrs, constant_weights=True), ort_custom_ops.session_options(1),
+    sess = ort.InferenceSession(experts_model(inputs, attrs, constant_weights=True), ort_custom_ops.session_options(1),
                                 providers=["CPUExecutionProvider"])
     return sess.run(None, feed(inputs, [n for n in inputs if n not in WEIGHTS]))[0]
 
