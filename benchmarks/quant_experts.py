@@ -191,18 +191,23 @@ def selected_bytes(arrays: dict, rotation: list[dict]) -> float:
     return float(np.mean([len(np.unique(inp["expert_idx"])) * per_expert for inp in rotation]))
 
 
-def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, tmp: str,
-              size: str = "full", candidates=CANDIDATES) -> list[dict]:
-    """Rows of ``format_rows`` for one block: every candidate at every token count."""
-    shape = block_shapes(name, size)
-    E = shape["E"] + shape["shared"]
-    k = shape["k"] + shape["shared"]
-    w = weights(shape)
+def schemes_of(w: dict) -> dict:
+    """candidate -> (arrays, weight_bits, block_size, act_quant) of the library's candidates on the
+    float32 stacks ``w``."""
     q8, q4 = quantized(w, 8, 0), quantized(w, 4, INT4_BLOCK)
-    schemes = {"float32": (w, 0, 0, 0), "int8": (q8, 8, 0, 0), "int4": (q4, 4, INT4_BLOCK, 0),
-               "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
-    thread_counts = [threads] if isinstance(threads, int) else list(threads)
-    tag = {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
+    return {"float32": (w, 0, 0, 0), "int8": (q8, 8, 0, 0), "int4": (q4, 4, INT4_BLOCK, 0),
+            "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
+
+
+def thread_tags(thread_counts: list[int]) -> dict[int, str]:
+    """Suffix of a candidate's name per thread count: none for the first, ``@Nt`` for the others."""
+    return {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
+
+
+def build_sessions(name: str, schemes: dict, candidates, thread_counts: list[int], k: int, tmp: str) -> dict:
+    """candidate (with its thread tag) -> (session, arrays) of the library's candidates in
+    ``schemes`` (schemes_of) and of QMoE on their integers, one session per thread count."""
+    tag = thread_tags(thread_counts)
     sessions = {}
     for cand, (arrays, bits, block, act_quant) in schemes.items():
         if cand not in candidates:
@@ -217,13 +222,30 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
             qmoe_model(path, qa, bits, block, k)
             for n in thread_counts:
                 sessions["qmoe-" + cand + tag[n]] = (model_suite.shared_session(path, qa, n), qa)
+    return sessions
+
+
+def session_runners(sessions: dict, rotation: list[dict], experts: int) -> dict:
+    """candidate -> a runner of its session over ``rotation`` (QMoE gets qmoe_inputs)."""
+    runners = {}
+    for cand, (sess, _arrays) in sessions.items():
+        rot = [qmoe_inputs(inp, experts) for inp in rotation] if cand.startswith("qmoe") else rotation
+        runners[cand] = _runner(sess, rot)
+    return runners
+
+
+def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, tmp: str,
+              size: str = "full", candidates=CANDIDATES) -> list[dict]:
+    """Rows of ``format_rows`` for one block: every candidate at every token count."""
+    shape = block_shapes(name, size)
+    E = shape["E"] + shape["shared"]
+    k = shape["k"] + shape["shared"]
+    thread_counts = [threads] if isinstance(threads, int) else list(threads)
+    sessions = build_sessions(name, schemes_of(weights(shape)), candidates, thread_counts, k, tmp)
     rows = []
     for T in tokens:
         rotation = routing(shape, T, ROTATION if T <= 16 else 1)
-        runners = {}
-        for cand, (sess, _arrays) in sessions.items():
-            rot = [qmoe_inputs(inp, E) for inp in rotation] if cand.startswith("qmoe") else rotation
-            runners[cand] = _runner(sess, rot)
+        runners = session_runners(sessions, rotation, E)
         for r in runners.values():
             r()
         ref = {c: runners[c].runs[0].binding.get_outputs()[0].numpy() for c in ("int8", "int4") if c in runners}
