@@ -152,19 +152,24 @@ def peak(kind: str, threads: int = 1, iters: int = 200_000, runs: int = 5) -> fl
     fn = getattr(lib, f"ascend_moe_{kind}_madds")
     best = 0.0
     for _ in range(runs):
-        rates = [0.0] * threads
-        sinks = [ctypes.c_float(0) for _ in range(threads)]
-
-        def probe(i: int) -> None:
-            rates[i] = fn(iters, ctypes.byref(sinks[i]))
-
-        workers = [threading.Thread(target=probe, args=(i,)) for i in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        best = max(best, 2 * sum(rates))
+        best = max(best, 2 * sum(_concurrently(fn, iters, threads)))
     return best or None
+
+
+def _concurrently(fn, iters: int, threads: int) -> list[float]:
+    """``fn(iters, sink)`` on ``threads`` threads at once; each one's rate."""
+    rates = [0.0] * threads
+    sinks = [ctypes.c_float(0) for _ in range(threads)]
+
+    def probe(i: int) -> None:
+        rates[i] = fn(iters, ctypes.byref(sinks[i]))
+
+    workers = [threading.Thread(target=probe, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return rates
 
 
 def peaks(threads: int = 1) -> dict[str, float | None]:

@@ -21,6 +21,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +47,8 @@ BLOCK_BYTES = {"f32": (1, 4), "bf16": (1, 2), "q4_0": (32, 18), "q5_0": (32, 22)
 # llama.cpp's quantizer (llama-quant.cpp, tensor_type_fallback): a row whose length the 256-value
 # super-block does not divide takes this type instead
 FALLBACK = {"q4_K": "q5_0"}
-REPACK_BUFFER = "CPU_REPACK"
-REPACKED_TYPES = ("q4_0", "q4_K")  # of TYPE_IDS, those ggml-cpu repacks on x86 (``repackable``)  # ggml-cpu's extra buffer type that repacks weights at load time
+REPACK_BUFFER = "CPU_REPACK"  # ggml-cpu's extra buffer type that repacks weights at load time
+REPACKED_TYPES = ("q4_0", "q4_K")  # of TYPE_IDS, those ggml-cpu repacks on x86 (``repackable``)
 TENSOR_ALIGNMENT = 64  # ggml's CPU buffers align tensors to 32 bytes; 64 keeps cache lines whole
 
 
@@ -167,6 +168,10 @@ class Ggml:
             setattr(self, name, fn)
         self.version = self.ggml_version().decode()
         self._extra = self._extra_buffer_types()
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names __init__ did not set: the declared functions are attributes
+        raise AttributeError(f"ggml function {name} is not declared in this bridge's _FUNCTIONS")
 
     def _extra_buffer_types(self) -> dict[str, int]:
         """name -> buffer type of the CPU device's extra buffer types (CPU_REPACK, AMX, ...)."""

@@ -78,6 +78,7 @@ REFERENCE_WEIGHTS = {"float32": "float32", "int8": "int8", "w8a8": "int8", "qmoe
                      "w4a8": "int4", "qmoe-int4": "int4", "torch-bf16": "bf16", "ggml-bf16": "bf16",
                      **{c: "ggml-" + t for c, (t, _) in GGML.items() if t != "bf16"}}
 ERROR_ROWS = 8
+MAX_CALL_S = 2.0  # default --max-call-s: a slower runner (torch bf16 without AVX-512 BF16) is left out
 ROTATE_MAX_TOKENS = 16  # as quant_experts: from 256 tokens on every expert is selected anyway
 
 
@@ -225,7 +226,8 @@ def _ggml_ffns(g, w: dict, shape: dict, candidates, thread_counts) -> dict:
         routed, shared = projections[type_name]
         if repack and not any(ggml_bridge.repackable(g, p) for p in routed):
             continue  # no repacked form for this type here: the candidate would be the plain one
-        ffns[cand] = ggml_bridge.MoeFfn(g, *routed, shared=shared, repack=repack, threads=tuple(thread_counts))
+        ffns[cand] = ggml_bridge.MoeFfn(g, routed[0], routed[1], routed[2], shared=shared, repack=repack,
+                                        threads=tuple(thread_counts))
     return ffns
 
 
@@ -268,9 +270,18 @@ def _bf16_weights(w: dict, ffns: dict):
             torch.from_numpy(w["fc2"]).to(torch.bfloat16))
 
 
+def predicted_too_slow(last: dict, tokens: int, max_call_s: float) -> set[str]:
+    """Runners whose call at ``tokens`` is predicted to exceed ``max_call_s`` seconds: ``last`` maps
+    runner -> (tokens, seconds per call) of its last case; the time grows in proportion to T."""
+    return {key for key, (t, s) in last.items() if s * tokens / t > max_call_s}
+
+
 def run_block(name: str, tokens: list[int], thread_counts: list[int], repeats: int, rates: dict, g,
-              tmp: str, size: str = "full", candidates=CANDIDATES, log=print) -> list[dict]:
-    """One row per (token count, candidate, thread count) of one block (see the module docstring)."""
+              tmp: str, size: str = "full", candidates=CANDIDATES, log=print,
+              max_call_s: float = float("inf")) -> list[dict]:
+    """One row per (token count, candidate, thread count) of one block (see the module docstring);
+    runners predicted to take over ``max_call_s`` per call (``predicted_too_slow``) are left out
+    from that token count on (a row with ``skipped``)."""
     import torch
 
     from . import common
@@ -288,20 +299,26 @@ def run_block(name: str, tokens: list[int], thread_counts: list[int], repeats: i
         log(f"{name}: quantizing with ggml")
         ffns = _ggml_ffns(g, w, shape, candidates, thread_counts)
     bf16 = _bf16_weights(w, ffns) if "torch-bf16" in candidates or "ggml-bf16" in ffns else None
-    eager = TorchBf16(*bf16, shape) if bf16 is not None and "torch-bf16" in candidates else None
+    eager = TorchBf16(bf16[0], bf16[1], bf16[2], shape) if bf16 is not None and "torch-bf16" in candidates else None
     experts: dict[str, Any] = {
         "float32": _project_expert(w, 0, 0), "int8": _project_expert(schemes["int8"][0], 8, 0),
         "int4": _project_expert(schemes["int4"][0], 4, qe.INT4_BLOCK),
         **{REFERENCE_WEIGHTS[c]: _ggml_expert(g, f) for c, f in ffns.items() if c != "ggml-bf16"}}
     if bf16 is not None:
         experts["bf16"] = lambda e: tuple(m[e].float().numpy() for m in bf16)
-    rows = []
+    rows: list[dict] = []
+    last: dict[str, tuple[int, float]] = {}
     for T in tokens:
         rotation = qe.routing(shape, T, qe.ROTATION if T <= ROTATE_MAX_TOKENS else 1)
-        runners: dict[str, Any] = qe.session_runners(sessions, rotation, E)
+        slow = predicted_too_slow(last, T, max_call_s)  # stays in `last`: slower still at larger T
+        for key in sorted(slow):
+            cand, _, thr = key.partition("@")
+            rows.append(dict(block=name, tokens=T, candidate=cand, threads=int(thr[:-1]) if thr else thread_counts[0],
+                             skipped=f"predicted over {max_call_s:g} s per call"))
+        runners: dict[str, Any] = {c: r for c, r in qe.session_runners(sessions, rotation, E).items() if c not in slow}
         # first calls: warm-up, and each candidate's output of the first input (for the errors)
         first: dict[str, np.ndarray] = {}
-        for cand in sessions:
+        for cand in list(runners):
             runners[cand]()
             if "@" not in cand:
                 first[cand] = runners[cand].runs[0].binding.get_outputs()[0].numpy()
@@ -310,15 +327,19 @@ def run_block(name: str, tokens: list[int], thread_counts: list[int], repeats: i
             grs = [ffn.graph(inp["x"], inp["expert_idx"][:, :routed], inp["routing_weights"][:, :routed])
                    for inp in rotation]
             for n in thread_counts:
-                runners[cand + tag[n]] = _Calls(lambda gr, f=ffn, n=n: f.compute(gr, n), [(gr,) for gr in grs])
-            ffn.compute(grs[0], thread_counts[0])
-            first[cand] = ffn.output(grs[0])
+                if cand + tag[n] not in slow:
+                    runners[cand + tag[n]] = _Calls(lambda gr, f=ffn, n=n: f.compute(gr, n), [(gr,) for gr in grs])
+            if cand not in slow:
+                ffn.compute(grs[0], thread_counts[0])
+                first[cand] = ffn.output(grs[0])
         if eager is not None:
             calls = eager.inputs(rotation)
             for n in thread_counts:
-                runners["torch-bf16" + tag[n]] = _Calls(eager, calls, before=lambda n=n: torch.set_num_threads(n))
-            with common.torch_threads(thread_counts[0]):
-                first["torch-bf16"] = eager(*calls[0]).float().numpy()
+                if "torch-bf16" + tag[n] not in slow:
+                    runners["torch-bf16" + tag[n]] = _Calls(eager, calls, before=lambda n=n: torch.set_num_threads(n))
+            if "torch-bf16" not in slow:
+                with common.torch_threads(thread_counts[0]):
+                    first["torch-bf16"] = eager(*calls[0]).float().numpy()
         errs = _case_errors(first, rotation[0], experts)
         log(f"{name} T={T}: timing {len(runners)} runners")
         with OtherLoad() as load:
@@ -332,6 +353,7 @@ def run_block(name: str, tokens: list[int], thread_counts: list[int], repeats: i
             cand, _, thr = key.partition("@")
             n = int(thr[:-1]) if thr else thread_counts[0]
             best = t.fastest / len(rotation)
+            last[key] = (T, best)
             arrays = sessions[key][1] if key in sessions else None
             nbytes = distinct * candidate_expert_bytes(cand, shape, arrays)
             kind = arithmetic(cand, bool(rates["cpu_bf16"]))
@@ -339,7 +361,8 @@ def run_block(name: str, tokens: list[int], thread_counts: list[int], repeats: i
             row = dict(block=name, tokens=T, candidate=cand, threads=n, us=best * 1e6,
                        median_us=t.median / len(rotation) * 1e6, bytes=nbytes, flops=flops,
                        read_share=nbytes / rates["read"][n] / best, compute_share=flops / peak / best,
-                       arithmetic=kind, other_load_cores=load.cores, **{f"err_{m}": v for m, v in errs.get(cand, {}).items()})
+                       arithmetic=kind, other_load_cores=load.cores,
+                       **{f"err_{m}": v for m, v in errs.get(cand, {}).items()})
             rows.append(row)
         log(format_rows([r for r in rows if r["block"] == name and r["tokens"] == T]))
     for ffn in ffns.values():
@@ -378,6 +401,10 @@ def format_rows(rows: list[dict]) -> str:
             f"{'read sh':>7s} {'comp sh':>7s} {'rms err':>8s} {'max err':>8s}")
     lines = [head, "-" * len(head)]
     for r in rows:
+        if "us" not in r:
+            lines.append(f"{r['block']:14s} {r['tokens']:5d} {r['threads']:3d} {r['candidate']:18s} "
+                         f"skipped: {r['skipped']}")
+            continue
         lines.append(f"{r['block']:14s} {r['tokens']:5d} {r['threads']:3d} {r['candidate']:18s} "
                      f"{_fmt_us(r['us']):>11s} {r['bytes'] / 2**20:9.1f} {r['read_share']:7.2f} "
                      f"{r['compute_share']:7.2f} {r.get('err_rms', float('nan')):8.1e} "
@@ -386,7 +413,8 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def _index(rows: list[dict]) -> dict:
-    return {(r["block"], r["tokens"], r["threads"], r["candidate"]): r for r in rows}
+    """(block, T, threads, candidate) -> row, of the rows that were timed."""
+    return {(r["block"], r["tokens"], r["threads"], r["candidate"]): r for r in rows if "us" in r}
 
 
 def pairing_ratios(rows: list[dict]) -> list[dict]:
@@ -458,6 +486,10 @@ def detail_table(rows: list[dict]) -> str:
               "rms err", "max err", "other load"]
     body = []
     for r in rows:
+        if "us" not in r:
+            body.append([r["block"], str(r["tokens"]), str(r["threads"]), LABELS.get(r["candidate"], r["candidate"]),
+                         "skipped: " + r["skipped"]] + [""] * 7)
+            continue
         load = r.get("other_load_cores")
         body.append([r["block"], str(r["tokens"]), str(r["threads"]), LABELS.get(r["candidate"], r["candidate"]),
                      _fmt_us(r["us"]), f"{r['bytes'] / 2**20:.1f}", f"{r['read_share']:.2f}", r["arithmetic"],
@@ -529,8 +561,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--size", default="full", choices=("tiny", "full"), help="tiny: a smoke run")
     p.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
-    p.add_argument("--ggml-lib", metavar="DIR", help=f"folder of llama.cpp's libggml*.so (else ${ggml_bridge.GGML_LIB_DIR_ENV}, "
-                   "else the llama_cpp package's)")
+    p.add_argument("--ggml-lib", metavar="DIR", help="folder of llama.cpp's libggml*.so (else "
+                   f"${ggml_bridge.GGML_LIB_DIR_ENV}, else the llama_cpp package's)")
+    p.add_argument("--max-call-s", type=float, default=MAX_CALL_S, metavar="S",
+                   help="leave out a runner from the token count on where its call is predicted to take longer")
     p.add_argument("--out", metavar="DIR", default="benchmark-results", help="writes peer_experts.{json,md} there")
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
@@ -560,14 +594,14 @@ def main(argv: list[str] | None = None) -> int:
     started, load_start = time.time(), [round(v, 2) for v in os.getloadavg()]
     rates = machine_rates(thread_counts)
     print(f"kernel path {isa_path()}, int8-activation dot path {a8_dot_path()}, threads {thread_counts}; "
-          + "; ".join(f"{n} thr: read {rates['read'][n] / 1e9:.1f} GB/s, fp32 peak {rates['peaks'][n]['fp32'] / 1e9:.0f} "
-                      f"GFLOP/s, int8 peak {rates['peaks'][n]['int8'] / 1e9:.0f} GOP/s" for n in thread_counts
-                      if rates["peaks"][n]["fp32"]), flush=True)
+          + "; ".join(f"{n} thr: read {rates['read'][n] / 1e9:.1f} GB/s, fp32 peak "
+                      f"{rates['peaks'][n]['fp32'] / 1e9:.0f} GFLOP/s, int8 peak {rates['peaks'][n]['int8'] / 1e9:.0f} "
+                      "GOP/s" for n in thread_counts if rates["peaks"][n]["fp32"]), flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.blocks.split(","):
             rows += run_block(name, tokens, thread_counts, args.repeats, rates, g, tmp, args.size, candidates,
-                              log=lambda s: print(s, flush=True))
+                              log=lambda s: print(s, flush=True), max_call_s=args.max_call_s)
     from .machine import _cpuinfo
 
     cpu = _cpuinfo()
@@ -576,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
                 "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
                 "seconds": time.time() - started, "load_start": load_start,
                 "load_end": [round(v, 2) for v in os.getloadavg()], "threads": thread_counts, "tokens": tokens,
-                "repeats": args.repeats, "size": args.size},
+                "repeats": args.repeats, "size": args.size, "max_call_s": args.max_call_s},
         "machine": {"cpu": cpu.get("model name", platform.processor()), "cores": os.cpu_count(),
                     "isa": f"kernel path {isa_path()}, int8-activation dots {a8_dot_path()}",
                     "flags": " ".join(f for f in cpu.get("flags", "").split()
