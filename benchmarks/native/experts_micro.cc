@@ -26,7 +26,7 @@ using namespace ascend_moe::cpu;
 // #pragma once) and leave CpuIsa undeclared in the base's namespace.
 #define ascend_moe ascend_moe_before
 #include "build/experts_before/ops_src/cpu/isa.h"
-#include "build/experts_before/ops_src/cpu/moe_routed_experts.h"
+#include "build/experts_before/ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 #undef ascend_moe
 #endif
 
@@ -38,7 +38,11 @@ double Now() {
 
 }  // namespace
 
-// One kernel (today's or the base commit's) on one ISA path: a call over one rotation input.
+// Weight bytes per phase-2 chunk: the ORT wrapper's (moe_routed_experts_op.cc, kChunkBytes).
+constexpr int64_t kChunkBytes = int64_t{4} << 20;
+
+// One kernel (today's or the base commit's) on one ISA path: a call over one rotation input, phase 2
+// in the column chunks the ORT wrapper hands its threads (here all on this thread, in order).
 template <class Params, class Buffers, class Plan, class Isa>
 bool RunKernel(const Params& p, const Buffers& b, const void* idx, Isa isa, int64_t H) {
   Plan plan;
@@ -46,7 +50,8 @@ bool RunKernel(const Params& p, const Buffers& b, const void* idx, Isa isa, int6
   if (!plan.UseIsa(isa)) return false;
   plan.PrepareInputs(b);
   plan.UpItems(b, 0, plan.num_up_items());
-  plan.DownColumns(b, 0, H);
+  const int64_t step = plan.ColumnsPerChunk(kChunkBytes);
+  for (int64_t h = 0; h < H; h += step) plan.DownColumns(b, h, std::min(H, h + step));
   return true;
 }
 
