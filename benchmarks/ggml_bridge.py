@@ -29,13 +29,13 @@ CHECKED_VERSION = "0.25.3"
 GGML_LIB_DIR_ENV = "ASCEND_MOE_GGML_LIB_DIR"
 LIBRARIES = ("ggml-base", "ggml-cpu", "ggml")  # load order: each needs the ones before it
 HOW_TO_GET = (
-    "llama.cpp's ggml libraries were not found. Either install the optional peer: "
-    "CMAKE_ARGS=\"-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF\" "
-    ".venv/bin/pip install --no-build-isolation \".[peer]\" (builds llama-cpp-python 0.3.36, ~20 min on "
-    f"2 cores), or point {GGML_LIB_DIR_ENV} (or --ggml-lib) at a llama.cpp build's library folder: "
-    "git clone https://github.com/ggml-org/llama.cpp && cmake -S llama.cpp -B llama.cpp/build "
-    "-DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON && cmake --build llama.cpp/build -j --target ggml "
-    f"&& export {GGML_LIB_DIR_ENV}=$PWD/llama.cpp/build/bin"
+    "llama.cpp's ggml libraries were not found. Either install the optional peer (builds llama-cpp-python "
+    "0.3.36 from source: 20-70 min on 2 cores): CMAKE_ARGS=\"-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF "
+    "-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF\" .venv/bin/pip install "
+    "--no-build-isolation -e \".[peer]\"; or point " + GGML_LIB_DIR_ENV + " (or --ggml-lib) at a llama.cpp "
+    "build's library folder: git clone https://github.com/ggml-org/llama.cpp && cmake -S llama.cpp -B "
+    "llama.cpp/build -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON && cmake --build llama.cpp/build -j --target ggml "
+    "&& export " + GGML_LIB_DIR_ENV + "=$PWD/llama.cpp/build/bin"
 )
 
 # enum ggml_type (ggml.h)

@@ -136,7 +136,7 @@ def test_missing_ggml_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.delenv(ggml_bridge.GGML_LIB_DIR_ENV, raising=False)
     monkeypatch.setattr(ggml_bridge, "_package_lib_dir", lambda: None)
     assert ggml_bridge.library_dir(tmp_path) is None
-    with pytest.raises(ggml_bridge.GgmlUnavailable, match=r"pip install --no-build-isolation \"\.\[peer\]\""):
+    with pytest.raises(ggml_bridge.GgmlUnavailable, match=r"pip install --no-build-isolation -e \"\.\[peer\]\""):
         ggml_bridge.Ggml(tmp_path)
 
 

@@ -21,10 +21,11 @@
 using namespace ascend_moe::cpu;
 
 #ifdef EXPERTS_MICRO_BEFORE
-// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its isa.h
-// first, by its own path: the header's "ops_src/cpu/isa.h" would find today's (already included,
-// #pragma once) and leave CpuIsa undeclared in the base's namespace.
+// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its isa.h and
+// attr_defaults.gen.h first, by their own paths: the header's "ops_src/cpu/..." includes would find
+// today's (already included, #pragma once) and leave their names undeclared in the base's namespace.
 #define ascend_moe ascend_moe_before
+#include "build/experts_before/ops_src/cpu/attr_defaults.gen.h"
 #include "build/experts_before/ops_src/cpu/isa.h"
 #include "build/experts_before/ops_src/cpu/moe_routed_experts/moe_routed_experts.h"
 #undef ascend_moe
