@@ -135,9 +135,10 @@ void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
 }
 
 int64_t ColumnsPerChunk(int64_t hidden, int64_t bytes_per_column, int64_t bytes) {
-  const int64_t by_bytes = bytes / std::max<int64_t>(1, bytes_per_column);
-  const int64_t by_count = (hidden + kMinColumnChunks - 1) / kMinColumnChunks;
-  return std::max<int64_t>(16, (std::min(by_bytes, by_count) + 15) / 16 * 16);
+  const int64_t per_column = std::max<int64_t>(1, bytes_per_column);
+  const int64_t by_count =
+      std::max((hidden + kMinColumnChunks - 1) / kMinColumnChunks, kMinChunkBytes / per_column);
+  return std::max<int64_t>(16, (std::min(bytes / per_column, by_count) + 15) / 16 * 16);
 }
 
 int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
