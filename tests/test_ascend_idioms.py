@@ -249,6 +249,63 @@ def test_grouped_matmul_key_value_group_list_checked_in_the_exported_graph():
             sess.run(None, {"x": x.numpy(), "kv": np.array(bad, np.int64)})
 
 
+class _GmmForms(torch.nn.Module):
+    """The three non-MoE forms of npu_grouped_matmul (op-plugin's test_npu_grouped_matmul_0 / _2 / _6)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(11)
+        self.w = [torch.randn(H, 5, generator=g), torch.randn(H, 3, generator=g), torch.randn(6, 5, generator=g)]
+        self.b = [torch.randn(5, generator=g), torch.randn(3, generator=g)]
+
+    def forward(self, x, x3, k_sizes):
+        ungrouped = tn.npu_grouped_matmul([x, x3], self.w[:2], bias=self.b, group_type=-1, split_item=0)
+        (joined,) = tn.npu_grouped_matmul([x, x[:4, :6]], [self.w[0], self.w[2]], group_type=0, split_item=2)
+        (k_split,) = tn.npu_grouped_matmul([x], [self.w[0]], group_list=k_sizes, group_type=2, group_list_type=1,
+                                           split_item=3)
+        return (*ungrouped, joined, k_split)
+
+
+def test_grouped_matmul_lists_and_k_split_match_their_products_and_export():
+    g = torch.Generator().manual_seed(12)
+    x, x3, k_sizes = torch.randn(T, H, generator=g), torch.randn(2, 3, H, generator=g), torch.tensor([3, 0, 5])
+    m = _GmmForms()
+    got = m(x, x3, k_sizes)
+    w, b = m.w, m.b
+    want = (x @ w[0] + b[0], x3 @ w[1] + b[1], torch.cat([x @ w[0], x[:4, :6] @ w[2]]),
+            torch.stack([x[:, :3] @ w[0][:3], torch.zeros(T, 5), x[:, 3:] @ w[0][3:]]))
+    for y, ref in zip(got, want):
+        torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    sess = _session(_export(m, (x, x3, k_sizes)), library=False)  # standard ONNX only
+    other = torch.tensor([1, 6, 1])
+    outs = sess.run(None, {"x": x.numpy(), "x3": x3.numpy(), "k_sizes": other.numpy()})
+    for y, ref in zip(outs, m(x, x3, other)):
+        np.testing.assert_allclose(y, ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_matmul_forms_compute_16_bit_in_float32_rounded_once():
+    g = torch.Generator().manual_seed(13)
+    x, w = torch.randn(T, 64, generator=g).half(), torch.randn(64, 5, generator=g).half()
+    (y,) = tn.npu_grouped_matmul([x], [w], group_type=-1)
+    assert y.dtype == torch.float16
+    assert torch.equal(y, (x.float() @ w.float()).half())
+
+
+@pytest.mark.parametrize("call, message", [
+    (dict(group_type=None), "'group_type' is required .*Requires manual passing group_type"),
+    (dict(group_type=1), "'group_type' must be -1 .*The group type must be -1, 0 or 2"),
+    (dict(group_type=-1, group_list=torch.tensor([T])), "'group_list' must be None with group_type=-1"),
+    (dict(group_type=-1, split_item=3), "'split_item' must be 0 or 1 with group_type=-1"),
+    (dict(group_type=2, group_list=torch.tensor([2, 2]), split_item=3), "'group_list' must split K = 8"),
+    (dict(group_type=2, group_list=torch.tensor([8]), split_item=0), "'split_item' must be 2 or 3"),
+    (dict(group_type=-1, antiquant_scale=[torch.ones(5)]), "'antiquant_scale'"),
+])
+def test_grouped_matmul_forms_refuse_what_torch_npu_refuses(call, message):
+    x, w = _gmm_inputs()
+    with pytest.raises(RuntimeError, match=f"npu_grouped_matmul: argument {message}"):
+        tn.npu_grouped_matmul([x], [w[0]], **call)
+
+
 # ---- gating softmax: E up to torch_npu's limit ----------------------------------------------------
 
 def test_gating_softmax_takes_more_experts_than_the_hash_router():

@@ -132,8 +132,20 @@ def test_multi_rank_dispatch_needs_a_process_group_and_points_to_the_expert_para
 
     with pytest.raises(Exception, match="expert-parallel.md"):
         torch.export.export(_Dispatch(), (x,), strict=False)
-    with pytest.raises(NotImplementedError, match="argument 'tokens_dtype'"):
-        tn.npu_moe_re_routing(x, torch.tensor([[T]]), tokens_dtype=34)
+    with pytest.raises(RuntimeError, match="argument 'tokens_dtype' must be torch_npu.hifloat8"):
+        tn.npu_moe_re_routing(x.to(torch.uint8), torch.tensor([[T]]), tokens_dtype=34)
+
+
+@pytest.mark.parametrize("tokens_dtype", [290, 296, 297])  # torch_npu.hifloat8, float4_e2m1fn_x2, float4_e1m2fn_x2
+def test_re_routing_moves_one_byte_codes_as_bytes(tokens_dtype):
+    g = torch.Generator().manual_seed(3)
+    codes = torch.randint(0, 256, (8, 6), generator=g, dtype=torch.uint8)
+    counts = torch.tensor([[1, 2], [3, 2]])
+    moved, _, idx, _ = tn.npu_moe_re_routing(codes.view(torch.int8), counts, tokens_dtype=tokens_dtype)
+    assert moved.dtype == torch.uint8
+    assert torch.equal(moved, codes[idx.long()])
+    with pytest.raises(RuntimeError, match="argument 'tokens' must hold one-byte codes"):
+        tn.npu_moe_re_routing(codes.float(), counts, tokens_dtype=tokens_dtype)
 
 
 def test_token_permute_and_unpermute_invert_each_other():

@@ -10,6 +10,11 @@ import torch
 EXPERT_PARALLEL_DOC = "docs/expert-parallel.md"
 
 
+class ArgumentError(ValueError, RuntimeError):
+    """A bad argument: a ValueError here, and a RuntimeError as torch_npu's ``TORCH_CHECK`` raises it,
+    so code written against torch_npu catches it as it would there."""
+
+
 def fail(fn: str, arg: str, requirement: str | Callable[[], str], value: Any) -> NoReturn:
     """Raise the stand-in's one error form: ``<fn>: argument '<arg>' <requirement>, got <value>``.
 
@@ -17,7 +22,7 @@ def fail(fn: str, arg: str, requirement: str | Callable[[], str], value: Any) ->
     only formatted on failure, since formatting a symbolic size while exporting would fix it.
     """
     text = requirement() if callable(requirement) else requirement
-    raise ValueError(f"{fn}: argument '{arg}' {text}, got {describe(value)}")
+    raise ArgumentError(f"{fn}: argument '{arg}' {text}, got {describe(value)}")
 
 
 def unsupported(fn: str, arg: str, value: Any, why: str) -> NoReturn:
@@ -55,6 +60,14 @@ def single_tensor(fn: str, arg: str, value) -> torch.Tensor:
     if isinstance(value, Sequence) and len(value) == 1 and isinstance(value[0], torch.Tensor):
         return value[0]
     fail(fn, arg, "must be one tensor or a list of one tensor", value)
+
+
+def tensor_list(fn: str, arg: str, value) -> list[torch.Tensor]:
+    """A ``Tensor[]`` argument as a non-empty list (a bare tensor is a list of one)."""
+    tensors = [value] if isinstance(value, torch.Tensor) else list(value) if isinstance(value, Sequence) else []
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        fail(fn, arg, "must be a tensor or a non-empty list of tensors", value)
+    return tensors
 
 
 def stacked_weight(fn: str, value) -> torch.Tensor:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from . import _ops
+from . import _ops, grouped_matmul_forms
 from ._args import (
+    fail,
     group_list_tensor,
     key_value_counts,
     per_expert_rows,
@@ -14,6 +15,7 @@ from ._args import (
     single_tensor,
     stacked_bias,
     stacked_weight,
+    tensor_list,
     unsupported,
 )
 
@@ -35,8 +37,9 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     ``antiquant_offset``), or w8a8: int8 ``x`` and ``weight`` accumulated in int32 (+ int32
     ``bias``), ``output_dtype=torch.int32`` for the sums or a float ``output_dtype`` dequantised by
     ``scale`` ``[[E, N]]`` and ``per_token_scale`` ``[[M]]`` (each a list of one tensor;
-    docs/operators.md §4). ``tuning_config`` is a tiling hint (ignored). Other split / group modes
-    and the reserved arguments raise.
+    docs/operators.md §4). ``tuning_config`` is a tiling hint (ignored). ``group_type`` -1 (lists
+    without grouping), 2 (K split) and several x tensors take float weights
+    (:mod:`.grouped_matmul_forms`); the reserved arguments raise.
     """
     fn = "npu_grouped_matmul"
     if group_list_type is None:  # torch_npu: group_list_type.value_or(0)
@@ -45,15 +48,26 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
                  activation_quant_scale=activation_quant_scale, activation_quant_offset=activation_quant_offset,
                  x_dtype=x_dtype, weight_dtype=weight_dtype, scale_dtype=scale_dtype,
                  per_token_scale_dtype=per_token_scale_dtype)
-    if group_type != 0:
-        unsupported(fn, "group_type", group_type, "MoE layers group the rows of x (group_type=0); "
-                    "other groupings have no ONNX operator here")
+    if group_type is None:
+        fail(fn, "group_type", 'is required (torch_npu: "Requires manual passing group_type"): -1, 0 or 2', None)
+    require(group_type in (-1, 0, 2), fn, "group_type",
+            'must be -1 (none), 0 (rows) or 2 (K) (torch_npu: "The group type must be -1, 0 or 2")', group_type)
+    if act_type != 0:
+        unsupported(fn, "act_type", act_type, "apply the activation after the call (e.g. npu_swiglu)")
+    xs, ws = tensor_list(fn, "x", x), tensor_list(fn, "weight", weight)
+    if group_type != 0 or len(xs) > 1:
+        require_none(fn, scale=scale, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
+                     per_token_scale=per_token_scale, output_dtype=output_dtype)
+        if group_type == -1:
+            return grouped_matmul_forms.ungrouped(xs, ws, bias, group_list, split_item)
+        if group_type == 2:
+            require(len(xs) == 1, fn, "x", "must be one tensor [M, K] with group_type=2", xs)
+            return grouped_matmul_forms.k_split(xs[0], ws, bias, group_list, group_list_type, split_item)
+        return grouped_matmul_forms.concatenated(xs, ws, bias, group_list, group_list_type, split_item)
     if split_item not in (2, 3):
         unsupported(fn, "split_item", split_item, "MoE layers take one output tensor (split_item 2 or 3)")
     if group_list_type not in (0, 1, 2):
         unsupported(fn, "group_list_type", group_list_type, "use 0 (cumsum), 1 (counts) or 2 (key-value)")
-    if act_type != 0:
-        unsupported(fn, "act_type", act_type, "apply the activation after the call (e.g. npu_swiglu)")
     x = single_tensor(fn, "x", x)
     require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", x)
     w = stacked_weight(fn, weight)

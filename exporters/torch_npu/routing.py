@@ -10,6 +10,7 @@ from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 
 from . import _ops
 from ._args import require, require_none, unsupported
+from .mx_quant import FLOAT4_E1M2, FLOAT4_E2M1, HIFLOAT8
 
 # op-plugin's docs (torch_npu-npu_moe_gating_top_k_softmax.md): k <= 1024, any number of experts
 SOFTMAX_MAX_K = 1024
@@ -74,10 +75,17 @@ def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
 def npu_moe_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=None, expert_token_num_type=1,
                        idx_type=0, tokens_dtype=None):
     """torch_npu.npu_moe_re_routing: tokens received from every rank regrouped by local expert
-    (one MoeReRouting node). ``tokens_dtype`` (hifloat8 / float4 views of the tokens) must be None."""
+    (one MoeReRouting node). ``tokens_dtype`` names what one-byte tokens hold (hifloat8, or two
+    float4 codes a byte): the rows move as bytes, so the uint8 / int8 tokens are regrouped as they
+    are and returned as uint8, as torch_npu returns them."""
+    fn = "npu_moe_re_routing"
     if tokens_dtype is not None:
-        unsupported("npu_moe_re_routing", "tokens_dtype", tokens_dtype,
-                    "hifloat8 / float4 token views have no ONNX element type; pass the tokens as they are")
+        require(tokens_dtype in (HIFLOAT8, FLOAT4_E2M1, FLOAT4_E1M2), fn, "tokens_dtype",
+                "must be torch_npu.hifloat8, float4_e2m1fn_x2, float4_e1m2fn_x2 or None (torch_npu: \"The optional "
+                "parameter tokens_dtype only supports ...\")", tokens_dtype)
+        require(tokens.dtype in (torch.uint8, torch.int8), fn, "tokens",
+                "must hold one-byte codes (uint8 / int8) with tokens_dtype", tokens)
+        tokens = tokens.view(torch.uint8)
     return _ops.re_routing(tokens, expert_token_num_per_rank, per_token_scales, expert_token_num_type, idx_type)
 
 
