@@ -244,21 +244,26 @@ def selected_bytes(arrays: dict, rotation: list[dict]) -> float:
     return float(np.mean([len(np.unique(inp["expert_idx"])) * per_expert for inp in rotation]))
 
 
-def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, tmp: str,
-              size: str = "full", candidates=CANDIDATES) -> list[dict]:
-    """Rows of ``format_rows`` for one block: every candidate at every token count."""
-    shape = block_shapes(name, size)
-    E = shape["E"] + shape["shared"]
-    k = shape["k"] + shape["shared"]
-    w = weights(shape)
-    wanted = set(candidates)
-    q8 = quantized(w, 8, 0) if wanted & {"int8", "w8a8", "qmoe-int8"} else {}
-    q4 = quantized(w, 4, INT4_BLOCK) if wanted & {"int4", "w4a8", "qmoe-int4"} else {}
-    bf = bfloat16(w) if wanted & {"bfloat16", "torch-bf16"} else {}
-    schemes = {"float32": (w, 0, 0, 0), "bfloat16": (bf, 16, 0, 0), "int8": (q8, 8, 0, 0),
-               "int4": (q4, 4, INT4_BLOCK, 0), "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
-    thread_counts = [threads] if isinstance(threads, int) else list(threads)
-    tag = {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
+def schemes_of(w: dict, wanted=None) -> dict:
+    """candidate -> (arrays, weight_bits, block_size, act_quant) of the library's candidates on the
+    float32 stacks ``w``; only the weight forms the candidates ``wanted`` need are made (None: all)."""
+    want = set(CANDIDATES if wanted is None else wanted)
+    q8 = quantized(w, 8, 0) if want & {"int8", "w8a8", "qmoe-int8"} else {}
+    q4 = quantized(w, 4, INT4_BLOCK) if want & {"int4", "w4a8", "qmoe-int4"} else {}
+    bf = bfloat16(w) if want & {"bfloat16", "torch-bf16"} else {}
+    return {"float32": (w, 0, 0, 0), "bfloat16": (bf, 16, 0, 0), "int8": (q8, 8, 0, 0),
+            "int4": (q4, 4, INT4_BLOCK, 0), "w8a8": (q8, 8, 0, 1), "w4a8": (q4, 4, INT4_BLOCK, 1)}
+
+
+def thread_tags(thread_counts: list[int]) -> dict[int, str]:
+    """Suffix of a candidate's name per thread count: none for the first, ``@Nt`` for the others."""
+    return {n: "" if n == thread_counts[0] else f"@{n}t" for n in thread_counts}
+
+
+def build_sessions(name: str, schemes: dict, candidates, thread_counts: list[int], k: int, tmp: str) -> dict:
+    """candidate (with its thread tag) -> (session, arrays) of the library's candidates in
+    ``schemes`` (schemes_of) and of QMoE on their integers, one session per thread count."""
+    tag = thread_tags(thread_counts)
     sessions = {}
     for cand, (arrays, bits, block, act_quant) in schemes.items():
         if cand not in candidates:
@@ -273,14 +278,34 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
             qmoe_model(path, qa, bits, block, k)
             for n in thread_counts:
                 sessions["qmoe-" + cand + tag[n]] = (model_suite.shared_session(path, qa, n), qa)
-    torch_runs = {"torch-bf16" + tag[n]: TorchBf16(bf, n) for n in thread_counts} if "torch-bf16" in wanted else {}
+    return sessions
+
+
+def session_runners(sessions: dict, rotation: list[dict], experts: int) -> dict:
+    """candidate -> a runner of its session over ``rotation`` (QMoE gets qmoe_inputs)."""
+    runners = {}
+    for cand, (sess, _arrays) in sessions.items():
+        rot = [qmoe_inputs(inp, experts) for inp in rotation] if cand.startswith("qmoe") else rotation
+        runners[cand] = _runner(sess, rot)
+    return runners
+
+
+def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, tmp: str,
+              size: str = "full", candidates=CANDIDATES) -> list[dict]:
+    """Rows of ``format_rows`` for one block: every candidate at every token count."""
+    shape = block_shapes(name, size)
+    E = shape["E"] + shape["shared"]
+    k = shape["k"] + shape["shared"]
+    thread_counts = [threads] if isinstance(threads, int) else list(threads)
+    schemes = schemes_of(weights(shape), candidates)
+    sessions = build_sessions(name, schemes, candidates, thread_counts, k, tmp)
+    tag = thread_tags(thread_counts)
+    torch_runs = ({"torch-bf16" + tag[n]: TorchBf16(schemes["bfloat16"][0], n) for n in thread_counts}
+                  if "torch-bf16" in candidates else {})
     rows = []
     for T in tokens:
         rotation = routing(shape, T, ROTATION if T <= 16 else 1)
-        runners = {}
-        for cand, (sess, _arrays) in sessions.items():
-            rot = [qmoe_inputs(inp, E) for inp in rotation] if cand.startswith("qmoe") else rotation
-            runners[cand] = _runner(sess, rot)
+        runners = session_runners(sessions, rotation, E)
         for cand, tb in torch_runs.items():
             runners[cand] = _RotationRun([tb.runner(inp) for inp in rotation])
         for r in runners.values():
@@ -294,7 +319,7 @@ def run_block(name: str, tokens: list[int], threads, repeats: int, rate: float, 
         for cand, t in timings.items():
             best = t.fastest / len(rotation)
             plain = cand.split("@")[0]
-            nbytes = selected_bytes(bf if plain == "torch-bf16" else sessions[cand][1], rotation)
+            nbytes = selected_bytes(schemes["bfloat16"][0] if plain == "torch-bf16" else sessions[cand][1], rotation)
             row = dict(block=name, tokens=T, candidate=cand, us=best * 1e6, vs_float32=base / best,
                        mib=nbytes / 2**20, gbs=nbytes / best / 1e9, share=nbytes / rate / best)
             if plain != cand and plain in timings:

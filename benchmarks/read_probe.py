@@ -58,18 +58,19 @@ PROBE(4)
 PROBE(8)
 """
 
-@functools.cache
-def _library():
-    """The compiled probe (ctypes), or None where no C compiler builds it."""
+def native_library(source: str, stem: str):
+    """``source`` (C) compiled with the machine's C compiler for its CPU (-march=native, else the
+    default target) into a shared library cached in the temporary folder under ``stem`` and a hash
+    of the source, loaded with ctypes; None where no compiler builds it."""
     cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
     if cc is None:
         return None
-    tag = hashlib.sha256(_SOURCE.encode()).hexdigest()[:12]
-    path = os.path.join(tempfile.gettempdir(), f"ascend_moe_read_probe_{tag}_{os.getuid()}.so")
+    tag = hashlib.sha256(source.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"{stem}_{tag}_{os.getuid()}.so")
     if not os.path.exists(path):
         src = path[:-3] + ".c"
         with open(src, "w", encoding="ascii") as f:
-            f.write(_SOURCE)
+            f.write(source)
         tmp = f"{path}.{os.getpid()}"
         for flags in (["-march=native"], []):
             done = subprocess.run([cc, "-O3", *flags, "-shared", "-fPIC", src, "-o", tmp], capture_output=True)
@@ -78,7 +79,15 @@ def _library():
         else:
             return None
         os.replace(tmp, path)
-    lib = ctypes.CDLL(path)
+    return ctypes.CDLL(path)
+
+
+@functools.cache
+def _library():
+    """The compiled probe (ctypes), or None where no C compiler builds it."""
+    lib = native_library(_SOURCE, "ascend_moe_read_probe")
+    if lib is None:
+        return None
     for s in STREAMS:
         fn = getattr(lib, f"ascend_moe_read_seconds_{s}")
         fn.restype = ctypes.c_double

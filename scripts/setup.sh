@@ -40,6 +40,7 @@ $py -m pip install -qq --upgrade pip
 $py -m pip install -qq "torch==${TORCH_VERSION}"
 $py -m pip install -qq "scikit-build-core>=0.11"
 # --no-build-isolation keeps the build directory reusable (incremental rebuilds).
+# not the `peer` extra: it builds llama.cpp from source (~20 min); opt in as docs/benchmarks.md says
 $py -m pip install -qq --no-build-isolation -e ".[test,bench,models,hf,genai]"
 $py -c "from ascend_moe_onnx import ort_custom_ops; print('setup: custom-op library at', ort_custom_ops.get_library_path())"
 

@@ -21,9 +21,9 @@
 using namespace ascend_moe::cpu;
 
 #ifdef EXPERTS_MICRO_BEFORE
-// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its
-// attr_defaults.gen.h and isa.h first, by their own paths: the header's "ops_src/cpu/isa.h" would
-// find today's (already included, #pragma once) and leave CpuIsa undeclared in the base's namespace.
+// The base commit's header and objects, compiled with -Dascend_moe=ascend_moe_before. Its isa.h and
+// attr_defaults.gen.h first, by their own paths: the header's "ops_src/cpu/..." includes would find
+// today's (already included, #pragma once) and leave their names undeclared in the base's namespace.
 #define ascend_moe ascend_moe_before
 #include "build/experts_before/ops_src/cpu/attr_defaults.gen.h"
 #include "build/experts_before/ops_src/cpu/isa.h"
@@ -39,7 +39,11 @@ double Now() {
 
 }  // namespace
 
-// One kernel (today's or the base commit's) on one ISA path: a call over one rotation input.
+// Weight bytes per phase-2 chunk: the ORT wrapper's (moe_routed_experts_op.cc, kChunkBytes).
+constexpr int64_t kChunkBytes = int64_t{4} << 20;
+
+// One kernel (today's or the base commit's) on one ISA path: a call over one rotation input, phase 2
+// in the column chunks the ORT wrapper hands its threads (here all on this thread, in order).
 template <class Params, class Buffers, class Plan, class Isa>
 bool RunKernel(const Params& p, const Buffers& b, const void* idx, Isa isa, int64_t H) {
   Plan plan;
@@ -47,7 +51,8 @@ bool RunKernel(const Params& p, const Buffers& b, const void* idx, Isa isa, int6
   if (!plan.UseIsa(isa)) return false;
   plan.PrepareInputs(b);
   plan.UpItems(b, 0, plan.num_up_items());
-  plan.DownColumns(b, 0, H);
+  const int64_t step = plan.ColumnsPerChunk(kChunkBytes);
+  for (int64_t h = 0; h < H; h += step) plan.DownColumns(b, h, std::min(H, h + step));
   return true;
 }
 

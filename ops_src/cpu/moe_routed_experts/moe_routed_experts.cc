@@ -167,11 +167,16 @@ void MoeRoutedExpertsPlan::PrepareInputs(const MoeRoutedExpertsBuffers& b) {
   }
 }
 
+int64_t ColumnsPerChunk(int64_t hidden, int64_t bytes_per_column, int64_t bytes) {
+  const int64_t per_column = std::max<int64_t>(1, bytes_per_column);
+  const int64_t by_count =
+      std::max((hidden + kMinColumnChunks - 1) / kMinColumnChunks, kMinChunkBytes / per_column);
+  return std::max<int64_t>(16, (std::min(bytes / per_column, by_count) + 15) / 16 * 16);
+}
+
 int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
   const int64_t bits = p_.bf16_weights ? kBf16Bits : p_.quant_bits == 0 ? 32 : p_.quant_bits;
-  const int64_t per_column = std::max<int64_t>(1, active_experts() * p_.inter * bits / 8);
-  // multiples of 16: the widest lane tiles of the quantized down rows start at such columns
-  return std::max<int64_t>(16, (bytes / per_column + 15) / 16 * 16);
+  return cpu::ColumnsPerChunk(p_.hidden, active_experts() * p_.inter * bits / 8, bytes);
 }
 
 void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {

@@ -65,6 +65,20 @@ bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_
                        std::vector<int64_t>* active, std::vector<int64_t>* begin, std::vector<int64_t>* pair,
                        int64_t* bad_pair);
 
+// Phase 2 is split into at least this many column chunks where H allows and each chunk keeps at
+// least kMinChunkBytes of weights: the chunks are claimed one at a time by the threads, so with ~16
+// the last thread to finish waits for at most a sixteenth of the work (4 MiB chunks alone left a
+// 16-token call 6-15 chunks: 2 threads ran >= 0.55 of 1 thread's time from the split alone), while
+// a decode call's few experts still stream runs of rows as long as before (the floor binds below
+// 16 tokens only).
+constexpr int64_t kMinColumnChunks = 16;
+constexpr int64_t kMinChunkBytes = int64_t{1} << 20;
+
+// Columns per phase-2 chunk: about `bytes` of weights (at `bytes_per_column` per hidden column), cut
+// to H / kMinColumnChunks but not below kMinChunkBytes, rounded up to a multiple of 16 (the widest
+// lane tiles of the quantized down rows start at such columns), at least 16.
+int64_t ColumnsPerChunk(int64_t hidden, int64_t bytes_per_column, int64_t bytes);
+
 // One call's pairs grouped by expert, and its activation buffer.
 class MoeRoutedExpertsPlan {
  public:

@@ -351,9 +351,8 @@ void MoeRoutedExpertsA8Plan::DownColumns(const A8ExpertWeights& w, const float* 
 }
 
 int64_t MoeRoutedExpertsA8Plan::ColumnsPerChunk(int64_t bytes) const {
-  const int64_t per_column =
-      std::max<int64_t>(1, static_cast<int64_t>(active_.size()) * p_.inter * p_.quant_bits / 8);
-  return std::max<int64_t>(16, (bytes / per_column + 15) / 16 * 16);
+  return cpu::ColumnsPerChunk(p_.hidden, static_cast<int64_t>(active_.size()) * p_.inter * p_.quant_bits / 8,
+                              bytes);
 }
 
 }  // namespace ascend_moe::cpu
