@@ -72,7 +72,7 @@ bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_
 // a decode call's few experts still stream runs of rows as long as before (the floor binds below
 // 16 tokens only).
 constexpr int64_t kMinColumnChunks = 16;
-constexpr int64_t kMinChunkBytes = int64_t{1} << 20;
+constexpr int64_t kMinChunkBytes = int64_t{1024} * 1024;
 
 // Columns per phase-2 chunk: about `bytes` of weights (at `bytes_per_column` per hidden column), cut
 // to H / kMinColumnChunks but not below kMinChunkBytes, rounded up to a multiple of 16 (the widest
