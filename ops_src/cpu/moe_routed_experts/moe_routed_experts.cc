@@ -187,9 +187,7 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     std::vector<float> dots;
     for (int64_t it = begin; it < end; ++it) {
       const UpItem& item = items_[static_cast<size_t>(it)];
-      const int64_t e = active_[static_cast<size_t>(item.expert)];
-      const int64_t first = begin_[static_cast<size_t>(item.expert)];
-      const int64_t n = begin_[static_cast<size_t>(item.expert) + 1] - first;
+      const auto [e, first, n] = PairsOf(item);
       rows.resize(static_cast<size_t>(n));
       for (int64_t q = 0; q < n; ++q) rows[q] = xb_.data() + pair_[first + q] / k * H;
       dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
@@ -208,9 +206,7 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
   std::vector<float> dots;
   for (int64_t it = begin; it < end; ++it) {
     const UpItem& item = items_[static_cast<size_t>(it)];
-    const int64_t e = active_[static_cast<size_t>(item.expert)];
-    const int64_t first = begin_[static_cast<size_t>(item.expert)];
-    const int64_t n = begin_[static_cast<size_t>(item.expert) + 1] - first;
+    const auto [e, first, n] = PairsOf(item);
     rows.resize(static_cast<size_t>(n));
     for (int64_t q = 0; q < n; ++q) rows[q] = x + pair_[first + q] / k * H;
     float* act = act_.data() + first * I;

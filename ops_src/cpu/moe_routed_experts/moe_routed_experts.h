@@ -112,6 +112,15 @@ class MoeRoutedExpertsPlan {
     int64_t expert;              // index into active_
     int64_t row_begin, row_end;  // intermediate rows [begin, end)
   };
+  struct ItemPairs {
+    int64_t expert;  // expert id
+    int64_t first;   // the item's pairs are pair_[first, first + n)
+    int64_t n;
+  };
+  ItemPairs PairsOf(const UpItem& item) const {
+    const auto a = static_cast<size_t>(item.expert);
+    return {active_[a], begin_[a], begin_[a + 1] - begin_[a]};
+  }
   MoeRoutedExpertsParams p_;
   CpuIsa isa_ = CpuIsa::kBaseline;
   Bf16Dot bf16_dot_ = Bf16Dot::kWiden;
