@@ -33,14 +33,10 @@ void LaunchSwiGlu(const DeviceContext& ctx, const SwiGluDeviceArgs& a, const cha
       op.run);
 }
 
-namespace {
-size_t ElementSize(AclDataType type) { return type == kAclFloat ? sizeof(float) : sizeof(uint16_t); }
-}  // namespace
-
 void LaunchSwiGluOfPairs(const DeviceContext& ctx, AclDataType type, int64_t rows, int64_t inter,
                          const void* x, void* out, const char* what) {
   const AclnnOp op = RequireAclnnOp(kAclnnPermute, what);
-  DeviceBuffer split(ctx, static_cast<size_t>(rows * 2 * inter) * ElementSize(type));
+  DeviceBuffer split(ctx, static_cast<size_t>(rows * 2 * inter) * AclElementBytes(type));
   Tensor pairs(type, {rows, inter, 2}, x);
   Tensor halves(type, {rows, 2, inter}, split.get());
   IntArray dims({0, 2, 1});
