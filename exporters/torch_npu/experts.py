@@ -18,6 +18,7 @@ from ._args import (
     tensor_list,
     unsupported,
 )
+from .quant_param import quant_param_scale
 
 # output_dtype (a torch dtype) -> GroupedMatmul's output_dtype attribute (ONNX element types)
 _OUTPUT_DTYPES = {torch.float32: 1, torch.float16: 10, torch.bfloat16: 16, torch.int32: 6}
@@ -81,10 +82,16 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
              (("antiquant_scale", antiquant_scale), ("antiquant_offset", antiquant_offset),
               ("per_token_scale", per_token_scale))}
     extra["scale"] = None if scale is None else per_expert_rows(fn, "scale", scale, w.shape[0])
+    packed_scale = extra["scale"] is not None and extra["scale"].dtype == torch.int64
+    if packed_scale:  # npu_trans_quant_param's int64 parameters: their float32 (FP19) scales
+        extra["scale"] = quant_param_scale(extra["scale"])
     if x.dtype == torch.int8:
         for name in ("antiquant_scale", "antiquant_offset"):
             if extra[name] is not None:
                 unsupported(fn, name, extra[name], "int8 x (w8a8) is dequantised by scale and per_token_scale")
+        if output_dtype in (None, torch.int8):
+            return [_requantised(fn, x, w, b, extra["scale"], packed_scale, extra["per_token_scale"], group_list,
+                                 group_list_type)]
         _check_w8a8(fn, x, w, b, extra["scale"], extra["per_token_scale"], output_dtype)
     else:
         require_none(fn, scale=scale, per_token_scale=per_token_scale)
@@ -93,25 +100,53 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     elif output_dtype in _OUTPUT_DTYPES:
         out = _OUTPUT_DTYPES[output_dtype]
     else:
-        unsupported(fn, "output_dtype", output_dtype, "y is float32, float16, bfloat16 or int32 here "
-                    "(int8 y with int64 scales is not supported)")
+        unsupported(fn, "output_dtype", output_dtype, "y is float32, float16, bfloat16, int32, or int8 "
+                    "for int8 x")
+    counts, group_list_type = _group_counts(fn, group_list, group_list_type, w.shape[0], x.device)
+    return [_ops.grouped_matmul(x, w, b, counts, group_list_type, output_dtype=out, **extra)]
+
+
+def _group_counts(fn, group_list, group_list_type, experts, device):
+    """``(group_list as a tensor, its type)``: key-value rows (2) become counts (1)."""
     if group_list_type == 2:
         require(isinstance(group_list, torch.Tensor), fn, "group_list", "must be a tensor [n, 2] in key-value mode",
                 group_list)
-        counts, group_list_type = key_value_counts(fn, "group_list", group_list, w.shape[0]), 1
+        counts, group_list_type = key_value_counts(fn, "group_list", group_list, experts), 1
     else:
-        counts = group_list_tensor(fn, group_list, x.device)
-    require(counts.shape[0] == w.shape[0], fn, "group_list", lambda: f"must have one entry per expert ({w.shape[0]})",
+        counts = group_list_tensor(fn, group_list, device)
+    require(counts.shape[0] == experts, fn, "group_list", lambda: f"must have one entry per expert ({experts})",
             counts)
-    return [_ops.grouped_matmul(x, w, b, counts, group_list_type, output_dtype=out, **extra)]
+    return counts, group_list_type
+
+
+def _requantised(fn, x, w, b, s, packed_scale, t, group_list, group_list_type) -> torch.Tensor:
+    """w8a8 with int8 output (perchannel requantisation, torch_npu's ``output_dtype`` None or int8):
+    ``y = saturate_int8(rint((x @ W[e] + bias[e]) · scale[e]))`` with the int64 ``scale`` of
+    npu_trans_quant_param. One GroupedMatmul node gives the int32 sums; the requantisation is
+    standard ONNX (Mul, Round, Clip, Cast). Rows past the last group are 0."""
+    require(w.dtype == torch.int8, fn, "weight", "must be int8 when x is int8 (w8a8)", w)
+    require(s is not None and packed_scale, fn, "scale", "must be the int64 parameters of npu_trans_quant_param "
+            "for an int8 output (output_dtype None or torch.int8)", s)
+    require(t is None, fn, "per_token_scale", "must be None for an int8 output (perchannel requantisation); "
+            "per-token scales dequantise to bfloat16 / float16", t)
+    require(b is None or b.dtype == torch.int32, fn, "bias", "must be int32 when x is int8", b)
+    experts, n = w.shape[0], w.shape[2]
+    require(tuple(s.shape) == (experts, n), fn, "scale", lambda: f"must be [[{experts}, {n}]]", s)
+    counts, group_list_type = _group_counts(fn, group_list, group_list_type, experts, x.device)
+    sums = _ops.grouped_matmul(x, w, b, counts, group_list_type, output_dtype=_OUTPUT_DTYPES[torch.int32])
+    ends = counts.to(torch.int64) if group_list_type == 0 else counts.to(torch.int64).cumsum(0)
+    rows = torch.arange(x.shape[0], dtype=torch.int64, device=x.device)
+    group = (rows[:, None] >= ends[None, :]).to(torch.int64).sum(1).clamp(max=experts - 1)
+    y = (sums.to(torch.float32) * s[group]).round().clamp(-128.0, 127.0)
+    return y.to(torch.int8)
 
 
 def _check_w8a8(fn, x, w, b, s, t, output_dtype) -> None:
     """The w8a8 (int8 x) arguments, named as torch_npu names them."""
     require(w.dtype == torch.int8, fn, "weight", "must be int8 when x is int8 (w8a8)", w)
     if output_dtype not in _OUTPUT_DTYPES:
-        unsupported(fn, "output_dtype", output_dtype, "w8a8 exports with int32 (the sums) or a float type "
-                    "(dequantised); int8 requantisation has no ONNX operator here")
+        unsupported(fn, "output_dtype", output_dtype, "w8a8 exports with int32 (the sums), a float type "
+                    "(dequantised) or int8 (requantised by int64 scales)")
     experts, n = w.shape[0], w.shape[2]
     require(b is None or b.dtype == torch.int32, fn, "bias", "must be int32 when x is int8", b)
     if output_dtype == torch.int32:
