@@ -163,3 +163,107 @@ def test_grouped_matmul_int8_output_exports_and_runs_in_onnx_runtime():
         want = model(xs, c)
         assert got.dtype == np.int8
         np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_convert_weight_to_int4pack_packs_float4_e2m1_codes_from_float32():
+    values = torch.tensor([[0.5, -0.5, 6.0, -6.0, 1.5, 0.0, 0.7, -3.0]])
+    got = tn.npu_convert_weight_to_int4pack(values)
+    assert got.dtype == torch.float32 and got.shape == (1, 1)
+    # codes 1, 9, 7, 15, 3, 0, 1 (0.7's bits under 0xFFC00000 are 0.5's), 13; value j in bits 4j..4j+3
+    assert int(got.view(torch.int32).item()) & 0xFFFFFFFF == 0xD103F791
+
+
+def _a8w4_operands(seed=2, rows=10, k=64, n=16, experts=3, groups=2):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-100, 100, (rows, k), generator=g).to(torch.int8)
+    w = torch.randint(-8, 8, (experts, k, n), generator=g, dtype=torch.int32)
+    bias = torch.rand(experts, n, generator=g) * 10 - 5
+    scale = (torch.randn(experts, groups, n, generator=g) * 0.01).to(torch.float16).float()
+    packed = torch.from_numpy(_bits(scale.numpy()).reshape(scale.shape))   # float32 bits in bits 0-31
+    return x, w, bias, scale, packed, torch.rand(rows, 1, generator=g)
+
+
+def _a8w4_golden(x, w, bias, scale, pts, counts):
+    """op-plugin's A8W4 golden: x split into 16 · (x // 16) and (x & 15) - 8, per K group
+    matmul · scale[e, g], the halves recombined, + bias[e], · per_token_scale."""
+    rows, k = x.shape
+    groups = scale.shape[1]
+    xs = x.astype(np.int32)
+    halves = np.concatenate([xs.reshape(rows, 1, k) // 16, (xs.reshape(rows, 1, k) & 0x0F) - 8], 1)
+    out, start = np.zeros((rows, w.shape[2]), np.float32), 0
+    for e, c in enumerate(counts):
+        xi = halves[start:start + c].reshape(-1, groups, k // groups)
+        wg = w[e].reshape(groups, k // groups, -1)
+        mm = sum((xi[:, j] @ wg[j]).astype(np.float32) * scale[e, j] for j in range(groups)).reshape(-1, 2, w.shape[2])
+        out[start:start + c] = (mm[:, 0] * 16 + mm[:, 1] + bias[e]) * pts[start:start + c]
+        start += c
+    return out
+
+
+def test_grouped_matmul_a8w4_is_op_plugins_golden():
+    x, w, bias, scale, packed, pts = _a8w4_operands()
+    want = _a8w4_golden(x.numpy(), w.numpy(), bias.numpy(), scale.numpy(), pts.numpy(), [3, 0, 5])
+    wq = tn.npu_convert_weight_to_int4pack(w)
+    for out_dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2 ** -8)):
+        y = tn.npu_grouped_matmul([x], [wq], bias=[bias], scale=[packed], per_token_scale=[pts],
+                                  group_list=torch.tensor([3, 0, 5]), group_list_type=1, split_item=3, group_type=0,
+                                  output_dtype=out_dtype)[0]
+        assert y.dtype == out_dtype
+        np.testing.assert_allclose(y.float().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+        assert not y[8:].any()                                  # rows past the groups
+    # one K group as [E, N] (the recipes' w4a8 scale before its unsqueeze), packed by npu_trans_quant_param
+    one = scale[:, :1, :]
+    y1 = tn.npu_grouped_matmul([x], [wq], scale=[tn.npu_trans_quant_param(one[:, 0, :])], per_token_scale=[pts],
+                               group_list=torch.tensor([3, 3, 8]), split_item=3, group_type=0,
+                               output_dtype=torch.float32)[0]
+    want1 = _a8w4_golden(x.numpy(), w.numpy(), np.zeros((3, 16), np.float32), one.numpy(), pts.numpy(), [3, 0, 5])
+    np.testing.assert_allclose(y1[:8].numpy(), want1[:8], rtol=1e-5, atol=1e-5 * np.abs(want1).max())
+
+
+@pytest.mark.parametrize("kwargs, arg", [
+    ({"scale": [torch.ones(3, 2, 16)]}, "scale"),                                   # float: int64 only
+    ({"scale": [torch.ones(3, 3, 16, dtype=torch.int64)]}, "scale"),                # G does not divide K
+    ({"per_token_scale": None}, "per_token_scale"),
+    ({"bias": [torch.ones(3, 16, dtype=torch.int32)]}, "bias"),
+    ({"output_dtype": torch.int32}, "output_dtype"),
+    ({"antiquant_scale": [torch.ones(3, 16)]}, "antiquant_scale"),
+])
+def test_grouped_matmul_a8w4_refuses_with_the_argument_named(kwargs, arg):
+    x, w, _, _, packed, pts = _a8w4_operands()
+    args = dict(scale=[packed], per_token_scale=[pts], output_dtype=torch.bfloat16)
+    args.update(kwargs)
+    with pytest.raises((ValueError, NotImplementedError), match=f": argument '{arg}'"):
+        tn.npu_grouped_matmul([x], [tn.npu_convert_weight_to_int4pack(w)], group_list=torch.tensor([3, 3, 8]),
+                              split_item=3, group_type=0, **args)
+
+
+class _A8W4(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        _, w, bias, _, packed, _ = _a8w4_operands()
+        self.w = torch.nn.Parameter(tn.npu_convert_weight_to_int4pack(w), requires_grad=False)
+        self.b = torch.nn.Parameter(bias, requires_grad=False)
+        self.register_buffer("scale", packed)
+
+    def forward(self, x, pts, counts):
+        return tn.npu_grouped_matmul([x], [self.w], bias=[self.b], scale=[self.scale], per_token_scale=[pts],
+                                     group_list=counts, group_list_type=1, split_item=3, group_type=0,
+                                     output_dtype=torch.float32)[0]
+
+
+def test_grouped_matmul_a8w4_exports_and_runs_in_onnx_runtime():
+    model = _A8W4().eval()
+    x, _, _, _, _, pts = _a8w4_operands()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (x, pts, torch.tensor([3, 0, 5])),
+                                 dynamic_shapes=({0: Dim("tokens", min=2)}, {0: Dim("tokens", min=2)}, None))
+    assert "GroupedMatmul" in {n.op_type for n in proto.graph.node if n.domain == "ascend.moe"}
+    sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for seed, rows, counts in ((2, 10, [3, 0, 5]), (4, 13, [6, 6, 1])):
+        xs, _, _, _, _, ps = _a8w4_operands(seed, rows=rows)
+        c = torch.tensor(counts)
+        got = sess.run(None, dict(zip(names, (xs.numpy(), ps.numpy(), c.numpy()))))[0]
+        np.testing.assert_allclose(got, model(xs, ps, c).numpy(), rtol=1e-6, atol=1e-6)

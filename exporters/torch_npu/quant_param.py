@@ -78,20 +78,46 @@ def quant_param_scale(param: torch.Tensor) -> torch.Tensor:
     return torch.where(sign == 1, -magnitude, magnitude)
 
 
+# float32 values with a float4_e2m1 code, by their float32 bits under 0xFFC00000 (op-plugin's table)
+_E2M1_BITS = {0x00000000: 0, 0x3F000000: 1, 0x3F800000: 2, 0x3FC00000: 3, 0x40000000: 4, 0x40400000: 5,
+              0x40800000: 6, 0x40C00000: 7}
+E2M1_MASK = 0xFFC00000
+
+
+def _e2m1_codes(weight: torch.Tensor) -> torch.Tensor:
+    """float4_e2m1 codes (int64 in [0, 16)) of float32 values, as op-plugin's conversion looks them up:
+    the bits under 0xFFC00000 (sign, exponent, first mantissa bit) in the table of the 16 e2m1
+    values; bits not in it give code 0."""
+    bits = _float_bits(weight) & E2M1_MASK
+    magnitude = bits % (1 << 31)
+    code = torch.zeros_like(bits)
+    for key, value in _E2M1_BITS.items():
+        code = torch.where(magnitude == key, torch.full_like(code, value), code)
+    known = torch.zeros_like(bits, dtype=torch.bool)
+    for key in _E2M1_BITS:
+        known = known | (magnitude == key)
+    return torch.where(known, code + 8 * (bits // (1 << 31)), torch.zeros_like(code))
+
+
 def npu_convert_weight_to_int4pack(weight, inner_k_tiles=0):
     """torch_npu.npu_convert_weight_to_int4pack: int32 ``[..., n]`` holding values in [-8, 7] packed 8
     to an int32 along the last dim, ``[..., n / 8]`` (value j of each 8 in bits 4j..4j+3), as
-    op-plugin's ``convert_to_int4_pack`` does. ``inner_k_tiles`` is reserved (unused by torch_npu)."""
+    op-plugin's ``convert_to_int4_pack`` does. float32 ``weight`` (float4_e2m1 values, torch_npu on
+    Ascend 950) packs their e2m1 codes the same way into a float32 tensor's bits
+    (:func:`_e2m1_codes`). ``inner_k_tiles`` is reserved (unused by torch_npu)."""
     from .quant import pack_int4
 
     fn = "npu_convert_weight_to_int4pack"
-    require(isinstance(weight, torch.Tensor) and weight.dtype == torch.int32, fn, "weight",
-            "must be an int32 tensor of int4 values", weight)
+    require(isinstance(weight, torch.Tensor) and weight.dtype in (torch.int32, torch.float32), fn, "weight",
+            "must be an int32 tensor of int4 values or a float32 tensor of float4_e2m1 values", weight)
     require(weight.dim() in (2, 3), fn, "weight", "must have 2 or 3 dims (torch_npu: dim num 2/3)", weight)
     require(weight.is_contiguous(), fn, "weight", "must be contiguous (torch_npu: weight should be contiguous)",
             weight)
     require(all(s > 0 for s in weight.shape) and weight.shape[-1] % INT4_PER_INT32 == 0, fn, "weight",
             "must have non-empty dims and a last dim divisible by 8", weight)
+    if weight.dtype == torch.float32:
+        codes = _e2m1_codes(weight)
+        return pack_int4(codes - 16 * (codes >= 8).to(torch.int64)).view(torch.float32)
     bad = (weight < -8) | (weight > 7)
     require(not bool(bad.any()), fn, "weight",
             lambda: f"must hold int4 values in [-8, 7] (found {int(weight[bad][0])})", weight)
