@@ -18,6 +18,7 @@ from ._args import (
     tensor_list,
     unsupported,
 )
+from .grouped_matmul_mx import is_mx, mx_a8w4
 from .quant_param import quant_param_scale
 
 # output_dtype (a torch dtype) -> GroupedMatmul's output_dtype attribute (ONNX element types)
@@ -40,15 +41,14 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     ``scale`` ``[[E, N]]`` and ``per_token_scale`` ``[[M]]`` (each a list of one tensor;
     docs/operators.md §4). ``tuning_config`` is a tiling hint (ignored). ``group_type`` -1 (lists
     without grouping), 2 (K split) and several x tensors take float weights
-    (:mod:`.grouped_matmul_forms`); the reserved arguments raise.
+    (:mod:`.grouped_matmul_forms`); float8 x with float4_e2m1 weights and e8m0 block scales is the
+    MX form (:mod:`.grouped_matmul_mx`); the reserved arguments raise.
     """
     fn = "npu_grouped_matmul"
     if group_list_type is None:  # torch_npu: group_list_type.value_or(0)
         group_list_type = 0
     require_none(fn, offset=offset, activation_input=activation_input,
-                 activation_quant_scale=activation_quant_scale, activation_quant_offset=activation_quant_offset,
-                 x_dtype=x_dtype, weight_dtype=weight_dtype, scale_dtype=scale_dtype,
-                 per_token_scale_dtype=per_token_scale_dtype)
+                 activation_quant_scale=activation_quant_scale, activation_quant_offset=activation_quant_offset)
     if group_type is None:
         fail(fn, "group_type", 'is required (torch_npu: "Requires manual passing group_type"): -1, 0 or 2', None)
     require(group_type in (-1, 0, 2), fn, "group_type",
@@ -56,7 +56,13 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     if act_type != 0:
         unsupported(fn, "act_type", act_type, "apply the activation after the call (e.g. npu_swiglu)")
     xs, ws = tensor_list(fn, "x", x), tensor_list(fn, "weight", weight)
+    mx = is_mx(xs[0], weight_dtype)
+    if not mx:
+        require_none(fn, x_dtype=x_dtype, weight_dtype=weight_dtype, scale_dtype=scale_dtype,
+                     per_token_scale_dtype=per_token_scale_dtype)
     if group_type != 0 or len(xs) > 1:
+        require(not mx, fn, "x", "must be one tensor with group_type=0 in the MX form (float8 x, float4 weights)",
+                xs)
         require_none(fn, scale=scale, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
                      per_token_scale=per_token_scale, output_dtype=output_dtype)
         if group_type == -1:
@@ -72,6 +78,13 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     x = single_tensor(fn, "x", x)
     require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", x)
     w = stacked_weight(fn, weight)
+    if mx:
+        require(bias is None, fn, "bias", "must be None in the MX form (float8 x, float4 weights)", bias)
+        counts, glt = _group_counts(fn, group_list, group_list_type, w.shape[0], x.device)
+        return [mx_a8w4(x, w, scale=scale, antiquant_scale=antiquant_scale, per_token_scale=per_token_scale,
+                        counts=counts, group_list_type=glt, output_dtype=output_dtype, x_dtype=x_dtype,
+                        weight_dtype=weight_dtype, scale_dtype=scale_dtype,
+                        per_token_scale_dtype=per_token_scale_dtype)]
     quantized = w.dtype in (torch.int8, torch.int32)
     k_rows = w.shape[1] * (8 if w.dtype == torch.int32 and _ops.transposed_view(w) else 1)
     require(k_rows == x.shape[1], fn, "weight", lambda: f"must have K = {x.shape[1]} rows per expert", w)

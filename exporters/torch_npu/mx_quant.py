@@ -158,8 +158,17 @@ def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=FLOAT4_E
     return y, scale
 
 
+def e8m0_bits(scale: torch.Tensor) -> torch.Tensor:
+    """The e8m0 bits (uint8) of an MX scale held as uint8 (as npu_dynamic_mx_quant returns it) or as a
+    ``torch.float8_e8m0fnu`` tensor (the same byte, read as its bits)."""
+    return scale.view(torch.uint8) if scale.dtype == torch.float8_e8m0fnu else scale
+
+
 def mx_dequantize(y: torch.Tensor, mxscale: torch.Tensor, fmt: MxFormat, block_size: int = 32) -> torch.Tensor:
-    """float32 values of an MX result along the last axis (``y`` as npu_dynamic_mx_quant returns it)."""
+    """float32 values of an MX result along the last axis (``y`` as npu_dynamic_mx_quant returns it):
+    each value times ``2^(e - 127)`` with e the e8m0 scale of its block (``mxscale``
+    ``[..., ceil(blocks / 2), 2]``); float4_e2m1 values are the bytes' two codes, the low nibble first."""
+    mxscale = e8m0_bits(mxscale)
     if fmt is E2M1:
         b = y.to(torch.int32)
         codes = torch.stack([b % 16, b // 16], dim=-1).reshape(*y.shape[:-1], 2 * y.shape[-1])
@@ -173,4 +182,4 @@ def mx_dequantize(y: torch.Tensor, mxscale: torch.Tensor, fmt: MxFormat, block_s
     return v * per_value
 
 
-__all__ = ["mx_dequantize", "npu_dynamic_mx_quant"]
+__all__ = ["e8m0_bits", "mx_dequantize", "npu_dynamic_mx_quant"]

@@ -1,0 +1,141 @@
+"""npu_grouped_matmul's MX form (float8 x with e8m0 block scales, float4_e2m1 weights with e8m0
+block scales), against a NumPy statement of the arithmetic: every operand is its MX value
+(element · 2^(e8m0 - 127), per block of 32 along K), the products summed per row's expert."""
+
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+from ascend_moe_onnx import exporters, ort_custom_ops
+from ascend_moe_onnx.exporters import torch_npu as tn
+
+# OCP MX float4_e2m1: code -> value (bit 3 the sign)
+E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+FP4 = tn.float4_e2m1fn_x2
+E8M0 = tn.float8_e8m0fnu
+
+
+def _operands(seed=0, m=9, k=96, n=12, experts=3):
+    """Random MX operands in the layouts the recipes pass: x float8 [M, K] with scales [M, P, 2],
+    weight bytes [E, N, K/2] and scales [E, N, P, 2] (P = ceil(K / 64))."""
+    g = np.random.default_rng(seed)
+    pairs = -(-(-(-k // 32)) // 2)
+    x = torch.from_numpy(g.uniform(-400, 400, (m, k)).astype(np.float32)).to(torch.float8_e4m3fn)
+    x_scale = torch.from_numpy(g.integers(117, 137, (m, pairs, 2)).astype(np.uint8))
+    w = torch.from_numpy(g.integers(0, 256, (experts, n, k // 2)).astype(np.uint8))
+    w_scale = torch.from_numpy(g.integers(120, 134, (experts, n, pairs, 2)).astype(np.uint8))
+    return x, x_scale, w, w_scale
+
+
+def _reference(x, x_scale, w, w_scale, counts):
+    """NumPy: float64 sums of the MX values of x and the weights, rows past the groups 0."""
+    k = x.shape[1]
+    xv = x.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    xs = 2.0 ** (x_scale.numpy().reshape(x.shape[0], -1).astype(np.float64) - 127)
+    xv = xv * np.repeat(xs, 32, axis=1)[:, :k]
+    b = w.numpy()
+    codes = np.stack([b & 0xF, b >> 4], axis=-1).reshape(*b.shape[:2], k)      # [E, N, K]
+    ws = 2.0 ** (w_scale.numpy().reshape(*b.shape[:2], -1).astype(np.float64) - 127)
+    wv = E2M1[codes] * np.repeat(ws, 32, axis=2)[:, :, :k]
+    y = np.zeros((x.shape[0], b.shape[1]))
+    start = 0
+    for e, c in enumerate(counts):
+        y[start:start + c] = xv[start:start + c] @ wv[e].T
+        start += c
+    return y
+
+
+def _call(x, x_scale, w, w_scale, counts, output_dtype=torch.float32, **kwargs):
+    args = dict(antiquant_scale=[w_scale.transpose(1, 2)], per_token_scale=[x_scale], group_list=counts,
+                group_type=0, group_list_type=1, split_item=3, output_dtype=output_dtype, weight_dtype=FP4,
+                per_token_scale_dtype=E8M0, tuning_config=[0])
+    args.update(kwargs)
+    return tn.npu_grouped_matmul([x], [w.transpose(1, 2)], **args)[0]
+
+
+@pytest.mark.parametrize("k", [64, 96])
+def test_mx_grouped_matmul_is_the_sum_of_mx_values(k):
+    x, xs, w, ws = _operands(k=k)
+    counts = [3, 0, 4]  # two rows past the last group
+    got = _call(x, xs, w, ws, torch.tensor(counts))
+    want = _reference(x, xs, w, ws, counts)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+    assert not got[7:].any()
+
+
+def test_mx_grouped_matmul_rounds_once_to_bfloat16_and_takes_scale_or_e8m0_tensors():
+    x, xs, w, ws = _operands(seed=1)
+    counts = torch.tensor([4, 2, 3])
+    want = torch.from_numpy(_reference(x, xs, w, ws, [4, 2, 3]).astype(np.float32)).to(torch.bfloat16)
+    got = _call(x, xs, w, ws, counts, torch.bfloat16)
+    assert got.dtype == torch.bfloat16
+    # float32 sums of values that are exact in float32: at most one bfloat16 rounding step apart
+    assert (got.float() - want.float()).abs().max() <= want.float().abs().max() * 2 ** -8
+    as_scale = _call(x, xs.view(torch.float8_e8m0fnu), w, ws, counts, torch.bfloat16, antiquant_scale=None,
+                     scale=[ws.transpose(1, 2)], scale_dtype=E8M0, per_token_scale_dtype=None)
+    torch.testing.assert_close(as_scale, got, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("change, arg", [
+    (dict(weight_dtype=None), "weight_dtype"),
+    (dict(per_token_scale_dtype=tn.float8_e4m3fn), "per_token_scale_dtype"),
+    (dict(output_dtype=torch.int8), "output_dtype"),
+    (dict(antiquant_scale=None), "antiquant_scale"),
+    (dict(per_token_scale=[torch.zeros(9, 1, 2, dtype=torch.uint8)]), "per_token_scale"),
+    (dict(antiquant_scale=[torch.zeros(3, 1, 12, 2, dtype=torch.uint8)]), "antiquant_scale"),
+    (dict(per_token_scale=[torch.zeros(9, 2, 2)]), "per_token_scale"),
+    (dict(bias=[torch.zeros(3, 12)]), "bias"),
+])
+def test_mx_grouped_matmul_refuses_with_the_argument_named(change, arg):
+    x, xs, w, ws = _operands()
+    with pytest.raises((ValueError, NotImplementedError), match=f": argument '{arg}'"):
+        _call(x, xs, w, ws, torch.tensor([3, 3, 3]), **change)
+
+
+def test_mx_grouped_matmul_refuses_an_untransposed_weight():
+    x, xs, w, ws = _operands()
+    with pytest.raises(ValueError, match="argument 'weight'.*transpose"):
+        tn.npu_grouped_matmul([x], [w.transpose(1, 2).contiguous()], antiquant_scale=[ws.transpose(1, 2)],
+                              per_token_scale=[xs], group_list=torch.tensor([3, 3, 3]), group_type=0,
+                              group_list_type=1, split_item=3, output_dtype=torch.bfloat16, weight_dtype=FP4)
+
+
+class _MxExperts(torch.nn.Module):
+    """The recipes' MXFP4 expert call: x quantised to MXFP8 in the graph, packed weights as buffers."""
+
+    def __init__(self):
+        super().__init__()
+        _, _, w, ws = _operands()
+        self.register_buffer("w", w)
+        self.register_buffer("ws", ws)
+
+    def forward(self, x, counts):
+        xq, xs = tn.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn)
+        return _call(xq, xs, self.w, self.ws, counts, torch.bfloat16)
+
+
+def test_mx_grouped_matmul_exports_and_matches_in_onnx_runtime():
+    model = _MxExperts().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (torch.randn(9, 96, dtype=torch.bfloat16), torch.tensor([3, 3, 3])),
+                                 dynamic_shapes=({0: Dim("tokens", min=2)}, None))
+    assert "GroupedMatmul" in {n.op_type for n in proto.graph.node if n.domain == "ascend.moe"}
+    sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for tokens, counts in ((5, [2, 0, 3]), (11, [4, 5, 1])):
+        x = torch.randn(tokens, 96, generator=torch.Generator().manual_seed(tokens)).to(torch.bfloat16)
+        c = torch.tensor(counts)
+        want = model(x, c).float().numpy()
+        got = sess.run(None, dict(zip(names, (x.float().numpy().astype(ml_dtypes.bfloat16), c.numpy()))))[0]
+        got = np.asarray(got).astype(np.float32)
+        # the float32 sums may differ in the last bits by summation order: one bfloat16 step at most
+        np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=1e-6)
