@@ -118,24 +118,58 @@ class _MxExperts(torch.nn.Module):
 
     def forward(self, x, counts):
         xq, xs = tn.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn)
-        return _call(xq, xs, self.w, self.ws, counts, torch.bfloat16)
+        return _call(xq, xs, self.w, self.ws, counts, torch.bfloat16).float()  # ORT's Python API has no bf16
 
 
 def test_mx_grouped_matmul_exports_and_matches_in_onnx_runtime():
     model = _MxExperts().eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        proto = exporters.export(model, (torch.randn(9, 96, dtype=torch.bfloat16), torch.tensor([3, 3, 3])),
+        proto = exporters.export(model, (torch.randn(9, 96), torch.tensor([3, 3, 3])),
                                  dynamic_shapes=({0: Dim("tokens", min=2)}, None))
     assert "GroupedMatmul" in {n.op_type for n in proto.graph.node if n.domain == "ascend.moe"}
     sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
                                 providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
     for tokens, counts in ((5, [2, 0, 3]), (11, [4, 5, 1])):
-        x = torch.randn(tokens, 96, generator=torch.Generator().manual_seed(tokens)).to(torch.bfloat16)
+        x = torch.randn(tokens, 96, generator=torch.Generator().manual_seed(tokens))
         c = torch.tensor(counts)
         want = model(x, c).float().numpy()
-        got = sess.run(None, dict(zip(names, (x.float().numpy().astype(ml_dtypes.bfloat16), c.numpy()))))[0]
-        got = np.asarray(got).astype(np.float32)
+        got = sess.run(None, dict(zip(names, (x.numpy(), c.numpy()))))[0].astype(np.float32)
         # the float32 sums may differ in the last bits by summation order: one bfloat16 step at most
         np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=1e-6)
+
+
+@pytest.mark.parametrize("idx_type", [0, 1])
+def test_re_routing_moves_e8m0_scale_rows_with_their_float8_tokens(idx_type):
+    g = np.random.default_rng(3)
+    tokens = torch.from_numpy(g.uniform(-400, 400, (7, 64)).astype(np.float32)).to(torch.float8_e4m3fn)
+    scales = torch.from_numpy(g.integers(0, 255, (7, 1, 2)).astype(np.uint8))
+    counts = torch.tensor([[2, 1], [3, 1]], dtype=torch.int32)  # [ranks, local experts]
+    out, out_scales, idx, _ = tn.npu_moe_re_routing(tokens, counts, per_token_scales=scales, idx_type=idx_type)
+    # NumPy: rank r's block is its rows; regroup by local expert, ranks in order within an expert
+    starts = np.concatenate([[0], np.cumsum(counts.numpy().reshape(-1))])
+    order = [row for e in range(2) for r in range(2) for row in range(starts[2 * r + e], starts[2 * r + e + 1])]
+    np.testing.assert_array_equal(out.view(torch.uint8).numpy(), tokens.view(torch.uint8).numpy()[order])
+    np.testing.assert_array_equal(out_scales.numpy(), scales.numpy()[order])
+    with pytest.raises(ValueError, match="argument 'per_token_scales'"):
+        tn.npu_moe_re_routing(tokens, counts, per_token_scales=scales[:5])
+
+
+def test_init_routing_moves_float8_rows_viewed_as_bfloat16_bit_exactly():
+    """The recipes route MXFP8 rows as ``x_q.view(torch.bfloat16)`` (two float8 a bfloat16): the rows
+    must come back with every byte, NaN-like bfloat16 patterns and negative zeros included."""
+    g = np.random.default_rng(4)
+    raw = g.integers(0, 256, (6, 64)).astype(np.uint8)
+    raw[raw % 128 == 127] = 0  # no float8_e4m3fn NaN bytes: the quantiser never writes them
+    raw[0, :4] = [0x80, 0x00, 0x00, 0x80]  # negative zeros, and a bfloat16 -0.0
+    x_q = torch.from_numpy(raw).view(torch.float8_e4m3fn)
+    idx = torch.from_numpy(g.integers(0, 4, (6, 2)).astype(np.int32))
+    expanded, row_idx, _, _ = tn.npu_moe_init_routing_v2(
+        x_q.view(torch.bfloat16), expert_idx=idx, active_num=12, expert_num=4, expert_tokens_num_type=1,
+        expert_tokens_num_flag=True, active_expert_range=[0, 4], quant_mode=-1)
+    got = expanded.view(x_q.dtype).view(torch.uint8).numpy()
+    # row_idx[j] is where pair j (token j // k) landed
+    source = np.empty(12, np.int64)
+    source[row_idx.numpy()] = np.arange(12) // 2
+    np.testing.assert_array_equal(got, raw[source])

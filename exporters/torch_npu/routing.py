@@ -86,7 +86,25 @@ def npu_moe_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=No
         require(tokens.dtype in (torch.uint8, torch.int8), fn, "tokens",
                 "must hold one-byte codes (uint8 / int8) with tokens_dtype", tokens)
         tokens = tokens.view(torch.uint8)
+    if isinstance(per_token_scales, torch.Tensor) and per_token_scales.dtype in (torch.uint8, torch.float8_e8m0fnu):
+        return _mx_re_routing(fn, tokens, expert_token_num_per_rank, per_token_scales, expert_token_num_type,
+                              idx_type)
     return _ops.re_routing(tokens, expert_token_num_per_rank, per_token_scales, expert_token_num_type, idx_type)
+
+
+def _mx_re_routing(fn, tokens, counts, scales, expert_token_num_type, idx_type):
+    """Ascend 950's MX form (ops-transformer's MoeReRouting regbase types): float8 tokens with their
+    e8m0 block scales ``[A, ...]`` (one row of scales per token), regrouped with the tokens. The
+    MoeReRouting node regroups the tokens; the scale rows follow by the permutation it returns."""
+    require(tokens.dtype in (torch.float8_e4m3fn, torch.float8_e5m2), fn, "tokens",
+            "must be float8_e4m3fn or float8_e5m2 with e8m0 per_token_scales (MX)", tokens)
+    require(scales.dim() >= 2 and scales.shape[0] == tokens.shape[0], fn, "per_token_scales",
+            lambda: f"must be [{tokens.shape[0]}, ...] e8m0 block scales, one row per token (MX)", scales)
+    out, _, idx, expert_counts = _ops.re_routing(tokens, counts, None, expert_token_num_type, idx_type)
+    source = idx.to(torch.int64)
+    if idx_type == 1:  # scatter indices: row i of the input goes to row idx[i]; gather by the inverse
+        source = torch.empty_like(source).scatter_(0, source, torch.arange(source.shape[0], device=source.device))
+    return out, scales[source], idx, expert_counts
 
 
 def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1, expert_capacity=-1,
