@@ -73,7 +73,7 @@ def mx_a8w4(x, w, *, scale, antiquant_scale, per_token_scale, counts, group_list
         w_scale = _e8m0_arg("scale", scale, "scale_dtype", scale_dtype)
         w_name = "scale"
     t = _e8m0_arg("per_token_scale", per_token_scale, "per_token_scale_dtype", per_token_scale_dtype)
-    pairs = -(-(-(-k // MX_BLOCK)) // 2)
+    pairs = (-(-k // MX_BLOCK) + 1) // 2  # ceil(ceil(K / 32) / 2)
     require(tuple(w_scale.shape) == (experts, pairs, n, 2), FN, w_name,
             lambda: f"must be [{experts}, {pairs}, {n}, 2] (the transpose of [E, N, ceil(K / 64), 2]) in the "
             "MX form", w_scale)
