@@ -362,9 +362,11 @@ def test_float8_tokens_with_e8m0_scales_get_a_named_error():
     with pytest.raises(ValueError, match="MoeInitRoutingV3: input 'x' .* got float8e4m3fn"):
         tn.npu_moe_init_routing_v2(x, idx, scale=scale, active_num=160, expert_num=32, expert_tokens_num_type=1,
                                    expert_tokens_num_flag=True, active_expert_range=[0, 16], row_idx_type=1)
+    # re-routing takes e8m0 block scales, one row per token (tests/test_torch_npu_grouped_matmul_mx.py);
+    # a flat vector is no such row
     tokens = torch.randn(4, 64).to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="per_token_scales"):
-        tn.npu_moe_re_routing(tokens, torch.tensor([[2, 2]]), per_token_scales=torch.ones(4, 2).to(torch.float8_e8m0fnu))
+        tn.npu_moe_re_routing(tokens, torch.tensor([[2, 2]]), per_token_scales=torch.ones(4).to(torch.float8_e8m0fnu))
 
 
 # ---- first-version init routing: torch_npu's refusals, eagerly and in the graph ----------------------
