@@ -173,3 +173,27 @@ def test_init_routing_moves_float8_rows_viewed_as_bfloat16_bit_exactly():
     source = np.empty(12, np.int64)
     source[row_idx.numpy()] = np.arange(12) // 2
     np.testing.assert_array_equal(got, raw[source])
+
+
+class _MxReRouting(torch.nn.Module):
+    def forward(self, x, counts):
+        xq, s = tn.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn)
+        out, out_scales, idx, c = tn.npu_moe_re_routing(xq, counts, per_token_scales=s)
+        return out.float(), out_scales, idx, c
+
+
+def test_mx_re_routing_exports_and_matches_in_onnx_runtime_bit_exactly():
+    model = _MxReRouting()
+    counts = torch.tensor([[2, 1], [3, 1]], dtype=torch.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (torch.randn(7, 64), counts), dynamic_shapes=({0: Dim("tokens", min=2)}, None))
+    assert "MoeReRouting" in {n.op_type for n in proto.graph.node if n.domain == "ascend.moe"}
+    sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for seed, c in ((1, [[2, 1], [3, 1]]), (2, [[0, 4], [1, 2]])):
+        x = torch.randn(7, 64, generator=torch.Generator().manual_seed(seed)) * 10
+        c = torch.tensor(c, dtype=torch.int32)
+        for got, want in zip(sess.run(None, dict(zip(names, (x.numpy(), c.numpy())))), model(x, c)):
+            np.testing.assert_array_equal(got, want.numpy())
