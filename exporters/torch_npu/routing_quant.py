@@ -160,7 +160,8 @@ def mxfp8_round_scale(rows: torch.Tensor, fmt: MxFormat, amax_floor: float | Non
     inverse = torch.where(positive, torch.pow(2.0, -e), torch.zeros_like(e))
     y = _unblock(blocks * inverse[..., None], v.shape[-1]).clamp(-fmt.max_value, fmt.max_value)
     bits = torch.where(positive, e + 127.0, torch.full_like(e, E8M0_UNSET))
-    return y.to(fmt.torch_dtype), torch.nn.functional.pad(bits, (0, bits.shape[-1] % 2), value=E8M0_UNSET).to(torch.uint8)
+    bits = torch.nn.functional.pad(bits, (0, bits.shape[-1] % 2), value=E8M0_UNSET)
+    return y.to(fmt.torch_dtype), bits.to(torch.uint8)
 
 
 def fp8_group(rows: torch.Tensor, fmt: MxFormat, amax_floor: float | None):
@@ -196,6 +197,7 @@ def hifloat8_rows(rows: torch.Tensor, mode: int, scale: torch.Tensor | None):
     v = rows.float()
     row_scale = torch.zeros(v.shape[0], dtype=torch.float32, device=v.device)
     if mode == HIF8_PER_TENSOR:
+        assert scale is not None  # checked by the caller
         v = (v * scale.float().reshape(-1)[0]).clamp(-HIF8_MAX, HIF8_MAX)
     elif mode == HIF8_PER_TOKEN:
         row_scale = v.abs().amax(dim=-1) / HIF8_MAX
@@ -298,27 +300,35 @@ def _empty(x, expert_idx, quant_mode, expert_num, expert_capacity, drop_pad_mode
 
 def _route_bytes(fn, x, expert_idx, scale, x_name, routing):
     """quant_mode -1 with float8 x or one-byte codes named by x_dtype: the node routes each token's
-    id (a float32 column; 0 marks a padded row) and the rows and scales are gathered by it."""
+    number (1-based, in a float32 column; 0 marks a padded row) and the rows and scales are
+    gathered by it."""
     bs = x.shape[0]
     ids = torch.arange(1, bs + 1, dtype=torch.float32, device=x.device)[:, None]
     expanded_ids, row_idx, counts, _ = routing(ids, None)
-    index = expanded_ids[..., 0].to(torch.int64)
-    zero_x = torch.zeros(1, *x.shape[1:], dtype=x.dtype, device=x.device)
-    expanded_x = torch.cat([zero_x, x])[index]
-    index = index.reshape(-1)
-    if x_name == "hifloat8" or scale is None:
-        expanded_scale = None if scale is None else torch.cat([scale.new_zeros(1), scale.reshape(-1)])[index]
-    else:  # float8 / float4 rows carry their e8m0 block scales [N, CeilDiv(H, 64), 2]
-        h = x.shape[1] * (2 if x_name == "float4_e2m1fn_x2" else 1)
-        cols = math.ceil(h / 64)
-        require(scale.dtype in (torch.float8_e8m0fnu, torch.uint8) and tuple(scale.shape) == (bs, cols, 2), fn,
-                "scale", lambda: f"must be float8_e8m0fnu (or its uint8 bits) [{bs}, {cols}, 2] with {x_name} x",
-                scale)
-        bits = scale.view(torch.uint8) if scale.dtype == torch.float8_e8m0fnu else scale
-        expanded_scale = torch.cat([bits.new_zeros(1, cols, 2), bits])[index]
-    if expanded_scale is None:  # torch_npu leaves it unwritten
-        expanded_scale = torch.zeros(index.shape, dtype=torch.float32, device=x.device)
-    return expanded_x, row_idx, counts, expanded_scale
+    number = expanded_ids[..., 0].to(torch.int64)
+    valid = number > 0
+    source = (number - 1).clamp(min=0)
+
+    def gathered(t):
+        # float8 through float32 (exact): ONNX's Gather / Where take no float8
+        v = t.float() if t.dtype in _FLOAT8 else t
+        rows = torch.index_select(v, 0, source.reshape(-1)).reshape(*source.shape, *t.shape[1:])
+        keep = valid.reshape(*valid.shape, *([1] * (rows.dim() - valid.dim())))
+        return torch.where(keep, rows, torch.zeros_like(rows)).to(t.dtype)
+
+    expanded_x = gathered(x)
+    if scale is None:  # torch_npu leaves it unwritten
+        return expanded_x, row_idx, counts, torch.zeros(valid.numel(), dtype=torch.float32, device=x.device)
+    if x_name == "hifloat8":
+        return expanded_x, row_idx, counts, gathered(scale.reshape(-1)).reshape(-1)
+    # float8 / float4 rows carry their e8m0 block scales [N, CeilDiv(H, 64), 2]
+    h = x.shape[1] * (2 if x_name == "float4_e2m1fn_x2" else 1)
+    cols = math.ceil(h / 64)
+    require(scale.dtype in (torch.float8_e8m0fnu, torch.uint8) and tuple(scale.shape) == (bs, cols, 2), fn,
+            "scale", lambda: f"must be float8_e8m0fnu (or its uint8 bits) [{bs}, {cols}, 2] with "
+            f"{x_name or str(x.dtype)[6:]} x", scale)
+    bits = scale.view(torch.uint8) if scale.dtype == torch.float8_e8m0fnu else scale
+    return expanded_x, row_idx, counts, gathered(bits).reshape(-1, cols, 2)
 
 
 def init_routing_v2(fn, x, expert_idx, scale, offset, quant_mode, drop_pad_mode, expert_num, expert_capacity,
@@ -338,7 +348,7 @@ def init_routing_v2(fn, x, expert_idx, scale, offset, quant_mode, drop_pad_mode,
     if quant_mode == -1 and x_name not in (None, "hifloat8", "float4_e2m1fn_x2", *(str(t)[6:] for t in _FLOAT8)):
         unsupported(fn, "x_dtype", x_dtype, "with quant_mode=-1 it names the codes one-byte x holds: "
                     "torch_npu.hifloat8 or float4_e2m1fn_x2 (float8 x needs none)")
-    if x_name in ("hifloat8", "float4_e2m1fn_x2"):
+    if quant_mode == -1 and x_name in ("hifloat8", "float4_e2m1fn_x2"):
         require(x.dtype in (torch.uint8, torch.int8), fn, "x", lambda: f"must hold one-byte codes (uint8 / int8) "
                 f"with x_dtype={x_name}", x)
     if quant_mode in ASCEND950_MODES:
@@ -371,7 +381,9 @@ def init_routing_v2(fn, x, expert_idx, scale, offset, quant_mode, drop_pad_mode,
         if drop_pad_mode == 1:  # torch_npu's drop/pad buffer is int8: the same bytes, signed
             codes = y.to(torch.int32)
             y = torch.where(codes > 127, codes - 256, codes).to(torch.int8)
-    return y.reshape(*lead, y.shape[-1]), row_idx, counts, out_scale
+    if drop_pad_mode == 1:  # [E, C, H]; dropless rows keep their shape (ORT has no float8 Reshape)
+        y = y.reshape(*lead, y.shape[-1])
+    return y, row_idx, counts, out_scale
 
 
 __all__ = ["hifloat8_codes", "init_routing_v2"]
