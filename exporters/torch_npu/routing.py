@@ -110,7 +110,8 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     node_quant_mode = quant_mode if quant_mode in (0, 1) else -1
 
     def routing(rows, node_scale):
-        return _ops.init_routing_v2(rows, expert_idx, node_scale, offset if node_quant_mode >= 0 else None,
+        # the Ascend950 modes take no offset (HiFloat8 per-tensor ignores one, as torch_npu's golden does)
+        return _ops.init_routing_v2(rows, expert_idx, node_scale, offset if quant_mode in (-1, 0, 1) else None,
                                     active_num, expert_capacity, expert_num, drop_pad_mode, expert_tokens_num_type,
                                     bool(expert_tokens_num_flag), node_quant_mode, active_expert_range, row_idx_type)
 
