@@ -108,25 +108,20 @@ def test_mx_grouped_matmul_refuses_an_untransposed_weight():
 
 
 class _MxExperts(torch.nn.Module):
-    """The recipes' MXFP4 expert call: x quantised to MXFP8 in the graph, packed weights as buffers."""
+    """The recipes' MXFP4 expert call: x quantised to MXFP8 in the graph; the packed weights and their
+    scales are graph inputs, so their dequantisation runs in ONNX Runtime (not folded at export)."""
 
-    def __init__(self):
-        super().__init__()
-        _, _, w, ws = _operands()
-        self.register_buffer("w", w)
-        self.register_buffer("ws", ws)
-
-    def forward(self, x, counts):
+    def forward(self, x, counts, w, ws):
         xq, xs = tn.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn)
-        return _call(xq, xs, self.w, self.ws, counts, torch.bfloat16).float()  # ORT's Python API has no bf16
+        return _call(xq, xs, w, ws, counts, torch.bfloat16).float()  # ORT's Python API has no bf16
 
 
 def test_mx_grouped_matmul_exports_and_matches_in_onnx_runtime():
     model = _MxExperts().eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        proto = exporters.export(model, (torch.randn(9, 96), torch.tensor([3, 3, 3])),
-                                 dynamic_shapes=({0: Dim("tokens", min=2)}, None))
+        proto = exporters.export(model, (torch.randn(9, 96), torch.tensor([3, 3, 3])) + _operands()[2:],
+                                 dynamic_shapes=({0: Dim("tokens", min=2)}, None, None, None))
     assert "GroupedMatmul" in {n.op_type for n in proto.graph.node if n.domain == "ascend.moe"}
     sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
                                 providers=["CPUExecutionProvider"])
@@ -134,8 +129,9 @@ def test_mx_grouped_matmul_exports_and_matches_in_onnx_runtime():
     for tokens, counts in ((5, [2, 0, 3]), (11, [4, 5, 1])):
         x = torch.randn(tokens, 96, generator=torch.Generator().manual_seed(tokens))
         c = torch.tensor(counts)
-        want = model(x, c).float().numpy()
-        got = sess.run(None, dict(zip(names, (x.numpy(), c.numpy()))))[0].astype(np.float32)
+        w, ws = _operands(seed=tokens)[2:]
+        want = model(x, c, w, ws).numpy()
+        got = sess.run(None, dict(zip(names, (x.numpy(), c.numpy(), w.numpy(), ws.numpy()))))[0]
         # the float32 sums may differ in the last bits by summation order: one bfloat16 step at most
         np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=1e-6)
 

@@ -170,7 +170,7 @@ def mx_dequantize(y: torch.Tensor, mxscale: torch.Tensor, fmt: MxFormat, block_s
     ``[..., ceil(blocks / 2), 2]``); float4_e2m1 values are the bytes' two codes, the low nibble first."""
     mxscale = e8m0_bits(mxscale)
     if fmt is E2M1:
-        b = y.to(torch.int32)
+        b = y.to(torch.int64)  # int64: the table lookup exports as Gather, which takes int64 indices
         codes = torch.stack([b % 16, b // 16], dim=-1).reshape(*y.shape[:-1], 2 * y.shape[-1])
         mags = torch.tensor(E2M1_VALUES)[codes % 8]
         v = torch.where(codes >= 8, -mags, mags)
