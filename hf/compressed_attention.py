@@ -79,10 +79,11 @@ def _by_position(rows: torch.Tensor, tokens: torch.Tensor, rate: int) -> torch.T
     never visible)."""
     b, k, width = rows.shape
     windows = k // rate
-    counts = tokens.cumsum(-1)  # slot j holds token position counts[j] - 1 where tokens[j]
-    positions = torch.arange(windows * rate, device=rows.device)
-    slot = (counts[:, None, :] <= positions[None, :, None]).to(torch.int64).sum(-1).clamp(max=k - 1)
-    dense = rows.gather(1, slot[..., None].expand(-1, -1, width))
+    position = tokens.cumsum(-1) - 1  # slot j holds token position[j] where tokens[j]
+    target = torch.where(tokens > 0, position, torch.full_like(position, k))  # padding: a spare column
+    slots = torch.arange(k, device=rows.device)[None].expand(b, -1)
+    slot = torch.zeros(b, k + 1, dtype=torch.int64, device=rows.device).scatter(1, target, slots)
+    dense = rows.gather(1, slot[:, :windows * rate, None].expand(-1, -1, width))
     return dense.reshape(b, windows, rate, width)
 
 

@@ -25,8 +25,8 @@ is traced as one ``torch.ops.ascend_moe.gated_delta_rule`` (ONNX Runtime's ``Lin
 since HF's loops over the sequence in Python.
 
 A layer whose cache entries are not one key and one value of the same shape (DeepSeek-V3's MLA
-caches the compressed latent and the rotary key, of different widths; DeepSeek-V4 one tensor as
-both) is stored *packed*: its entries joined along the last axis and split into two halves of
+caches the compressed latent and the rotary key, of different widths; a DeepSeek-V4 layer one row
+per position as both, see ``hf.compressed_attention``) is stored *packed*: its entries joined along the last axis and split into two halves of
 equal width, the cache's key and value. The cache then holds exactly what the HF model caches.
 An MLA layer's attention then reads the two halves as they are, with its up-projection absorbed
 into the query and the output (:func:`mla_attention`), instead of expanding the whole latent
