@@ -8,7 +8,8 @@ per-token projections: the compressor's ``kv_proj`` / ``gate_proj`` and the inde
 layer caches, per position, one row ``[sliding key | compressor kv | compressor gate | indexer kv |
 indexer gate]`` (what its kind has; zero-padded to the widest layer's row, so every layer has one
 width), and each call recomputes the compressed entries of every completed window from the rows:
-exact, at O(context) work per layer and step. Rows are placed by token position (the cumulative
+exact, at O(context) work per layer and step (the indexer's top-k, a rank by comparison, at
+O(entries²) per query). Rows are placed by token position (the cumulative
 attention mask), so padding on either side is no token: it enters no window and no attention.
 """
 

@@ -53,6 +53,17 @@ def _nodes(path, op_type: str) -> int:
     return sum(n.op_type == op_type for g in walk_graphs(model.graph) for n in g.node)
 
 
+def _hash_routed(path) -> int:
+    """MoeGatingTopKHash nodes whose token-id input is the graph's input_ids (reshaped)."""
+    model = onnx.load(str(path), load_external_data=False)
+    nodes = [n for g in walk_graphs(model.graph) for n in g.node]
+    made = {o: n for n in nodes for o in n.output}
+    ids = {genai.INPUT_IDS} | {o for n in nodes if n.op_type in ("Reshape", "Cast") and n.input[0] == genai.INPUT_IDS
+                                for o in n.output}
+    return sum(n.op_type == "MoeGatingTopKHash" and len(n.input) > 2 and
+               (n.input[2] in ids or (n.input[2] in made and made[n.input[2]].input[0] in ids)) for n in nodes)
+
+
 @pytest.mark.parametrize("family", [*FAMILIES, *(pytest.param(f, marks=pytest.mark.all_families)
                                                    for f in MORE_FAMILIES)])
 def test_genai_folder_generates_hf_tokens(family, exported):
@@ -67,6 +78,10 @@ def test_genai_folder_generates_hf_tokens(family, exported):
     assert _nodes(folder / genai.GRAPH_FILE, "MoeGatingTopKHash") == moe_layers
     if family != "gpt_oss":  # gpt-oss keeps HF's experts (expert biases), see docs/huggingface.md
         assert _nodes(folder / genai.GRAPH_FILE, "MoeRoutedExperts") == moe_layers  # routed rows, never padded
+
+    hash_layers = getattr(reference.config, "mlp_layer_types", None) or []
+    if "hash_moe" in hash_layers:  # DeepSeek-V4: the hash layers' routing reads the token ids
+        assert _hash_routed(folder / genai.GRAPH_FILE) == hash_layers.count("hash_moe")
 
     model = og.Model(str(folder))
     prompts = _prompts()
