@@ -26,10 +26,11 @@ since HF's loops over the sequence in Python.
 
 A layer whose cache entries are not one key and one value of the same shape (DeepSeek-V3's MLA
 caches the compressed latent and the rotary key, of different widths; a DeepSeek-V4 layer one row
-per position as both, see ``hf.compressed_attention``) is stored *packed*: its entries joined along the last axis and split into two halves of
-equal width, the cache's key and value. The cache then holds exactly what the HF model caches.
-An MLA layer's attention then reads the two halves as they are, with its up-projection absorbed
-into the query and the output (:func:`mla_attention`), instead of expanding the whole latent
+per position as both, see ``hf.compressed_attention``) is stored *packed*: its entries joined
+along the last axis and split into two halves of equal width, the cache's key and value. An MLA
+layer's cache then holds exactly what the HF model caches, and its attention reads the two halves
+as they are, with its up-projection absorbed into the query and the output
+(:func:`mla_attention`), instead of expanding the whole latent
 through ``kv_b_proj`` at every step as HF's eager code does.
 """
 
