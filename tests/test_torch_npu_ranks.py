@@ -108,3 +108,20 @@ def test_x_active_mask_as_torch_npu_takes_it():
         active_pairs(fn, torch.tensor([True, False, True]), ids)
     with pytest.raises(ValueError, match=r"argument 'x_active_mask' must be a bool tensor \[BS\] = \[3\]"):
         active_pairs(fn, torch.ones(3, dtype=torch.int32), ids)
+
+
+def test_outputs_own_their_storage():
+    """vllm-ascend's all-to-all dispatcher frees each buffer after sending it
+    (``untyped_storage().resize_(0)``): the stand-in's outputs hold storage of their own and its
+    inputs stay resizable, as with torch_npu."""
+    x = torch.randn(4, 8)
+    ids = torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2]], dtype=torch.int32)
+    permuted, order = tn.npu_moe_token_permute(x, ids, num_out_tokens=8)
+    counts = torch.tensor([2, 2, 2, 2])
+    y = tn.npu_grouped_matmul([permuted], [torch.randn(4, 8, 6)], group_list=counts, group_type=0,
+                              group_list_type=1, split_item=3)[0]
+    routed = tn.npu_moe_init_routing_v2(x, ids, active_num=8, expert_num=4, expert_tokens_num_type=1,
+                                        expert_tokens_num_flag=True)
+    for t in (x, ids, permuted, order, y, tn.npu_swiglu(torch.randn(3, 8)), *routed[:3]):  # inputs too
+        t.untyped_storage().resize_(0)
+        assert t.untyped_storage().nbytes() == 0
