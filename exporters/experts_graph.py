@@ -174,9 +174,10 @@ def _bias_inputs(b: Builder, biases: list) -> tuple[str, str]:
     if arrays is not None:
         g, u, d = (x.astype(np.float32, copy=False) for x in arrays)
         return b.initializer(np.stack((g, u), axis=2).reshape(g.shape[0], -1), "fc1_bias"), b.initializer(d, "fc2_bias")
-    g, u, d = (b.cast(t, TensorProto.FLOAT) for t in biases)
-    pair = b.op("Concat", [b.op("Unsqueeze", [g, b.const([2])]), b.op("Unsqueeze", [u, b.const([2])])], axis=2)
-    return b.op("Reshape", [pair, b.op("Concat", [b.op("Shape", [g], start=0, end=1), b.const([-1])], axis=0)]), d
+    gate, up, down = (b.cast(t, TensorProto.FLOAT) for t in biases)
+    pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])], axis=2)
+    shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1])], axis=0)
+    return b.op("Reshape", [pair, shape]), down
 
 
 def _ort_moe(b: Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None,

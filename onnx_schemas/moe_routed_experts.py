@@ -163,7 +163,8 @@ def _validate_biases(inputs: dict[str, Any], attrs: dict[str, Any], E: common.Di
             raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
         got = tuple(inputs[name][0])
         if len(got) != 2 or any(common.known(w) and common.known(g) and w != g for w, g in zip(want, got)):
-            raise _err(f"input '{name}' must be {layout} = {common.shape_text(want)}, got shape {common.shape_text(got)}")
+            raise _err(f"input '{name}' must be {layout} = {common.shape_text(want)}, "
+                       f"got shape {common.shape_text(got)}")
 
 
 def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E: common.Dim, H: common.Dim,
@@ -270,10 +271,10 @@ def validate_indices(expert_idx: np.ndarray, num_experts: int) -> None:
 
 
 def _infer(ctx: InferenceContext) -> None:
-    floats = {}
-    for name in FLOAT_ATTRIBUTES:
+    floats: dict[str, float] = {}
+    for name in FLOAT_ATTRIBUTES:  # another kind: the kernels say so
         a = ctx.get_attribute(name)
-        floats[name] = a.f if a is not None and a.type == a.FLOAT else DEFAULTS[name]  # another kind: the kernels say so
+        floats[name] = a.f if a is not None and a.type == a.FLOAT else DEFAULTS[name]
     ints = {n: d for n, d in DEFAULTS.items() if n not in FLOAT_ATTRIBUTES}
     common.inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({**floats, **v}))
     dims = common.input_dims(common.input_type(ctx, 0))

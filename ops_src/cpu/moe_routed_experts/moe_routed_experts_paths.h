@@ -53,7 +53,6 @@ struct QRowsView {
 
 inline constexpr int kBf16Bits = 16;
 
-
 // Phase 1 with quantized gate/up rows (`bits` 8, 4 or kBf16Bits: then X holds bfloat16 values and
 // act receives the SwiGLU rows rounded to bfloat16; X in the tiles' order for 4 bits, see
 // PermuteInt4); act[q * I + pos(i)], pos the 4-bit order of blocks of `down_block` (0: i).

@@ -37,13 +37,15 @@ std::string experts::CheckAttrs(const Attrs& a) {
   }
   for (const auto& [attr, value] : {std::pair{kAttrActivationAlpha, a.activation_alpha},
                                     std::pair{kAttrActivationBeta, a.activation_beta}}) {
-    if (!std::isfinite(value)) return Str(kName, ": attribute '", kAttrs[attr].name, "' must be finite, got ", value);
+    if (!std::isfinite(value))
+      return Str(kName, ": attribute '", kAttrs[attr].name, "' must be finite, got ", value);
   }
-  if (a.act_quant == 1 && (a.activation_alpha != static_cast<float>(kAttrs[kAttrActivationAlpha].default_value) ||
-                           a.activation_beta != static_cast<float>(kAttrs[kAttrActivationBeta].default_value))) {
+  if (a.act_quant == 1 &&
+      (a.activation_alpha != static_cast<float>(kAttrs[kAttrActivationAlpha].default_value) ||
+       a.activation_beta != static_cast<float>(kAttrs[kAttrActivationBeta].default_value))) {
     return Str(kName, ": attribute '", kAttrs[kAttrActQuant].name,
-               "' = 1 takes the default activation_alpha (1) and activation_beta (0), got ", a.activation_alpha,
-               " and ", a.activation_beta);
+               "' = 1 takes the default activation_alpha (1) and activation_beta (0), got ",
+               a.activation_alpha, " and ", a.activation_beta);
   }
   if (a.weight_bits != 8 && a.weight_bits != 4) {
     return Str(kName, ": attribute '", kAttrs[kAttrWeightBits].name, "' must be 8 or 4, got ", a.weight_bits);

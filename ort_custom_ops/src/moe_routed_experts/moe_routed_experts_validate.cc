@@ -40,13 +40,16 @@ void ValidateScales(const RoutedExpertsInputs& in, const experts::Attrs& attrs, 
 }
 
 // The optional biases: float [E, 2I] and [E, H]; none with act_quant 1.
-void ValidateBiases(const RoutedExpertsInputs& in, const experts::Attrs& attrs, int64_t e, int64_t h, int64_t i) {
+void ValidateBiases(const RoutedExpertsInputs& in, const experts::Attrs& attrs, int64_t e, int64_t h,
+                    int64_t i) {
   using namespace experts;
   for (In bias : {kInGateUpBias, kInDownBias}) {
     const InputView& b = in[bias];
     if (!b.present) continue;
-    if (attrs.act_quant != 0) FailInput(bias, "is not taken with act_quant 1 (the integer path has no biases)");
-    if (b.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) FailInput(bias, Str("must be float, got ", TypeName(b.type)));
+    if (attrs.act_quant != 0)
+      FailInput(bias, "is not taken with act_quant 1 (the integer path has no biases)");
+    if (b.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+      FailInput(bias, Str("must be float, got ", TypeName(b.type)));
     const bool gate_up = bias == kInGateUpBias;
     const std::vector<int64_t> want{e, gate_up ? 2 * i : h};
     if (b.shape != want) {
