@@ -86,22 +86,45 @@ def _explained():
         raise explained from exc
 
 
-class _DataAsDetach(torch.overrides.TorchFunctionMode):
-    """While tracing: ``t.data`` reads ``t`` itself (a traced ``detach`` of it where it requires grad).
+class _DataAsTensor(torch.overrides.TorchFunctionMode):
+    """While tracing non-strict: ``t.data`` reads ``t`` itself.
 
     Ascend code reads weights as ``layer.weight.data`` in forward. Eagerly that is the parameter's
     storage; torch.export's non-strict tracer instead records the untraced result as a fake
-    constant, which the exporter cannot write. The same tensor (same storage, no autograd) is what
-    ``.data`` means in a forward pass, and traced it keeps the parameter or buffer an input of the
-    graph, its initializer under its own name, not a copy folded into a constant. Active only
-    inside ``export``.
+    constant, which the exporter cannot write. The same values are what ``.data`` means in a
+    forward pass (autograd plays no part in an exported graph), and traced as the tensor itself it
+    keeps the parameter or buffer an input of the graph, its initializer under its own name, not a
+    copy folded into a constant. Active only inside ``export``.
     """
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if getattr(func, "__self__", None) is torch.Tensor.data and len(args) == 1:
-            tensor = args[0]
-            return tensor.detach() if tensor.requires_grad else tensor
+            return args[0]
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _data_reads_tensor():
+    """``t.data`` read in forward traces as ``t`` in both of torch.export's modes.
+
+    Non-strict tracing goes through :class:`_DataAsTensor`. Strict mode (dynamo, taken when
+    non-strict tracing cannot keep a size symbolic, e.g. split sizes from ``int(t.item())``) does not
+    call torch function modes for attribute reads: it records ``.data`` as an untracked copy that
+    becomes a fake constant. While exporting, its rule for ``.data`` gives the tensor itself, as
+    :class:`_DataAsTensor` does; the rule is restored on exit."""
+    try:
+        from torch._dynamo.variables.tensor import TensorVariable
+    except ImportError:  # another torch: only the non-strict rule applies
+        TensorVariable = None
+    rule = getattr(TensorVariable, "method_attr_data", None)
+    if rule is not None:
+        TensorVariable.method_attr_data = lambda self, tx: self
+    try:
+        with _DataAsTensor():
+            yield
+    finally:
+        if rule is not None:
+            TensorVariable.method_attr_data = rule
 
 
 def _as_onnx_export(fn):
@@ -191,7 +214,7 @@ def _listed(fixed) -> str:
 def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
     _log.info("export: tracing %s", type(model).__name__)
-    with _DataAsDetach():
+    with _data_reads_tensor():
         traced = _trace(model, args, kwargs, dynamic_shapes)
     _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():

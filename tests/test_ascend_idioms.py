@@ -76,6 +76,38 @@ def test_data_in_forward_reads_the_weights_at_export_time_not_a_stale_copy():
                                atol=1e-6)
 
 
+class _DataDependentSplits(torch.nn.Module):
+    """An EP prefill's one-rank shape: split sizes as Python ints from the routed counts
+    (``[int(n) for n in counts.cpu().tolist()]``), then a weight read through ``.data``. Non-strict
+    tracing cannot keep those ints symbolic; strict tracing can, and must read ``.data`` alike."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 3))  # requires grad, as a loaded model's do
+
+    def forward(self, x, counts):
+        splits = [int(n) for n in counts.view(2, -1).sum(1).cpu().tolist()]
+        first, second = torch.split(x, splits)
+        return torch.cat([torch.matmul(first, self.weight.data), 2 * torch.matmul(second, self.weight.data)])
+
+
+def test_data_dependent_split_sizes_export_with_data_reads():
+    from torch._dynamo.variables.tensor import TensorVariable
+    rule = TensorVariable.method_attr_data
+    model = _DataDependentSplits()
+    proto = _export(model, (torch.randn(9, 4), torch.tensor([2, 1, 3, 3])),
+                    dynamic_shapes=({0: Dim("tokens")}, None), input_names=["x", "counts"])
+    # the parameter stays the module's initializer under its own name
+    assert "weight" in {i.name for i in proto.graph.initializer}
+    sess = _session(proto, library=False)
+    for n, counts in ((9, [2, 1, 3, 3]), (6, [0, 1, 5, 0])):
+        x, c = torch.randn(n, 4), torch.tensor(counts)
+        np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "counts": c.numpy()})[0],
+                                   model(x, c).detach().numpy(), rtol=1e-5, atol=1e-6)
+    # dynamo's own rule for .data is back
+    assert TensorVariable.method_attr_data is rule
+
+
 # ---- formats, dtype names, Tensor.npu -------------------------------------------------------------
 
 def test_format_cast_keeps_values_and_records_the_format():
