@@ -163,7 +163,7 @@ GPT_OSS = dict(swiglu_limit=7.0, activation_alpha=1.702, activation_beta=1.0)
 
 
 @pytest.mark.parametrize("names,attrs,reason", [
-    (["x", "idx", "w", "gu", "down", "", "", "gub", "dnb"], GPT_OSS, "expert biases (gate_up_bias / down_bias)"),
+    (["x", "idx", "w", "gu", "down", "", "", "gub", "dnb"], GPT_OSS, "swiglu_limit > 0"),  # the first reason
     (["x", "idx", "w", "gu", "down", "", "", "", "dnb"], {}, "expert biases (gate_up_bias / down_bias)"),
     (["x", "idx", "w", "gu", "down"], dict(activation_alpha=1.702), "activation_alpha / activation_beta"),
     (["x", "idx", "w", "gu", "down"], dict(activation_beta=1.0), "activation_alpha / activation_beta"),
