@@ -50,23 +50,27 @@ def to_numpy(t: torch.Tensor | None) -> np.ndarray | None:
     if t is None:
         return None
     t = t.detach().cpu().contiguous()
+    # through DLPack: Tensor.numpy() would leave the tensor's storage unresizable for good, and model
+    # code frees the buffers it passed to an operator (untyped_storage().resize_(0))
     if t.dtype in _ML_DTYPES:
         np_dtype, raw, _ = _ML_DTYPES[t.dtype]
-        return t.view(raw).numpy().view(np_dtype)
+        return np.from_dlpack(t.view(raw)).view(np_dtype)
     try:
-        return t.numpy()
-    except TypeError as exc:  # e.g. float4 pairs: no NumPy element type, so no operator here takes it
+        return np.from_dlpack(t)
+    except (TypeError, BufferError, RuntimeError) as exc:  # e.g. float4 pairs: no NumPy element type
         raise ValueError(f"a {onnx_type_name(t.dtype)}{list(t.shape)} tensor: element type {t.dtype} has no "
                          "NumPy / ONNX counterpart that these operators take") from exc
 
 
 def from_numpy(a: np.ndarray, device) -> torch.Tensor:
-    """A torch tensor with the same bits on ``device``."""
+    """A torch tensor with the same bits on ``device``, in storage of its own as any operator's
+    output has: model code frees buffers with ``untyped_storage().resize_(0)``, which storage
+    borrowed from NumPy refuses."""
     a = np.ascontiguousarray(a)
     if a.dtype in _FROM_ML:
         dtype, raw = _FROM_ML[a.dtype]
-        return torch.from_numpy(a.view(raw)).view(dtype).to(device)
-    return torch.from_numpy(a).to(device)
+        return torch.from_numpy(a.view(raw)).view(dtype).to(device, copy=True)
+    return torch.from_numpy(a).to(device, copy=True)
 
 
 def onnx_type_name(dtype: torch.dtype) -> str:

@@ -25,11 +25,12 @@ is traced as one ``torch.ops.ascend_moe.gated_delta_rule`` (ONNX Runtime's ``Lin
 since HF's loops over the sequence in Python.
 
 A layer whose cache entries are not one key and one value of the same shape (DeepSeek-V3's MLA
-caches the compressed latent and the rotary key, of different widths; DeepSeek-V4 one tensor as
-both) is stored *packed*: its entries joined along the last axis and split into two halves of
-equal width, the cache's key and value. The cache then holds exactly what the HF model caches.
-An MLA layer's attention then reads the two halves as they are, with its up-projection absorbed
-into the query and the output (:func:`mla_attention`), instead of expanding the whole latent
+caches the compressed latent and the rotary key, of different widths; a DeepSeek-V4 layer one row
+per position as both, see ``hf.compressed_attention``) is stored *packed*: its entries joined
+along the last axis and split into two halves of equal width, the cache's key and value. An MLA
+layer's cache then holds exactly what the HF model caches, and its attention reads the two halves
+as they are, with its up-projection absorbed into the query and the output
+(:func:`mla_attention`), instead of expanding the whole latent
 through ``kv_b_proj`` at every step as HF's eager code does.
 """
 
@@ -50,6 +51,7 @@ import torch
 
 from ascend_moe_onnx.models.hf_routing import model_type_of
 
+from .compressed_attention import compressed_attention, compressed_modules, longest_window
 from .rotary import real_rotary
 
 if TYPE_CHECKING:
@@ -276,17 +278,25 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
     :func:`mla_attention`."""
     if getattr(module, ABSORBED, False):
         return mla_attention(module, query, key, value, attention_mask, scaling, sliding_window), None
+    q_len, kv_len = query.shape[2], key.shape[2]
+    allowed = _allowed(module, attention_mask, q_len, kv_len, sliding_window)
+    return attend(module, query, key, value, allowed, scaling, s_aux), None
+
+
+def attend(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, allowed: torch.Tensor,
+           scaling=None, sinks=None) -> torch.Tensor:
+    """Softmax attention of ``query`` [b, h, q, d] over ``key`` / ``value`` [b, kv_heads, k, d]
+    where ``allowed`` [b, 1, q, k] is True, with one sink logit per head (``sinks`` or the module's)
+    in the softmax; returns [b, q, h, d]."""
     b, h, q_len, _ = query.shape
-    kv_len = key.shape[2]
     groups = h // key.shape[1]
     if groups > 1:
         key = key.repeat_interleave(groups, 1)
         value = value.repeat_interleave(groups, 1)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    scores = scores.masked_fill(~_allowed(module, attention_mask, q_len, kv_len, sliding_window),
-                                torch.finfo(scores.dtype).min)
-    sinks = s_aux if s_aux is not None else getattr(module, "sinks", None)
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    sinks = sinks if sinks is not None else getattr(module, "sinks", None)
     if sinks is not None:
         sink = sinks.to(scores.dtype).reshape(1, -1, 1, 1).expand(b, -1, q_len, 1)
         joint = torch.cat([scores, sink], -1)
@@ -294,7 +304,7 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout: 
     else:
         probs = torch.softmax(scores, -1)
     out = torch.matmul(probs.to(value.dtype), value)
-    return out.transpose(1, 2).contiguous(), None
+    return out.transpose(1, 2).contiguous()
 
 
 def _allowed(module, attention_mask: torch.Tensor, q_len: int, kv_len: int, sliding_window) -> torch.Tensor:
@@ -403,6 +413,8 @@ class GenAIDecoder(torch.nn.Module):
         self.mla = {i: m for i, m in mla_modules(model).items()
                     if isinstance(spec := layout.layers[i], LayerCache) and spec.packed and not spec.shared
                     and spec.key == (1, m.kv_lora_rank)}
+        # DeepSeek-V4 layers cache per-position rows and recompute their compressed entries
+        self.compressed = compressed_modules(model)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                 *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -411,15 +423,19 @@ class GenAIDecoder(torch.nn.Module):
         cache = GraphCache(pairs, self.layout, frozenset(self.mla))
         cache.tokens = attention_mask
         mask = attention_mask.to(torch.bool)[:, None, None, :]
-        with traced_delta_rule(self.model, attention_mask), absorbed_mla(self.mla):
+        with traced_delta_rule(self.model, attention_mask), absorbed_mla(self.mla), \
+                compressed_attention(self.compressed):
             out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                              past_key_values=cache, use_cache=True)
         present = [t for i, layer in enumerate(self.layout.layers) for t in
                    (cache.present[i] if isinstance(layer, LayerCache) else (cache.conv[i], cache.recurrent[i]))]
         return (out.logits, *present)
 
-    def example_inputs(self, batch: int = 2, sequence: int = 3, past: int = 4, seed: int = 0) -> tuple:
-        """Random ids, a full mask, positions after ``past`` cached entries, random past."""
+    def example_inputs(self, batch: int = 2, sequence: int = 3, past: int | None = None, seed: int = 0) -> tuple:
+        """Random ids, a full mask, positions after ``past`` cached entries (by default 4, or enough
+        for two compressed windows), random past."""
+        if past is None:
+            past = max(4, 2 * longest_window(self.compressed))
         g = torch.Generator().manual_seed(seed)
         vocab = self.model.config.get_text_config().vocab_size
         dtype = next(self.model.parameters()).dtype
@@ -520,7 +536,7 @@ def cache_layout(model: PreTrainedModel) -> CacheLayout:
     cache = GraphCache(None, None)
     ids = torch.zeros(1, 2, dtype=torch.int64)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), compressed_attention(compressed_modules(model)):
             model(input_ids=ids, attention_mask=torch.ones(1, 1, 1, 2, dtype=torch.bool),
                   position_ids=torch.arange(2)[None], past_key_values=cache, use_cache=True)
     except (AttributeError, TypeError, NotImplementedError) as e:  # a cache API beyond update()

@@ -73,6 +73,13 @@ FAMILIES = {
     "laguna": ("fused", {}),
     "lara_mini": ("fused", {}),
     "deepseek_v4": ("fused", {}),
+    # every attention kind (sliding window, + CSA with its indexer choosing 4 entries, its 16 heads making tied scores unlikely, + HCA) with
+    # windows a 16-token prompt completes, and a hash-routed then two score-routed MoE layers
+    "deepseek_v4-kinds": ("fused", {"num_hidden_layers": 3, "layer_types": [
+        "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+        "mlp_layer_types": ["hash_moe", "moe", "moe"], "sliding_window": 8, "partial_rotary_factor": 0.5,
+        "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+        "index_topk": 4, "index_n_heads": 16, "index_head_dim": 16, "o_groups": 2, "o_lora_rank": 8}),
     "sarvam_mla": ("fused", _MLA),
     "sarvam_moe": ("fused", {}),
     "glm4v_moe": ("fused", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,

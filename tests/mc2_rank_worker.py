@@ -8,7 +8,9 @@ through the dispatch's quant_mode=2), combines, and checks:
   tokens, the rows of this rank's experts;
 - the combined output against the same layer on this rank's tokens with ep_world_size=1;
 - with zero and copy experts (LongCat's identity experts): their pairs stay on the source rank and
-  combine adds them from ``ori_x``, as on one rank.
+  combine adds them from ``ori_x``, as on one rank;
+- vllm-ascend's form: the group named by its HCCL communicator name (``use_gloo_as_hccl``),
+  ``x_active_mask`` and ``expert_scales`` / ``expand_scales``.
 Prints ``rank R ok <max abs err>`` or raises.
 """
 
@@ -58,18 +60,58 @@ def experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant: bool):
                                  group_list_type=1, split_item=3, output_dtype=torch.float32)[0]
 
 
-def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool, special: bool = False):
-    """dispatch → local experts → combine with ``ranks`` ranks (w13 / w2: this rank's experts)."""
+def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool, special: bool = False, group_ep="ep",
+          mask=None):
+    """dispatch → local experts → combine with ``ranks`` ranks (w13 / w2: this rank's experts);
+    ``mask``: x_active_mask, with expert_scales sent along (vllm-ascend's MC2 arguments)."""
     dispatch = tn.npu_moe_distribute_dispatch if v1 else tn.npu_moe_distribute_dispatch_v2
     combine = tn.npu_moe_distribute_combine if v1 else tn.npu_moe_distribute_combine_v2
     extra = dict(zero_expert_num=ZERO, copy_expert_num=COPY) if special else {}
-    out = dispatch(x, ids, "ep", ranks, rank, EXPERTS, quant_mode=2 if quant else 0, **extra)
-    expand_x, dynamic_scales, assist, counts, ep_recv_counts, tp_recv_counts, _ = out
+    masked = dict(x_active_mask=mask) if mask is not None else {}
+    weights = dict(expert_scales=scales) if mask is not None else {}
+    out = dispatch(x, ids, group_ep, ranks, rank, EXPERTS, quant_mode=2 if quant else 0, **extra, **masked,
+                   **weights)
+    expand_x, dynamic_scales, assist, counts, ep_recv_counts, tp_recv_counts, expand_scales = out
     y = experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant)
     if special:
         extra["ori_x"] = x
-    return combine(y, ids, assist, ep_recv_counts, scales, "ep", ranks, rank, EXPERTS,
-                   tp_send_counts=tp_recv_counts, **extra), out
+    if expand_scales is not None:
+        masked["expand_scales"] = expand_scales
+    return combine(y, ids, assist, ep_recv_counts, scales, group_ep, ranks, rank, EXPERTS,
+                   tp_send_counts=tp_recv_counts, **extra, **masked), out
+
+
+def hccl_named_group_with_mask(xs, probs, ranks, rank, w13, w2, g) -> float:
+    """vllm-ascend's MC2 calls: ``group_ep`` from ``group._get_backend(torch.device("npu"))
+    .get_hccl_comm_name(rank)`` on a new gloo group, ``x_active_mask`` leaving out each rank's last
+    token, ``expert_scales`` coming back as ``expand_scales``. Masked tokens add nothing."""
+    tn.use_gloo_as_hccl()
+    group = dist.new_group(list(range(ranks)))
+    name = group._get_backend(torch.device("npu")).get_hccl_comm_name(rank)
+    names: list = [None] * ranks
+    dist.all_gather_object(names, name)
+    assert len(set(names)) == 1 and name, names
+    local = EXPERTS // ranks
+    mine = slice(rank * local, (rank + 1) * local)
+    tokens = [x.shape[0] for x in xs]
+    ids = [torch.stack([torch.randperm(EXPERTS, generator=g)[:TOP_K] for _ in range(n)]).to(torch.int32)
+           if n else torch.zeros(0, TOP_K, dtype=torch.int32) for n in tokens]
+    masks = [torch.arange(n) < n - 1 for n in tokens]
+    got, out = layer(xs[rank], ids[rank], probs[rank], ranks, rank, w13[mine], w2[mine], False, False,
+                     group_ep=name, mask=masks[rank])
+    expand_scales, assist, counts = out[6], out[2].reshape(-1, 128), out[3]
+    n = int(counts.sum())
+    for i in range(n):  # each received row's weight: its source rank's expert_scales of that pair
+        src, token, slot = (int(v) for v in assist[i, :3])
+        assert masks[src][token], "a masked token's row was sent"
+        assert expand_scales[i] == probs[src][token, slot], (i, src, token, slot)
+    if not tokens[rank]:
+        return 0.0
+    want, _ = layer(xs[rank], ids[rank], probs[rank], 1, 0, w13, w2, False, False)
+    want[~masks[rank]] = 0
+    err = float((got - want).abs().max())
+    assert err <= 1e-5 * max(1.0, float(want.abs().max())), err
+    return err
 
 
 def main() -> None:
@@ -108,6 +150,7 @@ def main() -> None:
             err = float((got - want).abs().max())
             assert err <= 1e-5 * max(1.0, float(want.abs().max())), (quant, v1, special, err)
             worst = max(worst, err)
+    worst = max(worst, hccl_named_group_with_mask(xs, probs, ranks, rank, w13, w2, g))
     print(f"rank {rank} ok {worst:.3g}", flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -354,14 +354,18 @@ def test_gating_softmax_takes_more_experts_than_the_hash_router():
 
 # ---- float8 tokens with e8m0 scales -------------------------------------------------------------
 
-def test_float8_tokens_with_e8m0_scales_get_a_named_error():
-    # op-plugin's MX init routing test: float8 rows with their e8m0 block scales
+def test_float8_tokens_with_e8m0_scales_route_in_init_routing_and_get_a_named_error_in_re_routing():
+    # op-plugin's MX init routing test: float8 rows with their e8m0 block scales move unchanged
     x = torch.randn(32, 14).to(torch.float8_e4m3fn)
     idx = torch.stack([torch.randperm(32)[:5] for _ in range(32)]).to(torch.int32)
-    scale = torch.ones(32, 1, 2).to(torch.float8_e8m0fnu)
-    with pytest.raises(ValueError, match="MoeInitRoutingV3: input 'x' .* got float8e4m3fn"):
-        tn.npu_moe_init_routing_v2(x, idx, scale=scale, active_num=160, expert_num=32, expert_tokens_num_type=1,
-                                   expert_tokens_num_flag=True, active_expert_range=[0, 16], row_idx_type=1)
+    scale = torch.arange(64, dtype=torch.uint8).reshape(32, 1, 2)
+    ex, row_idx, _, ex_scale = tn.npu_moe_init_routing_v2(
+        x, idx, scale=scale.view(torch.float8_e8m0fnu), active_num=160, expert_num=32, expert_tokens_num_type=1,
+        expert_tokens_num_flag=True, active_expert_range=[0, 16], row_idx_type=1)
+    active = int((idx < 16).sum())
+    source = row_idx[:active].long() // 5
+    assert ex.dtype == torch.float8_e4m3fn and torch.equal(ex[:active].view(torch.uint8), x.view(torch.uint8)[source])
+    assert ex_scale.dtype == torch.uint8 and torch.equal(ex_scale[:active], scale[source])
     tokens = torch.randn(4, 64).to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="per_token_scales"):
         tn.npu_moe_re_routing(tokens, torch.tensor([[2, 2]]), per_token_scales=torch.ones(4, 2).to(torch.float8_e8m0fnu))

@@ -23,7 +23,7 @@ from ascend_moe_onnx.onnx_schemas._common import walk_graphs  # noqa: E402
 PROMPT, NEW = 16, 32
 # families exported for generation by default; the others with --all-families
 FAMILIES = ("qwen3_moe", "deepseek_v3", "gpt_oss", "llama4")
-MORE_FAMILIES = ("mixtral", "deepseek_v2", "qwen3_5_moe-hybrid", "qwen3_next-hybrid")
+MORE_FAMILIES = ("mixtral", "deepseek_v2", "qwen3_5_moe-hybrid", "qwen3_next-hybrid", "deepseek_v4-kinds")
 
 
 def _prompts(seed: int = 1) -> list[list[int]]:
@@ -53,6 +53,17 @@ def _nodes(path, op_type: str) -> int:
     return sum(n.op_type == op_type for g in walk_graphs(model.graph) for n in g.node)
 
 
+def _hash_routed(path) -> int:
+    """MoeGatingTopKHash nodes whose token-id input is the graph's input_ids (reshaped)."""
+    model = onnx.load(str(path), load_external_data=False)
+    nodes = [n for g in walk_graphs(model.graph) for n in g.node]
+    made = {o: n for n in nodes for o in n.output}
+    ids = {genai.INPUT_IDS} | {o for n in nodes if n.op_type in ("Reshape", "Cast") and n.input[0] == genai.INPUT_IDS
+                                for o in n.output}
+    return sum(n.op_type == "MoeGatingTopKHash" and len(n.input) > 2 and
+               (n.input[2] in ids or (n.input[2] in made and made[n.input[2]].input[0] in ids)) for n in nodes)
+
+
 @pytest.mark.parametrize("family", [*FAMILIES, *(pytest.param(f, marks=pytest.mark.all_families)
                                                    for f in MORE_FAMILIES)])
 def test_genai_folder_generates_hf_tokens(family, exported):
@@ -67,14 +78,19 @@ def test_genai_folder_generates_hf_tokens(family, exported):
     assert _nodes(folder / genai.GRAPH_FILE, "MoeGatingTopKHash") == moe_layers
     assert _nodes(folder / genai.GRAPH_FILE, "MoeRoutedExperts") == moe_layers  # routed rows, never padded
 
+    hash_layers = getattr(reference.config, "mlp_layer_types", None) or []
+    if "hash_moe" in hash_layers:  # DeepSeek-V4: the hash layers' routing reads the token ids
+        assert _hash_routed(folder / genai.GRAPH_FILE) == hash_layers.count("hash_moe")
+
     model = og.Model(str(folder))
     prompts = _prompts()
     expected = generate.generate_hf(reference, prompts, NEW)
     assert generate.generate_genai(folder, prompts[:1], NEW, model=model) == expected[:1]
     assert generate.generate_genai(folder, prompts, NEW, model=model) == expected  # batch 2, right-padded
-    if "linear_attention" in config["model"]["decoder"].get("layer_types", ()):  # hybrid: the own loop left-pads
-        assert _nodes(folder / genai.GRAPH_FILE, "LinearAttention") == config["model"]["decoder"]["layer_types"].count(
-            "linear_attention")
+    if "linear_attention" in config["model"]["decoder"].get("layer_types", ()) or family.startswith("deepseek_v4"):
+        # hybrid or position-placed rows: the own loop (left padding) too
+        assert _nodes(folder / genai.GRAPH_FILE, "LinearAttention") == config["model"]["decoder"].get(
+            "layer_types", []).count("linear_attention")
         assert generate.generate_ort(folder, prompts, NEW) == expected
 
 
@@ -188,8 +204,7 @@ def test_genai_export_refuses_bad_arguments(tmp_path, capsys):
     assert "--hf DIR go together" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("family, why", [("deepseek_v4", "key/value caches and gated DeltaNet states only"),
-                                         ("lfm2_moe", "gated DeltaNet states only")])
+@pytest.mark.parametrize("family, why", [("lfm2_moe", "gated DeltaNet states only")])
 def test_families_genai_cannot_serve_are_refused_in_one_line(family, why, tmp_path):
     with pytest.raises(genai.GenAIExportError, match=why) as e:
         genai.export_genai(hf_families.model(family), tmp_path)
@@ -237,3 +252,47 @@ def test_gated_delta_rule_matches_transformers_and_exports_as_linear_attention(t
     _, two = genai.gated_delta_rule(q[:, :2], k[:, :2], v[:, :2], g[:, :2], beta[:, :2], initial_state=state,
                                     output_final_state=True)
     torch.testing.assert_close(padded, two)
+
+
+def test_compressed_attention_computes_hf_logits(tmp_path):
+    """DeepSeek-V4's layers over their per-position cache rows (sliding window, CSA with the indexer's
+    top-k, HCA) give the logits of HF's cached forward at the prompt and at each decode step, with
+    windows completing in the prompt and between steps; batch 2, the shorter prompt right-padded
+    as genai pads it (padding is no token of any window)."""
+    from transformers import DynamicCache
+
+    hf_families.model("deepseek_v4-kinds").save_pretrained(tmp_path)
+    reference, model = hf_export.load(tmp_path), hf_export.load(tmp_path)
+    hf_export.patch(model, quiet=True)
+    genai._use_attention(model)
+    layout = genai.cache_layout(model)
+    assert {layer.stored() for layer in layout.attention} == {(1, 52)}  # sliding 8, CSA kv + gate 2 * 16, indexer 2 * 32: 104 halved
+    decoder = genai.GenAIDecoder(model, layout)
+    prompts, steps = _prompts(), 10
+    g = torch.Generator().manual_seed(3)
+    follow = torch.randint(3, hf_families.TINY["vocab_size"], (len(prompts), steps), generator=g)
+    expected = []
+    with torch.no_grad():
+        for i, p in enumerate(prompts):
+            cache = DynamicCache(config=reference.config)
+            rows = [reference(input_ids=torch.tensor([p]), past_key_values=cache, use_cache=True).logits[0, -1]]
+            for t in follow[i]:
+                rows.append(reference(input_ids=t.view(1, 1), past_key_values=cache, use_cache=True).logits[0, -1])
+            expected.append(torch.stack(rows))
+        longest = max(map(len, prompts))
+        ids = torch.zeros(len(prompts), longest, dtype=torch.int64)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, :len(p)], mask[i, :len(p)] = torch.tensor(p), 1
+        positions = (mask.cumsum(1) - 1).clamp(min=0)
+        past = [torch.zeros(len(prompts), 1, 0, layout.head_size) for _ in range(2 * len(layout.layers))]
+        out = decoder(ids, mask, positions, *past)
+        got = [[out[0][i, len(p) - 1]] for i, p in enumerate(prompts)]
+        for step in range(steps):
+            positions = mask.sum(1, keepdim=True)
+            mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=torch.int64)], 1)
+            out = decoder(follow[:, step:step + 1], mask, positions, *out[1:])
+            for i in range(len(prompts)):
+                got[i].append(out[0][i, 0])
+    for i in range(len(prompts)):
+        torch.testing.assert_close(torch.stack(got[i]), expected[i], rtol=1e-5, atol=1e-5)

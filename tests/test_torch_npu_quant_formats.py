@@ -257,6 +257,25 @@ def test_c_ascend_gmm_swiglu_quant_nz_list_is_gmm_then_dequant_swiglu_quant(limi
     assert not y[7:].any()
 
 
+@pytest.mark.parametrize("name", ["grouped_matmul_swiglu_quant", "grouped_matmul_swiglu_quant_weight_nz"])
+def test_c_ascend_one_tensor_gmm_swiglu_quant_is_the_tensor_list_op(name):
+    """vllm-ascend's w8a8 MLP calls the one-tensor form (weight [E, K, N], weight_scale [E, N]):
+    the same computation as the tensor-list op, per vllm-ascend's GroupedMatmulSwigluQuant docs."""
+    tn.install()
+    g = torch.Generator().manual_seed(12)
+    x = torch.randint(-128, 128, (9, 16), generator=g, dtype=torch.int8)
+    w = torch.randint(-128, 128, (3, 16, 12), generator=g, dtype=torch.int8)
+    scale = torch.rand(3, 12, generator=g) * 1e-2
+    pts = torch.rand(9, generator=g)
+    cumsum = torch.tensor([4, 4, 7])
+    got = getattr(torch.ops._C_ascend, name)(x=x, weight=w, weight_scale=scale, x_scale=pts, group_list=cumsum)
+    want = torch.ops._C_ascend.grouped_matmul_swiglu_quant_weight_nz_tensor_list(
+        x=x, weight=list(w), weight_scale=list(scale), x_scale=pts, group_list=cumsum)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and got[2].numel() == 0
+    with pytest.raises(ValueError, match=": argument 'weight'"):
+        getattr(torch.ops._C_ascend, name)(x=x, weight=w[0], weight_scale=scale, x_scale=pts, group_list=cumsum)
+
+
 # --------------------------------------------------------------------------------------------
 # refusals
 # --------------------------------------------------------------------------------------------

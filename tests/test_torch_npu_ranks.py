@@ -57,8 +57,6 @@ def test_four_gloo_ranks_one_without_tokens():
 
 def test_several_ranks_refuse_what_they_do_not_carry():
     x, idx = torch.randn(4, 8), torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2]], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="argument 'x_active_mask'"):
-        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, x_active_mask=torch.ones(4, dtype=torch.bool))
     with pytest.raises(NotImplementedError, match="argument 'elastic_info'"):
         tn.npu_moe_distribute_combine_v2(x, idx, torch.zeros(1), torch.tensor([1]), torch.ones(4, 2), "ep", 2, 0, 4,
                                          elastic_info=torch.zeros(6, dtype=torch.int32))
@@ -66,3 +64,64 @@ def test_several_ranks_refuse_what_they_do_not_carry():
         tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, shared_expert_rank_num=1)
     with pytest.raises(ValueError, match="argument 'copy_expert_num' must be an int >= 0"):
         tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 2, 0, 4, copy_expert_num=-1)
+
+
+def test_hccl_comm_name_follows_torch_npu():
+    """ProcessGroupHCCL.get_hccl_comm_name / _set_hccl_comm_name as torch_npu's (its distributed
+    tests): no name before the communicator starts with init_comm=False, one stable name after,
+    a name set first is the one given, renaming refused."""
+    from types import SimpleNamespace
+
+    from ascend_moe_onnx.exporters.torch_npu import distribute_ranks
+    from ascend_moe_onnx.exporters.torch_npu.hccl import ProcessGroupHCCL
+
+    group = SimpleNamespace(group_name="7")
+    pg = ProcessGroupHCCL(group)  # type: ignore[arg-type]
+    assert pg.get_hccl_comm_name(0, init_comm=False) == ""
+    name = pg.get_hccl_comm_name(1)
+    assert name and pg.get_hccl_comm_name(0, init_comm=False) == name == pg.get_hccl_comm_name(1)
+    assert distribute_ranks._GROUPS[name] is group
+    with pytest.raises(RuntimeError, match="argument 'rankid' must be an int >= 0"):
+        pg.get_hccl_comm_name(-1)
+    with pytest.raises(RuntimeError, match="cannot rename the communicator"):
+        pg._set_hccl_comm_name("other")
+    named = ProcessGroupHCCL(SimpleNamespace(group_name="8"))  # type: ignore[arg-type]
+    named._set_hccl_comm_name("moe_ep")
+    named._set_hccl_comm_name("moe_ep")
+    assert named.get_hccl_comm_name(0) == "moe_ep"
+    for bad in ("", "x" * 128):
+        with pytest.raises(ValueError, match="argument 'hccl_comm_name' must have 1 to 127 characters"):
+            ProcessGroupHCCL(group)._set_hccl_comm_name(bad)  # type: ignore[arg-type]
+
+
+def test_x_active_mask_as_torch_npu_takes_it():
+    from ascend_moe_onnx.exporters.torch_npu.distribute_ranks import active_pairs
+
+    ids = torch.zeros(3, 2, dtype=torch.int32)
+    fn = "npu_moe_distribute_dispatch_v2"
+    assert active_pairs(fn, None, ids) is None
+    assert active_pairs(fn, torch.tensor([True, True, False]), ids).tolist() == [[True, True], [True, True],
+                                                                               [False, False]]
+    pairs = torch.tensor([[True, False], [False, False], [False, True]])
+    assert torch.equal(active_pairs(fn, pairs, ids), pairs)
+    with pytest.raises(ValueError, match="true entries before its false ones"):
+        active_pairs(fn, torch.tensor([True, False, True]), ids)
+    with pytest.raises(ValueError, match=r"argument 'x_active_mask' must be a bool tensor \[BS\] = \[3\]"):
+        active_pairs(fn, torch.ones(3, dtype=torch.int32), ids)
+
+
+def test_outputs_own_their_storage():
+    """vllm-ascend's all-to-all dispatcher frees each buffer after sending it
+    (``untyped_storage().resize_(0)``): the stand-in's outputs hold storage of their own and its
+    inputs stay resizable, as with torch_npu."""
+    x = torch.randn(4, 8)
+    ids = torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2]], dtype=torch.int32)
+    permuted, order = tn.npu_moe_token_permute(x, ids, num_out_tokens=8)
+    counts = torch.tensor([2, 2, 2, 2])
+    y = tn.npu_grouped_matmul([permuted], [torch.randn(4, 8, 6)], group_list=counts, group_type=0,
+                              group_list_type=1, split_item=3)[0]
+    routed = tn.npu_moe_init_routing_v2(x, ids, active_num=8, expert_num=4, expert_tokens_num_type=1,
+                                        expert_tokens_num_flag=True)
+    for t in (x, ids, permuted, order, y, tn.npu_swiglu(torch.randn(3, 8)), *routed[:3]):  # inputs too
+        t.untyped_storage().resize_(0)
+        assert t.untyped_storage().nbytes() == 0

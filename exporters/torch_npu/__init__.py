@@ -4,7 +4,8 @@ The functions keep torch_npu's current names, signatures and defaults (op-plugin
 ``op_plugin_functions.yaml``), run on any device, and export as ``ascend.moe`` nodes (gating,
 re-routing, init routing, grouped matmul, finalize, permute / unpermute) or standard ONNX ops
 (swiglu, geglu, small index helpers, the int8 / int4 / MX quantisation helpers). MC2 dispatch /
-combine with several ranks run eagerly over torch.distributed. Arguments with no ONNX meaning here
+combine with several ranks run eagerly over torch.distributed (:func:`use_gloo_as_hccl` gives a gloo
+group the HCCL communicator name model code asks for). Arguments with no ONNX meaning here
 raise with the argument named. :func:`install` makes ``import torch_npu`` return
 this module where no real torch_npu is importable (docs/ascend-code.md).
 """
@@ -24,8 +25,10 @@ from .distribute_v1 import npu_moe_distribute_combine, npu_moe_distribute_dispat
 from .dtypes import DTYPES
 from .experts import npu_grouped_matmul, npu_swiglu
 from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
+from .hccl import use_gloo_as_hccl
 from .mx_quant import npu_dynamic_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
+from .quant_param import npu_convert_weight_to_int4pack, npu_trans_quant_param
 from .routing import (
     npu_moe_compute_expert_tokens,
     npu_moe_finalize_routing,
@@ -44,13 +47,15 @@ globals().update(DTYPES)
 
 __all__ = [
     "Format", "get_npu_format", "npu_format_cast", "npu_format_cast_", *DTYPES,
-    "install", "npu_dequant_swiglu_quant", "npu_dynamic_mx_quant", "npu_dynamic_quant", "npu_geglu",
+    "install", "npu_convert_weight_to_int4pack", "npu_dequant_swiglu_quant", "npu_dynamic_mx_quant",
+    "npu_dynamic_quant", "npu_geglu",
     "npu_grouped_matmul", "npu_grouped_matmul_swiglu_quant", "npu_moe_compute_expert_tokens",
     "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch",
     "npu_moe_distribute_dispatch_v2", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
     "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing",
     "npu_moe_init_routing_quant", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_moe_token_permute",
     "npu_moe_token_unpermute", "npu_rms_norm", "npu_swiglu", "npu_swiglu_clip_quant",
+    "npu_trans_quant_param", "use_gloo_as_hccl",
 ]
 
 

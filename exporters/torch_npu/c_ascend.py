@@ -1,6 +1,6 @@
-"""vllm-ascend's own ops, ``torch.ops._C_ascend.moe_gating_top_k``, ``moe_gating_top_k_hash`` and
-``grouped_matmul_swiglu_quant_weight_nz_tensor_list``, with the schemas of its
-``csrc/torch_binding.cpp``.
+"""vllm-ascend's own ops, ``torch.ops._C_ascend.moe_gating_top_k``, ``moe_gating_top_k_hash``,
+``grouped_matmul_swiglu_quant_weight_nz_tensor_list`` and its one-tensor forms
+``grouped_matmul_swiglu_quant`` / ``_weight_nz``, with the schemas of its ``csrc/torch_binding.cpp``.
 
 All are CompositeImplicitAutograd front ends of the project's ops (the gating ones of the
 MoeGatingTopKHash router op, one node; the fused w8a8 one of a GroupedMatmul node and the
@@ -94,13 +94,34 @@ def grouped_matmul_swiglu_quant_weight_nz_tensor_list(x, weight, weight_scale, x
     return y, scale, torch.empty(0, dtype=torch.float32, device=x.device)
 
 
+GMM_SWIGLU_QUANT_SCHEMA = ("(Tensor x, Tensor weight, Tensor weight_scale, Tensor x_scale, Tensor group_list, *, "
+                           "Tensor? bias=None, Tensor? offset=None, float swiglu_limit=0.0) -> (Tensor output, "
+                           "Tensor output_scale, Tensor output_offset)")
+
+
+def grouped_matmul_swiglu_quant(x, weight, weight_scale, x_scale, group_list, bias=None, offset=None,
+                                swiglu_limit=0.0):
+    """_C_ascend.grouped_matmul_swiglu_quant (and ``_weight_nz``, NZ being a storage layout of the
+    same values): the tensor-list op's computation with one stacked ``weight`` int8 [E, K, N] and one
+    ``weight_scale`` [E, N] (vllm-ascend's csrc/gmm/grouped_matmul_swiglu_quant README)."""
+    require(isinstance(weight, torch.Tensor) and weight.dim() == 3, "_C_ascend.grouped_matmul_swiglu_quant",
+            "weight", "must be one tensor [E, K, N]", weight)
+    require(isinstance(weight_scale, torch.Tensor) and weight_scale.dim() == 2,
+            "_C_ascend.grouped_matmul_swiglu_quant", "weight_scale", "must be one tensor [E, N]", weight_scale)
+    return grouped_matmul_swiglu_quant_weight_nz_tensor_list(x, [weight], [weight_scale], x_scale, group_list,
+                                                             bias=bias, offset=offset, swiglu_limit=swiglu_limit)
+
+
 def define_ops() -> None:
     """Define the ops unless vllm-ascend already did (idempotent)."""
     lib = library(NAMESPACE)
     for name, schema, fn in (("moe_gating_top_k", GATING_SCHEMA, moe_gating_top_k),
                              ("moe_gating_top_k_hash", GATING_HASH_SCHEMA, moe_gating_top_k_hash),
                              ("grouped_matmul_swiglu_quant_weight_nz_tensor_list", GMM_SWIGLU_QUANT_NZ_LIST_SCHEMA,
-                              grouped_matmul_swiglu_quant_weight_nz_tensor_list)):
+                              grouped_matmul_swiglu_quant_weight_nz_tensor_list),
+                             ("grouped_matmul_swiglu_quant", GMM_SWIGLU_QUANT_SCHEMA, grouped_matmul_swiglu_quant),
+                             ("grouped_matmul_swiglu_quant_weight_nz", GMM_SWIGLU_QUANT_SCHEMA,
+                              grouped_matmul_swiglu_quant)):
         if op_defined(NAMESPACE, name):
             continue
         lib.define(name + schema)

@@ -55,14 +55,15 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     quantised per row after multiplying by the expert's row of ``scales`` [E, H] when given.
     """
     fn = "npu_moe_distribute_dispatch_v2"
-    if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expert_scales=expert_scales,
-                      elastic_info=elastic_info, y_dtype=y_dtype, x_dtype=x_dtype, scales_dtype=scales_dtype):
+    if _several_ranks(fn, ep_world_size, elastic_info=elastic_info, y_dtype=y_dtype, x_dtype=x_dtype,
+                      scales_dtype=scales_dtype):
         if quant_mode not in (0, 2):
             unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
         _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
         return distribute_ranks.dispatch(
             x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales=scales, quant_mode=quant_mode,
-            global_bs=global_bs, expert_token_nums_type=expert_token_nums_type, tp_world_size=tp_world_size,
+            x_active_mask=x_active_mask, expert_scales=expert_scales, global_bs=global_bs,
+            expert_token_nums_type=expert_token_nums_type, tp_world_size=tp_world_size,
             shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
             copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
     _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
@@ -110,21 +111,21 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
     """torch_npu.npu_moe_distribute_combine_v2 on one rank:
     ``out[t] = Σ_j expert_scales[t, j]·expand_x[row(t, j)] + shared_expert_x[t]`` (one finalize)."""
     fn = "npu_moe_distribute_combine_v2"
-    if _several_ranks(fn, ep_world_size, x_active_mask=x_active_mask, expand_scales=expand_scales,
-                      elastic_info=elastic_info):
+    if _several_ranks(fn, ep_world_size, elastic_info=elastic_info):
         if comm_quant_mode != 0:
             unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (rows travel unquantised here)")
         _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
         require(expert_scales.shape == expert_ids.shape, fn, "expert_scales",
                 lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
+        active = distribute_ranks.active_pairs(fn, x_active_mask, expert_ids)
         # the special experts' pairs stayed on this rank (dispatch sent none): their outputs from ori_x
-        special = _special_experts(fn, expert_ids, expert_scales, expand_x, ori_x, moe_expert_num, zero_expert_num,
-                                   copy_expert_num, const_expert_num, const_expert_alpha_1, const_expert_alpha_2,
-                                   const_expert_v)
+        special = _special_experts(fn, expert_ids, expert_scales if active is None else expert_scales * active,
+                                   expand_x, ori_x, moe_expert_num, zero_expert_num, copy_expert_num,
+                                   const_expert_num, const_expert_alpha_1, const_expert_alpha_2, const_expert_v)
         return distribute_ranks.combine(
             expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
             ep_rank_id, moe_expert_num, shared_expert_x=shared_expert_x, special_x=special,
-            tp_world_size=tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
+            expand_scales=expand_scales, tp_world_size=tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
     _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
     _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
     if comm_quant_mode != 0:

@@ -10,7 +10,9 @@ init routing over the concatenation of every rank's tokens), zero-padded to
 ``A = (global_bs or BS·N) · min(L, K)`` rows. Combine sends each row back to its source and sums
 ``expert_scales[t, j] · row`` per token (plus ``shared_expert_x``). Pairs routed to the zero / copy /
 constant experts (ids from moe_expert_num on) never leave their rank: combine adds their outputs
-from ``ori_x`` there (``distribute._special_experts``).
+from ``ori_x`` there (``distribute._special_experts``). Pairs ``x_active_mask`` leaves out are not
+sent and add nothing. ``group_ep`` names a group registered here, e.g. by the HCCL communicator
+name ``hccl.ProcessGroupHCCL`` hands out.
 
 Where torch_npu leaves values to the implementation (``assist_info_for_combine``: "pass it to
 combine"), the stand-in writes, for expanded row i, ``(source rank, token, slot)`` at
@@ -87,12 +89,33 @@ def _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank
                     "several ranks run plain expert parallelism here (no shared-expert ranks)")
 
 
+def active_pairs(fn: str, x_active_mask, expert_ids: torch.Tensor) -> torch.Tensor | None:
+    """``x_active_mask`` as a bool [BS, K] of the pairs that take part (None: every pair). torch_npu
+    takes [BS] (a token's pairs; the true entries before the false ones) or [BS, K] (each pair)."""
+    if x_active_mask is None:
+        return None
+    bs, k = expert_ids.shape
+    require(isinstance(x_active_mask, torch.Tensor) and x_active_mask.dtype == torch.bool and
+            tuple(x_active_mask.shape) in ((bs,), (bs, k)), fn, "x_active_mask",
+            lambda: f"must be a bool tensor [BS] = [{bs}] or [BS, K] = [{bs}, {k}]", x_active_mask)
+    if x_active_mask.dim() == 1:
+        first_false = int((~x_active_mask).int().argmax()) if bool((~x_active_mask).any()) else bs
+        require(not bool(x_active_mask[first_false:].any()), fn, "x_active_mask",
+                "must hold its true entries before its false ones (e.g. [true, false, true] is refused)",
+                x_active_mask.tolist())
+        return x_active_mask[:, None].expand(bs, k)
+    return x_active_mask
+
+
 def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None, quant_mode=0,
-             global_bs=0, expert_token_nums_type=1, tp_world_size=0, shared_expert_rank_num=0, zero_expert_num=0,
-             copy_expert_num=0, const_expert_num=0):
+             x_active_mask=None, expert_scales=None, global_bs=0, expert_token_nums_type=1, tp_world_size=0,
+             shared_expert_rank_num=0, zero_expert_num=0, copy_expert_num=0, const_expert_num=0):
     """npu_moe_distribute_dispatch_v2 with ``ep_world_size > 1`` (module docstring): ``(expand_x [A, H],
     dynamic_scales [A] or None, assist_info_for_combine int32 [A·128], expert_token_nums int64 [L],
-    ep_recv_counts int32 [N·L], tp_recv_counts int32 [1], None)``."""
+    ep_recv_counts int32 [N·L], tp_recv_counts int32 [1], expand_scales [A] or None)``.
+
+    Pairs that ``x_active_mask`` leaves out are not sent; ``expert_scales`` [BS, K] float32, when
+    given, travel with their rows and come back as ``expand_scales`` (the received rows' weights)."""
     fn = "npu_moe_distribute_dispatch_v2"
     _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num)
     group = _group(fn, group_ep, ep_world_size, ep_rank_id)
@@ -108,8 +131,13 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     if bool(bad.any()):
         require(False, fn, "expert_ids", f"values must be in [0, moe_expert_num + zero_expert_num + copy_expert_num "
                 f"+ const_expert_num = {every})", int(flat[bad][0]))
+    active = active_pairs(fn, x_active_mask, expert_ids)
+    if expert_scales is not None:
+        require(isinstance(expert_scales, torch.Tensor) and tuple(expert_scales.shape) == (bs, k), fn,
+                "expert_scales", lambda: f"must be [BS, K] = [{bs}, {k}]", expert_scales)
     # send order: by expert, then token (a token's K experts differ); the special experts' pairs stay
-    routed = torch.nonzero(flat < experts).flatten()
+    sent = flat < experts if active is None else (flat < experts) & active.reshape(-1)
+    routed = torch.nonzero(sent).flatten()
     order = routed[torch.argsort(flat[routed] * max(bs * k, 1) + routed)]
     src_token, src_slot = order // k, order % k
     rows = x[src_token]
@@ -121,6 +149,7 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
                     lambda: f"must be [moe_expert_num, H] = [{experts}, {x.shape[1]}]", scales)
             r = r * scales.float()[flat[order]]
         rows, row_scales = quantize_rows(r)
+    row_weights = expert_scales.reshape(-1)[order].float() if expert_scales is not None else None
     counts = torch.bincount(flat[routed], minlength=experts).reshape(ranks, local)
     recv = _counts_exchange(counts, group, ranks)  # [N source ranks, L]
     send_splits, recv_splits = counts.sum(1).tolist(), recv.sum(1).tolist()
@@ -129,6 +158,7 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     got_rows = _exchange(rows, send_splits, recv_splits, group)
     got_meta = _exchange(meta, send_splits, recv_splits, group)
     got_scales = _exchange(row_scales, send_splits, recv_splits, group) if row_scales is not None else None
+    got_weights = _exchange(row_weights, send_splits, recv_splits, group) if row_weights is not None else None
     # received: by source rank, then local expert, then token -> by local expert, then source, then token
     n = got_meta.shape[0]
     key = got_meta[:, 3].to(torch.int64) * ranks + got_meta[:, 0].to(torch.int64)
@@ -143,21 +173,27 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     if got_scales is not None:
         dynamic_scales = torch.zeros(a, dtype=torch.float32)
         dynamic_scales[:n] = got_scales[regroup]
+    expand_scales = None
+    if got_weights is not None:
+        expand_scales = torch.zeros(a, dtype=torch.float32)
+        expand_scales[:n] = got_weights[regroup]
     per_expert = recv.sum(0)
     expert_token_nums = per_expert if expert_token_nums_type == 1 else per_expert.cumsum(0)
     ep_recv_counts = recv.t().reshape(-1).cumsum(0).to(torch.int32)  # (local expert, source rank)
     tp_recv_counts = torch.zeros(1, dtype=torch.int32)
     return (expand_x, dynamic_scales, assist.reshape(-1), expert_token_nums.to(torch.int64), ep_recv_counts,
-            tp_recv_counts, None)
+            tp_recv_counts, expand_scales)
 
 
 def combine(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
-            ep_rank_id, moe_expert_num, *, shared_expert_x=None, special_x=None, tp_world_size=0,
-            shared_expert_rank_num=0):
+            ep_rank_id, moe_expert_num, *, shared_expert_x=None, special_x=None, expand_scales=None,
+            tp_world_size=0, shared_expert_rank_num=0):
     """npu_moe_distribute_combine_v2 with ``ep_world_size > 1``: ``[BS, H]`` in expand_x's dtype,
     ``out[t] = Σ_j expert_scales[t, j] · row(t, j) (+ shared_expert_x[t]) (+ special_x[t])`` summed
     in float32 in slot order; ``special_x``: the zero / copy / constant experts' weighted outputs
-    on this rank's tokens, whose slots received no row."""
+    on this rank's tokens, whose slots received no row. A pair dispatch did not send (masked out
+    by ``x_active_mask``) received no row: it adds nothing. ``expand_scales`` (dispatch's, the
+    received rows' weights) is checked, not needed: the source rank weights by ``expert_scales``."""
     fn = "npu_moe_distribute_combine_v2"
     _checks(fn, ep_world_size, moe_expert_num, tp_world_size, shared_expert_rank_num)
     group = _group(fn, group_ep, ep_world_size, ep_rank_id)
@@ -170,6 +206,10 @@ def combine(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, exper
     info = assist_info_for_combine.reshape(-1, ASSIST_WIDTH)
     require(info.shape[0] >= n and expand_x.shape[0] >= n, fn, "assist_info_for_combine",
             "must be the assist_info_for_combine dispatch returned with these expand_x rows", assist_info_for_combine)
+    if expand_scales is not None:
+        require(isinstance(expand_scales, torch.Tensor) and expand_scales.dim() == 1 and expand_scales.shape[0] >= n,
+                fn, "expand_scales", lambda: f"must be the expand_scales dispatch returned (1-D, >= {n} rows)",
+                expand_scales)
     src = info[:n, 0].to(torch.int64)
     ranks = ep_world_size
     by_source = torch.argsort(src * max(n, 1) + torch.arange(n))
@@ -191,4 +231,4 @@ def combine(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, exper
     return out.to(expand_x.dtype)
 
 
-__all__ = ["combine", "dispatch", "register_group"]
+__all__ = ["active_pairs", "combine", "dispatch", "register_group"]

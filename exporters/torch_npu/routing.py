@@ -8,8 +8,8 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 
-from . import _ops
-from ._args import require, require_none, unsupported
+from . import _ops, routing_quant
+from ._args import require, unsupported
 from .mx_quant import FLOAT4_E1M2, FLOAT4_E2M1, HIFLOAT8
 
 # op-plugin's docs (torch_npu-npu_moe_gating_top_k_softmax.md): k <= 1024, any number of experts
@@ -94,21 +94,30 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
                             expert_tokens_num_flag=False, quant_mode=-1, active_expert_range=(), row_idx_type=0,
                             x_dtype=None):
     """torch_npu.npu_moe_init_routing_v2: ``(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum,
-    expanded_scale)``; one MoeInitRoutingV3 node (dropless or drop/pad, unquantised or int8).
+    expanded_scale)``; one MoeInitRoutingV3 node (dropless or drop/pad, unquantised or int8). The
+    Ascend950 modes (MXFP8, FP8 group / per-block, HiFloat8, MXFP4, int4) and float8 / one-byte-code
+    x are the node with ``quant_mode=-1`` and standard ops after it (:mod:`.routing_quant`).
 
     ``active_num`` may be a SymInt (e.g. ``num_tokens * top_k`` from a dynamic shape): the token
     count stays dynamic; a Python int fixes the output rows at ``min(active_num, rows * k)``. A
     SymInt known to be at least ``rows * k`` (the usual ``num_tokens * top_k``) keeps every row, as
     -1 does, and is passed as -1: the graph then needs no Slice (a copy of every expanded row).
     """
-    require_none("npu_moe_init_routing_v2", x_dtype=x_dtype)
     # no isinstance(active_num, torch.SymInt) test: under strict (dynamo) capture, which models
     # computing the token count as shape[:-1].numel() need, a SymInt is not one there
     if expert_idx.dim() == 2 and statically_known_true(active_num >= x.shape[0] * expert_idx.shape[1]):
         active_num = -1
-    return _ops.init_routing_v2(x, expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
-                                expert_tokens_num_type, bool(expert_tokens_num_flag), quant_mode, active_expert_range,
-                                row_idx_type)
+    node_quant_mode = quant_mode if quant_mode in (0, 1) else -1
+
+    def routing(rows, node_scale):
+        # the Ascend950 modes take no offset (HiFloat8 per-tensor ignores one, as torch_npu's golden does)
+        return _ops.init_routing_v2(rows, expert_idx, node_scale, offset if quant_mode in (-1, 0, 1) else None,
+                                    active_num, expert_capacity, expert_num, drop_pad_mode, expert_tokens_num_type,
+                                    bool(expert_tokens_num_flag), node_quant_mode, active_expert_range, row_idx_type)
+
+    return routing_quant.init_routing_v2("npu_moe_init_routing_v2", x, expert_idx, scale, offset, quant_mode,
+                                         drop_pad_mode, expert_num, expert_capacity, expert_tokens_num_type,
+                                         active_expert_range, x_dtype, routing)
 
 
 def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
