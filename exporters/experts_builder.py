@@ -69,6 +69,16 @@ def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
+def refuse_biased(node: onnx.NodeProto, where: str) -> None:
+    """An ExpertsError where ``where`` cannot run a placeholder's experts with biases or an
+    activation other than SiLU (attributes ``biased`` / ``alpha``, models.experts)."""
+    a = node_attributes(node)
+    if a.get("biased") or "alpha" in a:
+        raise ExpertsError(f"experts: {where} runs SwiGLU experts without biases and with SiLU; these experts "
+                           "have biases or g sigmoid(alpha g) (u + beta) (gpt-oss): export them with the 'ort' "
+                           "formulation for the CPU or CANN target, unquantized or with weight-only quantization")
+
+
 def stored_arrays(b: Builder, names: Iterable[str]) -> list[np.ndarray] | None:
     """The initializers ``names`` as arrays, or None when one is not an in-memory initializer."""
     protos = [b.initializers.get(n) for n in names]

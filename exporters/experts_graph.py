@@ -47,7 +47,7 @@ from ascend_moe_onnx.onnx_schemas._common import walk_graphs
 from ascend_moe_onnx.onnx_schemas.moe_routed_experts import OP_TYPE as OWN_KERNEL_OP
 
 from . import ge_chain, quantized_chain
-from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+from .experts_builder import Builder, ExpertsError, node_attributes, refuse_biased, stored_arrays
 
 if TYPE_CHECKING:
     from .weights_quant import WeightsQuant
@@ -152,14 +152,57 @@ def _weights(b: Builder, gate: str, up: str, down: str, a: dict, to: int, shared
     return b.op("Reshape", [pair, shape]), down
 
 
-def _ort_moe(b: Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None) -> str:
+def _glu_attributes(a: dict) -> dict:
+    """MoeRoutedExperts' activation_alpha / activation_beta of a placeholder's attributes (only
+    where not SiLU's, so the nodes of every other block stay as they were)."""
+    if "alpha" not in a:
+        return {}
+    return {"activation_alpha": float(a["alpha"]), "activation_beta": float(a["beta"])}
+
+
+def _split_inputs(node, a: dict) -> tuple[list, list]:
+    """A routed placeholder's inputs after down: (biases: gate [E, I], up [E, I], down [E, H] or
+    none, the shared expert's weights or none)."""
+    rest = list(node.input[6:])
+    return (rest[:3], rest[3:]) if a.get("biased") else ([], rest)
+
+
+def _bias_inputs(b: Builder, biases: list) -> tuple[str, str]:
+    """(gate_up_bias [E, 2I] interleaved like the rows, down_bias [E, H]) in float32 from the
+    placeholder's (gate [E, I], up [E, I], down [E, H]): new initializers where they are ones."""
+    arrays = stored_arrays(b, biases)
+    if arrays is not None:
+        g, u, d = (x.astype(np.float32, copy=False) for x in arrays)
+        return b.initializer(np.stack((g, u), axis=2).reshape(g.shape[0], -1), "fc1_bias"), b.initializer(d, "fc2_bias")
+    gate, up, down = (b.cast(t, TensorProto.FLOAT) for t in biases)
+    pair = b.op("Concat", [b.op("Unsqueeze", [gate, b.const([2])]), b.op("Unsqueeze", [up, b.const([2])])], axis=2)
+    shape = b.op("Concat", [b.op("Shape", [gate], start=0, end=1), b.const([-1])], axis=0)
+    return b.op("Reshape", [pair, shape]), down
+
+
+def _ort_moe(b: Builder, x: str, pseudo: str, fc1: str, fc2: str, k: int, a: dict, outputs=None,
+             biases: tuple[str, str] = ("", "")) -> str:
     """``com.microsoft.MoE`` in float32 on float32 rows ``x`` with float32 ``pseudo``-logits and the
-    interleaved weights ``fc1`` / ``fc2`` (``_weights``) -> float32 rows."""
-    attrs: dict[str, Any] = dict(k=k, activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.0,
-                                 activation_beta=0.0, normalize_routing_weights=0)
+    interleaved weights ``fc1`` / ``fc2`` (``_weights``) and optional ``biases`` (``_bias_inputs``)
+    -> float32 rows."""
+    glu = _glu_attributes(a)
+    attrs: dict[str, Any] = dict(k=k, activation_type="swiglu", swiglu_fusion=1,
+                                 activation_alpha=glu.get("activation_alpha", 1.0),
+                                 activation_beta=glu.get("activation_beta", 0.0), normalize_routing_weights=0)
     if a["limit"]:
         attrs["swiglu_limit"] = float(a["limit"])
-    return b.op("MoE", [x, pseudo, fc1, "", fc2], domain="com.microsoft", outputs=outputs, **attrs)
+    return b.op("MoE", [x, pseudo, fc1, biases[0], fc2, biases[1]] if biases[0] else [x, pseudo, fc1, "", fc2],
+                domain="com.microsoft", outputs=outputs, **attrs)
+
+
+def _own_inputs(rows: str, idx: str, weights: str, fc1: str, fc2: str, biases: tuple[str, str] = ("", ""),
+                scales: tuple[str, str] = ("", "")) -> list[str]:
+    """MoeRoutedExperts' inputs: the routed rows, the weights, and the optional scales and biases
+    (absent middle inputs as "", trailing ones dropped)."""
+    inputs = [rows, idx, weights, fc1, fc2, *scales, *biases]
+    while inputs[-1] == "":
+        inputs.pop()
+    return inputs
 
 
 def _float_rows(b: Builder, x: str, a: dict) -> str:
@@ -173,7 +216,8 @@ def _branch(b: Builder, name: str, output: str, elem_type: int = TensorProto.FLO
 
 
 def _own_kernel_or_moe(b: Builder, rows: str, idx: str, weights: str, fc1: str, fc2: str, a: dict,
-                       moe: Builder, moe_out: str, outputs: list, routed: str | None = None) -> None:
+                       moe: Builder, moe_out: str, outputs: list, routed: str | None = None,
+                       biases: tuple[str, str] = ("", "")) -> None:
     """An ``If`` on the routed rows (the size of ``routed``, by default ``idx``; the shared
     expert's slots do not count, as in the measured threshold): up to ``OWN_KERNEL_MAX_ROWS`` the
     library's MoeRoutedExperts on ``rows`` / ``idx`` / ``weights`` (reads each selected expert once,
@@ -182,8 +226,8 @@ def _own_kernel_or_moe(b: Builder, rows: str, idx: str, weights: str, fc1: str, 
     from ascend_moe_onnx import onnx_schemas
 
     own = Builder(b.prefix + "own_")
-    own_out = own.op(OWN_KERNEL_OP, [rows, idx, weights, fc1, fc2], domain=onnx_schemas.DOMAIN,
-                     swiglu_limit=float(a["limit"]))
+    own_out = own.op(OWN_KERNEL_OP, _own_inputs(rows, idx, weights, fc1, fc2, biases), domain=onnx_schemas.DOMAIN,
+                     swiglu_limit=float(a["limit"]), **_glu_attributes(a))
     small = b.op("LessOrEqual", [b.op("Size", [routed or idx]), b.const(OWN_KERNEL_MAX_ROWS)])
     b.op("If", [small], outputs=outputs, then_branch=_branch(own, "own_kernel", own_out),
          else_branch=_branch(moe, "ort_moe", moe_out))
@@ -193,7 +237,8 @@ def _expand_routed_ort(b: Builder, node) -> None:
     """MoeRoutedExperts or, past ``OWN_KERNEL_MAX_ROWS`` routed rows, ``com.microsoft.MoE`` on
     pseudo-logits (``_own_kernel_or_moe``)."""
     a = node_attributes(node)
-    x, w, idx, gate, up, down, *shared = node.input
+    x, w, idx, gate, up, down = node.input[:6]
+    bias_in, shared = _split_inputs(node, a)
     routed = idx
     wf = b.cast(w, TensorProto.FLOAT)
     E, slices = a["experts"], a.get("shared_slices", 0)
@@ -205,8 +250,9 @@ def _expand_routed_ort(b: Builder, node) -> None:
         wf = b.op("Concat", [wf, b.op("ConstantOfShape", [rows_s], value=helper.make_tensor(
             "one", TensorProto.FLOAT, [1], [1.0]))], axis=1)
     xin = _float_rows(b, x, a)
+    biases = _bias_inputs(b, bias_in) if bias_in else ("", "")
     if b.weights_quant is not None:
-        _quantized_experts(b, xin, idx, wf, gate, up, down, shared, slices, a, node.output[0])
+        _quantized_experts(b, xin, idx, wf, gate, up, down, shared, slices, a, node.output[0], biases)
         return
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT, shared, slices)
     moe = Builder(b.prefix + "moe_")
@@ -214,9 +260,10 @@ def _expand_routed_ort(b: Builder, node) -> None:
     zeros = moe.op("ConstantOfShape", [shape], value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0]))
     summed = moe.op("ScatterElements", [zeros, moe.cast(idx, TensorProto.INT64), wf], axis=1, reduction="add")
     pseudo = moe.op("Max", [moe.op("Log", [summed]), moe.const(_NEVER, np.float32)])
-    y = _ort_moe(moe, xin, pseudo, fc1, fc2, k, a)
+    y = _ort_moe(moe, xin, pseudo, fc1, fc2, k, a, biases=biases)
     total = moe.op("ReduceSum", [wf, moe.const([1])], keepdims=1)
-    _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]], routed)
+    _own_kernel_or_moe(b, xin, idx, wf, fc1, fc2, a, moe, moe.op("Mul", [y, total]), [node.output[0]], routed,
+                       biases)
 
 
 def _shared_as_experts(b: Builder, shared, slices: int) -> tuple[str, str]:
@@ -242,14 +289,16 @@ def _expand_routed_cann(b: Builder, node) -> None:
     shape alone, added to the routed sum: every node but that shape bookkeeping has a CANN kernel,
     and no routed data leaves the device (docs/ascend.md)."""
     a = node_attributes(node)
-    x, w, idx, gate, up, down, *shared = node.input
+    x, w, idx, gate, up, down = node.input[:6]
+    bias_in, shared = _split_inputs(node, a)
     fc1, fc2 = _weights(b, gate, up, down, a, TensorProto.FLOAT)
     xin = _float_rows(b, x, a)
     wf = b.cast(w, TensorProto.FLOAT)
     limit = float(a["limit"])
     out = node.output[0]
-    routed = b.op(OWN_KERNEL_OP, [xin, idx, wf, fc1, fc2], domain=OWN_DOMAIN, swiglu_limit=limit,
-                  outputs=None if shared else [out])
+    biases = _bias_inputs(b, bias_in) if bias_in else ("", "")
+    routed = b.op(OWN_KERNEL_OP, _own_inputs(xin, idx, wf, fc1, fc2, biases), domain=OWN_DOMAIN,
+                  swiglu_limit=limit, outputs=None if shared else [out], **_glu_attributes(a))
     if not shared:
         return
     slices = a["shared_slices"]
@@ -262,7 +311,7 @@ def _expand_routed_cann(b: Builder, node) -> None:
 
 
 def _quantized_experts(b: Builder, rows: str, idx: str, weights: str, gate: str, up: str, down: str, shared,
-                       slices: int, a: dict, output: str) -> None:
+                       slices: int, a: dict, output: str, biases: tuple[str, str] = ("", "")) -> None:
     """MoeRoutedExperts on the block's expert weights quantized as ``b.weights_quant`` says (the
     shared expert's s slices as s more experts), at every routed-row count: one copy of the
     quantized weights, read in place by the library's kernel (docs/quantization.md)."""
@@ -288,14 +337,20 @@ def _quantized_experts(b: Builder, rows: str, idx: str, weights: str, gate: str,
         return np.stack((g, u), axis=2).reshape(g.shape[0], -1, *g.shape[2:])
 
     if wq.bfloat16:  # bfloat16 weights, no scales: the op's bfloat16 products
-        inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_bf16"), b.initializer(dq, "fc2_bf16")]
-        b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]))
+        inputs = _own_inputs(rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_bf16"),
+                             b.initializer(dq, "fc2_bf16"), biases)
+        b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),
+             **_glu_attributes(a))
         return
     assert ds is not None  # integers come with their scales (WeightsQuant.encode)
-    inputs = [rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
-              b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")]
+    if wq.act_quant and (biases[0] or _glu_attributes(a)):
+        raise ExpertsError("experts: act_quant 1 (W8A8 / W4A8) takes no expert biases and only SiLU; these experts "
+                           "have biases or g sigmoid(alpha g) (u + beta) (gpt-oss): quantize their weights only")
+    inputs = _own_inputs(rows, idx, weights, b.initializer(interleave(gq, uq), "fc1_q"), b.initializer(dq, "fc2_q"),
+                         biases, (b.initializer(interleave(gs, us), "fc1_scales"), b.initializer(ds, "fc2_scales")))
     b.op(OWN_KERNEL_OP, inputs, domain=onnx_schemas.DOMAIN, outputs=[output], swiglu_limit=float(a["limit"]),
-         weight_bits=wq.bits, block_size=wq.block_size, **({"act_quant": 1} if wq.act_quant else {}))
+         weight_bits=wq.bits, block_size=wq.block_size, **({"act_quant": 1} if wq.act_quant else {}),
+         **_glu_attributes(a))
 
 
 def _expand_segments_ort(b: Builder, node) -> None:
@@ -369,6 +424,7 @@ def _segment_unrolled(b: Builder, xs: str, counts: str, weights: dict, a: dict, 
 
 
 def _expand_routed_onnx(b: Builder, node) -> None:
+    refuse_biased(node, "the 'onnx' formulation")
     a = node_attributes(node)
     x, w, idx, gate, up, down = node.input
     bf16 = a["dtype"] == TensorProto.BFLOAT16

@@ -27,7 +27,7 @@ from onnx import TensorProto, helper
 
 from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
-from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+from .experts_builder import Builder, ExpertsError, node_attributes, refuse_biased, stored_arrays
 from .quantized_chain import _finalize_scale_types, _routing_scales
 
 _TORCH: dict[int, torch.dtype] = {TensorProto.FLOAT: torch.float32, TensorProto.FLOAT16: torch.float16,
@@ -91,6 +91,7 @@ def _check_float(b: Builder) -> None:
 def expand_routed_ge(b: Builder, node: onnx.NodeProto) -> None:
     """RoutedExperts (``ort`` formulation) for the graph-engine target: the chain in the block's
     dtype (module docstring), the result cast to the placeholder's float32."""
+    refuse_biased(node, "--target ge (the op family's chain: GE's SwiGlu)")
     a = node_attributes(node)
     _check_float(b)
     x, w, idx, gate, up, down, *shared = node.input

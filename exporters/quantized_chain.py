@@ -31,7 +31,7 @@ from onnx import TensorProto, helper
 
 from ascend_moe_onnx.onnx_schemas._common import DOMAIN
 
-from .experts_builder import Builder, ExpertsError, node_attributes, stored_arrays
+from .experts_builder import Builder, ExpertsError, node_attributes, refuse_biased, stored_arrays
 
 if TYPE_CHECKING:
     from .weights_quant import WeightsQuant
@@ -140,6 +140,7 @@ def expand_routed_quantized_cann(b: Builder, node: onnx.NodeProto) -> None:
     """RoutedExperts (``ort`` formulation) with quantized weights for the CANN target: the
     op-family chain in the block's dtype (module docstring), the result cast to the placeholder's
     float32."""
+    refuse_biased(node, "the CANN target's quantized chain")
     a = node_attributes(node)
     assert b.weights_quant is not None  # the quantized chain runs only for quantized weights
     check_chain(a, b.weights_quant)

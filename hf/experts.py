@@ -4,11 +4,15 @@
 (``models.experts``: routed rows only, ``ort`` / ``onnx``; ``padded`` through
 ``models.layers.GroupedExperts`` for comparison), so the HF path exports exactly what the project's
 blocks export. The HF fused ``gate_up_proj`` [E, 2I, H] is read as two
-views (gate rows first, as HF's ``chunk(2)``), never copied.
+views (gate rows first, as HF's ``chunk(2)``; interleaved rows where the module says
+``is_concatenated`` False, as gpt-oss), never copied. Modules with their own gate and biases run
+where ``KNOWN_GATES`` names their activation (gpt-oss).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import cast
 
@@ -26,6 +30,44 @@ def expert_weights(experts: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor
     gate_up, down = cast(torch.Tensor, experts.gate_up_proj), cast(torch.Tensor, experts.down_proj)
     if getattr(experts, "is_transposed", False):  # [E, H, 2I] / [E, I, H]: the same, as views
         gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
+    if not getattr(experts, "is_concatenated", True):  # rows gate 0, up 0, gate 1, ... (gpt-oss)
+        return gate_up[:, 0::2], gate_up[:, 1::2], down
+    inter = gate_up.shape[1] // 2
+    return gate_up[:, :inter], gate_up[:, inter:], down
+
+
+@dataclass(frozen=True)
+class ExpertGlu:
+    """An experts module's activation beyond SiLU: clamp ``limit``, g sigmoid(``alpha`` g) (u + ``beta``),
+    with biases (MoeRoutedExperts' swiglu_limit, activation_alpha, activation_beta, gate_up_bias, down_bias)."""
+
+    limit: float
+    alpha: float
+    beta: float
+
+
+# Experts classes whose own gate (``_apply_gate``) the routed-rows formulation computes, with their
+# biases: class name -> its activation's constants read from the module.
+KNOWN_GATES: dict[str, Callable[[torch.nn.Module], ExpertGlu]] = {
+    # gate.clamp(max=limit), up.clamp(-limit, limit), (up + 1) * gate * sigmoid(gate * alpha)
+    "GptOssExperts": lambda m: ExpertGlu(float(cast(float, m.limit)), float(cast(float, m.alpha)), 1.0),
+}
+
+
+def known_gate(experts: torch.nn.Module) -> ExpertGlu | None:
+    """The activation of an experts module whose own gate the formulation computes, else None."""
+    read = KNOWN_GATES.get(type(experts).__name__) or KNOWN_GATES.get(
+        getattr(type(experts), "_ascend_original", type(experts)).__name__)
+    return None if read is None else read(experts)
+
+
+def expert_biases(experts: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(gate [E, I], up [E, I], down [E, H]) views of the biases of a module with a known gate, or None."""
+    gate_up, down = getattr(experts, "gate_up_proj_bias", None), getattr(experts, "down_proj_bias", None)
+    if not isinstance(gate_up, torch.Tensor) or not isinstance(down, torch.Tensor):
+        return None
+    if not getattr(experts, "is_concatenated", True):
+        return gate_up[:, 0::2], gate_up[:, 1::2], down
     inter = gate_up.shape[1] // 2
     return gate_up[:, :inter], gate_up[:, inter:], down
 
@@ -35,7 +77,8 @@ def fused_layout_ok(experts: torch.nn.Module) -> str:
     gate_up, down = getattr(experts, "gate_up_proj", None), getattr(experts, "down_proj", None)
     if not isinstance(gate_up, torch.Tensor) or not isinstance(down, torch.Tensor):
         return "no gate_up_proj / down_proj expert tensors"
-    if any(getattr(experts, n, None) is not None for n in ("gate_up_proj_bias", "down_proj_bias")):
+    has_bias = any(getattr(experts, n, None) is not None for n in ("gate_up_proj_bias", "down_proj_bias"))
+    if has_bias and known_gate(experts) is None:
         return "expert biases"
     if getattr(experts, "is_transposed", False) and gate_up.dim() == 3 and down.dim() == 3:
         gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
@@ -71,6 +114,12 @@ def routed_experts(x: torch.Tensor, weights: torch.Tensor, expert_idx: torch.Ten
     compute = layers.compute_dtype(dtype)
     view = SimpleNamespace(num_experts=gate.shape[0], gate_proj=gate, up_proj=up, down_proj=down,
                            dtype=dtype, limit=limit, act_fp32=False)
+    glu = known_gate(experts)
+    if glu is not None:  # its own activation and biases (gpt-oss), as MoeRoutedExperts computes them
+        biases = expert_biases(experts)
+        view.limit, view.alpha, view.beta = glu.limit, glu.alpha, glu.beta
+        if biases is not None:
+            view.gate_bias, view.up_bias, view.down_bias = biases
     shared_weights = None
     if shared is not None:
         if not folds_shared(formulation, shared):

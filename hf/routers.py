@@ -255,11 +255,14 @@ def experts_reason(experts: torch.nn.Module) -> str:
         return looped(experts) or ex.fused_layout_ok(experts)
     if not all(hasattr(experts, a) for a in ("gate_up_proj", "down_proj", "has_gate")):
         return f"{type(experts).__name__} is not a transformers stacked-experts module"
+    known = ex.known_gate(experts) is not None  # its own gate, biases and row order are computed
     for flag, why in (("has_bias", "expert biases"), ("has_post_expert_norm", "a norm after each expert")):
-        if getattr(experts, flag, False):
+        if getattr(experts, flag, False) and not (known and flag == "has_bias"):
             return why
     if not experts.has_gate:
         return "ungated experts (no gate_up_proj)"
+    if known:
+        return ex.fused_layout_ok(experts)
     if not getattr(experts, "is_concatenated", True):
         return "interleaved gate/up rows"
     if getattr(type(experts), "_apply_gate", hf_moe._default_apply_gate) is not hf_moe._default_apply_gate:

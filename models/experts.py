@@ -79,9 +79,29 @@ class ExpertWeights(SharedWeights, Protocol):
     def act_fp32(self) -> bool: ...
 
 
+def expert_biases(experts: ExpertWeights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The experts' biases (gate [E, I], up [E, I], down [E, H]) where they have them (gpt-oss:
+    ``gate_bias`` / ``up_bias`` / ``down_bias`` beside the weights), else None."""
+    biases = tuple(getattr(experts, n, None) for n in ("gate_bias", "up_bias", "down_bias"))
+    if all(b is None for b in biases):
+        return None
+    if any(b is None for b in biases):
+        raise ExpertsError("experts: gate_bias, up_bias and down_bias go together (a zero bias where one has none)")
+    return biases  # type: ignore[return-value]  # all three are tensors here
+
+
+def glu_constants(experts: ExpertWeights) -> tuple[float, float]:
+    """The activation's (alpha, beta): g sigmoid(alpha g) (u + beta); (1, 0) is SiLU (the default)."""
+    return float(getattr(experts, "alpha", 1.0)), float(getattr(experts, "beta", 0.0))
+
+
 def _attributes(experts: ExpertWeights, formulation: str) -> dict:
-    return {"formulation": formulation, "limit": float(experts.limit), "act_fp32": int(experts.act_fp32),
-            "dtype": _ONNX_DTYPE[experts.dtype], "experts": int(experts.gate_proj.shape[0])}
+    attrs = {"formulation": formulation, "limit": float(experts.limit), "act_fp32": int(experts.act_fp32),
+             "dtype": _ONNX_DTYPE[experts.dtype], "experts": int(experts.gate_proj.shape[0])}
+    alpha, beta = glu_constants(experts)
+    if (alpha, beta) != (1.0, 0.0):  # only where set: every other block's nodes stay as they were
+        attrs.update(alpha=alpha, beta=beta)
+    return attrs
 
 
 def _rows_through_experts(experts: ExpertWeights, x: torch.Tensor, expert: torch.Tensor,
@@ -95,12 +115,15 @@ def _rows_through_experts(experts: ExpertWeights, x: torch.Tensor, expert: torch
     y = rows.new_empty(rows.shape)
     order = torch.argsort(expert, stable=True)
     counts = torch.bincount(expert, minlength=experts.num_experts).tolist()
+    biases = expert_biases(experts)
+    alpha, beta = glu_constants(experts)
     start = 0
     for e, n in enumerate(counts):
         if n:
             sel = order[start:start + n]
+            bias = None if biases is None else tuple(b[e].to(dtype) for b in biases)
             y[sel] = swiglu(rows[sel], experts.gate_proj[e], experts.up_proj[e], experts.down_proj[e], dtype,
-                            experts.limit, experts.act_fp32)
+                            experts.limit, experts.act_fp32, bias, alpha, beta)
             start += n
     return y
 
@@ -132,9 +155,14 @@ def routed(experts: ExpertWeights, x: torch.Tensor, weights: torch.Tensor, exper
     check(formulation)
     if shared is not None and not folds_shared(formulation):
         raise ExpertsError(f"experts: the '{formulation}' formulation does not run the shared expert")
+    biases = expert_biases(experts)
+    if biases is not None and shared is not None:
+        raise ExpertsError("experts: experts with biases do not run a shared expert in their call")
     extra = [shared.gate_proj, shared.up_proj, shared.down_proj] if shared is not None else []
     # the shared expert's slots: experts E .. E+s-1 (sizes known here, not always in the graph)
     slots = {"shared_slices": shared_slices(experts, shared)} if shared is not None else {}
+    if biases is not None:  # the placeholder's inputs after down: gate_bias, up_bias, down_bias
+        extra, slots = list(biases), {"biased": 1}
     if torch.onnx.is_in_onnx_export():
         y = torch.onnx.ops.symbolic(
             f"{DOMAIN}::{OP_ROUTED}", [x, weights, expert_idx, experts.gate_proj, experts.up_proj,
@@ -156,6 +184,8 @@ def routed(experts: ExpertWeights, x: torch.Tensor, weights: torch.Tensor, exper
 def segments(experts: ExpertWeights, x: torch.Tensor, counts: torch.Tensor, formulation: str) -> torch.Tensor:
     """Rows sorted by expert (``counts`` [E] rows each) through their expert -> [A, H], x's dtype."""
     check(formulation)
+    if expert_biases(experts) is not None:
+        raise ExpertsError("experts: the expert-parallel segments take no expert biases")
     if torch.onnx.is_in_onnx_export():
         return torch.onnx.ops.symbolic(
             f"{DOMAIN}::{OP_SEGMENTS}", [x, counts, experts.gate_proj, experts.up_proj, experts.down_proj],

@@ -99,8 +99,11 @@ class GroupedExperts(torch.nn.Module):
         ``capacity`` is the bucket size (>= every count). Returns [P, H]."""
         buf = x.new_zeros((self.num_experts, capacity, x.shape[-1]))
         buf = torch.index_put(buf, (expert, pos), x)
+        biases = None  # an HF view with biases (gpt-oss): [E, I] -> [E, 1, I]
+        if getattr(self, "gate_bias", None) is not None:
+            biases = tuple(getattr(self, n).to(x.dtype).unsqueeze(1) for n in ("gate_bias", "up_bias", "down_bias"))
         out = swiglu(buf, self.gate_proj, self.up_proj, self.down_proj, self.dtype, self.limit,
-                     self.act_fp32)
+                     self.act_fp32, biases, getattr(self, "alpha", 1.0), getattr(self, "beta", 0.0))
         return out[expert, pos]
 
     def expert_native(self, e: int, x: torch.Tensor) -> torch.Tensor:

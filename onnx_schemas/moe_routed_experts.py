@@ -33,8 +33,9 @@ SCHEMA = common.op_schema(
     OP_TYPE,
     doc=(
         "Routed SwiGLU experts on the routed rows only: y[t] = sum_j routing_weights[t, j] * "
-        "expert_{expert_idx[t, j]}(x[t]), expert_e(v) = down_e (silu(g) * u), (g, u) = gate/up "
-        "rows of e applied to v, optionally clamped (swiglu_limit)."
+        "expert_{expert_idx[t, j]}(x[t]), expert_e(v) = down_e a + down_bias_e, a = g sigmoid(alpha g) "
+        "(u + beta), (g, u) = gate/up rows of e applied to v plus gate_up_bias_e, optionally clamped "
+        "(swiglu_limit)."
     ),
     inputs=[
         common.tensor_input("x", "tensor(float)", "Token rows [T, H]."),
@@ -50,6 +51,12 @@ SCHEMA = common.op_schema(
         common.tensor_input("down_scales", "tensor(float)",
                             "int8 weights: [E, H] (block_size 0) or [E, H, I/block_size]; absent for float weights.",
                             optional=True),
+        common.tensor_input("gate_up_bias", "tensor(float)",
+                            "Bias of each expert's gate/up rows [E, 2I] (interleaved like the rows), added before "
+                            "the clamp; absent: none.", optional=True),
+        common.tensor_input("down_bias", "tensor(float)",
+                            "Bias of each expert's down projection [E, H], weighted like the expert's output; "
+                            "absent: none.", optional=True),
     ],
     outputs=[common.tensor_input("y", "tensor(float)", "Weighted sum of the routed experts' outputs [T, H].")],
     type_constraints=[("TI", ["tensor(int32)", "tensor(int64)"], "Expert index type."),
@@ -57,6 +64,12 @@ SCHEMA = common.op_schema(
                        "Expert weight type: float; int8 quantized with scales; or bfloat16, whose products "
                        "take the x and SwiGLU rows rounded to bfloat16 (both weights alike).")],
     attributes=[
+        common.attribute("activation_alpha", 1.0,
+                         "The gate's sigmoid takes alpha * g: a = g sigmoid(alpha g) (u + beta); 1 is SiLU "
+                         "(gpt-oss: 1.702). As ONNX Runtime's com.microsoft.MoE names it."),
+        common.attribute("activation_beta", 0.0,
+                         "Added to the (clamped) up value: a = g sigmoid(alpha g) (u + beta) (gpt-oss: 1). "
+                         "As ONNX Runtime's com.microsoft.MoE names it."),
         common.attribute("swiglu_limit", 0.0,
                          "> 0: clamp before the activation, gate to at most the limit and up to [-limit, "
                          "limit] (DeepSeek-V4); 0: no clamp."),
@@ -72,7 +85,8 @@ SCHEMA = common.op_schema(
                          "activations (W8A8 / W4A8, Ascend's npu_dynamic_quant): each x row and each pair's "
                          "SwiGLU row is quantized symmetrically (scale = max |v| / 127, q = round half to even "
                          "of v / scale, clamped to [-127, 127]), the products are summed in int32 and dequantized "
-                         "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float and bfloat16 weights."),
+                         "per block (docs/quantization.md, W8A8 and W4A8). Must be 0 for float and bfloat16 weights, "
+                         "and without biases and with the default activation_alpha / activation_beta."),
     ],
 )
 
@@ -89,6 +103,7 @@ DEFAULTS: dict[str, Any] = common.attribute_defaults(SCHEMA)
 # the longest row whose int32 sums cannot overflow (|q_x| <= 127, |q_w| <= 128: 127 * 128 * 2^17 < 2^31).
 LIMITS = {"A8_STEP": 8, "A8_MAX_INPUTS": 1 << 17}
 A8_STEP, A8_MAX_INPUTS = LIMITS["A8_STEP"], LIMITS["A8_MAX_INPUTS"]
+FLOAT_ATTRIBUTES = ("activation_alpha", "activation_beta", "swiglu_limit")
 INDEX_TYPES = common.allowed_types(SCHEMA, "TI")
 WEIGHT_TYPES = common.allowed_types(SCHEMA, "TW")
 
@@ -104,6 +119,12 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
     limit = attrs["swiglu_limit"]
     if not limit >= 0 or not np.isfinite(limit):  # NaN fails the first test
         raise _err(f"attribute 'swiglu_limit' must be finite and >= 0 (0 = no clamp), got {common.fmt(limit)}")
+    for name in ("activation_alpha", "activation_beta"):
+        if not np.isfinite(attrs[name]):
+            raise _err(f"attribute '{name}' must be finite, got {common.fmt(attrs[name])}")
+    if attrs["act_quant"] == 1 and customised_activation(attrs):
+        raise _err(f"attribute 'act_quant' = 1 takes the default activation_alpha (1) and activation_beta (0), "
+                   f"got {common.fmt(attrs['activation_alpha'])} and {common.fmt(attrs['activation_beta'])}")
     if attrs["weight_bits"] not in BITS:
         raise _err(f"attribute 'weight_bits' must be 8 or 4, got {attrs['weight_bits']}")
     if attrs["block_size"] < 0:
@@ -117,6 +138,33 @@ def validate_attributes(attrs: dict[str, Any]) -> None:
     if attrs["act_quant"] and attrs["block_size"] % A8_STEP:
         raise _err(f"attribute 'block_size' must be a multiple of {A8_STEP} with act_quant 1 (whole steps of "
                    f"the integer dot products), got {attrs['block_size']}")
+
+
+def customised_activation(attrs: dict[str, Any]) -> bool:
+    """Whether activation_alpha / activation_beta differ from SiLU's (1, 0)."""
+    return bool(attrs["activation_alpha"] != DEFAULTS["activation_alpha"]
+                or attrs["activation_beta"] != DEFAULTS["activation_beta"])
+
+
+def a8_bias_error(name: str) -> ValueError:
+    """The error for a bias input with act_quant 1."""
+    return _err(f"input '{name}' is not taken with act_quant 1 (the integer path has no biases)")
+
+
+def _validate_biases(inputs: dict[str, Any], attrs: dict[str, Any], E: common.Dim, H: common.Dim,
+                     I: common.Dim) -> None:
+    """The optional bias inputs: float, [E, 2I] and [E, H]; none with act_quant 1."""
+    for name, want, layout in (("gate_up_bias", (E, 2 * I), "[E, 2I]"), ("down_bias", (E, H), "[E, H]")):
+        if inputs.get(name) is None:
+            continue
+        if attrs["act_quant"]:
+            raise a8_bias_error(name)
+        if inputs[name][1] != "float":
+            raise _err(f"input '{name}' must be float, got {inputs[name][1]}")
+        got = tuple(inputs[name][0])
+        if len(got) != 2 or any(common.known(w) and common.known(g) and w != g for w, g in zip(want, got)):
+            raise _err(f"input '{name}' must be {layout} = {common.shape_text(want)}, "
+                       f"got shape {common.shape_text(got)}")
 
 
 def _validate_quantized(inputs: dict[str, Any], attrs: dict[str, Any], E: common.Dim, H: common.Dim,
@@ -206,6 +254,7 @@ def validate_inputs(inputs: dict[str, Any], attrs: dict[str, Any]) -> tuple[int,
         raise _err(f"input 'down_weights' with act_quant 1 must have I <= {A8_MAX_INPUTS} (int32 sums), got I = {I}")
     if quantized:
         _validate_quantized(inputs, attrs, E, H, I)
+    _validate_biases(inputs, attrs, E, H, I)
     return T, H, k, E, I
 
 
@@ -222,10 +271,12 @@ def validate_indices(expert_idx: np.ndarray, num_experts: int) -> None:
 
 
 def _infer(ctx: InferenceContext) -> None:
-    a = ctx.get_attribute("swiglu_limit")
-    limit = a.f if a is not None and a.type == a.FLOAT else 0.0  # another kind: the kernels say so
-    ints = {n: d for n, d in DEFAULTS.items() if n != "swiglu_limit"}
-    common.inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({"swiglu_limit": limit, **v}))
+    floats: dict[str, float] = {}
+    for name in FLOAT_ATTRIBUTES:  # another kind: the kernels say so
+        a = ctx.get_attribute(name)
+        floats[name] = a.f if a is not None and a.type == a.FLOAT else DEFAULTS[name]
+    ints = {n: d for n, d in DEFAULTS.items() if n not in FLOAT_ATTRIBUTES}
+    common.inferred_int_attributes(ctx, OP_TYPE, ints, lambda v: validate_attributes({**floats, **v}))
     dims = common.input_dims(common.input_type(ctx, 0))
     common.check_rank(OP_TYPE, "x", dims, "[T, H]")
     ctx.set_output_type(0, common.make_type(common.FLOAT, dims))
@@ -242,23 +293,25 @@ def round_bf16(v: Any) -> np.ndarray:
     return np.asarray(v, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
-def swiglu(gate_up: np.ndarray, limit: float) -> np.ndarray:
-    """silu(g) * u of interleaved gate/up values [..., 2I] (g = even, u = odd positions)."""
+def swiglu(gate_up: np.ndarray, limit: float, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+    """g sigmoid(alpha g) (u + beta) of interleaved gate/up values [..., 2I] (g = even, u = odd
+    positions), clamped first when limit > 0 (alpha 1, beta 0: silu(g) * u)."""
     g, u = gate_up[..., 0::2], gate_up[..., 1::2]
     if limit > 0:
         g, u = np.minimum(g, limit), np.clip(u, -limit, limit)
-    return g / (1.0 + np.exp(-g)) * u
+    return g / (1.0 + np.exp(-alpha * g)) * (u + beta)
 
 
 def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray, gate_up_weights: np.ndarray,
               down_weights: np.ndarray, gate_up_scales: np.ndarray | None = None,
-              down_scales: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray]:
+              down_scales: np.ndarray | None = None, gate_up_bias: np.ndarray | None = None,
+              down_bias: np.ndarray | None = None, **attributes: Any) -> tuple[np.ndarray]:
     """``(y,)`` of docs/operators.md §3.2, computed in float64 and rounded once to float32 (int8
     weights: dequantized exactly first, ``q * scale``; bfloat16 weights: the x rows and the SwiGLU
-    rows rounded to bfloat16 first, the products then exact)."""
+    rows rounded to bfloat16 first, the products then exact; the biases in float64)."""
     attrs = common.resolve_attributes(SCHEMA, attributes)
     arrays = dict(zip(INPUT_NAMES, (x, expert_idx, routing_weights, gate_up_weights, down_weights,
-                                    gate_up_scales, down_scales)))
+                                    gate_up_scales, down_scales, gate_up_bias, down_bias)))
     _, _, _, E, _ = validate_inputs(
         {n: None if a is None else (np.shape(a), common.onnx_type_name(np.asarray(a).dtype))
          for n, a in arrays.items()},
@@ -282,10 +335,16 @@ def reference(x: np.ndarray, expert_idx: np.ndarray, routing_weights: np.ndarray
     y = np.zeros(x64.shape, np.float64)
     for j in range(idx.shape[1]):
         e = idx[:, j]
-        act = swiglu(np.einsum("tnh,th->tn", fc1[e], x64), attrs["swiglu_limit"])
+        gate_up = np.einsum("tnh,th->tn", fc1[e], x64)
+        if gate_up_bias is not None:
+            gate_up = gate_up + np.asarray(gate_up_bias, np.float64)[e]
+        act = swiglu(gate_up, attrs["swiglu_limit"], attrs["activation_alpha"], attrs["activation_beta"])
         if bf16:  # the SwiGLU row in float32, rounded to bfloat16 for the down projection's products
             act = round_bf16(act.astype(np.float32)).astype(np.float64)
-        y += w64[:, j:j + 1] * np.einsum("thi,ti->th", fc2[e], act)
+        out = np.einsum("thi,ti->th", fc2[e], act)
+        if down_bias is not None:
+            out = out + np.asarray(down_bias, np.float64)[e]
+        y += w64[:, j:j + 1] * out
     return (y.astype(np.float32),)
 
 

@@ -11,7 +11,8 @@ as stored (int8) and dequantized after the Gather, in standard ops (``_dequantiz
 float) by the kernels' rule (``_quantized_rows``); the products then run in float32 MatMuls, so
 the body agrees with the kernels to float32 summation order, not bit for bit. bfloat16 weights
 are cast to float after the Gather, and the x rows and SwiGLU rows are rounded to the weights' type
-(``CastLike``: bfloat16, round to nearest even; float: unchanged) before the products.
+(``CastLike``: bfloat16, round to nearest even; float: unchanged) before the products. The biases
+are gathered per pair like the weights and added to the gate/up products and the down products.
 """
 
 from __future__ import annotations
@@ -22,21 +23,29 @@ import numpy as np
 import onnx
 
 from ._function_body import BodyBuilder, make_function, start_body
-from .moe_routed_experts import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, validate_attributes
+from .moe_routed_experts import INPUT_NAMES, OUTPUT_NAMES, SCHEMA, a8_bias_error, validate_attributes
 
 
 def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int = 18) -> onnx.FunctionProto:
     """Build the ``ascend.moe::MoeRoutedExperts`` body for one node's attributes."""
     attrs, has = start_body(SCHEMA, attributes, present_inputs, opset, validate_attributes)
-    x, idx, w, gate_up, down, gate_up_scales, down_scales = INPUT_NAMES
+    x, idx, w, gate_up, down, gate_up_scales, down_scales, gate_up_bias, down_bias = INPUT_NAMES
     (y,) = OUTPUT_NAMES
+    for bias in (gate_up_bias, down_bias):
+        if attrs["act_quant"] == 1 and has[bias]:
+            raise a8_bias_error(bias)
     g = BodyBuilder()
     op, const = g.op, g.const
 
     # The dims a Gather or a broadcast would not refuse (docs/operators.md §3.3): routing_weights of
     # expert_idx's shape, down_weights of gate_up_weights' E
-    idx = g.require(idx, g.all_of(g.all_equal(g.dims(w, 3), g.dims(idx, 3)),
-                                  g.check("Equal", g.dim(down, 0), g.dim(gate_up, 0))))
+    # and the biases [E, 2I] / [E, H] (a Gather of them would not refuse another shape)
+    conditions = [g.all_equal(g.dims(w, 3), g.dims(idx, 3)), g.check("Equal", g.dim(down, 0), g.dim(gate_up, 0))]
+    for bias, weights in ((gate_up_bias, gate_up), (down_bias, down)):
+        if has[bias]:
+            want = op("Concat", op("Shape", weights, start=0, end=2), const([-1], np.int64), axis=0)
+            conditions.append(g.all_equal(g.dims(bias, 3), want))
+    idx = g.require(idx, g.all_of(*conditions))
     idx64 = op("Cast", idx, to=onnx.TensorProto.INT64)
     # Gather takes ids in [-E, 0) as counting from the end: map them to E so that it fails instead.
     idx64 = op("Where", op("Less", idx64, const(0, np.int64)), op("Shape", gate_up, start=0, end=1), idx64)
@@ -57,6 +66,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     gu = op("Squeeze", op("MatMul", fc1, xk), const([3], np.int64))  # [T, k, 2I]
     if a8:
         gu = op("Mul", gu, op("Unsqueeze", x_scale, const([1], np.int64)))  # x_scale [T, 1] -> [T, 1, 1]
+    if has[gate_up_bias]:
+        gu = op("Add", gu, op("Gather", gate_up_bias, idx64, axis=0))  # [T, k, 2I]
     half = op("Div", op("Shape", gu, start=2, end=3), const([2], np.int64))
     pairs = op("Reshape", gu, op("Concat", op("Shape", gu, start=0, end=2), half, const([2], np.int64), axis=0))
     gate = op("Squeeze", op("Slice", pairs, const([0], np.int64), const([1], np.int64), const([3], np.int64)),
@@ -67,7 +78,11 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     if limit > 0:
         gate = op("Min", gate, const(limit, np.float32))
         up = op("Clip", up, const(-limit, np.float32), const(limit, np.float32))
-    act = op("Mul", op("Mul", gate, op("Sigmoid", gate)), up)  # [T, k, I]
+    alpha, beta = attrs["activation_alpha"], attrs["activation_beta"]
+    sig = op("Sigmoid", gate if alpha == 1.0 else op("Mul", gate, const(alpha, np.float32)))
+    if beta != 0.0:
+        up = op("Add", up, const(beta, np.float32))
+    act = op("Mul", op("Mul", gate, sig), up)  # [T, k, I]
     act_scale = ""  # read only when a8
     if a8:
         act, act_scale = _quantized_rows(g, act)  # act_scale [T, k, 1]
@@ -76,6 +91,8 @@ def build_function(attributes: dict, present_inputs: Sequence[bool], opset: int 
     out = op("MatMul", fc2, op("Unsqueeze", act, const([3], np.int64)))  # [T, k, H, 1]
     if a8:
         out = op("Mul", out, op("Unsqueeze", act_scale, const([3], np.int64)))
+    if has[down_bias]:
+        out = op("Add", out, op("Unsqueeze", op("Gather", down_bias, idx64, axis=0), const([3], np.int64)))
     weighted = op("Mul", out, op("Unsqueeze", w, const([2, 3], np.int64)))
     op("Squeeze", op("ReduceSum", weighted, const([1], np.int64), keepdims=0), const([2], np.int64), outputs=[y])
     return make_function(SCHEMA, attrs, has, g, opset)

@@ -322,6 +322,18 @@ def _experts_inputs(rng, T=3, H=20, E=5, I=6, k=2, idx_type=np.int64):
             "down_weights": (rng.standard_normal((E, H, I)) * 0.3).astype(np.float32)}
 
 
+def _experts_biased(rng, inputs: dict) -> dict:
+    """``inputs`` with expert biases (gate_up_bias [E, 2I], down_bias [E, H])."""
+    E, two_i, _ = inputs["gate_up_weights"].shape
+    H = inputs["x"].shape[1]
+    return {**inputs, "gate_up_bias": (rng.standard_normal((E, two_i)) * 0.5).astype(np.float32),
+            "down_bias": (rng.standard_normal((E, H)) * 0.5).astype(np.float32)}
+
+
+# gpt-oss's activation: clamp at 7, g sigmoid(1.702 g) (u + 1)
+_GPT_OSS_GLU = dict(swiglu_limit=7.0, activation_alpha=1.702, activation_beta=1.0)
+
+
 def _experts_quantized(inputs: dict, bits: int, block_size: int = 0) -> dict:
     """``inputs`` with its float expert weights quantized (onnx_schemas.weight_quant)."""
     from ascend_moe_onnx.onnx_schemas import weight_quant
@@ -336,9 +348,20 @@ def _experts_samples():
     repeated = _experts_inputs(rng, T=4, E=3, k=3)
     repeated["expert_idx"] = np.array([[2, 2, 2], [0, 1, 0], [1, 1, 2], [0, 0, 0]], np.int64)
     return [
-        # first: every optional input present (4 bits, per group: the scales of both shapes)
-        Sample("int4-per-group", _experts_quantized(_experts_inputs(rng, H=40, I=10), 4, 10),
-               dict(weight_bits=4, block_size=10)),
+        # first: every optional input present (4 bits, per group: the scales of both shapes; biases)
+        Sample("int4-per-group-biased",
+               _experts_biased(rng, _experts_quantized(_experts_inputs(rng, H=40, I=10), 4, 10)),
+               dict(weight_bits=4, block_size=10, **_GPT_OSS_GLU)),
+        Sample("float-biased-gpt-oss", _experts_biased(rng, _experts_inputs(rng, T=5, H=33, I=9, k=3)),
+               _GPT_OSS_GLU),
+        Sample("gate-up-bias-only-alpha", {**_experts_biased(rng, _experts_inputs(rng)), "down_bias": None},
+               dict(activation_alpha=0.5)),
+        Sample("down-bias-only-beta", {**_experts_biased(rng, _experts_inputs(rng, idx_type=np.int32)),
+                                       "gate_up_bias": None}, dict(activation_beta=-0.25)),
+        Sample("int8-per-channel-biased", _experts_biased(rng, _experts_quantized(_experts_inputs(rng, H=24), 8)),
+               dict(weight_bits=8, **_GPT_OSS_GLU)),
+        Sample("biased-empty-input", _experts_biased(rng, _experts_inputs(rng, T=0)), _GPT_OSS_GLU,
+               expect={"y": np.zeros((0, 20), np.float32)}),
         Sample("int8-per-channel", _experts_quantized(_experts_inputs(rng, T=5, H=37, I=7), 8),
                dict(weight_bits=8)),
         Sample("int8-per-group-clamped", _experts_quantized(_experts_inputs(rng, H=24, I=8, k=3), 8, 4),
@@ -392,9 +415,34 @@ def _experts_cases():
         *attribute_kind_cases(good, "swiglu_limit", "FLOAT", k={})[:1],
         B("gate-up-absent", with_(gate_up_weights=None), {}, "input 'gate_up_weights' is required, got none"),
         B("unknown-attribute", good, dict(limit=1.0),
-          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: act_quant, block_size, "
-          "swiglu_limit, weight_bits)", ort=False),
+          "attribute 'limit' is not an attribute of MoeRoutedExperts (known: act_quant, activation_alpha, "
+          "activation_beta, block_size, swiglu_limit, weight_bits)", ort=False),
+        *_biased_experts_cases(rng, good),
         *_quantized_experts_cases(good),
+    ]
+
+
+def _biased_experts_cases(rng, good: dict) -> list:
+    """Bad biases and activation attributes (good: float inputs with H = 20, E = 5, I = 6)."""
+    biased = _experts_biased(rng, good)
+    q8 = _experts_quantized(biased, 8)
+    B = BadCase
+    return [
+        B("gate-up-bias-shape", {**biased, "gate_up_bias": biased["gate_up_bias"][:, :6]}, {},
+          "input 'gate_up_bias' must be [E, 2I] = [5, 12], got shape [5, 6]"),
+        B("down-bias-rank", {**biased, "down_bias": biased["down_bias"][None]}, {},
+          "input 'down_bias' must be [E, H] = [5, 20], got shape [1, 5, 20]"),
+        B("down-bias-experts", {**biased, "down_bias": biased["down_bias"][:4]}, {},
+          "input 'down_bias' must be [E, H] = [5, 20], got shape [4, 20]"),
+        B("bias-type", {**biased, "gate_up_bias": biased["gate_up_bias"].astype(np.float64)}, {},
+          "input 'gate_up_bias' must be float, got double"),
+        B("alpha-nan", good, dict(activation_alpha=float("nan")), "attribute 'activation_alpha' must be finite, got nan"),
+        B("beta-inf", good, dict(activation_beta=float("inf")), "attribute 'activation_beta' must be finite, got inf"),
+        B("alpha-kind", good, dict(activation_alpha=2), "attribute 'activation_alpha' must be FLOAT, got INT 2"),
+        B("a8-bias", {**q8, "gate_up_bias": None}, dict(act_quant=1),
+          "input 'down_bias' is not taken with act_quant 1 (the integer path has no biases)"),
+        B("a8-beta", {k: v for k, v in q8.items() if "bias" not in k}, dict(act_quant=1, activation_beta=1.0),
+          "attribute 'act_quant' = 1 takes the default activation_alpha (1) and activation_beta (0), got 1 and 1"),
     ]
 
 

@@ -76,8 +76,7 @@ def test_genai_folder_generates_hf_tokens(family, exported):
     moe_layers = len(hf_export.patch(patched, quiet=True))
     assert moe_layers >= 1
     assert _nodes(folder / genai.GRAPH_FILE, "MoeGatingTopKHash") == moe_layers
-    if family != "gpt_oss":  # gpt-oss keeps HF's experts (expert biases), see docs/huggingface.md
-        assert _nodes(folder / genai.GRAPH_FILE, "MoeRoutedExperts") == moe_layers  # routed rows, never padded
+    assert _nodes(folder / genai.GRAPH_FILE, "MoeRoutedExperts") == moe_layers  # routed rows, never padded
 
     hash_layers = getattr(reference.config, "mlp_layer_types", None) or []
     if "hash_moe" in hash_layers:  # DeepSeek-V4: the hash layers' routing reads the token ids

@@ -369,3 +369,42 @@ def test_dense_qwen3_moe_config_exports_as_the_dense_model(tmp_path, capsys):
     assert code == 0 and "no MoE layer" in text.out and "0 MoeGatingTopKHash node(s)" in text.out, text.err
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert _rel(session.run(None, {"input_ids": ids.numpy()})[0], ref) <= 1e-4
+
+
+def test_gpt_oss_experts_run_as_routed_rows_in_every_torch_formulation():
+    """gpt-oss's experts (interleaved gate/up rows, biases, clamped g sigmoid(1.702 g) (u + 1)) are
+    patched to the routed-rows formulation and equal HF's in ``ort`` and ``padded``; the formulations
+    and targets without biases refuse them by name."""
+    import copy
+
+    from onnx import helper
+
+    from ascend_moe_onnx.exporters import experts_graph
+    from ascend_moe_onnx.models import experts as formulations
+    from tests import hf_families
+
+    model = hf_families.model("gpt_oss")
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # biases large enough to matter
+            if name.endswith(("gate_up_proj_bias", "down_proj_bias")):
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.5)
+    reference = copy.deepcopy(model)
+    assert hf_export.patch(model, quiet=True)
+    experts = model.model.layers[0].mlp.experts
+    assert experts.experts_formulation == formulations.DEFAULT  # patched: not left to HF
+    x = torch.randn(1, 9, model.config.hidden_size, generator=torch.Generator().manual_seed(4))
+    def first(out):
+        return out[0] if isinstance(out, tuple) else out
+
+    with torch.no_grad():
+        ref = first(reference.model.layers[0].mlp(x))
+        for formulation in ("ort", "padded"):
+            with formulations.using(model, formulation):
+                got = first(model.model.layers[0].mlp(x))
+            assert _rel(got, ref) <= 1e-5, formulation
+    node = helper.make_node(experts_graph.OP_ROUTED, [f"i{j}" for j in range(9)], ["y"],
+                            domain=experts_graph.DOMAIN, formulation="onnx", biased=1, alpha=1.702, beta=1.0)
+    for formulation, target in (("onnx", "cpu"), ("ort", "ge")):
+        expand = experts_graph.expansion(experts_graph.OP_ROUTED, formulation, target, quantized=False)
+        with pytest.raises(formulations.ExpertsError, match="without biases and with SiLU"):
+            expand(experts_graph.Builder("t_", {}, None, {}), node)

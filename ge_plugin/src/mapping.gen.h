@@ -120,9 +120,13 @@ inline constexpr OnnxInputSpec kMoeRoutedExpertsV1OnnxInputs[] = {
     {"down_weights", false, nullptr},
     {"gate_up_scales", true, nullptr},
     {"down_scales", true, nullptr},
+    {"gate_up_bias", true, nullptr},
+    {"down_bias", true, nullptr},
 };
 inline constexpr OnnxAttrSpec kMoeRoutedExpertsV1OnnxAttrs[] = {
     {"act_quant", OnnxAttrKind::kInt, false, 0, 0.0f},
+    {"activation_alpha", OnnxAttrKind::kFloat, false, 0, 1.0f},
+    {"activation_beta", OnnxAttrKind::kFloat, false, 0, 0.0f},
     {"block_size", OnnxAttrKind::kInt, false, 0, 0.0f},
     {"swiglu_limit", OnnxAttrKind::kFloat, false, 0, 0.0f},
     {"weight_bits", OnnxAttrKind::kInt, false, 8, 0.0f},

@@ -89,6 +89,8 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
       q ? Download(ctx, a.down_q, a.down_q_bytes) : Download(ctx, a.down, p.experts * p.hidden * p.inter * f);
   const auto gus = q ? Download(ctx, a.gate_up_scales, a.gate_up_scales_bytes) : nullptr;
   const auto dns = q ? Download(ctx, a.down_scales, a.down_scales_bytes) : nullptr;
+  const auto gub = p.gate_up_bias ? Download(ctx, a.gate_up_bias, p.experts * 2 * p.inter * f) : nullptr;
+  const auto dnb = p.down_bias ? Download(ctx, a.down_bias, p.experts * p.hidden * f) : nullptr;
   HostBuffer y(static_cast<size_t>(p.tokens * p.hidden) * f);
   cpu::MoeRoutedExpertsPlan plan;
   int64_t bad_pair = -1;
@@ -106,6 +108,8 @@ void RunOnHost(const DeviceContext& ctx, const MoeRoutedExpertsDeviceArgs& a) {
     b.gate_up = gu->as<const float>();
     b.down = dn->as<const float>();
   }
+  if (gub) b.gate_up_bias = gub->as<const float>();
+  if (dnb) b.down_bias = dnb->as<const float>();
   b.y = y.as<float>();
   plan.PrepareInputs(b);  // 4-bit weights: x reordered to the nibble order
   plan.UpItems(b, 0, plan.num_up_items());
@@ -125,6 +129,15 @@ std::string MoeRoutedExpertsNativeBlocker(const cpu::MoeRoutedExpertsParams& p) 
   }
   if (p.swiglu_limit > 0.f) {
     return "swiglu_limit > 0 (the clamp) has no CANN operator (aclnnSwiGlu does not clamp)";
+  }
+  if (p.gate_up_bias || p.down_bias) {
+    return "expert biases (gate_up_bias / down_bias) run on the host: the chain's aclnnGroupedMatmulV4 calls "
+           "take no per-group bias here";
+  }
+  if (p.activation_alpha != attr_defaults::moe_routed_experts::kActivationAlpha ||
+      p.activation_beta != attr_defaults::moe_routed_experts::kActivationBeta) {
+    return "activation_alpha / activation_beta other than SiLU's (1, 0) have no CANN operator (aclnnSwiGlu "
+           "computes silu(g) * u)";
   }
   if (p.experts > kGmmMaxGroups) {
     return "aclnnGroupedMatmulV4 takes at most 1024 groups, got E = " + std::to_string(p.experts);

@@ -6,7 +6,8 @@
 //   -> aclnnSwiGlu (dim -1 halves each row of [P, 2I])
 //   -> aclnnGroupedMatmulV4 (down: [P, I] -> [P, H])
 //   -> aclnnMoeFinalizeRoutingV2 (drop_pad_mode 2: token-major index, routing weights as scales).
-// Otherwise (swiglu_limit > 0, E > 1024, quantized weights, an operator missing) the host fallback: inputs
+// Otherwise (swiglu_limit > 0, biases, activation_alpha / activation_beta other than SiLU's, E > 1024,
+// quantized weights, an operator missing) the host fallback: inputs
 // copied to the host, the CPU kernel, y copied back. Knows nothing of ONNX Runtime.
 #pragma once
 
@@ -33,6 +34,9 @@ struct MoeRoutedExpertsDeviceArgs {
   const float* gate_up_scales = nullptr;
   const float* down_scales = nullptr;
   size_t gate_up_q_bytes = 0, down_q_bytes = 0, gate_up_scales_bytes = 0, down_scales_bytes = 0;
+  // Optional biases (params.gate_up_bias / down_bias): [E, 2I] / [E, H].
+  const float* gate_up_bias = nullptr;
+  const float* down_bias = nullptr;
   float* y = nullptr;  // [T, H]
 };
 

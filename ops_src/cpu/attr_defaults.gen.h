@@ -26,6 +26,8 @@ inline constexpr int64_t kIdxType = 0;
 
 namespace moe_routed_experts {
 inline constexpr int64_t kActQuant = 0;
+inline constexpr float kActivationAlpha = 1.0f;
+inline constexpr float kActivationBeta = 0.0f;
 inline constexpr int64_t kBlockSize = 0;
 inline constexpr float kSwigluLimit = 0.0f;
 inline constexpr int64_t kWeightBits = 8;

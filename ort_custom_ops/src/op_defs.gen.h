@@ -237,9 +237,9 @@ namespace moe_routed_experts {
 inline constexpr const char* kName = "MoeRoutedExperts";
 inline constexpr int kSinceVersion = 1;
 
-enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kInGateUpScales = 5, kInDownScales = 6, kNumIns = 7 };
+enum In : size_t { kInX = 0, kInExpertIdx = 1, kInRoutingWeights = 2, kInGateUpWeights = 3, kInDownWeights = 4, kInGateUpScales = 5, kInDownScales = 6, kInGateUpBias = 7, kInDownBias = 8, kNumIns = 9 };
 enum Out : size_t { kOutY = 0, kNumOuts = 1 };
-enum Attr : size_t { kAttrActQuant = 0, kAttrBlockSize = 1, kAttrSwigluLimit = 2, kAttrWeightBits = 3, kNumAttrs = 4 };
+enum Attr : size_t { kAttrActQuant = 0, kAttrActivationAlpha = 1, kAttrActivationBeta = 2, kAttrBlockSize = 3, kAttrSwigluLimit = 4, kAttrWeightBits = 5, kNumAttrs = 6 };
 
 inline constexpr ONNXTensorElementDataType kInXTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInExpertIdxTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
@@ -248,6 +248,8 @@ inline constexpr ONNXTensorElementDataType kInGateUpWeightsTypes[] = {ONNX_TENSO
 inline constexpr ONNXTensorElementDataType kInDownWeightsTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
 inline constexpr ONNXTensorElementDataType kInGateUpScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ONNXTensorElementDataType kInDownScalesTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInGateUpBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
+inline constexpr ONNXTensorElementDataType kInDownBiasTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ParamSpec kInputs[] = {
     {"x", "", false, kInXTypes, std::size(kInXTypes)},
     {"expert_idx", "TI", false, kInExpertIdxTypes, std::size(kInExpertIdxTypes)},
@@ -256,6 +258,8 @@ inline constexpr ParamSpec kInputs[] = {
     {"down_weights", "TW", false, kInDownWeightsTypes, std::size(kInDownWeightsTypes)},
     {"gate_up_scales", "", true, kInGateUpScalesTypes, std::size(kInGateUpScalesTypes)},
     {"down_scales", "", true, kInDownScalesTypes, std::size(kInDownScalesTypes)},
+    {"gate_up_bias", "", true, kInGateUpBiasTypes, std::size(kInGateUpBiasTypes)},
+    {"down_bias", "", true, kInDownBiasTypes, std::size(kInDownBiasTypes)},
 };
 inline constexpr ONNXTensorElementDataType kOutYTypes[] = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT};
 inline constexpr ParamSpec kOutputs[] = {
@@ -263,6 +267,8 @@ inline constexpr ParamSpec kOutputs[] = {
 };
 inline constexpr AttrSpec kAttrs[] = {
     {"act_quant", AttrSpec::kInt, false, 0},
+    {"activation_alpha", AttrSpec::kFloat, false, double{1.0f}},
+    {"activation_beta", AttrSpec::kFloat, false, double{0.0f}},
     {"block_size", AttrSpec::kInt, false, 0},
     {"swiglu_limit", AttrSpec::kFloat, false, double{0.0f}},
     {"weight_bits", AttrSpec::kInt, false, 8},
@@ -271,6 +277,8 @@ inline constexpr AttrSpec kAttrs[] = {
 // One node's attribute values; each field starts at the schema's default (required: 0).
 struct Attrs {
   int64_t act_quant = 0;
+  float activation_alpha = 1.0f;
+  float activation_beta = 0.0f;
   int64_t block_size = 0;
   float swiglu_limit = 0.0f;
   int64_t weight_bits = 8;
@@ -286,6 +294,8 @@ std::string CheckAttrs(const Attrs& attrs);
 inline Attrs ReadAttrs(const OrtKernelInfo* info) {
   Attrs a;
   a.act_quant = ReadIntAttr(info, kName, kAttrs[kAttrActQuant]);
+  a.activation_alpha = ReadFloatAttr(info, kName, kAttrs[kAttrActivationAlpha]);
+  a.activation_beta = ReadFloatAttr(info, kName, kAttrs[kAttrActivationBeta]);
   a.block_size = ReadIntAttr(info, kName, kAttrs[kAttrBlockSize]);
   a.swiglu_limit = ReadFloatAttr(info, kName, kAttrs[kAttrSwigluLimit]);
   a.weight_bits = ReadIntAttr(info, kName, kAttrs[kAttrWeightBits]);

@@ -149,3 +149,41 @@ def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
     if NATIVE_SOC:
         err = capfd.readouterr().err
         assert f"quantized expert weights (weight_bits {bits}) run on the host" in err, err
+
+
+def biased_model(feeds, names, **attrs) -> bytes:
+    """One node over ``names`` (absent middle inputs as "")."""
+    inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
+              for n in names if n}
+    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
+    return cann.model([node], inputs, ["y"])
+
+
+GPT_OSS = dict(swiglu_limit=7.0, activation_alpha=1.702, activation_beta=1.0)
+
+
+@pytest.mark.parametrize("names,attrs,reason", [
+    (["x", "idx", "w", "gu", "down", "", "", "gub", "dnb"], GPT_OSS, "swiglu_limit > 0"),  # the first reason
+    (["x", "idx", "w", "gu", "down", "", "", "", "dnb"], {}, "expert biases (gate_up_bias / down_bias)"),
+    (["x", "idx", "w", "gu", "down"], dict(activation_alpha=1.702), "activation_alpha / activation_beta"),
+    (["x", "idx", "w", "gu", "down"], dict(activation_beta=1.0), "activation_alpha / activation_beta"),
+], ids=["gpt-oss", "down-bias", "alpha", "beta"])
+def test_biases_and_activation_constants_run_on_the_host_bit_identical(capfd, names, attrs, reason):
+    """Expert biases and an activation other than SiLU have no operator in the chain (aclnnSwiGlu
+    computes silu(g) * u): placed on CANN, no operator of the chain runs, the result is the CPU EP's
+    bit for bit, and the log says why."""
+    rng = np.random.default_rng(8)
+    feeds = case(rng)
+    feeds["gub"] = rng.standard_normal((5, 16)).astype(np.float32)
+    feeds["dnb"] = rng.standard_normal((5, 32)).astype(np.float32)
+    feeds = {n: v for n, v in feeds.items() if n in names}
+    data = biased_model(feeds, names, **attrs)
+    s = cann.fresh_session(data, log_severity=2)
+    capfd.readouterr()
+    before = chain_calls()
+    got = cann.run(s, feeds)
+    assert chain_calls() == before
+    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
+    if NATIVE_SOC:
+        err = capfd.readouterr().err
+        assert reason in err, err

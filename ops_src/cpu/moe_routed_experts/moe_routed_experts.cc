@@ -179,6 +179,15 @@ int64_t MoeRoutedExpertsPlan::ColumnsPerChunk(int64_t bytes) const {
   return cpu::ColumnsPerChunk(p_.hidden, active_experts() * p_.inter * bits / 8, bytes);
 }
 
+ExpertGlu MoeRoutedExpertsPlan::GluOf(const MoeRoutedExpertsBuffers& b, int64_t e) const {
+  ExpertGlu glu;
+  glu.limit = p_.swiglu_limit;
+  glu.alpha = p_.activation_alpha;
+  glu.beta = p_.activation_beta;
+  glu.bias = b.gate_up_bias == nullptr ? nullptr : b.gate_up_bias + e * 2 * p_.inter;
+  return glu;
+}
+
 void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t begin, int64_t end) {
   const int64_t H = p_.hidden, I = p_.inter, k = p_.k;
   if (p_.bf16_weights && bf16_dot_ != Bf16Dot::kWiden) {
@@ -191,8 +200,8 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
       rows.resize(static_cast<size_t>(n));
       for (int64_t q = 0; q < n; ++q) rows[q] = xb_.data() + pair_[first + q] / k * H;
       dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
-      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, item.row_begin, item.row_end,
-              p_.swiglu_limit, actb_.data() + first * I, I, dots.data());
+      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, item.row_begin, item.row_end, GluOf(b, e),
+              actb_.data() + first * I, I, dots.data());
     }
     return;
   }
@@ -213,13 +222,13 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
     if (bits == 0) {
       const float* fc1 = b.gate_up + e * 2 * I * H;
-      up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I, dots.data());
+      up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, GluOf(b, e), act, I, dots.data());
     } else {
       const QRowsView fc1 = bits == kBf16Bits
                                 ? Bf16View(b.gate_up_bf16, e, 2 * I, H)
                                 : QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
-      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, p_.swiglu_limit, act, I,
-                down_block, dots.data());
+      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, GluOf(b, e), act, I, down_block,
+                dots.data());
     }
   }
 }
@@ -263,6 +272,12 @@ void MoeRoutedExpertsPlan::DownColumns(const MoeRoutedExpertsBuffers& b, int64_t
     } else {
       const QRowsView fc2 = QuantView(b.down_q, b.down_scales, p_.quant_bits, p_.block_size, e, H, I);
       down_rows_q(fc2, p_.quant_bits, I, act.data(), scale.data(), out.data(), n, begin, end);
+    }
+    if (b.down_bias != nullptr) {  // the expert's bias, weighted like its output
+      const float* bias = b.down_bias + e * H;
+      for (int64_t q = 0; q < n; ++q) {
+        for (int64_t h = begin; h < end; ++h) out[q][h] += scale[q] * bias[h];
+      }
     }
   }
 }

@@ -28,6 +28,9 @@ struct MoeRoutedExpertsParams {
   bool index64 = true;  // expert_idx is int64 (else int32)
   // > 0: gate clamped to <= limit and up to [-limit, limit] before the activation
   float swiglu_limit = attr_defaults::moe_routed_experts::kSwigluLimit;
+  // the activation g sigmoid(alpha g) (u + beta) (defaults: SiLU)
+  float activation_alpha = attr_defaults::moe_routed_experts::kActivationAlpha;
+  float activation_beta = attr_defaults::moe_routed_experts::kActivationBeta;
   // 0: float weights; 8 or 4 (attribute weight_bits): int8 weights, one or two values per byte,
   // with scales (onnx_schemas/weight_quant.py), one per row (block_size 0) or per block_size inputs.
   int quant_bits = 0;
@@ -35,6 +38,9 @@ struct MoeRoutedExpertsParams {
   // bfloat16 weights (no scales): products with the x rows and SwiGLU rows rounded to bfloat16,
   // summed in float32 (docs/quantization.md).
   bool bf16_weights = false;
+  // The optional bias inputs are present (MoeRoutedExpertsBuffers::gate_up_bias / down_bias).
+  bool gate_up_bias = false;
+  bool down_bias = false;
 };
 
 struct MoeRoutedExpertsBuffers {
@@ -52,6 +58,10 @@ struct MoeRoutedExpertsBuffers {
   // bfloat16 weights instead of gate_up / down: [E, 2I, H] / [E, H, I], raw bfloat16 bits.
   const uint16_t* gate_up_bf16 = nullptr;
   const uint16_t* down_bf16 = nullptr;
+  // Optional biases (null: none), float for every weight type: gate/up [E, 2I] (interleaved like
+  // the rows, added before the clamp) and down [E, H] (weighted like the expert's output).
+  const float* gate_up_bias = nullptr;
+  const float* down_bias = nullptr;
   float* y = nullptr;  // [T, H]
 };
 
@@ -108,6 +118,7 @@ class MoeRoutedExpertsPlan {
 
  private:
   void ChooseBf16Dot();  // bf16_dot_ for isa_, and the activation buffer it writes
+  ExpertGlu GluOf(const MoeRoutedExpertsBuffers& b, int64_t e) const;  // expert e's activation
   struct UpItem {
     int64_t expert;              // index into active_
     int64_t row_begin, row_end;  // intermediate rows [begin, end)

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ops_src/cpu/isa.h"
+#include "ops_src/cpu/moe_routed_experts/moe_routed_experts_paths.h"
 
 namespace ascend_moe::cpu {
 
@@ -26,10 +27,10 @@ Bf16Dot ActiveBf16Dot();
 Bf16Dot Bf16DotOn(CpuIsa isa);
 
 // Phase 1 for one expert: actb[q * I + i] (bfloat16 bits) = the SwiGLU of gate/up rows 2i, 2i+1 of
-// fc1 ([2I, H] bfloat16) applied to X[q] (bfloat16 rows), for i in [i0, i1); `dots`: scratch of
+// fc1 ([2I, H] bfloat16) applied to X[q] (bfloat16 rows) with `glu`, for i in [i0, i1); `dots`: scratch of
 // 2 (i1 - i0) n floats.
 using Bf16UpRowsFn = void(const uint16_t* fc1, int64_t H, const uint16_t* const* X, int64_t n, int64_t i0,
-                          int64_t i1, float limit, uint16_t* actb, int64_t I, float* dots);
+                          int64_t i1, const ExpertGlu& glu, uint16_t* actb, int64_t I, float* dots);
 // Phase 2 for one expert: Y[q][h] += scale[q] * (row h of fc2 ([H, I] bfloat16) . A[q]), h in [h0, h1).
 using Bf16DownRowsFn = void(const uint16_t* fc2, int64_t I, const uint16_t* const* A, const float* scale,
                             float* const* Y, int64_t n, int64_t h0, int64_t h1);

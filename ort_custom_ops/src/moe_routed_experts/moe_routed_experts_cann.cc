@@ -42,6 +42,8 @@ void RunMoeRoutedExpertsCann(CannCall<experts::Def, MoeRoutedExpertsCannOptions>
     args.gate_up_scales_bytes = bytes(kInGateUpScales, sizeof(float));
     args.down_scales_bytes = bytes(kInDownScales, sizeof(float));
   }
+  args.gate_up_bias = static_cast<const float*>(in[kInGateUpBias].data);  // null when absent
+  args.down_bias = static_cast<const float*>(in[kInDownBias].data);
   call.RunPath(cann::ChooseMoeRoutedExpertsPath(args.params), kInX,
                [&](const auto& device, auto* path) { cann::LaunchMoeRoutedExperts(device, args, path); });
 }

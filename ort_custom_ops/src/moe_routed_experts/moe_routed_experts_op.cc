@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 #include "cann_kernel.h"
 #include "moe_routed_experts_validate.h"
@@ -33,6 +34,18 @@ std::string experts::CheckAttrs(const Attrs& a) {
   if (!(a.swiglu_limit >= 0.f) || !std::isfinite(a.swiglu_limit)) {
     return Str(kName, ": attribute '", kAttrs[kAttrSwigluLimit].name,
                "' must be finite and >= 0 (0 = no clamp), got ", a.swiglu_limit);
+  }
+  for (const auto& [attr, value] : {std::pair{kAttrActivationAlpha, a.activation_alpha},
+                                    std::pair{kAttrActivationBeta, a.activation_beta}}) {
+    if (!std::isfinite(value))
+      return Str(kName, ": attribute '", kAttrs[attr].name, "' must be finite, got ", value);
+  }
+  if (a.act_quant == 1 &&
+      (a.activation_alpha != static_cast<float>(kAttrs[kAttrActivationAlpha].default_value) ||
+       a.activation_beta != static_cast<float>(kAttrs[kAttrActivationBeta].default_value))) {
+    return Str(kName, ": attribute '", kAttrs[kAttrActQuant].name,
+               "' = 1 takes the default activation_alpha (1) and activation_beta (0), got ",
+               a.activation_alpha, " and ", a.activation_beta);
   }
   if (a.weight_bits != 8 && a.weight_bits != 4) {
     return Str(kName, ": attribute '", kAttrs[kAttrWeightBits].name, "' must be 8 or 4, got ", a.weight_bits);
@@ -130,6 +143,8 @@ void RunMoeRoutedExpertsCpu(Ort::KernelContext& ctx, const experts::Def::Inputs&
     b.gate_up_scales = static_cast<const float*>(in[kInGateUpScales].data);
     b.down_scales = static_cast<const float*>(in[kInDownScales].data);
   }
+  b.gate_up_bias = static_cast<const float*>(in[kInGateUpBias].data);  // null when absent
+  b.down_bias = static_cast<const float*>(in[kInDownBias].data);
   b.y = static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                                              ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
   plan.PrepareInputs(b);

@@ -39,6 +39,26 @@ void ValidateScales(const RoutedExpertsInputs& in, const experts::Attrs& attrs, 
   }
 }
 
+// The optional biases: float [E, 2I] and [E, H]; none with act_quant 1.
+void ValidateBiases(const RoutedExpertsInputs& in, const experts::Attrs& attrs, int64_t e, int64_t h,
+                    int64_t i) {
+  using namespace experts;
+  for (In bias : {kInGateUpBias, kInDownBias}) {
+    const InputView& b = in[bias];
+    if (!b.present) continue;
+    if (attrs.act_quant != 0)
+      FailInput(bias, "is not taken with act_quant 1 (the integer path has no biases)");
+    if (b.type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+      FailInput(bias, Str("must be float, got ", TypeName(b.type)));
+    const bool gate_up = bias == kInGateUpBias;
+    const std::vector<int64_t> want{e, gate_up ? 2 * i : h};
+    if (b.shape != want) {
+      FailInput(bias, Str("must be ", gate_up ? "[E, 2I]" : "[E, H]", " = ", ShapeStr(want), ", got shape ",
+                          ShapeStr(b.shape)));
+    }
+  }
+}
+
 }  // namespace
 
 cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsInputs& in,
@@ -106,6 +126,7 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
                                   i / pack, "] (from gate_up_weights), got shape ", ShapeStr(down.shape)));
   }
   if (quantized) ValidateScales(in, attrs, e, h, i);
+  ValidateBiases(in, attrs, e, h, i);
   cpu::MoeRoutedExpertsParams p;
   p.tokens = t;
   p.hidden = h;
@@ -114,6 +135,10 @@ cpu::MoeRoutedExpertsParams ValidateMoeRoutedExpertsShapes(const RoutedExpertsIn
   p.inter = i;
   p.index64 = idx.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
   p.swiglu_limit = attrs.swiglu_limit;
+  p.activation_alpha = attrs.activation_alpha;
+  p.activation_beta = attrs.activation_beta;
+  p.gate_up_bias = in[kInGateUpBias].present;
+  p.down_bias = in[kInDownBias].present;
   p.quant_bits = quantized ? static_cast<int>(attrs.weight_bits) : 0;
   p.bf16_weights = bf16;
   p.block_size = attrs.block_size;

@@ -15,7 +15,10 @@ def experts_model(inputs: dict, attrs: dict, constant_weights: bool) -> bytes:
     kernel repacks) or as graph inputs (read per call)."""
     names = [n for n in spec.INPUT_NAMES if n in inputs]
     fed = [n for n in names if not (constant_weights and n in WEIGHTS)]
-    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
+    node_inputs = [n if n in inputs else "" for n in spec.INPUT_NAMES]  # absent middle inputs: ""
+    while node_inputs[-1] == "":
+        node_inputs.pop()
+    node = helper.make_node("MoeRoutedExperts", node_inputs, ["y"], domain="ascend.moe", **attrs)
     graph = helper.make_graph(
         [node], "experts",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(inputs[n].dtype), list(inputs[n].shape))

@@ -47,7 +47,19 @@ def cases() -> list[tuple[dict, dict]]:
         case(5, 48, 256, 64, 3, 2, index_type=np.int32),  # ~32 pairs: panel tiles (I = 64)
         case(6, 7, 20, 6, 3, 5, limit=1.0),  # k > E: repeats; rows shorter than a vector
         case(7, 9, 1040, 40, 4, 2),
+        biased(case(8, 5, 96, 48, 4, 2)),  # gpt-oss's experts: biases, clamp, alpha, beta
+        biased(case(9, 30, 64, 32, 3, 3)),
     ]
+
+
+def biased(call: tuple[dict, dict]) -> tuple[dict, dict]:
+    """``call`` with float expert biases and gpt-oss's activation (clamp 7, alpha 1.702, beta 1)."""
+    inputs, _ = call
+    rng = np.random.default_rng(len(inputs["x"]))
+    E, two_i, H = inputs["gate_up_weights"].shape
+    return ({**inputs, "gate_up_bias": rng.standard_normal((E, two_i)).astype(np.float32),
+             "down_bias": rng.standard_normal((E, H)).astype(np.float32)},
+            {"swiglu_limit": 7.0, "activation_alpha": 1.702, "activation_beta": 1.0})
 
 
 

@@ -49,9 +49,36 @@ def cases():
                         ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
             inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
         out.append((inputs, {"weight_bits": bits, "block_size": block, "swiglu_limit": 0.9 if bits == 4 else 0.0}))
+    out += biased_cases(rng)
     out += quantized_pair_count_cases(rng)
     out += lane_tile_cases(rng)
     out += panel_tile_cases(rng)
+    return out
+
+
+def biased_cases(rng) -> list:
+    """gpt-oss's experts (biases, clamp 7, alpha 1.702, beta 1) with float, int8 and 4-bit weights,
+    one and many pairs per expert; and each bias alone."""
+    glu = {"swiglu_limit": 7.0, "activation_alpha": 1.702, "activation_beta": 1.0}
+    out = []
+    for T, H, E, I, k, bits, block in [(1, 70, 6, 33, 4, 0, 0), (40, 129, 4, 64, 2, 0, 0), (3, 96, 4, 66, 2, 8, 0),
+                                       (20, 128, 3, 64, 2, 4, 32), (1, 160, 6, 64, 2, 4, 0)]:
+        idx = rng.integers(0, E, (T, k))
+        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
+                  "routing_weights": rng.random((T, k)).astype(np.float32),
+                  "gate_up_bias": rng.standard_normal((E, 2 * I)).astype(np.float32),
+                  "down_bias": rng.standard_normal((E, H)).astype(np.float32)}
+        attrs = dict(glu)
+        for name, w in (("gate_up", rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)),
+                        ("down", rng.standard_normal((E, H, I)) / np.sqrt(I))):
+            if bits:
+                inputs[f"{name}_weights"], inputs[f"{name}_scales"] = weight_quant.quantize(w, bits, block)
+                attrs.update(weight_bits=bits, block_size=block)
+            else:
+                inputs[f"{name}_weights"] = w.astype(np.float32)
+        out.append((inputs, attrs))
+    out.append(({**out[1][0], "down_bias": None}, glu))
+    out.append(({**out[1][0], "gate_up_bias": None}, {"activation_alpha": 0.5}))
     return out
 
 
@@ -141,7 +168,7 @@ def isa_outputs() -> dict:
         for threads in (1, 2):
             sess = ort.InferenceSession(model, ort_custom_ops.session_options(threads),
                                         providers=["CPUExecutionProvider"])
-            out[f"{i}_{threads}"] = sess.run(None, inputs)[0]
+            out[f"{i}_{threads}"] = sess.run(None, {n: v for n, v in inputs.items() if v is not None})[0]
     return out
 
 
