@@ -326,7 +326,8 @@ def _expert_weights(q: np.ndarray, scales, bits: int, block: int) -> np.ndarray:
 
 
 def routed_experts(x, expert_idx, routing_weights, gate_up_weights, down_weights, gate_up_scales=None,
-                   down_scales=None, swiglu_limit=0.0, weight_bits=8, block_size=0, **_):
+                   down_scales=None, gate_up_bias=None, down_bias=None, swiglu_limit=0.0, weight_bits=8,
+                   block_size=0, activation_alpha=1.0, activation_beta=0.0, **_):
     T, H = x.shape
     if H == 0:  # an empty y, whatever E and I the (empty) weights declare
         return [np.zeros((T, 0), np.float32)], [None]
@@ -337,12 +338,13 @@ def routed_experts(x, expert_idx, routing_weights, gate_up_weights, down_weights
     for t in range(T):
         for j in range(expert_idx.shape[1]):
             e = int(expert_idx[t, j])
-            h = gu[e] @ xs[t]
+            h = gu[e] @ xs[t] + (0.0 if gate_up_bias is None else _f64(gate_up_bias[e]))
             g, u = h[0::2], h[1::2]
             if swiglu_limit > 0:
                 g, u = np.minimum(g, swiglu_limit), np.clip(u, -swiglu_limit, swiglu_limit)
-            a = g / (1 + np.exp(-g)) * u
-            y[t] += float(routing_weights[t, j]) * (dn[e] @ a)
+            a = g / (1 + np.exp(-activation_alpha * g)) * (u + activation_beta)
+            out = dn[e] @ a + (0.0 if down_bias is None else _f64(down_bias[e]))
+            y[t] += float(routing_weights[t, j]) * out
     return [y.astype(np.float32)], [None]
 
 
