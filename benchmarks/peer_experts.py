@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens = [int(t) for t in args.tokens.split(",")]
     except ValueError:
         p.error(f"--threads and --tokens take comma-separated integers, got '{args.threads}' / '{args.tokens}'")
-    ggml_info: dict[str, Any] = {"available": False}
+    ggml_info: dict[str, Any] = {"available": False, "reason": "no ggml candidate selected"}
     g = None
     if any(c in GGML for c in candidates):
         try:

@@ -157,6 +157,13 @@ def test_benchmark_runs_the_other_candidates_without_ggml(tmp_path, monkeypatch,
     assert "not available" in (out / "peer_experts.md").read_text()
 
 
+def test_benchmark_of_the_librarys_candidates_alone_writes_its_report(tmp_path):
+    out = tmp_path / "out"
+    assert peer_experts.main(["--size", "tiny", "--blocks", "deepseek-v3", "--tokens", "2", "--threads", "1",
+                              "--repeats", "1", "--candidates", "float32,int4", "--out", str(out)]) == 0
+    assert "ggml: not available (no ggml candidate selected)" in (out / "peer_experts.md").read_text()
+
+
 # ---- the bridge, against ggml ------------------------------------------------------------------------
 
 def test_bridge_row_sizes_match_ggml():
