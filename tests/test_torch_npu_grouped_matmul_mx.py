@@ -107,6 +107,16 @@ def test_mx_grouped_matmul_refuses_an_untransposed_weight():
                               group_list_type=1, split_item=3, output_dtype=torch.bfloat16, weight_dtype=FP4)
 
 
+def test_float8_weights_are_an_unsupported_form_not_a_bad_argument():
+    """float8 x with float8 weights is torch_npu's FP8 grouped matmul (Ascend950), a valid call the
+    stand-in does not export: NotImplementedError, not an argument error."""
+    x, xs, _, _ = _operands()
+    w8 = torch.zeros(3, 96, 12).to(torch.float8_e4m3fn)
+    with pytest.raises(NotImplementedError, match="argument 'weight'.*FP8 grouped matmul"):
+        tn.npu_grouped_matmul([x], [w8], per_token_scale=[xs], group_list=torch.tensor([3, 3, 3]), group_type=0,
+                              group_list_type=1, split_item=3, output_dtype=torch.bfloat16)
+
+
 class _MxExperts(torch.nn.Module):
     """The recipes' MXFP4 expert call: x quantised to MXFP8 in the graph; the packed weights and their
     scales are graph inputs, so their dequantisation runs in ONNX Runtime (not folded at export)."""
