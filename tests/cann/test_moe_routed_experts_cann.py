@@ -134,12 +134,21 @@ def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
     bfloat16 activations and the op's are float32. Placed on CANN, no operator of the chain runs,
     the result is the CPU EP's bit for bit, and the log says why."""
     feeds = quant_case(np.random.default_rng(7 + bits + block), bits, block)
-    names = ["x", "idx", "w", "gu", "down", "gus", "dns"]
+    data = node_model(feeds, ["x", "idx", "w", "gu", "down", "gus", "dns"], weight_bits=bits, block_size=block)
+    runs_on_host(capfd, data, feeds, f"quantized expert weights (weight_bits {bits}) run on the host")
+
+
+def node_model(feeds, names, **attrs) -> bytes:
+    """One MoeRoutedExperts node over ``names`` (absent middle inputs as "")."""
     inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
-              for n in names}
-    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", weight_bits=bits,
-                            block_size=block)
-    data = cann.model([node], inputs, ["y"])
+              for n in names if n}
+    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
+    return cann.model([node], inputs, ["y"])
+
+
+def runs_on_host(capfd, data: bytes, feeds, reason: str) -> None:
+    """Placed on CANN, no operator of the chain runs, the result is the CPU EP's bit for bit, and the
+    log names ``reason``."""
     s = cann.fresh_session(data, log_severity=2)
     capfd.readouterr()
     before = chain_calls()
@@ -148,15 +157,7 @@ def test_quantized_experts_run_on_the_host_bit_identical(capfd, bits, block):
     cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
     if NATIVE_SOC:
         err = capfd.readouterr().err
-        assert f"quantized expert weights (weight_bits {bits}) run on the host" in err, err
-
-
-def biased_model(feeds, names, **attrs) -> bytes:
-    """One node over ``names`` (absent middle inputs as "")."""
-    inputs = {n: (feeds[n].dtype, ["T", *feeds[n].shape[1:]] if n in ("x", "idx", "w") else list(feeds[n].shape))
-              for n in names if n}
-    node = helper.make_node("MoeRoutedExperts", names, ["y"], domain="ascend.moe", **attrs)
-    return cann.model([node], inputs, ["y"])
+        assert reason in err, err
 
 
 GPT_OSS = dict(swiglu_limit=7.0, activation_alpha=1.702, activation_beta=1.0)
@@ -177,13 +178,4 @@ def test_biases_and_activation_constants_run_on_the_host_bit_identical(capfd, na
     feeds["gub"] = rng.standard_normal((5, 16)).astype(np.float32)
     feeds["dnb"] = rng.standard_normal((5, 32)).astype(np.float32)
     feeds = {n: v for n, v in feeds.items() if n in names}
-    data = biased_model(feeds, names, **attrs)
-    s = cann.fresh_session(data, log_severity=2)
-    capfd.readouterr()
-    before = chain_calls()
-    got = cann.run(s, feeds)
-    assert chain_calls() == before
-    cann.assert_bits_equal(got, cann.run(cann.session(data, "cpu"), feeds))
-    if NATIVE_SOC:
-        err = capfd.readouterr().err
-        assert reason in err, err
+    runs_on_host(capfd, node_model(feeds, names, **attrs), feeds, reason)
