@@ -127,6 +127,47 @@ def _data_reads_tensor():
             TensorVariable.method_attr_data = rule
 
 
+@contextlib.contextmanager
+def _module_lookups_fold():
+    """``importlib.import_module(name)`` called in forward folds to the module in strict tracing.
+
+    Model code looks modules up by name at call time (a per-step metadata module, say). Dynamo
+    refuses to trace into ``importlib``; the lookup has no tensor semantics, and a traced graph keeps
+    no Python calls, so it is evaluated while tracing, as eager code evaluates it. The rule is
+    dynamo's own constant-folding polyfill, registered for the duration of ``export`` and removed on
+    exit, so ``torch.compile`` outside export sees dynamo's usual rule."""
+    import importlib
+
+    try:
+        from torch._dynamo import substitute_in_graph
+        from torch._dynamo.trace_rules import _polyfilled_function_ids, get_torch_obj_rule_map
+        from torch._dynamo.variables import PolyfilledFunctionVariable
+        from torch._dynamo.variables.builder import VariableBuilder
+    except ImportError:  # another torch: dynamo's own rule applies
+        yield
+        return
+    original = importlib.import_module
+    if id(original) in _polyfilled_function_ids:  # already registered by the caller: leave it
+        yield
+        return
+
+    def import_module(name, package=None):
+        return original(name, package)
+
+    substitute_in_graph(original, can_constant_fold_through=True)(import_module)
+    rules, dispatch = get_torch_obj_rule_map(), VariableBuilder._id_dispatch()
+    handlers = PolyfilledFunctionVariable._get_polyfill_handlers()
+    wrapped = handlers[original]
+    try:
+        yield
+    finally:
+        for fn in (original, wrapped):
+            _polyfilled_function_ids.remove(id(fn))
+            dispatch.pop(id(fn), None)
+            rules.pop(fn, None)
+            handlers.pop(fn, None)
+
+
 def _as_onnx_export(fn):
     """``fn`` run with ``torch.onnx.is_in_onnx_export()`` true, as torch.onnx's capture runs the model:
     the models' export-only branches (placeholder ops instead of data-dependent eager loops) are taken."""
@@ -214,7 +255,7 @@ def _listed(fixed) -> str:
 def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
     _log.info("export: tracing %s", type(model).__name__)
-    with _data_reads_tensor():
+    with _data_reads_tensor(), _module_lookups_fold():
         traced = _trace(model, args, kwargs, dynamic_shapes)
     _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():

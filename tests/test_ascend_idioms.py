@@ -5,6 +5,7 @@ matmul's argument forms, and the bad inputs torch_npu refuses (eagerly and in th
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
 
@@ -106,6 +107,33 @@ def test_data_dependent_split_sizes_export_with_data_reads():
                                    model(x, c).detach().numpy(), rtol=1e-5, atol=1e-6)
     # dynamo's own rule for .data is back
     assert TensorVariable.method_attr_data is rule
+
+
+STEP_SCALE = 3.0  # read through a module lookup in forward, as per-step metadata modules are
+
+
+class _ModuleLookupInForward(_DataDependentSplits):
+    """The same splits, with a module looked up by name inside forward (a recipe reads its
+    per-step metadata so): strict tracing must evaluate the lookup as eager code does."""
+
+    def forward(self, x, counts):
+        return super().forward(x, counts) * importlib.import_module(__name__).STEP_SCALE
+
+
+def test_module_lookup_in_forward_exports_in_strict_mode_and_leaves_dynamo_as_it_was():
+    from torch._dynamo.trace_rules import _polyfilled_function_ids
+    model = _ModuleLookupInForward()
+    proto = _export(model, (torch.randn(9, 4), torch.tensor([2, 1, 3, 3])),
+                    dynamic_shapes=({0: Dim("tokens")}, None), input_names=["x", "counts"])
+    sess = _session(proto, library=False)
+    x, c = torch.randn(6, 4), torch.tensor([0, 1, 5, 0])
+    np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "counts": c.numpy()})[0],
+                               model(x, c).detach().numpy(), rtol=1e-5, atol=1e-6)
+    # the folding rule was export's only: dynamo refuses the call again outside it
+    assert id(importlib.import_module) not in _polyfilled_function_ids
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="import_module"):
+        torch.compile(lambda t: t * importlib.import_module("math").pi, fullgraph=True, backend="eager")(x)
 
 
 # ---- formats, dtype names, Tensor.npu -------------------------------------------------------------
