@@ -179,6 +179,48 @@ def test_npu_methods_keep_tensors_and_modules_on_the_cpu():
     assert m.npu() is m
 
 
+# ---- torch.histc of integer ids (vllm-ascend's all-to-all dispatcher) ----------------------------
+
+class _TokensPerExpert(torch.nn.Module):
+    """vllm-ascend's all-to-all dispatcher: tokens per expert as ``torch.histc`` of int32 ids."""
+
+    def forward(self, topk_ids):
+        return torch.histc(topk_ids, bins=E, min=0, max=E)
+
+
+def test_histc_of_integer_ids_counts_like_torch_npu_and_exports():
+    tn.install()
+    ids = torch.randint(0, E, (T, K), dtype=torch.int32)
+    counts = torch.histc(ids, bins=E, min=0, max=E)
+    # torch_npu's aclnnHistc: the counts in the input's dtype
+    assert counts.dtype == torch.int32
+    assert counts.tolist() == torch.bincount(ids.flatten(), minlength=E).tolist()
+    # equal-width bins over [min, max], max in the last one, values outside not counted
+    assert ids.new_tensor([0, 1, 5, 6, 9, -1]).histc(3, 0, 6).tolist() == [2, 0, 2]
+    # min == max: the data's range
+    assert torch.histc(torch.tensor([3, 5, 5], dtype=torch.int64), bins=2).tolist() == [1, 2]
+    proto = _export(_TokensPerExpert(), (ids,), dynamic_shapes=({0: Dim("tokens")},), input_names=["ids"])
+    sess = _session(proto, library=False)
+    for n in (3, 11):
+        x = torch.randint(0, E, (n, K), dtype=torch.int32)
+        np.testing.assert_array_equal(sess.run(None, {"ids": x.numpy()})[0], _TokensPerExpert()(x).numpy())
+
+
+def test_histc_of_floats_is_torchs_own_and_bad_integer_calls_are_named():
+    tn.install()
+    x = torch.tensor([0.5, 1.5, 1.7, 3.0])
+    assert torch.histc(x, bins=3, min=0, max=3).tolist() == [1.0, 2.0, 1.0]
+    with pytest.raises(RuntimeError, match="bins must be > 0"):  # torch's float kernel's own message
+        torch.histc(x, bins=0)
+    ids = torch.arange(4, dtype=torch.int32)
+    with pytest.raises(ValueError, match="histc: argument 'bins' must be > 0"):
+        torch.histc(ids, bins=0)
+    with pytest.raises(ValueError, match="histc: argument 'max' must be larger than min"):
+        torch.histc(ids, bins=2, min=3, max=1)
+    out = torch.empty(0, dtype=torch.int32)
+    assert torch.histc(ids, bins=2, min=0, max=4, out=out) is out and out.tolist() == [2, 2]
+
+
 # ---- named Dim through shape[:-1].numel(), bfloat16 Clip -----------------------------------------
 
 class _Numel(torch.nn.Module):

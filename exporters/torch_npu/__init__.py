@@ -26,6 +26,7 @@ from .dtypes import DTYPES
 from .experts import npu_grouped_matmul, npu_swiglu
 from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
 from .hccl import use_gloo_as_hccl
+from .histc import install_integer_histc
 from .mx_quant import npu_dynamic_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
 from .quant_param import npu_convert_weight_to_int4pack, npu_trans_quant_param
@@ -64,7 +65,9 @@ def install() -> types.ModuleType:
 
     Puts this module at ``sys.modules["torch_npu"]`` unless a real torch_npu is importable (then
     that one stays and is returned), and defines ``torch.ops._C_ascend.moe_gating_top_k`` /
-    ``moe_gating_top_k_hash`` unless vllm-ascend defines them. Idempotent.
+    ``moe_gating_top_k_hash`` unless vllm-ascend defines them. As the torch_npu of the CPU it also
+    gives what torch_npu adds to torch for its device: ``Tensor.npu()`` / ``Module.npu()`` and
+    ``torch.histc`` of integer tensors (:mod:`.histc`). Idempotent.
     """
     this = sys.modules[__name__]
     present = sys.modules.get("torch_npu")
@@ -72,6 +75,7 @@ def install() -> types.ModuleType:
         sys.modules["torch_npu"] = this
     if sys.modules["torch_npu"] is this:
         _add_npu_methods()
+        install_integer_histc()
     c_ascend.define_ops()
     return sys.modules["torch_npu"]
 
