@@ -150,7 +150,7 @@ def schema_default(value) -> str:
 _SymbolicArgKind = Literal["v", "i", "f", "b", "is"]
 _SYMBOLIC_ARG_KINDS: dict[str, _SymbolicArgKind] = {
     "Tensor": "v", "Tensor?": "v", "int": "i", "float": "f", "bool": "b", "SymInt": "i", "SymInt?": "i",
-    "int[]": "is", "int[]?": "v"}
+    "int[]": "is", "int[]?": "v", "SymInt[]?": "v"}
 
 
 def torchscript_symbolic(schema: str, fn):

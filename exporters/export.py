@@ -16,6 +16,7 @@ from ascend_moe_onnx import onnx_schemas
 
 from . import experts_graph, registry, targets
 from . import export_checks as checks
+from .aten_onnx import aten_translations
 
 if TYPE_CHECKING:
     from .weights_quant import WeightsQuant
@@ -58,7 +59,9 @@ def _parameter_bytes(model) -> int:
 
 def custom_translation_table() -> dict:
     """``{torch OpOverload: onnxscript translation}`` for ``torch.onnx.export(dynamo=True)``."""
-    return {getattr(getattr(torch.ops, f.namespace), f.name).default: f.translation for f in registry.front_ends()}
+    table = {getattr(getattr(torch.ops, f.namespace), f.name).default: f.translation for f in registry.front_ends()}
+    table.update(aten_translations())
+    return table
 
 
 _symbolics_registered: set[int] = set()
@@ -248,6 +251,35 @@ def _trace(model, args, kwargs, dynamic_shapes) -> torch.export.ExportedProgram:
     return strict
 
 
+def _storage_releases_dropped(program):
+    """``t.untyped_storage().resize_(0)`` on a tensor the graph no longer reads, removed.
+
+    Ascend code frees a dead intermediate's device memory early that way (vllm-ascend's token
+    dispatcher); dynamo records it as ``inductor.resize_storage_bytes_(t, 0)``. An ONNX graph holds
+    values, not storage, so releasing a tensor nothing reads afterwards changes no output. A release
+    of a tensor read later (torch would fail there), or a resize to another size, is refused."""
+    if not isinstance(program, torch.export.ExportedProgram):
+        return program
+    op = getattr(getattr(torch.ops, "inductor", None), "resize_storage_bytes_", None)
+    if op is None:
+        return program
+    graph = program.graph_module.graph
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    releases = [n for n in graph.nodes if n.op == "call_function" and n.target is op.default]
+    for node in releases:
+        tensor, size = node.args[0], node.args[1]
+        later = [u for u in tensor.users if u is not node and order[u] > order[node]]
+        if size != 0 or later or node.users:
+            raise checks.ExportError(
+                f"export: `untyped_storage().resize_({size})` of a tensor ({tensor.name}) that the graph "
+                f"{'reads afterwards' if later else 'keeps using'} has no ONNX equivalent: an ONNX graph holds "
+                "values, not storage; release storage only of tensors nothing reads afterwards")
+        graph.erase_node(node)
+    if releases:
+        program.graph_module.recompile()
+    return program
+
+
 def _listed(fixed) -> str:
     return ", ".join(f"input '{n}' dimension {d}" for n, d, _ in fixed)
 
@@ -256,7 +288,7 @@ def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_name
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
     _log.info("export: tracing %s", type(model).__name__)
     with _data_reads_tensor(), _module_lookups_fold():
-        traced = _trace(model, args, kwargs, dynamic_shapes)
+        traced = _storage_releases_dropped(_trace(model, args, kwargs, dynamic_shapes))
     _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():
         program = torch.onnx.export(

@@ -33,6 +33,10 @@ def _impl(tokens, indices, num_out_tokens=None, padded_mode=False):
 def _fake(tokens, indices, num_out_tokens=None, padded_mode=False):
     attrs = node_attributes(num_out_tokens, padded_mode)
     spec.validate_inputs(static_described(tokens), static_described(indices), attrs)
+    if tokens.dim() == 2 and indices.dim() in (1, 2):
+        # the rows the validator checks on static dims, stated for symbolic ones too: ids of a
+        # data-dependent length (repeat_interleave by counts) then share the tokens' size
+        torch._check(indices.shape[0] == tokens.shape[0])
     pairs = indices.numel()
     if num_out_tokens is None or isinstance(num_out_tokens, int):
         rows = spec.out_rows(pairs, attrs["num_out_tokens"])

@@ -3,8 +3,9 @@
 The arguments are torch_npu's ``npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None,
 padded_mode=False, restore_shape=None)``: padded_mode must be False (the Ascend operator has no
 padded mode), and restore_shape is accepted and ignored, as Ascend ignores it without padded mode
-(vllm-ascend passes it). The implementation is the NumPy reference on any device; the fake kernel
-validates like it and keeps the token dim symbolic.
+(vllm-ascend passes it; a SymInt list, so a symbolic token count in it stays symbolic). The
+implementation is the NumPy reference on any device; the fake kernel validates like it and keeps
+the token dim symbolic.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .moe_finalize_routing_v2 import gathered_rows
 
 OP = "ascend_moe::moe_token_unpermute"
 SCHEMA = ("(Tensor permuted_tokens, Tensor sorted_indices, Tensor? probs=None, bool padded_mode=False, "
-          "int[]? restore_shape=None) -> Tensor")
+          "SymInt[]? restore_shape=None) -> Tensor")
 
 
 def _impl(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):

@@ -221,6 +221,54 @@ def test_histc_of_floats_is_torchs_own_and_bad_integer_calls_are_named():
     assert torch.histc(ids, bins=2, min=0, max=4, out=out) is out and out.tolist() == [2, 2]
 
 
+class _ReceivedTokensPermuted(torch.nn.Module):
+    """vllm-ascend's all-to-all dispatcher on one rank: per-expert counts from ``torch.histc`` of the
+    int32 ids, expert ids repeated by those counts (a data-dependent length), the received rows
+    permuted by them, a branch on the permuted row count, un-permuted to the input's shape."""
+
+    def forward(self, x, ids):
+        counts = torch.histc(ids, bins=E, min=0, max=E)
+        order = torch.repeat_interleave(torch.arange(E, dtype=torch.int32), counts)
+        rows, sorted_indices = tn.npu_moe_token_permute(x, order)
+        if rows.shape[0] > 0:
+            rows = tn.npu_moe_token_unpermute(rows * 2, sorted_indices, restore_shape=x.shape)
+        return rows
+
+
+def test_rows_permuted_by_data_dependent_expert_ids_export():
+    tn.install()
+    model = _ReceivedTokensPermuted()
+    ids = torch.randint(0, E, (T,), dtype=torch.int32)
+    proto = _export(model, (torch.randn(T, H), ids), dynamic_shapes=({0: Dim("tokens")}, {0: Dim("tokens")}),
+                    input_names=["x", "ids"])
+    sess = _session(proto)
+    for n in (3, 11):
+        x, i = torch.randn(n, H), torch.randint(0, E, (n,), dtype=torch.int32)
+        np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "ids": i.numpy()})[0], model(x, i).numpy(),
+                                   rtol=1e-6, atol=1e-6)
+
+
+class _ReleasesDeadStorage(_DataDependentSplits):
+    """The dispatcher frees a dead intermediate's memory (``t.untyped_storage().resize_(0)``) in a
+    forward that strict tracing takes (data-dependent split sizes)."""
+
+    def forward(self, x, counts):
+        scaled = x * 3
+        y = super().forward(scaled, counts)
+        scaled.untyped_storage().resize_(0)
+        return y
+
+
+def test_storage_release_of_a_dead_tensor_exports_as_nothing():
+    model = _ReleasesDeadStorage()
+    proto = _export(model, (torch.randn(9, 4), torch.tensor([2, 1, 3, 3])),
+                    dynamic_shapes=({0: Dim("tokens")}, None), input_names=["x", "counts"])
+    sess = _session(proto, library=False)
+    x, c = torch.randn(6, 4), torch.tensor([0, 1, 5, 0])
+    np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "counts": c.numpy()})[0],
+                               model(x, c).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
 # ---- named Dim through shape[:-1].numel(), bfloat16 Clip -----------------------------------------
 
 class _Numel(torch.nn.Module):
