@@ -310,6 +310,14 @@ def test_new_quant_and_activation_functions_refuse_with_the_argument_named(call,
         call(x)
 
 
+def test_swiglu_clip_quant_refuses_key_value_group_index_as_its_operator_does():
+    # the recipes' TP w4a8 branch passes init routing's key-value [E, 2] counts; SwigluClipQuant's
+    # tiling refuses a group_index of rank != 1 (count mode only)
+    pairs = torch.tensor([[0, 3], [1, 1]])
+    with pytest.raises(ValueError, match=r"argument 'group_index' must be 1-D counts \[G\] \(count mode only"):
+        tn.npu_swiglu_clip_quant(torch.randn(4, 64, dtype=torch.bfloat16), pairs, torch.tensor([0.5, 1.0]))
+
+
 # --------------------------------------------------------------------------------------------
 # export: standard ONNX, ONNX Runtime
 # --------------------------------------------------------------------------------------------

@@ -71,8 +71,9 @@ def npu_swiglu_clip_quant(x, group_index, group_alpha, *, activate_left=False, q
             "must be 2-D [T, 2H] with an even last dim", x)
     require(x.dtype in (torch.bfloat16, torch.float16, torch.float32), fn, "x", "must be bfloat16, float16 or float32",
             x)
+    # SwigluClipQuant's tiling refuses any other rank (its kernel's key-value form is unreachable)
     require(isinstance(group_index, torch.Tensor) and group_index.dim() == 1, fn, "group_index",
-            "must be 1-D counts [G]", group_index)
+            "must be 1-D counts [G] (count mode only; the operator refuses key-value [G, 2] pairs)", group_index)
     require(isinstance(group_alpha, torch.Tensor) and tuple(group_alpha.shape) == tuple(group_index.shape), fn,
             "group_alpha", lambda: f"must be [G] = {list(group_index.shape)}", group_alpha)
     rows = x.shape[0]
