@@ -280,6 +280,31 @@ def _storage_releases_dropped(program):
     return program
 
 
+def _noop_squeezes_dropped(program):
+    """``aten.squeeze`` nodes that the traced program evaluated as no-ops, removed.
+
+    ``t.squeeze(0)`` leaves a dimension that is not 1 as it is; on a dynamic dimension torch decides
+    that from the size's range (or a runtime assert) and records the node with the input's rank.
+    torchlib writes every such node as an ONNX ``Squeeze``, which needs the dimension to be 1 and
+    contradicts the recorded shape. A node whose output has its input's rank is the identity."""
+    if not isinstance(program, torch.export.ExportedProgram):
+        return program
+    graph = program.graph_module.graph
+    targets = {torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims}
+    dropped = False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in targets:
+            continue
+        source, out = node.args[0].meta.get("val"), node.meta.get("val")
+        if isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor) and source.dim() == out.dim():
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+            dropped = True
+    if dropped:
+        program.graph_module.recompile()
+    return program
+
+
 def _listed(fixed) -> str:
     return ", ".join(f"input '{n}' dimension {d}" for n, d, _ in fixed)
 
@@ -288,7 +313,7 @@ def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_name
     """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
     _log.info("export: tracing %s", type(model).__name__)
     with _data_reads_tensor(), _module_lookups_fold():
-        traced = _storage_releases_dropped(_trace(model, args, kwargs, dynamic_shapes))
+        traced = _noop_squeezes_dropped(_storage_releases_dropped(_trace(model, args, kwargs, dynamic_shapes)))
     _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():
         program = torch.onnx.export(

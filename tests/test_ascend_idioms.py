@@ -269,6 +269,23 @@ def test_storage_release_of_a_dead_tensor_exports_as_nothing():
                                model(x, c).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
+class _SqueezeOfTokens(torch.nn.Module):
+    """omni-infer's ``activation_scale=pertoken_scale.squeeze(0)`` on per-token scales: a no-op for a
+    dynamic token dimension (it is not 1)."""
+
+    def forward(self, x):
+        return x.sum(-1).squeeze(0) * 2
+
+
+def test_squeeze_of_a_dynamic_dimension_exports_as_the_no_op_torch_traced():
+    proto = _export(_SqueezeOfTokens(), (torch.randn(5, 3),), dynamic_shapes=({0: Dim("tokens")},),
+                    input_names=["x"])
+    assert "Squeeze" not in {n.op_type for n in proto.graph.node}
+    sess = _session(proto, library=False)
+    x = torch.randn(7, 3)
+    np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], _SqueezeOfTokens()(x).numpy(), rtol=1e-6)
+
+
 # ---- named Dim through shape[:-1].numel(), bfloat16 Clip -----------------------------------------
 
 class _Numel(torch.nn.Module):
