@@ -27,7 +27,9 @@ namespace {
 
 // The ORT wrapper's chunking (moe_routed_experts_op.cc: kChunkBytes, RowsPerChunk).
 constexpr int64_t kChunkBytes = int64_t{4} << 20;
-int64_t RowsPerChunk(int64_t row_floats) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, row_floats)); }
+int64_t RowsPerChunk(int64_t row_floats) {
+  return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, row_floats));
+}
 
 constexpr int kRepeats = 8;
 constexpr int kThreads = 2;
@@ -126,12 +128,15 @@ int main(int argc, char** argv) {
         const A8ExpertWeights wt =
             RepackA8Experts(p, fc1q.data(), sc1.data(), fc2q.data(), sc2.data(), ActiveA8Dot());
         for (int rep = 0; rep < kRepeats; ++rep) {
-          std::vector<Phase> run = {{"plan", {}}, {"quantize x", {}}, {"up", {}}, {"quantize act", {}}, {"down", {}}};
+          std::vector<Phase> run = {
+              {"plan", {}}, {"quantize x", {}}, {"up", {}}, {"quantize act", {}}, {"down", {}}};
           MoeRoutedExpertsA8Plan plan;
           Pieces(run[0], 1, 1, [&](int64_t, int64_t) { plan.Build(p, idx.data(), wt.dot, nullptr); });
-          Pieces(run[1], T, RowsPerChunk(H), [&](int64_t b, int64_t e) { plan.QuantizeTokens(x.data(), b, e); });
+          Pieces(run[1], T, RowsPerChunk(H),
+                 [&](int64_t b, int64_t e) { plan.QuantizeTokens(x.data(), b, e); });
           Pieces(run[2], plan.num_up_items(), 1, [&](int64_t b, int64_t e) { plan.UpItems(wt, b, e); });
-          Pieces(run[3], plan.num_pairs(), RowsPerChunk(I), [&](int64_t b, int64_t e) { plan.QuantizeActs(b, e); });
+          Pieces(run[3], plan.num_pairs(), RowsPerChunk(I),
+                 [&](int64_t b, int64_t e) { plan.QuantizeActs(b, e); });
           Pieces(run[4], H, plan.ColumnsPerChunk(kChunkBytes),
                  [&](int64_t b, int64_t e) { plan.DownColumns(wt, w.data(), y.data(), b, e); });
           KeepMin(best, run);
@@ -142,7 +147,8 @@ int main(int argc, char** argv) {
         if (p.quant_bits == 0) {
           b.gate_up = fc1.data(), b.down = fc2.data();
         } else {
-          b.gate_up_q = fc1q.data(), b.down_q = fc2q.data(), b.gate_up_scales = sc1.data(), b.down_scales = sc2.data();
+          b.gate_up_q = fc1q.data(), b.down_q = fc2q.data(), b.gate_up_scales = sc1.data(),
+          b.down_scales = sc2.data();
         }
         for (int rep = 0; rep < kRepeats; ++rep) {
           std::vector<Phase> run = {{"plan", {}}, {"up", {}}, {"down", {}}};
