@@ -94,6 +94,14 @@ int main(int argc, char** argv) {
   }
   const int64_t H = atoll(argv[1]), routed = atoll(argv[2]), I = atoll(argv[3]), top_k = atoll(argv[4]);
   const int64_t shared = atoll(argv[5]), E = routed + shared, k = top_k + shared;
+  if (H < 32 || I < 32 || H % 32 != 0 || I % 32 != 0 || routed < top_k || top_k < 1 || shared < 0) {
+    std::fprintf(stderr,
+                 "H and I must be multiples of 32 (the 4-bit candidates' block), E >= k >= 1, SHARED >= 0; "
+                 "got H %lld, E %lld, I %lld, k %lld, SHARED %lld\n",
+                 static_cast<long long>(H), static_cast<long long>(routed), static_cast<long long>(I),
+                 static_cast<long long>(top_k), static_cast<long long>(shared));
+    return 2;
+  }
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uni(-0.05f, 0.05f);
   // Random weights and scales (the time does not depend on the values): float32, int8 per channel
