@@ -7,6 +7,8 @@
 # TARGET:
 #   experts    the MoeRoutedExperts CPU kernel per ISA path against read probes
 #              (build/experts_micro [H E I k T...])
+#   experts_split  the lowest 2-thread / 1-thread time MoeRoutedExperts' work split allows, from its
+#              pieces timed on one thread (build/experts_split_micro H E I k SHARED T...)
 #   gmm_quant  GroupedMatmul's float32 and quantized CPU paths against read probes
 #              (build/gmm_quant_micro [K N experts rows...])
 #   gmm        the GroupedMatmul CPU kernel alone, one thread, thread CPU time, weights read from
@@ -16,7 +18,7 @@
 #              comparison of the outputs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-usage="usage: benchmarks/native/build_micro.sh experts|gmm_quant|gmm|gating [BASE_COMMIT]"
+usage="usage: benchmarks/native/build_micro.sh experts|experts_split|gmm_quant|gmm|gating [BASE_COMMIT]"
 target=${1:?$usage}
 base=${2:-}
 CXX=${CXX:-g++}
@@ -30,6 +32,9 @@ case $target in
     sources=(ops_src/cpu/moe_routed_experts/*.cc ops_src/cpu/isa.cc)
     before_names=(-name 'moe_routed_experts*.cc' -o -name isa.cc)
     before_macro=-DEXPERTS_MICRO_BEFORE ;;
+  experts_split)
+    sources=(ops_src/cpu/moe_routed_experts/*.cc ops_src/cpu/isa.cc)
+    base="" ;;  # no "before" build: run it on each commit
   gmm_quant)
     sources=(ops_src/cpu/grouped_matmul/grouped_matmul*.cc ops_src/cpu/isa.cc)
     before_names=(-name 'grouped_matmul*.cc' -o -name isa.cc)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ops_src/cpu/half.h"
@@ -17,7 +18,10 @@ namespace ascend_moe::cpu {
 
 namespace {
 
-constexpr int64_t kUpRowsPerItem = 64;  // intermediate rows per phase-1 work item (a thread's unit)
+// Phase-1 items: units of 16 intermediate rows (a row's sums do not depend on the rows beside it),
+// at most 4 units (64 rows) per item.
+constexpr int64_t kUpRowsPerUnit = 16;
+constexpr int64_t kUpUnitsPerItem = 4;
 
 // The tiles of a path this library has.
 ExpertsUpRowsFn* UpRowsOf(CpuIsa isa) {
@@ -112,6 +116,28 @@ bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_
   return true;
 }
 
+std::vector<ExpertRowsItem> SplitExpertRows(const std::vector<int64_t>& pairs, int64_t units,
+                                            int64_t max_units) {
+  const int64_t experts = static_cast<int64_t>(pairs.size()) - 1;
+  auto work = [&](int64_t a) { return pairs[a + 1] - pairs[a] + kUnitWeightWork; };  // per unit
+  int64_t total = 0;
+  for (int64_t a = 0; a < experts; ++a) total += units * work(a);
+  const int64_t target = std::max(total / kMinUpItems, max_units * (1 + kUnitWeightWork));
+  std::vector<int64_t> order(static_cast<size_t>(experts));
+  for (int64_t a = 0; a < experts; ++a) order[a] = a;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return work(a) > work(b); });
+  std::vector<ExpertRowsItem> items;
+  for (const int64_t a : order) {
+    const int64_t step = max_units * work(a) > target ? 1 : max_units;
+    for (int64_t u = 0; u < units; u += step) items.push_back({a, u, std::min(units, u + step)});
+  }
+  return items;
+}
+
+std::pair<int64_t, int64_t> MoeRoutedExpertsPlan::RowsOf(const UpItem& item) const {
+  return {item.begin * kUpRowsPerUnit, std::min(p_.inter, item.end * kUpRowsPerUnit)};
+}
+
 bool MoeRoutedExpertsPlan::UseIsa(CpuIsa isa) {
   if (!CpuRuns(isa)) return false;
   isa_ = isa;
@@ -133,12 +159,7 @@ bool MoeRoutedExpertsPlan::Build(const MoeRoutedExpertsParams& params, const voi
   isa_ = ActiveCpuIsa();
   if (!SortPairsByExpert(params, expert_idx, &active_, &begin_, &pair_, bad_pair)) return false;
   const int64_t P = params.tokens * params.k;
-  items_.clear();
-  for (int64_t a = 0; a < active_experts(); ++a) {
-    for (int64_t r = 0; r < params.inter; r += kUpRowsPerItem) {
-      items_.push_back({a, r, std::min(params.inter, r + kUpRowsPerItem)});
-    }
-  }
+  items_ = SplitExpertRows(begin_, (params.inter + kUpRowsPerUnit - 1) / kUpRowsPerUnit, kUpUnitsPerItem);
   if (params.bf16_weights) {
     ChooseBf16Dot();
   } else {
@@ -197,10 +218,11 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
     for (int64_t it = begin; it < end; ++it) {
       const UpItem& item = items_[static_cast<size_t>(it)];
       const auto [e, first, n] = PairsOf(item);
+      const auto [i0, i1] = RowsOf(item);
       rows.resize(static_cast<size_t>(n));
       for (int64_t q = 0; q < n; ++q) rows[q] = xb_.data() + pair_[first + q] / k * H;
-      dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
-      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, item.row_begin, item.row_end, GluOf(b, e),
+      dots.resize(static_cast<size_t>(2 * (i1 - i0) * n));
+      up_rows(b.gate_up_bf16 + e * 2 * I * H, H, rows.data(), n, i0, i1, GluOf(b, e),
               actb_.data() + first * I, I, dots.data());
     }
     return;
@@ -216,19 +238,19 @@ void MoeRoutedExpertsPlan::UpItems(const MoeRoutedExpertsBuffers& b, int64_t beg
   for (int64_t it = begin; it < end; ++it) {
     const UpItem& item = items_[static_cast<size_t>(it)];
     const auto [e, first, n] = PairsOf(item);
+    const auto [i0, i1] = RowsOf(item);
     rows.resize(static_cast<size_t>(n));
     for (int64_t q = 0; q < n; ++q) rows[q] = x + pair_[first + q] / k * H;
     float* act = act_.data() + first * I;
-    dots.resize(static_cast<size_t>(2 * (item.row_end - item.row_begin) * n));
+    dots.resize(static_cast<size_t>(2 * (i1 - i0) * n));
     if (bits == 0) {
       const float* fc1 = b.gate_up + e * 2 * I * H;
-      up_rows(fc1, H, rows.data(), n, item.row_begin, item.row_end, GluOf(b, e), act, I, dots.data());
+      up_rows(fc1, H, rows.data(), n, i0, i1, GluOf(b, e), act, I, dots.data());
     } else {
       const QRowsView fc1 = bits == kBf16Bits
                                 ? Bf16View(b.gate_up_bf16, e, 2 * I, H)
                                 : QuantView(b.gate_up_q, b.gate_up_scales, bits, p_.block_size, e, 2 * I, H);
-      up_rows_q(fc1, bits, H, rows.data(), n, item.row_begin, item.row_end, GluOf(b, e), act, I, down_block,
-                dots.data());
+      up_rows_q(fc1, bits, H, rows.data(), n, i0, i1, GluOf(b, e), act, I, down_block, dots.data());
     }
   }
 }

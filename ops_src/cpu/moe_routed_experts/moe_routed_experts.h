@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ops_src/cpu/attr_defaults.gen.h"
@@ -75,6 +76,33 @@ bool SortPairsByExpert(const MoeRoutedExpertsParams& params, const void* expert_
                        std::vector<int64_t>* active, std::vector<int64_t>* begin, std::vector<int64_t>* pair,
                        int64_t* bad_pair);
 
+// Phase-1 work item: rows [begin, end) (in the plan's row units) of active expert `expert` (an
+// index into the plan's ascending list of experts with pairs).
+struct ExpertRowsItem {
+  int64_t expert;
+  int64_t begin, end;
+};
+
+// The work of one row unit, in pairs: each of the expert's pairs plus the weights' own cost
+// (streaming and, for quantized rows, converting them), which a decode call's single pair is
+// below. A rough weight: it only decides which experts are cut finer.
+constexpr int64_t kUnitWeightWork = 4;
+// Phase 1 is cut into items of at most this share of the call's work where an expert's pairs
+// allow: the items are claimed one at a time by the threads, so the last thread to finish waits
+// for at most about this share.
+constexpr int64_t kMinUpItems = 64;
+
+// Phase-1 items of a call whose active expert a has pairs[a + 1] - pairs[a] pairs and `units` row
+// units: items of `max_units` units, cut down to a single unit for an expert whose full item would
+// hold more than 1 / kMinUpItems of the work (the shared expert, a popular expert: one item of
+// DeepSeek-V3's shared expert held 17-27 % of a 256-token call's phase 1 and ran alone at its
+// end), but never below a one-pair expert's full item (decode keeps its long row runs). Ordered
+// largest item first: the threads claim them in order (largest-first scheduling), so the last
+// ones are small. Each item writes its own rows only, so neither the cut nor the order changes a
+// result.
+std::vector<ExpertRowsItem> SplitExpertRows(const std::vector<int64_t>& pairs, int64_t units,
+                                            int64_t max_units);
+
 // Phase 2 is split into at least this many column chunks where H allows and each chunk keeps at
 // least kMinChunkBytes of weights: the chunks are claimed one at a time by the threads, so with ~16
 // the last thread to finish waits for at most a sixteenth of the work (4 MiB chunks alone left a
@@ -119,10 +147,7 @@ class MoeRoutedExpertsPlan {
  private:
   void ChooseBf16Dot();  // bf16_dot_ for isa_, and the activation buffer it writes
   ExpertGlu GluOf(const MoeRoutedExpertsBuffers& b, int64_t e) const;  // expert e's activation
-  struct UpItem {
-    int64_t expert;              // index into active_
-    int64_t row_begin, row_end;  // intermediate rows [begin, end)
-  };
+  using UpItem = ExpertRowsItem;  // units of kUpRowsPerUnit intermediate rows
   struct ItemPairs {
     int64_t expert;  // expert id
     int64_t first;   // the item's pairs are pair_[first, first + n)
@@ -132,6 +157,7 @@ class MoeRoutedExpertsPlan {
     const auto a = static_cast<size_t>(item.expert);
     return {active_[a], begin_[a], begin_[a + 1] - begin_[a]};
   }
+  std::pair<int64_t, int64_t> RowsOf(const UpItem& item) const;  // intermediate rows [i0, i1)
   MoeRoutedExpertsParams p_;
   CpuIsa isa_ = CpuIsa::kBaseline;
   Bf16Dot bf16_dot_ = Bf16Dot::kWiden;

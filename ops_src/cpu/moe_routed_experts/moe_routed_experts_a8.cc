@@ -96,8 +96,13 @@ float QuantizeRow(const float* v, int64_t K, int64_t K_pad, int64_t group, int8_
   }
   const float scale = finite ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
   if (scale > 0.f) {
+    // nearbyint(d) as (d + 1.5 * 2^23) - 1.5 * 2^23: the addition rounds d to an integer in the
+    // current mode, exactly as nearbyint does for |d| < 2^22; larger |d| (only from a denormal
+    // scale) stay beyond +-127 and clamp alike. A libm call per value otherwise (no SSE4.1 round
+    // in the baseline build): 5 ns a value, 11 % of a 256-token W8A8 call on one thread.
+    constexpr float kRound = 12582912.f;
     for (int64_t k = 0; k < K; ++k) {
-      const float r = std::nearbyint(v[k] / scale);
+      const float r = (v[k] / scale + kRound) - kRound;
       q[k] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, r)));
     }
   } else {
@@ -223,12 +228,7 @@ bool MoeRoutedExpertsA8Plan::Build(const MoeRoutedExpertsParams& params, const v
   if (!SortPairsByExpert(params, expert_idx, &active_, &begin_, &pair_, bad_pair)) return false;
   const int64_t P = params.tokens * params.k;
   const int64_t up_blocks = (2 * params.inter + kRowsPerBlock - 1) / kRowsPerBlock;
-  items_.clear();
-  for (int64_t a = 0; a < static_cast<int64_t>(active_.size()); ++a) {
-    for (int64_t b = 0; b < up_blocks; b += kBlocksPerUpItem) {
-      items_.push_back({a, b, std::min(up_blocks, b + kBlocksPerUpItem)});
-    }
-  }
+  items_ = SplitExpertRows(begin_, up_blocks, kBlocksPerUpItem);
   h_pad_ = (params.hidden + 7) / 8 * 8;
   i_pad_ = (params.inter + 7) / 8 * 8;
   h_groups_ = params.block_size > 0 ? params.hidden / params.block_size : 1;
@@ -276,10 +276,9 @@ void MoeRoutedExpertsA8Plan::UpItems(const A8ExpertWeights& w, int64_t begin, in
       xs[q] = xscale_[t];
     }
     const A8Matrix m = ExpertMatrix(w.gate_up, e);
-    blocks(m, item.block_begin, item.block_end - item.block_begin, X.data(), S.data(), xs.data(), n,
-           out.data(), kOutLd);
-    const int64_t i0 = item.block_begin * (kRowsPerBlock / 2);
-    const int64_t i1 = std::min(I, item.block_end * (kRowsPerBlock / 2));
+    blocks(m, item.begin, item.end - item.begin, X.data(), S.data(), xs.data(), n, out.data(), kOutLd);
+    const int64_t i0 = item.begin * (kRowsPerBlock / 2);
+    const int64_t i1 = std::min(I, item.end * (kRowsPerBlock / 2));
     {
       for (int64_t q = 0; q < n; ++q) {
         float* act = act_.data() + (first + q) * I;

@@ -98,10 +98,7 @@ class MoeRoutedExpertsA8Plan {
   int64_t ColumnsPerChunk(int64_t bytes) const;
 
  private:
-  struct UpItem {
-    int64_t expert;                  // index into active_
-    int64_t block_begin, block_end;  // row blocks of the [2I, H] matrix
-  };
+  using UpItem = ExpertRowsItem;  // units: row blocks of the [2I, H] matrix
   MoeRoutedExpertsParams p_;
   A8Dot dot_ = A8Dot::kScalar;
   int64_t h_pad_ = 0, i_pad_ = 0, h_groups_ = 1, i_groups_ = 1;

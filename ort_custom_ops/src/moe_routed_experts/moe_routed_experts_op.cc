@@ -96,6 +96,13 @@ void CheckScratch(const cpu::MoeRoutedExpertsParams& p, bool allocation_failed =
 // small enough to split a decode call's few experts over several threads.
 constexpr int64_t kChunkBytes = int64_t{4 << 20};
 
+// Rows of `row_floats` floats per chunk of a row-wise pass (the int8 quantization of x and of the
+// activations): about kRowChunkFloats, so that a 16-token call's x rows still reach both threads.
+constexpr int64_t kRowChunkFloats = 8192;
+int64_t RowsPerChunk(int64_t row_floats) {
+  return std::max<int64_t>(1, kRowChunkFloats / std::max<int64_t>(1, row_floats));
+}
+
 // A call with an empty y: nothing to compute, and the weights may declare any E and I (they hold
 // no element when H = 0), so no buffer is sized from them; the indices are still checked.
 bool EmptyCall(Ort::KernelContext& ctx, const cpu::MoeRoutedExpertsParams& params, const void* idx) {
@@ -284,11 +291,11 @@ struct MoeRoutedExpertsCpuKernel {
     float* y =
         static_cast<float*>(GetCheckedOutput(ctx, kName, kOutputs, kOutY, {params.tokens, params.hidden},
                                              ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, /*required=*/true));
-    ParallelForRange(ctx, params.tokens, 16,
+    ParallelForRange(ctx, params.tokens, RowsPerChunk(params.hidden),
                      [&](int64_t begin, int64_t end) { plan.QuantizeTokens(x, begin, end); });
     ParallelForRange(ctx, plan.num_up_items(), 1,
                      [&](int64_t begin, int64_t end) { plan.UpItems(*w, begin, end); });
-    ParallelForRange(ctx, plan.num_pairs(), 16,
+    ParallelForRange(ctx, plan.num_pairs(), RowsPerChunk(params.inter),
                      [&](int64_t begin, int64_t end) { plan.QuantizeActs(begin, end); });
     ParallelForRange(ctx, params.hidden, plan.ColumnsPerChunk(kChunkBytes), [&](int64_t begin, int64_t end) {
       plan.DownColumns(*w, routing_weights, y, begin, end);

@@ -47,7 +47,8 @@ def case(seed: int, T: int, H: int, I: int, E: int, k: int, bits: int, block: in
 def cases() -> list[tuple[dict, dict]]:
     """Per channel and per group, 8 and 4 bits; decode (one pair per expert), many pairs per expert
     (tiles of 4 and their remainders), repeated experts in a token, a clamp, H and I not multiples of
-    8 (per channel: zero padding), int32 indices, a row of zeros and rows of NaN / inf."""
+    8 (per channel: zero padding), int32 indices, a row of zeros and rows of NaN / inf, a shared
+    expert in every token beside one-pair experts."""
     out = [
         case(1, 1, 64, 32, 8, 4, 8, 0),
         case(2, 5, 128, 64, 4, 3, 4, 32),
@@ -63,6 +64,11 @@ def cases() -> list[tuple[dict, dict]]:
     inputs["x"][4, 0] = np.inf
     inputs["x"][5] *= 1e-37  # tiny values: a subnormal scale
     out.append((inputs, attrs))
+    for seed, bits, block in [(9, 4, 8), (10, 8, 0)]:  # a shared expert: finer work items, ordered first
+        inputs, attrs = case(seed, 8, 64, 40, 33, 2, bits, block)
+        inputs["expert_idx"][:, 1] = 32
+        inputs["expert_idx"][:, 0] = np.random.default_rng(seed).permutation(32)[:8]
+        out.append((inputs, attrs))
     return out
 
 

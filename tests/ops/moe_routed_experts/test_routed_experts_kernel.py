@@ -53,6 +53,26 @@ def cases():
     out += quantized_pair_count_cases(rng)
     out += lane_tile_cases(rng)
     out += panel_tile_cases(rng)
+    out += shared_expert_cases(rng)
+    return out
+
+
+def shared_expert_cases(rng) -> list:
+    """A shared expert (the last, in every token's last slot) beside one-pair routed experts: its
+    gate/up rows are cut into finer work items than the routed experts' (SplitExpertRows, which
+    orders them first), I leaving a short last unit; float32, int8 and 4-bit weights."""
+    T, H, E, I, k = 8, 96, 33, 40, 2
+    out = []
+    for bits, block in [(0, 0), (8, 0), (4, 8)]:
+        idx = np.stack([rng.permutation(E - 1)[:T], np.full(T, E - 1)], axis=1)
+        if bits:
+            out.append(_quantized_case(rng, idx, H, I, bits, block))
+            continue
+        inputs = {"x": rng.standard_normal((T, H)).astype(np.float32), "expert_idx": idx.astype(np.int64),
+                  "routing_weights": rng.random((T, k)).astype(np.float32),
+                  "gate_up_weights": (rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)).astype(np.float32),
+                  "down_weights": (rng.standard_normal((E, H, I)) / np.sqrt(I)).astype(np.float32)}
+        out.append((inputs, {}))
     return out
 
 
