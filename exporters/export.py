@@ -392,9 +392,10 @@ def export(
     small model's bytes), for
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
     (exporters.targets): ``cpu`` (default, opset 20; 21 for a program with float8 values) or
-    ``cann`` (ONNX Runtime's CANN EP: opset 18, MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host) or ``ge`` (CANN's graph engine through the project's parser
-    plugin: opset 18, the op family's chain, exporters.targets). ``opset_version`` defaults to the
+    ``cann`` (ONNX Runtime's CANN EP: opset 18, MoeRoutedExperts at every size, formulations its
+    kernels cover; a warning names any node that would still compute on the host) or ``ge``
+    (CANN's graph engine through the project's parser plugin: opset 18, the op family's chain,
+    exporters.targets). ``opset_version`` defaults to the
     target's.
     ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm,
     elementwise) in float32 between Casts (exporters.bfloat16_compute): ONNX Runtime's CPU EP has
