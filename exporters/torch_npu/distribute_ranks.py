@@ -132,7 +132,8 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
              x_active_mask=None, expert_scales=None, global_bs=0, expert_token_nums_type=1, tp_world_size=0,
              shared_expert_rank_num=0, zero_expert_num=0, copy_expert_num=0, const_expert_num=0, y_dtype=None):
     """npu_moe_distribute_dispatch_v2 with ``ep_world_size > 1`` (module docstring): ``(expand_x [A, H],
-    dynamic_scales [A] (quant_mode 2), [A, 2·ceil(H / 64)] e8m0 bits (4, :func:`mx_rows`) or None, assist_info_for_combine int32 [A·128], expert_token_nums int64 [L],
+    dynamic_scales [A] (quant_mode 2), [A, 2·ceil(H / 64)] e8m0 bits (4, :func:`mx_rows`) or None,
+    assist_info_for_combine int32 [A·128], expert_token_nums int64 [L],
     ep_recv_counts int32 [N·L], tp_recv_counts int32 [1], expand_scales [A] or None)``.
 
     Pairs that ``x_active_mask`` leaves out are not sent; ``expert_scales`` [BS, K] float32, when
