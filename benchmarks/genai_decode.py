@@ -12,7 +12,7 @@ from the same checkpoint (float32, CPU).
 The models are small random checkpoints built from transformers' config classes (``SMALL``), float32.
 The decoder runs on ONNX Runtime's CPU provider with the library, through the same cache contract
 genai uses (one session call per step; genai's own overhead per step is not included); transformers
-runs its eager attention with a DynamicCache cropped back to the context after each step.
+runs its eager attention with a DynamicCache put back to the context after each step.
 """
 
 from __future__ import annotations
@@ -72,11 +72,17 @@ def _hf_step(model, tokens: int, past: int, vocab: int):
     ids = torch.randint(3, vocab, (1, tokens), generator=g)
     positions = torch.arange(past, past + tokens)[None]
 
+    # Each step puts the cache back to the context. Cache layers replace their tensors on update
+    # (torch.cat), so restoring each layer's attributes is O(1) and works for sliding-window layers,
+    # which cannot crop once the context passes their window.
+    context = [dict(vars(layer)) for layer in cache.layers]
+
     def run():
         with torch.no_grad():
             model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
                   logits_to_keep=1)
-        cache.crop(-tokens)  # back to the context
+        for layer, state in zip(cache.layers, context):
+            vars(layer).update(state)
     return run
 
 

@@ -133,11 +133,15 @@ class SharedExpert(torch.nn.Module):
 
 
 def init_random(module: torch.nn.Module, seed: int = 0) -> None:
-    """Fill every parameter/float buffer with seeded random values of a sensible scale (tiny tests):
-    matrices ~ N(0, 1/fan_in), vectors ~ N(0, 0.1^2); values are rounded to the tensor's dtype."""
+    """Fill every parameter/persistent float buffer with seeded random values of a sensible scale (tiny
+    tests): matrices ~ N(0, 1/fan_in), vectors ~ N(0, 0.1^2); values are rounded to the tensor's dtype.
+    Non-persistent buffers (rotary ``inv_freq``, masks) are derived from the config, not weights: they
+    keep their values, so a saved and reloaded model computes what the in-memory one does."""
     g = torch.Generator().manual_seed(seed)
+    saved = module.state_dict(keep_vars=True)
+    buffers = [(name, t) for name, t in module.named_buffers() if name in saved]
     with torch.no_grad():
-        for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        for name, t in list(module.named_parameters()) + buffers:
             if name.endswith("tid2eid"):  # hash table: random expert ids, duplicates allowed
                 cfg = getattr(module, "cfg", None)
                 experts = cfg.experts if cfg is not None else int(t.max()) + 1

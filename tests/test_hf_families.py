@@ -168,3 +168,13 @@ def test_whole_model_with_a_fixed_sequence_is_refused_naming_layers(case):
     with pytest.raises(ValueError, match=r"'input_ids' dimension 1 at 8.*--layers") as info:
         hf_export.export_model(model)
     assert "\n" not in str(info.value)
+
+
+def test_tiny_model_computes_after_save_and_load_what_it_computes_in_memory(tmp_path):
+    """Random weights, but config-derived buffers (rotary inv_freq) as the model makes them: a saved and
+    reloaded tiny model is the same model."""
+    model = F.model("qwen3_moe")
+    model.save_pretrained(tmp_path)
+    loaded = type(model).from_pretrained(tmp_path).eval()
+    ids = torch.tensor([[5, 17, 3, 42, 8]])
+    torch.testing.assert_close(F.logits(loaded, ids), F.logits(model, ids), rtol=0, atol=0)
