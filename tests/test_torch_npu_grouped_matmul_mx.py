@@ -107,14 +107,88 @@ def test_mx_grouped_matmul_refuses_an_untransposed_weight():
                               group_list_type=1, split_item=3, output_dtype=torch.bfloat16, weight_dtype=FP4)
 
 
-def test_float8_weights_are_an_unsupported_form_not_a_bad_argument():
-    """float8 x with float8 weights is torch_npu's FP8 grouped matmul (Ascend950), a valid call the
-    stand-in does not export: NotImplementedError, not an argument error."""
-    x, xs, _, _ = _operands()
-    w8 = torch.zeros(3, 96, 12).to(torch.float8_e4m3fn)
-    with pytest.raises(NotImplementedError, match="argument 'weight'.*FP8 grouped matmul"):
-        tn.npu_grouped_matmul([x], [w8], per_token_scale=[xs], group_list=torch.tensor([3, 3, 3]), group_type=0,
-                              group_list_type=1, split_item=3, output_dtype=torch.bfloat16)
+def _fp8_operands(seed=0, m=9, k=64, n=12, experts=3):
+    g = np.random.default_rng(seed)
+    x = torch.from_numpy(g.uniform(-300, 300, (m, k)).astype(np.float32)).to(torch.float8_e4m3fn)
+    w = torch.from_numpy(g.uniform(-2, 2, (experts, k, n)).astype(np.float32)).to(torch.float8_e5m2)
+    scale = torch.from_numpy(g.uniform(-0.01, 0.01, (experts, n)).astype(np.float32))
+    t = torch.from_numpy(g.uniform(0.5, 2, m).astype(np.float32))
+    return x, w, scale, t
+
+
+def _fp8_reference(x, w, scale, t, counts):
+    """NumPy: float64 (x @ W[e]) · scale[e] · per_token_scale[r] of the float8 values; rows past the groups 0."""
+    xv = x.float().numpy().astype(np.float64)
+    wv = w.float().numpy().astype(np.float64)
+    y = np.zeros((x.shape[0], w.shape[2]))
+    start = 0
+    for e, c in enumerate(counts):
+        y[start:start + c] = xv[start:start + c] @ wv[e] * scale.numpy()[e].astype(np.float64)
+        start += c
+    return y if t is None else y * t.numpy().astype(np.float64)[:, None]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("per_token", [False, True])
+def test_fp8_grouped_matmul_is_the_scaled_float8_product(packed, per_token):
+    """float8 x with float8 weights (Ascend950's FP8 grouped matmul): y = (x @ W[e]) · scale[e]
+    (· per_token_scale[r]), float32 or int64 (npu_trans_quant_param) scales; rows past the groups 0."""
+    x, w, scale, t = _fp8_operands()
+    counts = [3, 0, 4]  # 2 rows past the groups
+    if packed:  # FP19: the low 13 mantissa bits dropped, so the reference takes the truncated scale
+        param = tn.npu_trans_quant_param(scale)
+        scale = torch.from_numpy((scale.numpy().view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32))
+    got = tn.npu_grouped_matmul([x], [w], scale=[param if packed else scale], per_token_scale=[t] if per_token
+                                else None, group_list=torch.tensor(counts), group_type=0, group_list_type=1,
+                                split_item=3, output_dtype=torch.float32)[0]
+    want = _fp8_reference(x, w, scale, t if per_token else None, counts)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert not got[7:].any()
+
+
+def test_fp8_grouped_matmul_rounds_once_and_refuses_with_the_argument_named():
+    x, w, scale, _ = _fp8_operands()
+    args = dict(group_list=torch.tensor([3, 3, 3]), group_type=0, group_list_type=1, split_item=3)
+    y32 = tn.npu_grouped_matmul([x], [w], scale=[scale], output_dtype=torch.float32, **args)[0]
+    y16 = tn.npu_grouped_matmul([x], [w], scale=[scale], output_dtype=torch.bfloat16, **args)[0]
+    assert torch.equal(y16, y32.to(torch.bfloat16))
+    for kwargs, arg in ((dict(scale=None, output_dtype=torch.float32), "scale"),
+                        (dict(scale=[scale], output_dtype=None), "output_dtype"),
+                        (dict(scale=[scale[:, :5]], output_dtype=torch.float32), "scale"),
+                        (dict(scale=[scale], bias=[torch.zeros(3, 12)], output_dtype=torch.float32), "bias")):
+        with pytest.raises(ValueError, match=f"npu_grouped_matmul: argument '{arg}'"):
+            tn.npu_grouped_matmul([x], [w], **kwargs, **args)
+
+
+class _Fp8Experts(torch.nn.Module):
+    def forward(self, x, counts, w, scale, t):
+        # float8 operands made in the graph (ORT's Python API feeds no float8 arrays)
+        xq, wq = x.to(torch.float8_e4m3fn), w.to(torch.float8_e5m2)
+        return tn.npu_grouped_matmul([xq], [wq], scale=[scale], per_token_scale=[t], group_list=counts,
+                                     group_type=0, group_list_type=1, split_item=3,
+                                     output_dtype=torch.float32)[0]
+
+
+def test_fp8_grouped_matmul_exports_and_matches_in_onnx_runtime():
+    model = _Fp8Experts().eval()
+    _, w, scale, _ = _fp8_operands()
+    w = w.float()
+    tokens = Dim("tokens", min=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (torch.randn(9, 64), torch.tensor([3, 3, 3]), w, scale, torch.ones(9)),
+                                 dynamic_shapes=({0: tokens}, None, None, None, {0: tokens}))
+    assert "GroupedMatmul" in {n.op_type for n in proto.graph.node if n.domain == "ascend.moe"}
+    sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for tokens, counts in ((5, [2, 0, 3]), (11, [4, 5, 1])):
+        g = torch.Generator().manual_seed(tokens)
+        x, t, c = torch.randn(tokens, 64, generator=g) * 50, torch.rand(tokens, generator=g) + 0.5, torch.tensor(counts)
+        want = model(x, c, w, scale, t).numpy()
+        feeds = (x.numpy(), c.numpy(), w.numpy(), scale.numpy(), t.numpy())
+        got = sess.run(None, dict(zip(names, feeds)))[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 class _MxExperts(torch.nn.Module):

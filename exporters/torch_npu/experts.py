@@ -18,6 +18,7 @@ from ._args import (
     tensor_list,
     unsupported,
 )
+from .grouped_matmul_fp8 import fp8_grouped_matmul, is_fp8
 from .grouped_matmul_mx import is_mx, mx_a8w4
 from .quant_param import quant_param_scale
 
@@ -42,7 +43,8 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     docs/operators.md §4). ``tuning_config`` is a tiling hint (ignored). ``group_type`` -1 (lists
     without grouping), 2 (K split) and several x tensors take float weights
     (:mod:`.grouped_matmul_forms`); float8 x with float4_e2m1 weights and e8m0 block scales is the
-    MX form (:mod:`.grouped_matmul_mx`); the reserved arguments raise.
+    MX form (:mod:`.grouped_matmul_mx`), float8 x with float8 weights and per-channel scales the FP8
+    form (:mod:`.grouped_matmul_fp8`); the reserved arguments raise.
     """
     fn = "npu_grouped_matmul"
     if group_list_type is None:  # torch_npu: group_list_type.value_or(0)
@@ -78,6 +80,12 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     x = single_tensor(fn, "x", x)
     require(x.dim() == 2, fn, "x", "must hold one 2-D tensor [M, K]", x)
     w = stacked_weight(fn, weight)
+    if is_fp8(x, w, weight_dtype):
+        require_none(fn, x_dtype=x_dtype, scale_dtype=scale_dtype, per_token_scale_dtype=per_token_scale_dtype,
+                     antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset)
+        counts, glt = _group_counts(fn, group_list, group_list_type, w.shape[0], x.device)
+        return [fp8_grouped_matmul(x, w, bias=bias, scale=scale, per_token_scale=per_token_scale, counts=counts,
+                                   group_list_type=glt, row_experts=_row_experts, output_dtype=output_dtype)]
     if mx:
         require(bias is None, fn, "bias", "must be None in the MX form (float8 x, float4 weights)", bias)
         counts, glt = _group_counts(fn, group_list, group_list_type, w.shape[0], x.device)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from ._args import describe, require, single_tensor, unsupported
+from ._args import describe, require, single_tensor
 from .mx_quant import E2M1, E4M3, E5M2, FLOAT4_E2M1, FLOAT8_E8M0, mx_dequantize
 
 FN = "npu_grouped_matmul"
@@ -48,9 +48,6 @@ def mx_a8w4(x, w, *, scale, antiquant_scale, per_token_scale, counts, group_list
     require(x.dtype in MX_X_DTYPES and x_dtype is None, FN, "x",
             "must be float8_e4m3fn or float8_e5m2 (x_dtype None) with float4_e2m1fn_x2 weights (MX A8W4)",
             x if x_dtype is None else x_dtype)
-    if weight_dtype is None and w.dtype in MX_X_DTYPES:  # torch_npu takes it on Ascend950; not exported here
-        unsupported(FN, "weight", w, "float8 weights with float8 x (Ascend950's FP8 grouped matmul) have no "
-                    "ONNX operator here; the MX form takes float4_e2m1 weights (docs/ascend-code.md)")
     require(weight_dtype == FLOAT4_E2M1 or w.dtype == getattr(torch, "float4_e2m1fn_x2", None), FN, "weight_dtype",
             "must be torch_npu.float4_e2m1fn_x2 (296) with float8 x (MX A8W4)", weight_dtype)
     require(w.element_size() == 1 and w.dtype != torch.bool, FN, "weight",
