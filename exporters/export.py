@@ -14,7 +14,7 @@ import torch
 
 from ascend_moe_onnx import onnx_schemas
 
-from . import experts_graph, registry, targets
+from . import bit_views, experts_graph, registry, targets
 from . import export_checks as checks
 from .aten_onnx import aten_translations
 
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 # The dynamo exporter emits opset 20 by default; the function bodies need >= 18.
 DEFAULT_OPSET = 20
+# ONNX Runtime's CPU kernels that move float8 tensors (Reshape, Transpose, Squeeze, ...) are
+# registered from opset 21 on: a program with float8 values exports at least at this opset.
+FLOAT8_OPSET = 21
+_FLOAT8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 # Protobuf cannot serialise a message of 2 GiB or more: larger models keep weights outside.
 _PROTO_LIMIT = 2**31 - 1
 
@@ -305,15 +309,35 @@ def _noop_squeezes_dropped(program):
     return program
 
 
+def _has_float8(program: torch.export.ExportedProgram) -> bool:
+    """Whether a value of ``program`` (an input, a weight or an intermediate, in nested graphs too:
+    a forward under ``torch.no_grad()`` traces into a submodule) is float8."""
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            vals = node.meta.get("val")
+            for val in vals if isinstance(vals, (list, tuple)) else (vals,):
+                if isinstance(val, torch.Tensor) and val.dtype in _FLOAT8_DTYPES:
+                    return True
+    return False
+
+
 def _listed(fixed) -> str:
     return ", ".join(f"input '{n}' dimension {d}" for n, d, _ in fixed)
 
 
-def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version):
-    """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table."""
+def _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names, opset_version,
+                   float8_opset=False):
+    """torch.onnx.export(dynamo=True) of :func:`_trace`'s program with the translation table;
+    ``float8_opset``: a program with float8 values exports at :data:`FLOAT8_OPSET` at least."""
     _log.info("export: tracing %s", type(model).__name__)
-    with _data_reads_tensor(), _module_lookups_fold():
+    with _data_reads_tensor(), _module_lookups_fold(), bit_views.recording():
         traced = _noop_squeezes_dropped(_storage_releases_dropped(_trace(model, args, kwargs, dynamic_shapes)))
+    if float8_opset and opset_version < FLOAT8_OPSET and isinstance(traced, torch.export.ExportedProgram) \
+            and _has_float8(traced):
+        _log.info("export: float8 values: opset %d", FLOAT8_OPSET)
+        opset_version = FLOAT8_OPSET
     _log.info("export: converting the traced program (torch.onnx.export, dynamo)")
     with _explained():
         program = torch.onnx.export(
@@ -424,10 +448,11 @@ def export(
     traces with this machine's paths, module names, the ExportedProgram's signature: often most of a
     small model's bytes), for
     debugging an export; by default it is removed. ``target`` is the runtime the graph is for
-    (exporters.targets): ``cpu`` (default, opset 20) or ``cann`` (ONNX Runtime's CANN EP: opset 18,
-    MoeRoutedExperts at every size, formulations its kernels cover; a warning names any node that
-    would still compute on the host) or ``ge`` (CANN's graph engine through the project's parser
-    plugin: opset 18, the op family's chain, exporters.targets). ``opset_version`` defaults to the
+    (exporters.targets): ``cpu`` (default, opset 20; 21 for a program with float8 values) or
+    ``cann`` (ONNX Runtime's CANN EP: opset 18, MoeRoutedExperts at every size, formulations its
+    kernels cover; a warning names any node that would still compute on the host) or ``ge``
+    (CANN's graph engine through the project's parser plugin: opset 18, the op family's chain,
+    exporters.targets). ``opset_version`` defaults to the
     target's.
     ``bfloat16_in_float32`` computes the standard ops' bfloat16 arithmetic (MatMul, Gemm,
     elementwise) in float32 between Casts (exporters.bfloat16_compute): ONNX Runtime's CPU EP has
@@ -439,6 +464,7 @@ def export(
     exporter failures caused by known idioms (stable argsort). ``t.data`` read in forward is traced
     as ``t`` itself (docs/ascend-code.md).
     """
+    float8_opset = opset_version is None and targets.check(target) == "cpu"
     opset_version = _target_opset(targets.check(target), opset_version, experts)
     onnx_schemas.register()
     model = model.eval() if isinstance(model, torch.nn.Module) else model
@@ -449,7 +475,7 @@ def export(
     if dynamo:
         with _quiet_exporter(), experts_graph.using(model, experts):
             program = _dynamo_export(model, args, kwargs, dynamic_shapes, input_names, output_names,
-                                     opset_version)
+                                     opset_version, float8_opset)
         if external_data:
             assert path is not None  # checked above
             program.save(os.fspath(path), external_data=True)

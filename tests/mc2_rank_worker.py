@@ -3,7 +3,7 @@
 
 Each rank routes its own tokens, dispatches them with npu_moe_distribute_dispatch_v2 (or the v1
 pair), runs its local experts (npu_grouped_matmul → npu_swiglu → npu_grouped_matmul, float or w8a8
-through the dispatch's quant_mode=2), combines, and checks:
+through the dispatch's quant_mode=2, or float on the MXFP8 rows of quant_mode=4), combines, and checks:
 - expand_x / expert_token_nums against op-plugin's golden: one init routing over every rank's
   tokens, the rows of this rank's experts;
 - the combined output against the same layer on this rank's tokens with ep_world_size=1;
@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from ascend_moe_onnx.exporters import torch_npu as tn
+from ascend_moe_onnx.exporters.torch_npu import mx_quant
 
 TOKENS = (5, 3, 0, 7)  # per rank (rank 2 of 4 sends nothing)
 HIDDEN, INTER, EXPERTS, TOP_K = 32, 16, 8, 2
@@ -43,8 +44,11 @@ def quantized(w: torch.Tensor):
     return (w / scale[:, None, :]).round().clamp(-128, 127).to(torch.int8), scale
 
 
-def experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant: bool):
-    """The local experts on dispatched rows (grouped by local expert, counts per expert)."""
+def experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant: bool, mx: bool = False):
+    """The local experts on dispatched rows (grouped by local expert, counts per expert); MX rows
+    (quant_mode=4) at their float32 values."""
+    if mx:
+        expand_x = mx_quant.mx_dequantize(expand_x, dynamic_scales.reshape(expand_x.shape[0], -1, 2), mx_quant.E4M3)
     if not quant:
         h = tn.npu_grouped_matmul([expand_x], [w13], group_list=counts, group_type=0, group_list_type=1,
                                   split_item=3)[0]
@@ -61,7 +65,7 @@ def experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant: bool):
 
 
 def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool, special: bool = False, group_ep="ep",
-          mask=None):
+          mask=None, mx: bool = False):
     """dispatch → local experts → combine with ``ranks`` ranks (w13 / w2: this rank's experts);
     ``mask``: x_active_mask, with expert_scales sent along (vllm-ascend's MC2 arguments)."""
     dispatch = tn.npu_moe_distribute_dispatch if v1 else tn.npu_moe_distribute_dispatch_v2
@@ -69,10 +73,13 @@ def layer(x, ids, scales, ranks, rank, w13, w2, quant: bool, v1: bool, special: 
     extra = dict(zero_expert_num=ZERO, copy_expert_num=COPY) if special else {}
     masked = dict(x_active_mask=mask) if mask is not None else {}
     weights = dict(expert_scales=scales) if mask is not None else {}
-    out = dispatch(x, ids, group_ep, ranks, rank, EXPERTS, quant_mode=2 if quant else 0, **extra, **masked,
-                   **weights)
+    if mx:
+        extra["y_dtype"] = torch.float8_e4m3fn
+    out = dispatch(x, ids, group_ep, ranks, rank, EXPERTS, quant_mode=4 if mx else 2 if quant else 0, **extra,
+                   **masked, **weights)
+    extra.pop("y_dtype", None)
     expand_x, dynamic_scales, assist, counts, ep_recv_counts, tp_recv_counts, expand_scales = out
-    y = experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant)
+    y = experts_forward(expand_x, dynamic_scales, counts, w13, w2, quant, mx)
     if special:
         extra["ori_x"] = x
     if expand_scales is not None:
@@ -125,13 +132,14 @@ def main() -> None:
     probs = [torch.rand(n, TOP_K, generator=g) for n in tokens]
     mine = slice(rank * local, (rank + 1) * local)
     worst = 0.0
-    for quant, v1, special in ((False, False, False), (True, False, False), (False, True, False),
-                               (False, False, True)):
+    for quant, v1, special, mx in ((False, False, False, False), (True, False, False, False),
+                                   (False, True, False, False), (False, False, True, False),
+                                   (False, False, False, True)):
         choices = EXPERTS + (ZERO + COPY if special else 0)
         ids = [torch.stack([torch.randperm(choices, generator=g)[:TOP_K] for _ in range(n)]).to(torch.int32)
                if n else torch.zeros(0, TOP_K, dtype=torch.int32) for n in tokens]
         got, (expand_x, dyn, _, counts, _, _, _) = layer(xs[rank], ids[rank], probs[rank], ranks, rank, w13[mine],
-                                                         w2[mine], quant, v1, special)
+                                                         w2[mine], quant, v1, special, mx=mx)
         # op-plugin's golden for expand_x: one init routing over all ranks' tokens, this rank's experts
         all_x, all_ids = torch.cat(xs), torch.cat(ids)
         gx, _, gcounts, gscale = tn.npu_moe_init_routing_v2(
@@ -139,6 +147,12 @@ def main() -> None:
             expert_tokens_num_flag=True, active_expert_range=[rank * local, (rank + 1) * local],
             quant_mode=1 if quant else -1)
         n = int(gcounts.sum())
+        if mx:  # MX rows: npu_dynamic_mx_quant of the golden rows, scales [A, even(ceil(H / 32))]
+            gx, gscale = tn.npu_dynamic_mx_quant(gx, dst_type=torch.float8_e4m3fn)
+            gscale = gscale.reshape(gx.shape[0], -1)
+            assert dyn.dtype == torch.uint8 and dyn.shape[1] == (-(-HIDDEN // 32) + 1) // 2 * 2, dyn.shape
+            assert torch.equal(dyn[:n], gscale[:n]), "MX scales differ from the golden"
+            expand_x, gx = expand_x.view(torch.uint8), gx.view(torch.uint8)
         assert torch.equal(counts, gcounts.to(torch.int64)), (counts, gcounts)
         assert torch.equal(expand_x[:n], gx[:n]), "expand_x differs from the golden rows"
         assert not expand_x[n:].any(), "rows past the received ones must be 0"
@@ -146,9 +160,9 @@ def main() -> None:
             assert torch.equal(dyn[:n], gscale[:n]), "dynamic_scales differ from the golden"
         assert got.shape == xs[rank].shape and got.dtype == xs[rank].dtype
         if tokens[rank]:  # the one-rank result on this rank's tokens, every expert local
-            want, _ = layer(xs[rank], ids[rank], probs[rank], 1, 0, w13, w2, quant, v1, special)
+            want, _ = layer(xs[rank], ids[rank], probs[rank], 1, 0, w13, w2, quant, v1, special, mx=mx)
             err = float((got - want).abs().max())
-            assert err <= 1e-5 * max(1.0, float(want.abs().max())), (quant, v1, special, err)
+            assert err <= 1e-5 * max(1.0, float(want.abs().max())), (quant, v1, special, mx, err)
             worst = max(worst, err)
     worst = max(worst, hccl_named_group_with_mask(xs, probs, ranks, rank, w13, w2, g))
     print(f"rank {rank} ok {worst:.3g}", flush=True)

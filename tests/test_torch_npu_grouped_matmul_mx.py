@@ -277,3 +277,58 @@ def test_mx_re_routing_exports_and_matches_in_onnx_runtime_bit_exactly():
         c = torch.tensor(c, dtype=torch.int32)
         for got, want in zip(sess.run(None, dict(zip(names, (x.numpy(), c.numpy())))), model(x, c)):
             np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_one_rank_dispatch_quant_mode_4_is_mx_quant_of_the_routed_rows():
+    """quant_mode=4 (op-plugin's QUANT_MODE_MX): the rows as npu_dynamic_mx_quant quantises them to
+    y_dtype, the e8m0 scales [rows, ceil(H / 32) rounded up to even] (op-plugin's dynamic_scales)."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(5, 96, generator=g).to(torch.bfloat16) * 20
+    idx = torch.tensor([[0, 2], [1, 3], [2, 0], [3, 3], [1, 2]], dtype=torch.int32)
+    for y_dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        expand_x, scales, _, counts, *_ = tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 1, 0, 4, quant_mode=4,
+                                                                            y_dtype=y_dtype)
+        rows, _, want_counts, _ = tn.npu_moe_init_routing_v2(x, idx, active_num=10, expert_num=4,
+                                                             expert_tokens_num_type=1, active_expert_range=[0, 4])
+        want_y, want_s = tn.npu_dynamic_mx_quant(rows, dst_type=y_dtype)
+        assert expand_x.dtype == y_dtype and torch.equal(expand_x.view(torch.uint8), want_y.view(torch.uint8))
+        assert scales.dtype == torch.uint8 and tuple(scales.shape) == (10, 4)  # ceil(96 / 32) = 3 -> 4
+        assert torch.equal(scales, want_s.reshape(10, 4)) and torch.equal(counts, want_counts.to(counts.dtype))
+
+
+@pytest.mark.parametrize(("kwargs", "arg"), [
+    (dict(quant_mode=4), "y_dtype"),
+    (dict(quant_mode=4, y_dtype=torch.float16), "y_dtype"),
+    (dict(quant_mode=4, y_dtype=torch.float8_e4m3fn, scales=torch.ones(4, 96)), "scales"),
+    (dict(quant_mode=5, y_dtype=torch.float8_e4m3fn), "quant_mode"),
+    (dict(quant_mode=3), "quant_mode"),
+    (dict(quant_mode=1), "quant_mode"),
+])
+def test_dispatch_quant_modes_outside_0_2_4_and_bad_mx_arguments_are_named(kwargs, arg):
+    x, idx = torch.randn(5, 96), torch.zeros(5, 2, dtype=torch.int32)
+    with pytest.raises((ValueError, NotImplementedError), match=f"argument '{arg}'"):
+        tn.npu_moe_distribute_dispatch_v2(x, idx, "ep", 1, 0, 4, **kwargs)
+
+
+class _MxDispatch(torch.nn.Module):
+    def forward(self, x, idx):
+        expand_x, scales, _, counts, *_ = tn.npu_moe_distribute_dispatch_v2(
+            x, idx, "ep", 1, 0, 4, quant_mode=4, y_dtype=torch.float8_e4m3fn)
+        return expand_x.float(), scales, counts
+
+
+def test_mx_dispatch_exports_and_matches_in_onnx_runtime():
+    model = _MxDispatch()
+    tokens = Dim("tokens", min=2)
+    g = torch.Generator().manual_seed(6)
+    x, idx = torch.randn(5, 96, generator=g) * 20, torch.randint(0, 4, (5, 2), generator=g, dtype=torch.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (x, idx), dynamic_shapes=({0: tokens}, {0: tokens}))
+    sess = ort.InferenceSession(proto.SerializeToString(), ort_custom_ops.session_options(),
+                                providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for t in (5, 9):
+        x, idx = torch.randn(t, 96, generator=g) * 20, torch.randint(0, 4, (t, 2), generator=g, dtype=torch.int32)
+        for got, want in zip(sess.run(None, dict(zip(names, (x.numpy(), idx.numpy())))), model(x, idx)):
+            np.testing.assert_array_equal(got, want.numpy())

@@ -362,3 +362,25 @@ def test_the_modes_export_and_match_in_onnx_runtime(library_path):
         got = sess.run(None, dict(zip(names, feeds)))
         for i, (a, b) in enumerate(zip(got, want)):
             np.testing.assert_array_equal(np.asarray(a).astype(b.numpy().dtype), b.numpy(), err_msg=f"output {i}")
+
+
+class _Float8Rows(torch.nn.Module):
+    def forward(self, x, idx):
+        ex, _, _, _ = tn.npu_moe_init_routing_v2(x.to(torch.float8_e4m3fn), idx, expert_num=8)
+        return ex.float()
+
+
+def test_float8_rows_move_with_their_bits_in_onnx_runtime(library_path):
+    """Every byte moves: negative zeros too (a Where over the gathered rows would give +0)."""
+    x, idx = _inputs(tokens=5, h=64, dtype=torch.float32)
+    x[:, :2] = torch.tensor([-0.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(_Float8Rows(), (x, idx))
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(library_path)
+    got = ort.InferenceSession(proto.SerializeToString(), so).run(
+        None, dict(zip([i.name for i in proto.graph.input], (x.numpy(), idx.numpy()))))[0]
+    want = _Float8Rows()(x, idx).numpy()
+    assert np.signbit(want).any()
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -53,28 +53,31 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     is, per pair, its row there (pass it to npu_moe_distribute_combine_v2 unchanged, as torch_npu
     asks); ``ep_recv_counts`` is the cumsum of the counts. ``quant_mode=2``: the rows are int8,
     quantised per row after multiplying by the expert's row of ``scales`` [E, H] when given.
+    ``quant_mode=4`` (MX): the rows of ``y_dtype`` and their e8m0 scales ``[BS·K, 2·ceil(H / 64)]``
+    (uint8), as :func:`distribute_ranks.mx_rows` states.
     """
     fn = "npu_moe_distribute_dispatch_v2"
-    if _several_ranks(fn, ep_world_size, elastic_info=elastic_info, y_dtype=y_dtype, x_dtype=x_dtype,
-                      scales_dtype=scales_dtype):
-        if quant_mode not in (0, 2):
-            unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
+    mx = quant_mode == distribute_ranks.QUANT_MX
+    if quant_mode not in (distribute_ranks.QUANT_NONE, distribute_ranks.QUANT_PER_TOKEN, distribute_ranks.QUANT_MX):
+        unsupported(fn, "quant_mode", quant_mode, distribute_ranks.QUANT_MODES_DOC)
+    if mx and scales is not None:
+        unsupported(fn, "scales", scales, "quant_mode=4 (MX) takes no smoothing scales")
+    if _several_ranks(fn, ep_world_size, elastic_info=elastic_info, y_dtype=None if mx else y_dtype,
+                      x_dtype=x_dtype, scales_dtype=scales_dtype):
         _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
         return distribute_ranks.dispatch(
             x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales=scales, quant_mode=quant_mode,
             x_active_mask=x_active_mask, expert_scales=expert_scales, global_bs=global_bs,
             expert_token_nums_type=expert_token_nums_type, tp_world_size=tp_world_size,
             shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
-            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num)
+            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num, y_dtype=y_dtype)
     _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
     _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
-    if quant_mode not in (0, 2):
-        unsupported(fn, "quant_mode", quant_mode, "use 0 (none) or 2 (per-token dynamic int8)")
     if scales is not None and quant_mode != 2:
         unsupported(fn, "scales", scales, "smoothing scales go with quant_mode=2; int32 (int4-packed) tokens "
                     "have no ONNX meaning here")
     for name, value in (("x_active_mask", x_active_mask), ("expert_scales", expert_scales),
-                        ("elastic_info", elastic_info), ("y_dtype", y_dtype), ("x_dtype", x_dtype),
+                        ("elastic_info", elastic_info), ("y_dtype", None if mx else y_dtype), ("x_dtype", x_dtype),
                         ("scales_dtype", scales_dtype)):
         if value is not None:
             unsupported(fn, name, value, "pass None (dispatch of every token)")
@@ -93,11 +96,13 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     expand_x, row_of_pair, counts, dynamic_scales = _ops.init_routing_v2(
         x, expert_ids, scales, None, rows * k, -1, all_experts, 0, 1, True, 1 if quant_mode == 2 else -1,
         [0, moe_expert_num], 0)
+    if mx:  # per row, so quantising the routed rows is quantising the tokens
+        expand_x, dynamic_scales = distribute_ranks.mx_rows(fn, expand_x, y_dtype)
     ep_recv_counts = counts.cumsum(0).to(torch.int32)
     expert_token_nums = counts if expert_token_nums_type == 1 else counts.cumsum(0)
     tp_recv_counts = torch.zeros(1, dtype=torch.int32, device=x.device)
-    return (expand_x, dynamic_scales if quant_mode == 2 else None, row_of_pair, expert_token_nums, ep_recv_counts,
-            tp_recv_counts, None)
+    return (expand_x, dynamic_scales if quant_mode in (2, 4) else None, row_of_pair, expert_token_nums,
+            ep_recv_counts, tp_recv_counts, None)
 
 
 def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales,

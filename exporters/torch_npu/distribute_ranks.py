@@ -28,9 +28,30 @@ import torch
 import torch.distributed as dist
 
 from ._args import EXPERT_PARALLEL_DOC, require, unsupported
+from .mx_quant import E2M1, mx_format, npu_dynamic_mx_quant
 from .quant import quantize_rows
 
 ASSIST_WIDTH = 128  # torch_npu's assist_info_for_combine holds A·128 int32
+# dispatch's quant_mode: op-plugin's QuantMode (op_plugin/utils/OpUtils.h) 0 none, 2 per token, 4 MX;
+# 1 (static) and 3 (per group of 128) have no documented dispatch semantics, 5 (MX with clipping) none
+QUANT_NONE, QUANT_PER_TOKEN, QUANT_MX = 0, 2, 4
+QUANT_MODES_DOC = ("use 0 (none), 2 (per-token dynamic int8) or 4 (MX: npu_dynamic_mx_quant of each row, "
+                   "y_dtype its element type)")
+
+
+def mx_rows(fn: str, rows: torch.Tensor, y_dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """quant_mode 4 (MX): each row quantised as ``npu_dynamic_mx_quant(row, dst_type=y_dtype)`` does
+    (blocks of 32 along H, e8m0 scales; op-plugin names the mode MX and gives its outputs: expand_x
+    of ``y_dtype``, dynamic_scales FLOAT8_E8M0 ``[A, ceil(H / 32)`` rounded up to even``]``).
+    Returns ``(y, scales uint8 [rows, 2·ceil(H / 64)])``, the scales as npu_dynamic_mx_quant's bits."""
+    if y_dtype is None:
+        unsupported(fn, "y_dtype", y_dtype, "quant_mode=4 (MX) quantises to y_dtype: pass torch.float8_e4m3fn, "
+                    "torch.float8_e5m2 or torch_npu.float4_e2m1fn_x2")
+    fmt = mx_format(fn, y_dtype, "y_dtype")
+    require(fmt is not E2M1 or rows.shape[-1] % 2 == 0, fn, "x", "must have an even H with a float4 y_dtype",
+            rows)
+    y, scales = npu_dynamic_mx_quant(rows, dst_type=y_dtype)
+    return y, scales.flatten(-2)
 _GROUPS: dict[str, dist.ProcessGroup] = {}
 
 
@@ -109,9 +130,10 @@ def active_pairs(fn: str, x_active_mask, expert_ids: torch.Tensor) -> torch.Tens
 
 def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None, quant_mode=0,
              x_active_mask=None, expert_scales=None, global_bs=0, expert_token_nums_type=1, tp_world_size=0,
-             shared_expert_rank_num=0, zero_expert_num=0, copy_expert_num=0, const_expert_num=0):
+             shared_expert_rank_num=0, zero_expert_num=0, copy_expert_num=0, const_expert_num=0, y_dtype=None):
     """npu_moe_distribute_dispatch_v2 with ``ep_world_size > 1`` (module docstring): ``(expand_x [A, H],
-    dynamic_scales [A] or None, assist_info_for_combine int32 [A·128], expert_token_nums int64 [L],
+    dynamic_scales [A] (quant_mode 2), [A, 2·ceil(H / 64)] e8m0 bits (4, :func:`mx_rows`) or None,
+    assist_info_for_combine int32 [A·128], expert_token_nums int64 [L],
     ep_recv_counts int32 [N·L], tp_recv_counts int32 [1], expand_scales [A] or None)``.
 
     Pairs that ``x_active_mask`` leaves out are not sent; ``expert_scales`` [BS, K] float32, when
@@ -142,7 +164,9 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     src_token, src_slot = order // k, order % k
     rows = x[src_token]
     row_scales = None
-    if quant_mode == 2:
+    if quant_mode == QUANT_MX:
+        rows, row_scales = mx_rows(fn, rows, y_dtype)
+    if quant_mode == QUANT_PER_TOKEN:
         r = rows.float()
         if scales is not None:
             require(scales.dim() == 2 and tuple(scales.shape) == (experts, x.shape[1]), fn, "scales",
@@ -171,7 +195,7 @@ def dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
     assist[:n, :3] = got_meta[regroup, :3]
     dynamic_scales = None
     if got_scales is not None:
-        dynamic_scales = torch.zeros(a, dtype=torch.float32)
+        dynamic_scales = torch.zeros(a, *got_scales.shape[1:], dtype=got_scales.dtype)
         dynamic_scales[:n] = got_scales[regroup]
     expand_scales = None
     if got_weights is not None:

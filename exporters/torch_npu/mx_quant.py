@@ -46,10 +46,10 @@ E2M1 = MxFormat("float4_e2m1fn_x2", 2, 6.0, torch.uint8)
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
-def mx_format(fn: str, dst_type) -> MxFormat:
-    """The MX element type ``dst_type`` names: a torch float8 dtype, torch_npu's dtype codes
-    (``torch_npu.float8_e4m3fn`` 292, ``float8_e5m2`` 291, ``float4_e2m1fn_x2`` 296) or
-    ScalarType codes (23, 24)."""
+def mx_format(fn: str, dst_type, name: str = "dst_type") -> MxFormat:
+    """The MX element type ``dst_type`` (the argument ``name``) names: a torch float8 dtype,
+    torch_npu's dtype codes (``torch_npu.float8_e4m3fn`` 292, ``float8_e5m2`` 291,
+    ``float4_e2m1fn_x2`` 296) or ScalarType codes (23, 24)."""
     dst: object = dst_type
     if isinstance(dst_type, int) and not isinstance(dst_type, bool):
         dst = _SCALAR_TYPE_CODES.get(dst_type, dst_type)
@@ -60,11 +60,11 @@ def mx_format(fn: str, dst_type) -> MxFormat:
     if dst in (FLOAT4_E2M1, getattr(torch, "float4_e2m1fn_x2", FLOAT4_E2M1)):
         return E2M1
     if dst == FLOAT4_E1M2:
-        unsupported(fn, "dst_type", dst_type, "float4_e1m2 has no ONNX element type and no MoE path uses it; "
+        unsupported(fn, name, dst_type, "float4_e1m2 has no ONNX element type and no MoE path uses it; "
                     "use float4_e2m1fn_x2 or a float8 type")
     if dst == HIFLOAT8:
-        unsupported(fn, "dst_type", dst_type, "hifloat8 has no ONNX element type")
-    raise ValueError(f"{fn}: argument 'dst_type' must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn_x2 "
+        unsupported(fn, name, dst_type, "hifloat8 has no ONNX element type")
+    raise ValueError(f"{fn}: argument '{name}' must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn_x2 "
                      f"(torch_npu codes 292, 291, 296), got {describe(dst_type)}")
 
 

@@ -8,6 +8,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ascend_moe_onnx.onnx_schemas import moe_gating_top_k_hash as gating_spec
 
+from .. import bit_views
 from . import _ops, routing_quant
 from ._args import require, unsupported
 from .mx_quant import FLOAT4_E1M2, FLOAT4_E2M1, HIFLOAT8
@@ -125,6 +126,15 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     # computing the token count as shape[:-1].numel() need, a SymInt is not one there
     if expert_idx.dim() == 2 and statically_known_true(active_num >= x.shape[0] * expert_idx.shape[1]):
         active_num = -1
+    source = bit_views.source_of(x)
+    if source is not None and quant_mode == -1 and scale is None and x_dtype is None and source.dim() == 2:
+        # rows of a width-changing bit view (exporting): the source's rows move, then the view
+        moved, row_idx, counts, expanded_scale = npu_moe_init_routing_v2(
+            source, expert_idx, offset=offset, active_num=active_num, expert_capacity=expert_capacity,
+            expert_num=expert_num, drop_pad_mode=drop_pad_mode, expert_tokens_num_type=expert_tokens_num_type,
+            expert_tokens_num_flag=expert_tokens_num_flag, quant_mode=quant_mode,
+            active_expert_range=active_expert_range, row_idx_type=row_idx_type)
+        return moved.view(x.dtype), row_idx, counts, expanded_scale
     node_quant_mode = quant_mode if quant_mode in (0, 1) else -1
 
     def routing(rows, node_scale):

@@ -306,19 +306,19 @@ def _route_bytes(fn, x, expert_idx, scale, x_name, routing):
     ids = torch.arange(1, bs + 1, dtype=torch.float32, device=x.device)[:, None]
     expanded_ids, row_idx, counts, _ = routing(ids, None)
     number = expanded_ids[..., 0].to(torch.int64)
-    valid = number > 0
-    source = (number - 1).clamp(min=0)
 
     def gathered(t):
-        # float8 through float32 (exact): ONNX's Gather / Where take no float8
+        # float8 through float32 (exact): ONNX's Gather takes no float8. Row 0 of the gathered
+        # tensor is the padding's zero row, so a gather by the token number moves every row with
+        # its bits (ONNX Runtime's Where gives +0 for a selected -0)
         v = t.float() if t.dtype in _FLOAT8 else t
-        rows = torch.index_select(v, 0, source.reshape(-1)).reshape(*source.shape, *t.shape[1:])
-        keep = valid.reshape(*valid.shape, *([1] * (rows.dim() - valid.dim())))
-        return torch.where(keep, rows, torch.zeros_like(rows)).to(t.dtype)
+        v = torch.cat([torch.zeros_like(v[:1]), v])
+        rows = torch.index_select(v, 0, number.reshape(-1)).reshape(*number.shape, *t.shape[1:])
+        return rows.to(t.dtype)
 
     expanded_x = gathered(x)
     if scale is None:  # torch_npu leaves it unwritten
-        return expanded_x, row_idx, counts, torch.zeros(valid.numel(), dtype=torch.float32, device=x.device)
+        return expanded_x, row_idx, counts, torch.zeros(number.numel(), dtype=torch.float32, device=x.device)
     if x_name == "hifloat8":
         return expanded_x, row_idx, counts, gathered(scale.reshape(-1)).reshape(-1)
     # float8 / float4 rows carry their e8m0 block scales [N, CeilDiv(H, 64), 2]
