@@ -7,6 +7,7 @@ the ONNX it writes is torchlib's."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from onnxscript import ir
@@ -24,6 +25,6 @@ def repeat_interleave_counts(repeats, output_size=None):
     return op.CastLike(core.aten_repeat_interleave_Tensor(op.Cast(repeats, to=ir.DataType.INT64)), repeats)
 
 
-def aten_translations() -> dict[torch._ops.OpOverload, Callable]:
+def aten_translations() -> dict[Any, Callable]:
     """``{aten OpOverload: translation}`` for the table given to ``torch.onnx.export``."""
     return {torch.ops.aten.repeat_interleave.Tensor: repeat_interleave_counts}

@@ -66,7 +66,9 @@ def recording() -> Iterator[None]:
 
 def source_of(t: torch.Tensor) -> torch.Tensor | None:
     """The tensor ``t`` is a width-changing bit view of (recorded while exporting), else None."""
-    if not _recording:
+    # strict tracing (dynamo) does not trace the record's weak dictionary: no source there, so a
+    # view is left to the exporter, which refuses it
+    if not _recording or torch.compiler.is_dynamo_compiling():
         return None
     return _sources.get(t)
 
