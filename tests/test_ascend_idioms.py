@@ -109,6 +109,16 @@ def test_data_dependent_split_sizes_export_with_data_reads():
     assert TensorVariable.method_attr_data is rule
 
 
+def _export_splits_and_match(model, atol):
+    """Export a split-sizes model with a dynamic token dim; ORT matches eager at other counts."""
+    proto = _export(model, (torch.randn(9, 4), torch.tensor([2, 1, 3, 3])),
+                    dynamic_shapes=({0: Dim("tokens")}, None), input_names=["x", "counts"])
+    sess = _session(proto, library=False)
+    x, c = torch.randn(6, 4), torch.tensor([0, 1, 5, 0])
+    np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "counts": c.numpy()})[0],
+                               model(x, c).detach().numpy(), rtol=1e-5, atol=atol)
+
+
 STEP_SCALE = 3.0  # read through a module lookup in forward, as per-step metadata modules are
 
 
@@ -122,18 +132,12 @@ class _ModuleLookupInForward(_DataDependentSplits):
 
 def test_module_lookup_in_forward_exports_in_strict_mode_and_leaves_dynamo_as_it_was():
     from torch._dynamo.trace_rules import _polyfilled_function_ids
-    model = _ModuleLookupInForward()
-    proto = _export(model, (torch.randn(9, 4), torch.tensor([2, 1, 3, 3])),
-                    dynamic_shapes=({0: Dim("tokens")}, None), input_names=["x", "counts"])
-    sess = _session(proto, library=False)
-    x, c = torch.randn(6, 4), torch.tensor([0, 1, 5, 0])
-    np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "counts": c.numpy()})[0],
-                               model(x, c).detach().numpy(), rtol=1e-5, atol=1e-6)
+    _export_splits_and_match(_ModuleLookupInForward(), atol=1e-6)
     # the folding rule was export's only: dynamo refuses the call again outside it
     assert id(importlib.import_module) not in _polyfilled_function_ids
     torch._dynamo.reset()
     with pytest.raises(Exception, match="import_module"):
-        torch.compile(lambda t: t * importlib.import_module("math").pi, fullgraph=True, backend="eager")(x)
+        torch.compile(lambda t: t * importlib.import_module("math").pi, fullgraph=True, backend="eager")(torch.ones(2))
 
 
 # ---- formats, dtype names, Tensor.npu -------------------------------------------------------------
@@ -260,13 +264,7 @@ class _ReleasesDeadStorage(_DataDependentSplits):
 
 
 def test_storage_release_of_a_dead_tensor_exports_as_nothing():
-    model = _ReleasesDeadStorage()
-    proto = _export(model, (torch.randn(9, 4), torch.tensor([2, 1, 3, 3])),
-                    dynamic_shapes=({0: Dim("tokens")}, None), input_names=["x", "counts"])
-    sess = _session(proto, library=False)
-    x, c = torch.randn(6, 4), torch.tensor([0, 1, 5, 0])
-    np.testing.assert_allclose(sess.run(None, {"x": x.numpy(), "counts": c.numpy()})[0],
-                               model(x, c).detach().numpy(), rtol=1e-5, atol=1e-5)
+    _export_splits_and_match(_ReleasesDeadStorage(), atol=1e-5)
 
 
 class _SqueezeOfTokens(torch.nn.Module):
