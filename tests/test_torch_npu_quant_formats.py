@@ -150,6 +150,45 @@ def test_mx_quant_is_the_documented_formula(shape, dst, block, alg, mag, dtype):
         np.testing.assert_array_equal(y.view(torch.uint8).numpy(), want_y.view(np.uint8))
 
 
+# npu_swiglu_mx_quant (W4A8MxFp4MoEGMMMethod's activation between its two grouped matmuls)
+
+
+def test_swiglu_mx_quant_is_op_plugins_golden():
+    """op-plugin test_npu_swiglu_mx_quant: bf16 ones [4, 8], the defaults (float4_e2m1, right half
+    activated) give the code pair 0x77 (6, 6) and e8m0 124 padded with 0."""
+    y, scale = tn.npu_swiglu_mx_quant(torch.ones(4, 8, dtype=torch.bfloat16))
+    assert y.dtype == torch.uint8 and y.tolist() == [[119, 119]] * 4
+    assert scale.dtype == torch.uint8 and scale.tolist() == [[[124, 0]]] * 4
+
+
+@pytest.mark.parametrize("activate_left", [True, False])
+@pytest.mark.parametrize("dst, alg", [(torch.float8_e4m3fn, 0), (tn.float8_e4m3fn, 1), (296, 0)])
+def test_swiglu_mx_quant_is_swiglu_in_float32_then_mx_quant(activate_left, dst, alg):
+    g = torch.Generator().manual_seed(6)
+    x = (torch.randn(7, 3, 192, generator=g) * 3).to(torch.bfloat16)
+    y, scale = tn.npu_swiglu_mx_quant(x, activate_left=activate_left, dst_type=dst, scale_alg=alg)
+    a, b = x.double().numpy()[..., :96], x.double().numpy()[..., 96:]
+    act, lin = (a, b) if activate_left else (b, a)
+    want_y, want_e = _mx_np(act / (1 + np.exp(-act)) * lin, torch.float8_e4m3fn if dst == tn.float8_e4m3fn else dst,
+                            32, alg)
+    flat = scale.reshape(7, 3, -1).numpy()   # 3 blocks: the scale pair padded with 0
+    np.testing.assert_array_equal(flat[..., :3], want_e)
+    assert not flat[..., 3:].any()
+    got = y.numpy() if y.dtype == torch.uint8 else y.view(torch.uint8).numpy()
+    np.testing.assert_array_equal(got, want_y.view(np.uint8))
+
+
+@pytest.mark.parametrize("group_mode, group_index", [(0, [2, 0, 3]), (1, [2, 2, 5])])
+def test_swiglu_mx_quant_rows_past_the_groups_are_zero(group_mode, group_index):
+    x = torch.randn(8, 128, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    y, scale = tn.npu_swiglu_mx_quant(x, group_index=torch.tensor(group_index), group_mode=group_mode,
+                                      activate_left=True, dst_type=torch.float8_e4m3fn)
+    whole_y, whole_scale = tn.npu_swiglu_mx_quant(x, activate_left=True, dst_type=torch.float8_e4m3fn)
+    assert torch.equal(y[:5].view(torch.uint8), whole_y[:5].view(torch.uint8))
+    assert torch.equal(scale[:5], whole_scale[:5])
+    assert not y[5:].view(torch.uint8).any() and not scale[5:].any()
+
+
 def test_mx_quant_round_trip_is_within_half_a_step_after_saturation():
     x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3))
     y, scale = tn.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn)
@@ -300,6 +339,19 @@ def test_c_ascend_one_tensor_gmm_swiglu_quant_is_the_tensor_list_op(name):
     (lambda x: tn.npu_swiglu_clip_quant(x, torch.tensor([4]), torch.tensor([0.5]), clamp_mode=0), "clamp_mode"),
     (lambda x: tn.npu_swiglu_clip_quant(x[:, :7], torch.tensor([4]), torch.tensor([0.5])), "x"),
     (lambda x: tn.npu_swiglu_clip_quant(x, torch.tensor([4]), torch.tensor([0.5, 1.0])), "group_alpha"),
+    (lambda x: tn.npu_swiglu_mx_quant(x), "x"),  # float32: the operator takes float16 / bfloat16
+    (lambda x: tn.npu_swiglu_mx_quant(x.half()[0]), "x"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half()[:, :62]), "x"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), activate_dim=0), "activate_dim"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), axis=-2), "axis"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), swiglu_mode=1), "swiglu_mode"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), swiglu_mode=2), "swiglu_mode"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), group_mode=2), "group_mode"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), scale_alg=2), "scale_alg"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), dst_type=torch.int8), "dst_type"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), group_index=torch.tensor([[0, 4]])), "group_index"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), group_index=torch.tensor([4], dtype=torch.int32)), "group_index"),
+    (lambda x: tn.npu_swiglu_mx_quant(x.half(), group_index=torch.ones(257, dtype=torch.int64)), "group_index"),
     (lambda x: tn.npu_geglu(x, dim=2), "dim"),
     (lambda x: tn.npu_geglu(x[:, :7]), "self"),
     (lambda x: tn.npu_geglu(x, approximate=2), "approximate"),
@@ -359,6 +411,31 @@ def test_quant_formats_export_as_standard_onnx_and_run_in_onnx_runtime():
                 np.testing.assert_allclose(a, b, rtol=1e-5)
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"output {i}")
+
+
+class _SwigluMx(torch.nn.Module):
+    def forward(self, x, counts):
+        y, scale = tn.npu_swiglu_mx_quant(x, group_index=counts, activate_left=True, dst_type=tn.float8_e4m3fn)
+        return y, scale
+
+
+def test_swiglu_mx_quant_exports_as_standard_onnx_and_matches_in_ort():
+    from tests.ort_values import run
+    model = _SwigluMx().eval()
+    x = torch.randn(6, 128).to(torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = exporters.export(model, (x, torch.tensor([2, 3])), dynamic_shapes=({0: Dim("tokens", min=2)}, None))
+    assert {n.domain for n in proto.graph.node} <= {"", "ai.onnx"}
+    sess = ort.InferenceSession(proto.SerializeToString())
+    for tokens in (6, 13):
+        x = (torch.randn(tokens, 128, generator=torch.Generator().manual_seed(tokens)) * 5).to(torch.bfloat16)
+        counts = torch.tensor([1, tokens - 3])
+        want_y, want_scale = model(x, counts)
+        got_y, got_scale = run(sess, {i.name: v for i, v in zip(proto.graph.input, (
+            x.view(torch.uint16).numpy().view(ml_dtypes.bfloat16), counts.numpy()))})
+        np.testing.assert_array_equal(got_y.view(np.uint8), want_y.view(torch.uint8).numpy())
+        np.testing.assert_array_equal(got_scale, want_scale.numpy())
 
 
 # npu_rms_norm (the routers of cann-recipes-infer's Gemma-4 MoE call it)

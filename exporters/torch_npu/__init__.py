@@ -27,7 +27,7 @@ from .experts import npu_grouped_matmul, npu_swiglu
 from .formats import Format, get_npu_format, npu_format_cast, npu_format_cast_
 from .hccl import use_gloo_as_hccl
 from .histc import install_integer_histc
-from .mx_quant import npu_dynamic_mx_quant
+from .mx_quant import npu_dynamic_mx_quant, npu_swiglu_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
 from .quant_param import npu_convert_weight_to_int4pack, npu_trans_quant_param
 from .routing import (
@@ -56,7 +56,7 @@ __all__ = [
     "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing",
     "npu_moe_init_routing_quant", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_moe_token_permute",
     "npu_moe_token_unpermute", "npu_rms_norm", "npu_swiglu", "npu_swiglu_clip_quant",
-    "npu_trans_quant_param", "use_gloo_as_hccl",
+    "npu_swiglu_mx_quant", "npu_trans_quant_param", "use_gloo_as_hccl",
 ]
 
 

@@ -15,6 +15,9 @@ shaped ``[..., ceil(ceil(n / block_size) / 2), 2]`` (the block count padded to e
 float8 results are torch float8 tensors; float4_e2m1 results are uint8 with two codes a byte
 (element 2i in the low nibble), as torch_npu returns them.
 
+``npu_swiglu_mx_quant`` (aclnnSwigluMxQuant, hicann ops-nn ``quant/swiglu_mx_quant``) is SwiGLU
+computed in float32 followed by this quantisation of its result.
+
 Written in torch; exports as standard ONNX (Abs, ReduceMax, Log, Floor, Pow, Div, Clip, Cast to
 FLOAT8E4M3FN / FLOAT8E5M2, comparisons and integer arithmetic for the float4 codes).
 """
@@ -158,6 +161,53 @@ def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=FLOAT4_E
     return y, scale
 
 
+def npu_swiglu_mx_quant(x, *, group_index=None, activate_dim=-1, activate_left=False, swiglu_mode=0, clamp_limit=7.0,
+                        glu_alpha=1.702, glu_bias=1.0, group_mode=0, axis=-1, dst_type=FLOAT4_E2M1, round_mode="rint",
+                        scale_alg=0, max_dtype_value=0.0):
+    """torch_npu.npu_swiglu_mx_quant: ``(y, mxscale)`` of ``npu_dynamic_mx_quant(swiglu(x))``.
+
+    ``swiglu_mode=0``: ``A, B`` the halves of the last axis; ``activate_left``: ``Swish(A) · B``, else
+    ``A · Swish(B)``; computed in float32 and quantised without rounding in between. ``group_index``
+    (int64 [G], 1 ≤ G ≤ 256; ``group_mode`` 0 counts, 1 cumulative ends): rows past the groups'
+    total are not computed by the operator; here their ``y`` and ``mxscale`` are 0."""
+    fn = "npu_swiglu_mx_quant"
+    require(isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16), fn, "x",
+            "must be a float16 or bfloat16 tensor", x)
+    require(2 <= x.dim() <= 7, fn, "x", "must have 2 to 7 dims", x)
+    dims = x.dim()
+    for name, value in (("activate_dim", activate_dim), ("axis", axis)):
+        require(value in (-1, -2, dims - 2, dims - 1), fn, name, lambda: f"must be -1, -2, {dims - 2} or {dims - 1}",
+                value)
+        if value % dims != dims - 1:
+            unsupported(fn, name, value, "only the last axis exports here (the MoE paths use it)")
+    require(x.shape[-1] % 2 == 0, fn, "x", "must have an even last dim", x)
+    require(swiglu_mode in (0, 1), fn, "swiglu_mode", "must be 0 or 1", swiglu_mode)
+    if swiglu_mode == 1:
+        unsupported(fn, "swiglu_mode", swiglu_mode, "the interleaved variant's activate_left reading is not "
+                    "stated by its documentation; only 0 (halves) exports here")
+    require(group_mode in (0, 1), fn, "group_mode", "must be 0 (counts) or 1 (cumulative ends)", group_mode)
+    require(scale_alg in (0, 1), fn, "scale_alg", "must be 0 or 1 (the operator's supported values)", scale_alg)
+    require(isinstance(max_dtype_value, (int, float)) and max_dtype_value >= 0, fn, "max_dtype_value",
+            "must be a number >= 0", max_dtype_value)
+    if mx_format(fn, dst_type) is E2M1:
+        require(x.shape[-1] % 4 == 0, fn, "x", "must have a last dim divisible by 4 for float4 outputs (an even "
+                "swiglu width H)", x)
+    if group_index is not None:
+        require(isinstance(group_index, torch.Tensor) and group_index.dim() == 1 and group_index.dtype == torch.int64,
+                fn, "group_index", "must be 1-D int64 [G]", group_index)
+        require(1 <= group_index.shape[0] <= 256, fn, "group_index", "must hold 1 to 256 groups", group_index)
+    first, second = x.float().chunk(2, dim=-1)
+    act, lin = (first, second) if activate_left else (second, first)
+    out = torch.nn.functional.silu(act) * lin
+    if group_index is not None:
+        # zero rows quantise to y 0 with the all-zero block's scale code 0
+        ends = group_index if group_mode == 1 else group_index.cumsum(0)
+        flat = out.reshape(-1, out.shape[-1])   # the tokens: every axis but the last, merged
+        rows = torch.arange(flat.shape[0], dtype=torch.int64, device=x.device)
+        out = torch.where((rows < ends[-1])[:, None], flat, torch.zeros_like(flat)).reshape(out.shape)
+    return npu_dynamic_mx_quant(out, dst_type=dst_type, round_mode=round_mode, scale_alg=scale_alg)
+
+
 def e8m0_bits(scale: torch.Tensor) -> torch.Tensor:
     """The e8m0 bits (uint8) of an MX scale held as uint8 (as npu_dynamic_mx_quant returns it) or as a
     ``torch.float8_e8m0fnu`` tensor (the same byte, read as its bits)."""
@@ -182,4 +232,4 @@ def mx_dequantize(y: torch.Tensor, mxscale: torch.Tensor, fmt: MxFormat, block_s
     return v * per_value
 
 
-__all__ = ["e8m0_bits", "mx_dequantize", "npu_dynamic_mx_quant"]
+__all__ = ["e8m0_bits", "mx_dequantize", "npu_dynamic_mx_quant", "npu_swiglu_mx_quant"]
