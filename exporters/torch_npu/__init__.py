@@ -18,7 +18,7 @@ import types
 import torch
 
 from .._torch_lib import try_import_torch_npu
-from . import c_ascend
+from . import c_ascend, recipes_ops
 from .activations import npu_geglu, npu_rms_norm, npu_swiglu_clip_quant
 from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
 from .distribute_v1 import npu_moe_distribute_combine, npu_moe_distribute_dispatch
@@ -29,6 +29,7 @@ from .hccl import use_gloo_as_hccl
 from .histc import install_integer_histc
 from .mx_quant import npu_dynamic_mx_quant, npu_swiglu_mx_quant
 from .quant import npu_dequant_swiglu_quant, npu_dynamic_quant, npu_grouped_matmul_swiglu_quant
+from .quant_matmul import npu_quant_matmul
 from .quant_param import npu_convert_weight_to_int4pack, npu_trans_quant_param
 from .routing import (
     npu_moe_compute_expert_tokens,
@@ -55,7 +56,7 @@ __all__ = [
     "npu_moe_distribute_dispatch_v2", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
     "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing",
     "npu_moe_init_routing_quant", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_moe_token_permute",
-    "npu_moe_token_unpermute", "npu_rms_norm", "npu_swiglu", "npu_swiglu_clip_quant",
+    "npu_moe_token_unpermute", "npu_quant_matmul", "npu_rms_norm", "npu_swiglu", "npu_swiglu_clip_quant",
     "npu_swiglu_mx_quant", "npu_trans_quant_param", "use_gloo_as_hccl",
 ]
 
@@ -65,9 +66,11 @@ def install() -> types.ModuleType:
 
     Puts this module at ``sys.modules["torch_npu"]`` unless a real torch_npu is importable (then
     that one stays and is returned), and defines ``torch.ops._C_ascend.moe_gating_top_k`` /
-    ``moe_gating_top_k_hash`` unless vllm-ascend defines them. As the torch_npu of the CPU it also
-    gives what torch_npu adds to torch for its device: ``Tensor.npu()`` / ``Module.npu()`` and
-    ``torch.histc`` of integer tensors (:mod:`.histc`). Idempotent.
+    ``moe_gating_top_k_hash`` unless vllm-ascend defines them, and the recipes' own
+    ``torch.ops.custom.npu_swiglu_group_quant`` unless their custom_ops library does. As the
+    torch_npu of the CPU it also gives what torch_npu adds to torch for its device:
+    ``Tensor.npu()`` / ``Module.npu()`` and ``torch.histc`` of integer tensors (:mod:`.histc`).
+    Idempotent.
     """
     this = sys.modules[__name__]
     present = sys.modules.get("torch_npu")
@@ -77,6 +80,7 @@ def install() -> types.ModuleType:
         _add_npu_methods()
         install_integer_histc()
     c_ascend.define_ops()
+    recipes_ops.define_ops()
     return sys.modules["torch_npu"]
 
 
