@@ -1,14 +1,18 @@
 """MC2 dispatch / combine over several ranks (``ep_world_size > 1``), run eagerly with
 ``torch.distributed`` (gloo on CPU), with torch_npu's semantics for expert parallelism without a TP
-group or shared-expert ranks (op-plugin's ``npu_moe_distribute_dispatch_v2`` documentation and test
-golden).
+group (op-plugin's ``npu_moe_distribute_dispatch_v2`` documentation and test golden; for
+shared-expert ranks ops-transformer's MoeDistributeDispatch(V2) / Combine(V2) kernels, see
+:class:`RankLayout` and docs/ascend-code.md).
 
-Rank r of N owns the L = moe_expert_num / N experts ``[r·L, (r+1)·L)``. Dispatch sends every
+Without shared-expert ranks rank r of N owns the L = moe_expert_num / N experts ``[r·L, (r+1)·L)``
+(with S of them, ranks ``[0, S)`` hold the shared experts and rank ``S + i`` the experts
+``[i·L, (i+1)·L)``, L = moe_expert_num / (N - S)). Dispatch sends every
 (token, slot) pair to the rank owning its expert; the receiving rank's ``expand_x`` holds its rows
 ordered by local expert, then source rank, then token (the order of op-plugin's golden: one
 init routing over the concatenation of every rank's tokens), zero-padded to
-``A = (global_bs or BS·N) · min(L, K)`` rows. Combine sends each row back to its source and sums
-``expert_scales[t, j] · row`` per token (plus ``shared_expert_x``). Pairs routed to the zero / copy /
+``A = (global_bs or BS·N) · min(L, K)`` rows; a shared-expert rank receives its tokens' rows by
+source rank, then token. Combine sends each row back to its source and sums
+``expert_scales[t, j] · row`` per token, plus the shared experts' rows (weight 1) or ``shared_expert_x``. Pairs routed to the zero / copy /
 constant experts (ids from moe_expert_num on) never leave their rank: combine adds their outputs
 from ``ori_x`` there (``distribute._special_experts``). Pairs ``x_active_mask`` leaves out are not
 sent and add nothing. ``group_ep`` names a group registered here, e.g. by the HCCL communicator
