@@ -12,10 +12,11 @@ ordered by local expert, then source rank, then token (the order of op-plugin's 
 init routing over the concatenation of every rank's tokens), zero-padded to
 ``A = (global_bs or BS·N) · min(L, K)`` rows; a shared-expert rank receives its tokens' rows by
 source rank, then token. Combine sends each row back to its source and sums
-``expert_scales[t, j] · row`` per token, plus the shared experts' rows (weight 1) or ``shared_expert_x``. Pairs routed to the zero / copy /
-constant experts (ids from moe_expert_num on) never leave their rank: combine adds their outputs
-from ``ori_x`` there (``distribute._special_experts``). Pairs ``x_active_mask`` leaves out are not
-sent and add nothing. ``group_ep`` names a group registered here, e.g. by the HCCL communicator
+``expert_scales[t, j] · row`` per token, plus the shared experts' rows (weight 1) or
+``shared_expert_x``. Pairs routed to the zero / copy / constant experts (ids from moe_expert_num
+on) never leave their rank: combine adds their outputs from ``ori_x`` there
+(``distribute._special_experts``). Pairs ``x_active_mask`` leaves out are not sent and add nothing.
+``group_ep`` names a group registered here, e.g. by the HCCL communicator
 name ``hccl.ProcessGroupHCCL`` hands out.
 
 Where torch_npu leaves values to the implementation (``assist_info_for_combine``: "pass it to
@@ -129,6 +130,7 @@ class RankLayout:
         return self.experts // (self.ranks - self.shared_ranks)
 
     def is_shared(self, rank: int) -> bool:
+        """Whether ``rank`` holds a shared expert."""
         return rank < self.shared_ranks
 
     def local_experts(self, rank: int) -> int:
