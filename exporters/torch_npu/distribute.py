@@ -27,15 +27,16 @@ def _several_ranks(fn: str, ep_world_size, **unsupported_args) -> bool:
     return True
 
 
-def _one_rank(fn: str, ep_world_size, ep_rank_id, tp_world_size, **special) -> None:
+def _one_rank(fn: str, ep_world_size, ep_rank_id, tp_world_size, moe_expert_num, expert_shard_type,
+              shared_expert_num, shared_expert_rank_num, first_version) -> None:
     if tp_world_size not in (0, 1):
         raise NotImplementedError(
             f"{fn}: tp_world_size={tp_world_size}: torch_npu reserves it (0 or 1: no TP group); export each "
             f"rank's expert side with the project's expert-parallel export ({EXPERT_PARALLEL_DOC})")
     require(ep_rank_id == 0, fn, "ep_rank_id", "must be 0 with ep_world_size=1", ep_rank_id)
-    for name, value in special.items():
-        if value:
-            unsupported(fn, name, value, f"shared-expert ranks need more than one rank ({EXPERT_PARALLEL_DOC})")
+    # torch_npu's rules for the shared experts hold on one rank too (no shared-expert rank fits)
+    distribute_ranks.rank_layout(fn, ep_world_size, moe_expert_num, shared_expert_num, shared_expert_rank_num,
+                                 expert_shard_type, first_version)
 
 
 def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *,
@@ -56,7 +57,22 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     ``quant_mode=4`` (MX): the rows of ``y_dtype`` and their e8m0 scales ``[BS·K, 2·ceil(H / 64)]``
     (uint8), as :func:`distribute_ranks.mx_rows` states.
     """
-    fn = "npu_moe_distribute_dispatch_v2"
+    return dispatch("npu_moe_distribute_dispatch_v2", False, x, expert_ids, group_ep, ep_world_size, ep_rank_id,
+                    moe_expert_num, scales=scales, x_active_mask=x_active_mask, expert_scales=expert_scales,
+                    elastic_info=elastic_info, tp_world_size=tp_world_size, expert_shard_type=expert_shard_type,
+                    shared_expert_num=shared_expert_num, shared_expert_rank_num=shared_expert_rank_num,
+                    quant_mode=quant_mode, global_bs=global_bs, expert_token_nums_type=expert_token_nums_type,
+                    zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num,
+                    const_expert_num=const_expert_num, y_dtype=y_dtype, x_dtype=x_dtype, scales_dtype=scales_dtype)
+
+
+def dispatch(fn: str, first_version: bool, x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *,
+             scales=None, x_active_mask=None, expert_scales=None, elastic_info=None, tp_world_size=0,
+             expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0, quant_mode=0, global_bs=0,
+             expert_token_nums_type=1, zero_expert_num=0, copy_expert_num=0, const_expert_num=0, y_dtype=None,
+             x_dtype=None, scales_dtype=None):
+    """Both versions of dispatch (``first_version``: npu_moe_distribute_dispatch, which places the
+    shared experts' rows its own way); ``fn`` names the caller in errors."""
     mx = quant_mode == distribute_ranks.QUANT_MX
     if quant_mode not in (distribute_ranks.QUANT_NONE, distribute_ranks.QUANT_PER_TOKEN, distribute_ranks.QUANT_MX):
         unsupported(fn, "quant_mode", quant_mode, distribute_ranks.QUANT_MODES_DOC)
@@ -69,9 +85,12 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
             x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales=scales, quant_mode=quant_mode,
             x_active_mask=x_active_mask, expert_scales=expert_scales, global_bs=global_bs,
             expert_token_nums_type=expert_token_nums_type, tp_world_size=tp_world_size,
+            expert_shard_type=expert_shard_type, shared_expert_num=shared_expert_num,
             shared_expert_rank_num=shared_expert_rank_num, zero_expert_num=zero_expert_num,
-            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num, y_dtype=y_dtype)
-    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
+            copy_expert_num=copy_expert_num, const_expert_num=const_expert_num, y_dtype=y_dtype,
+            first_version=first_version, fn=fn)
+    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, moe_expert_num, expert_shard_type, shared_expert_num,
+              shared_expert_rank_num, first_version)
     _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
     if scales is not None and quant_mode != 2:
         unsupported(fn, "scales", scales, "smoothing scales go with quant_mode=2; int32 (int4-packed) tokens "
@@ -115,14 +134,34 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
                                   copy_expert_num=0, const_expert_num=0):
     """torch_npu.npu_moe_distribute_combine_v2 on one rank:
     ``out[t] = Σ_j expert_scales[t, j]·expand_x[row(t, j)] + shared_expert_x[t]`` (one finalize)."""
-    fn = "npu_moe_distribute_combine_v2"
+    return combine("npu_moe_distribute_combine_v2", False, expand_x, expert_ids, assist_info_for_combine,
+                   ep_send_counts, expert_scales, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
+                   x_active_mask=x_active_mask, expand_scales=expand_scales, shared_expert_x=shared_expert_x,
+                   elastic_info=elastic_info, ori_x=ori_x, const_expert_alpha_1=const_expert_alpha_1,
+                   const_expert_alpha_2=const_expert_alpha_2, const_expert_v=const_expert_v,
+                   tp_world_size=tp_world_size, expert_shard_type=expert_shard_type,
+                   shared_expert_num=shared_expert_num, shared_expert_rank_num=shared_expert_rank_num,
+                   comm_quant_mode=comm_quant_mode, zero_expert_num=zero_expert_num, copy_expert_num=copy_expert_num,
+                   const_expert_num=const_expert_num)
+
+
+def combine(fn: str, first_version: bool, expand_x, expert_ids, assist_info_for_combine, ep_send_counts,
+            expert_scales, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, x_active_mask=None,
+            expand_scales=None, shared_expert_x=None, elastic_info=None, ori_x=None, const_expert_alpha_1=None,
+            const_expert_alpha_2=None, const_expert_v=None, tp_world_size=0, expert_shard_type=0,
+            shared_expert_num=1, shared_expert_rank_num=0, comm_quant_mode=0, zero_expert_num=0,
+            copy_expert_num=0, const_expert_num=0):
+    """Both versions of combine (``first_version``: npu_moe_distribute_combine); ``fn`` names the
+    caller in errors."""
     if _several_ranks(fn, ep_world_size, elastic_info=elastic_info):
         if comm_quant_mode != 0:
             unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (rows travel unquantised here)")
         _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
         require(expert_scales.shape == expert_ids.shape, fn, "expert_scales",
                 lambda: f"must have expert_ids' shape {list(expert_ids.shape)}", expert_scales)
-        active = distribute_ranks.active_pairs(fn, x_active_mask, expert_ids)
+        # the first version with shared-expert ranks (Atlas A3) reserves x_active_mask, as dispatch does
+        ignore_mask = first_version and shared_expert_rank_num
+        active = None if ignore_mask else distribute_ranks.active_pairs(fn, x_active_mask, expert_ids)
         # the special experts' pairs stayed on this rank (dispatch sent none): their outputs from ori_x
         special = _special_experts(fn, expert_ids, expert_scales if active is None else expert_scales * active,
                                    expand_x, ori_x, moe_expert_num, zero_expert_num, copy_expert_num,
@@ -130,8 +169,11 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
         return distribute_ranks.combine(
             expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
             ep_rank_id, moe_expert_num, shared_expert_x=shared_expert_x, special_x=special,
-            expand_scales=expand_scales, tp_world_size=tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
-    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, shared_expert_rank_num=shared_expert_rank_num)
+            expand_scales=expand_scales, tp_world_size=tp_world_size, expert_shard_type=expert_shard_type,
+            shared_expert_num=shared_expert_num, shared_expert_rank_num=shared_expert_rank_num,
+            first_version=first_version, fn=fn)
+    _one_rank(fn, ep_world_size, ep_rank_id, tp_world_size, moe_expert_num, expert_shard_type, shared_expert_num,
+              shared_expert_rank_num, first_version)
     _special_counts(fn, zero_expert_num, copy_expert_num, const_expert_num)
     if comm_quant_mode != 0:
         unsupported(fn, "comm_quant_mode", comm_quant_mode, "use 0 (no quantised communication on one rank)")

@@ -1,11 +1,13 @@
 """torch_npu's first MC2 pair, ``npu_moe_distribute_dispatch`` / ``npu_moe_distribute_combine``
 (op-plugin's signatures): the v2 functions' meaning, with ``expand_idx`` in the place of
-``assist_info_for_combine`` (model code passes either to combine unchanged)."""
+``assist_info_for_combine`` (model code passes either to combine unchanged), except for
+shared-expert ranks: one shared expert, each token's shared row on one shared-expert rank
+(``distribute_ranks.RankLayout``)."""
 
 from __future__ import annotations
 
 from ._args import unsupported
-from .distribute import npu_moe_distribute_combine_v2, npu_moe_distribute_dispatch_v2
+from .distribute import combine, dispatch
 
 
 def npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None,
@@ -14,10 +16,10 @@ def npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_
                                 global_bs=0, expert_token_nums_type=1):
     """torch_npu.npu_moe_distribute_dispatch: ``(expand_x, dynamic_scales, expand_idx, expert_token_nums,
     ep_recv_counts, tp_recv_counts, expand_scales)`` as npu_moe_distribute_dispatch_v2 gives them."""
-    return npu_moe_distribute_dispatch_v2(
-        x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales=scales,
-        x_active_mask=x_active_mask, expert_scales=expert_scales, group_tp=group_tp, tp_world_size=tp_world_size,
-        tp_rank_id=tp_rank_id, expert_shard_type=expert_shard_type, shared_expert_num=shared_expert_num,
+    return dispatch(
+        "npu_moe_distribute_dispatch", True, x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num,
+        scales=scales, x_active_mask=x_active_mask, expert_scales=expert_scales, tp_world_size=tp_world_size,
+        expert_shard_type=expert_shard_type, shared_expert_num=shared_expert_num,
         shared_expert_rank_num=shared_expert_rank_num, quant_mode=quant_mode, global_bs=global_bs,
         expert_token_nums_type=expert_token_nums_type)
 
@@ -39,12 +41,12 @@ def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts,
                         "dequantise in npu_grouped_matmul (scale, per_token_scale) and pass None")
     if out_dtype != 0:
         unsupported(fn, "out_dtype", out_dtype, "it applies to int32 expand_x; pass 0")
-    return npu_moe_distribute_combine_v2(
-        expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, group_ep, ep_world_size, ep_rank_id,
-        moe_expert_num, tp_send_counts=tp_send_counts, x_active_mask=x_active_mask, expand_scales=expand_scales,
-        shared_expert_x=shared_expert_x, group_tp=group_tp, tp_world_size=tp_world_size, tp_rank_id=tp_rank_id,
-        expert_shard_type=expert_shard_type, shared_expert_num=shared_expert_num,
-        shared_expert_rank_num=shared_expert_rank_num, global_bs=global_bs, comm_quant_mode=comm_quant_mode)
+    return combine(
+        fn, True, expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, group_ep, ep_world_size,
+        ep_rank_id, moe_expert_num, x_active_mask=x_active_mask, expand_scales=expand_scales,
+        shared_expert_x=shared_expert_x, tp_world_size=tp_world_size, expert_shard_type=expert_shard_type,
+        shared_expert_num=shared_expert_num, shared_expert_rank_num=shared_expert_rank_num,
+        comm_quant_mode=comm_quant_mode)
 
 
 __all__ = ["npu_moe_distribute_combine", "npu_moe_distribute_dispatch"]
