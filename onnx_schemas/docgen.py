@@ -81,6 +81,7 @@ def _constraints(schema: OpSchema) -> list[str]:
 
 def _inferred(schema: OpSchema, inputs: dict[str, tuple[int, list]], attrs: dict[str, Any]) -> str:
     """One line: the example's inputs and attributes, then the outputs shape inference gives."""
+    register()  # inference runs the registered schemas' functions
     names = [p.name for p in schema.inputs]
     node_inputs = [n if n in inputs else "" for n in names]
     while node_inputs and not node_inputs[-1]:
@@ -114,7 +115,6 @@ def render_op(schema: OpSchema) -> str:
 
 def update(text: str) -> str:
     """``text`` with every op's generated block replaced by a fresh rendering."""
-    register()
     for name, schema in SCHEMAS.items():
         begin, end = BEGIN.format(op=name), END.format(op=name)
         found = re.search(re.escape(begin) + r".*?" + re.escape(end), text, re.S)
